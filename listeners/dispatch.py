@@ -1,0 +1,82 @@
+"""Run every listener of one event concurrently, under a timeout, and collect
+their errors. Knows nothing of Redis, Postgres or retries."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from listeners.registry import Listener
+
+
+@dataclass(frozen=True)
+class ListenerFailure:
+    """One listener's exception, kept for the error record."""
+
+    listener: str
+    exception: BaseException
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """What happened when one event ran through its listeners."""
+
+    listeners: int
+    failures: tuple[ListenerFailure, ...] = field(default_factory=tuple)
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.timed_out
+
+
+def qualified_name(fn: Listener) -> str:
+    """module.qualname of a listener, for logs, errors and span names."""
+    module = getattr(fn, "__module__", None) or "?"
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{name}"
+
+
+async def _call(fn: Listener, event: Any) -> None:
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+        await fn(event)  # type: ignore[misc]
+        return
+    # A sync listener runs in a thread so it cannot block the worker's loop; on timeout
+    # the thread cannot be killed and runs to its end, but the attempt is failed already.
+    result = await asyncio.to_thread(fn, event)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | None) -> DispatchResult:
+    """Run all listeners concurrently; any raising, or the timeout, fails the attempt.
+
+    Args:
+        listeners: the topic's listeners (may be empty).
+        event: the event object handed to each.
+        timeout: seconds for all of them together; None for no limit.
+    """
+    if not listeners:
+        return DispatchResult(listeners=0)
+    tasks = [asyncio.ensure_future(_call(fn, event)) for fn in listeners]
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    failures = tuple(
+        ListenerFailure(qualified_name(fn), task.exception())  # type: ignore[arg-type]
+        for fn, task in zip(listeners, tasks)
+        if task in done and not task.cancelled() and task.exception() is not None
+    )
+    return DispatchResult(listeners=len(listeners), failures=failures, timed_out=bool(pending))
+
+
+def describe_error(exc: BaseException, limit: int = 5) -> dict[str, str]:
+    """Serialized error: type, message and the tail of the traceback."""
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-limit:])
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": tail[-2000:]}

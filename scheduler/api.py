@@ -1,0 +1,265 @@
+"""The Scheduler facade: the composition root that validates requests, wires
+the Redis store, the worker, the listeners and (when enabled) the audit trail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from listeners import SCHEDULE_FAILED_TOPIC, ListenerRegistry, default_registry
+from scheduler.clock import Clock, SystemClock
+from scheduler.config import Settings, load_settings
+from scheduler.errors import InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
+from scheduler.job import JobInfo, NewJob
+from scheduler.metrics import Metrics
+from scheduler.retry import Backoff, RetryPolicy, parse_retry
+from scheduler.store import RedisStore
+from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms, zone
+from scheduler.worker import Worker
+
+log = logging.getLogger("horae")
+
+MAX_TOPIC_LEN = 200
+MAX_ID_LEN = 200
+
+
+def _check_topic(topic: object) -> str:
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidTopic(f"topic must be a non-empty string; got {topic!r}", field="topic")
+    if len(topic) > MAX_TOPIC_LEN:
+        raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
+    if topic == SCHEDULE_FAILED_TOPIC:
+        raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
+    return topic
+
+
+def _to_json(value: Any, field: str) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
+
+
+class Scheduler:
+    """Schedule jobs, inspect and cancel them, and run workers.
+
+    With no redis_url / database_url (argument, env or config file) embedded
+    servers are started under the data directory.
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        database_url: str | None = None,
+        namespace: str | None = None,
+        listeners: ListenerRegistry | None = None,
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        config_path: str | Path | None = None,
+    ) -> None:
+        base = settings or load_settings(config_path)
+        updates = {k: v for k, v in {"redis_url": redis_url, "database_url": database_url,
+                                      "namespace": namespace}.items() if v is not None}
+        self.settings = base.model_copy(update=updates) if updates else base
+        self.registry = listeners if listeners is not None else default_registry
+        self._clock = clock
+        self._redis: aioredis.Redis | None = None
+        self._store: RedisStore | None = None
+        self.metrics = Metrics()
+        self.default_retry = RetryPolicy(
+            self.settings.retry.attempts, Backoff(self.settings.retry.backoff, self.settings.retry.delay_ms)
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> Scheduler:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Resolve servers (starting embedded ones when no URL is set) and connect."""
+        from scheduler.servers import resolve_services
+
+        s = self.settings
+        urls = await asyncio.to_thread(
+            resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=False
+        )
+        self.services = urls
+        self._redis = aioredis.Redis.from_url(urls.redis_url)
+        try:
+            if self._clock is None:
+                clock = SystemClock()
+                await clock.calibrate(self._redis)
+                self._clock = clock
+        except Exception as exc:
+            await self._redis.aclose()
+            raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
+        self._store = RedisStore(self._redis, s.namespace)
+
+    async def close(self) -> None:
+        """Close connections (embedded servers keep running for the next process)."""
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    @property
+    def store(self) -> RedisStore:
+        if self._store is None:
+            raise SchedulerError("Scheduler is not connected: use `async with Scheduler(...)` or await connect()")
+        return self._store
+
+    @property
+    def clock(self) -> Clock:
+        if self._clock is None:
+            raise SchedulerError("Scheduler is not connected")
+        return self._clock
+
+    # ----------------------------------------------------------------- scheduling
+    async def schedule_at(
+        self,
+        topic: str,
+        run_at: datetime,
+        tz: str = "UTC",
+        *,
+        payload: Any = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: timedelta | float | str | None = None,
+        job_id: str | None = None,
+    ) -> str:
+        """Run every listener of `topic` at `run_at` (naive = wall time in `tz`).
+
+        Args:
+            topic: listeners registered with @on_event(topic) run.
+            run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
+            tz: IANA zone name for a naive run_at (and recorded with the job).
+            payload: JSON-serializable value handed to listeners.
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms}}.
+            metadata: JSON object kept with the job and its audit row.
+            timeout: per-attempt limit (default from config).
+            job_id: idempotency key; scheduling an existing id changes nothing.
+
+        Returns:
+            The job id.
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        when = resolve_run_at(run_at, tz)
+        return await self._enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout, job_id)
+
+    async def schedule_in(
+        self,
+        topic: str,
+        delay: timedelta | float | str,
+        *,
+        payload: Any = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: timedelta | float | str | None = None,
+        job_id: str | None = None,
+        tz: str = "UTC",
+    ) -> str:
+        """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d")."""
+        seconds = parse_duration(delay, "delay")
+        due = self.clock.now_ms() + int(seconds * 1000)
+        return await self._enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id)
+
+    async def _enqueue(
+        self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, *, cron: str = "",
+    ) -> str:
+        job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron)
+        now = self.clock.now_ms()
+        job = NewJob(**{**job.__dict__, "due_ms": max(job.run_at_ms, now)})
+        created = await self.store.enqueue(job, now)
+        if created:
+            self.metrics.scheduled.add(1, {"topic": job.topic})
+        return job.id
+
+    def _build_job(
+        self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, cron: str,
+    ) -> NewJob:
+        """Validate everything before anything is written."""
+        topic = _check_topic(topic)
+        zone(tz)
+        policy = parse_retry(retry, self.default_retry)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidPayload(f"metadata must be a mapping (JSON object); got {metadata!r}", field="metadata")
+        if metadata is not None and not all(isinstance(k, str) for k in metadata):
+            raise InvalidPayload("metadata keys must be strings", field="metadata")
+        timeout_s = self.settings.worker.timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
+        if timeout_s <= 0:
+            raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
+        if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
+            raise InvalidTopic(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
+                               f"got {job_id!r}", field="job_id")
+        return NewJob(
+            id=job_id or uuid.uuid4().hex,
+            topic=topic,
+            due_ms=run_at_ms,
+            run_at_ms=run_at_ms,
+            tz=tz,
+            payload_json=_to_json(payload, "payload"),
+            metadata_json=_to_json(dict(metadata or {}), "metadata"),
+            max_attempts=policy.attempts,
+            backoff_type=policy.backoff.type,
+            backoff_delay_ms=policy.backoff.delay_ms,
+            timeout_ms=max(1, int(timeout_s * 1000)),
+            cron=cron,
+        )
+
+    # ---------------------------------------------------------------- inspecting
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        """The job's current state, or None when unknown or past retention."""
+        return await self.store.get_job(job_id)
+
+    async def cancel(self, job_id: str) -> bool:
+        """Stop all future attempts. False when the job is unknown or already finished.
+
+        A running attempt finishes (its outcome is recorded) but the job ends cancelled.
+        """
+        code = await self.store.cancel(job_id, self.clock.now_ms())
+        if code > 0:
+            self.metrics.cancelled.add(1)
+        return code > 0
+
+    async def stats(self, topic: str | None = None) -> dict[str, int]:
+        """Jobs per state currently in Redis."""
+        return await self.store.stats(topic)
+
+    # ------------------------------------------------------------------- workers
+    def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
+        """A Worker bound to this scheduler (start()/stop() it yourself)."""
+        return Worker(
+            self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
+            concurrency=concurrency, topics=topics,
+        )
+
+    @asynccontextmanager
+    async def worker(
+        self, concurrency: int | None = None, topics: Sequence[str] | None = None, grace: float | None = None
+    ) -> AsyncIterator[Worker]:
+        """Run a worker in the background for the duration of the block; stop gracefully."""
+        w = self.make_worker(concurrency, topics)
+        await w.start()
+        try:
+            yield w
+        finally:
+            await w.stop(grace)

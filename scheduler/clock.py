@@ -1,0 +1,55 @@
+"""Time as a parameter. Every due/lease comparison uses one clock: the Redis
+server's, reached through an offset measured against its TIME, so a worker
+whose own clock is skewed can never fire a job early or twice."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+import redis.asyncio as aioredis
+
+
+class Clock(Protocol):
+    """What the engine needs of time."""
+
+    def now_ms(self) -> int:
+        """Current epoch milliseconds on the shared (Redis) clock."""
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
+        """Return at deadline_ms on this clock, or earlier when `wake` is set."""
+
+
+class SystemClock:
+    """Local monotonic-ish wall time plus the offset to the Redis server's clock."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0.0
+
+    async def calibrate(self, redis: aioredis.Redis) -> float:
+        """Measure the offset to Redis TIME (midpoint of the round trip); returns it."""
+        best: tuple[float, float] | None = None
+        for _ in range(3):
+            before = time.time() * 1000
+            sec, usec = await redis.time()
+            after = time.time() * 1000
+            rtt = after - before
+            offset = (sec * 1000 + usec / 1000) - (before + rtt / 2)
+            if best is None or rtt < best[0]:
+                best = (rtt, offset)
+        assert best is not None
+        self.offset_ms = best[1]
+        return self.offset_ms
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000 + self.offset_ms)
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
+        delay = (deadline_ms - self.now_ms()) / 1000
+        if delay <= 0 or wake.is_set():
+            return
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=delay)
+        except TimeoutError:
+            pass

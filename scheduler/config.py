@@ -1,0 +1,155 @@
+"""Settings: one typed, frozen object. The only reader of env vars and config
+files. Precedence: explicit argument > env var > config file > defaults.
+
+Env vars: HORAE_REDIS_URL, HORAE_DATABASE_URL, HORAE_NAMESPACE, HORAE_DATA_DIR,
+HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any other
+value (e.g. HORAE_WORKER__CONCURRENCY=20). `config/horae.toml` lists every
+default; a test keeps it equal to the models below.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scheduler.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetrySettings(_Section):
+    """Default retry policy of jobs that do not bring their own."""
+
+    attempts: int = Field(5, ge=1, le=20)
+    backoff: Literal["exponential", "fixed"] = "exponential"
+    delay_ms: int = Field(30_000, ge=1_000, le=3_600_000)
+
+
+class RetentionSettings(_Section):
+    """How long finished jobs stay in Redis (the audit trail keeps them for good)."""
+
+    completed_age_s: int = Field(604_800, ge=0)
+    completed_count: int = Field(1_000, ge=0)
+    failed_age_s: int = Field(2_592_000, ge=0)
+    cancelled_age_s: int = Field(604_800, ge=0)
+    prune_interval_s: float = Field(60.0, gt=0)
+
+
+class WorkerSettings(_Section):
+    """Worker behaviour."""
+
+    concurrency: int = Field(10, ge=1, le=10_000)
+    claim_batch: int = Field(100, ge=1, le=1_000)
+    lease_ms: int = Field(30_000, ge=100)
+    timeout_ms: int = Field(900_000, ge=1)
+    grace_s: float = Field(30.0, ge=0)
+    recover_interval_s: float = Field(1.0, gt=0)
+
+
+class AuditSettings(_Section):
+    """The Postgres audit trail and its relay."""
+
+    enabled: bool = True
+    batch_size: int = Field(500, ge=1)
+    block_ms: int = Field(1_000, ge=1)
+    claim_idle_ms: int = Field(30_000, ge=100)
+    retention_months: int = Field(12, ge=1)
+
+
+class Settings(_Section):
+    """Everything configurable, with the defaults of config/horae.toml."""
+
+    redis_url: str | None = None
+    database_url: str | None = None
+    namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    data_dir: str = ".horae"
+    retry: RetrySettings = RetrySettings()
+    retention: RetentionSettings = RetentionSettings()
+    worker: WorkerSettings = WorkerSettings()
+    audit: AuditSettings = AuditSettings()
+
+
+_TOP_ENV = {
+    "HORAE_REDIS_URL": "redis_url",
+    "HORAE_DATABASE_URL": "database_url",
+    "HORAE_NAMESPACE": "namespace",
+    "HORAE_DATA_DIR": "data_dir",
+}
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, value in env.items():
+        if name in _TOP_ENV and value:
+            values[_TOP_ENV[name]] = value
+        elif name.startswith("HORAE_") and "__" in name:
+            section, _, key = name[len("HORAE_") :].lower().partition("__")
+            values.setdefault(section, {})[key] = value
+    return values
+
+
+def _flatten_toml(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Map the file's [redis]/[database] tables onto the flat top-level fields."""
+    data = dict(raw)
+    redis = data.pop("redis", {}) or {}
+    database = data.pop("database", {}) or {}
+    if redis.get("url"):
+        data["redis_url"] = redis["url"]
+    if "namespace" in redis:
+        data["namespace"] = redis["namespace"]
+    if database.get("url"):
+        data["database_url"] = database["url"]
+    return data
+
+
+def load_settings(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build Settings from a TOML file, the environment and explicit overrides.
+
+    Args:
+        path: a TOML file; default HORAE_CONFIG, else ./horae.toml when present.
+        env: the environment (default os.environ); injectable for tests.
+        overrides: top-level fields (None values are ignored).
+
+    Raises:
+        ConfigError: naming the file or variable, the value and what is allowed.
+    """
+    env = os.environ if env is None else env
+    file = Path(path) if path else (Path(env["HORAE_CONFIG"]) if env.get("HORAE_CONFIG") else Path("horae.toml"))
+    data: dict[str, Any] = {}
+    if file.is_file():
+        try:
+            data = _flatten_toml(tomllib.loads(file.read_text()))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {file}: {exc}") from exc
+    elif path:
+        raise ConfigError(f"config file {file} does not exist")
+    data = _merge(data, _from_env(env))
+    data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration ({file if file.is_file() else 'defaults/env'}): {problems}") from exc

@@ -1,0 +1,96 @@
+"""The exception tree of horae. Every error we raise derives from SchedulerError.
+
+    SchedulerError
+    ├── ScheduleError              bad input at the API; nothing was written
+    │   ├── RetryPolicyInvalid     code SCHEDULE_RETRY_POLICY_INVALID
+    │   ├── InvalidTimezone
+    │   ├── InvalidPayload
+    │   ├── InvalidTopic
+    │   ├── InvalidDelay
+    │   └── InvalidCron
+    ├── ConfigError                a setting in a file or env var is wrong
+    ├── StorageError               Redis or PostgreSQL failed underneath us
+    └── ScriptError                a Lua script refused a transition (see scripts.ScriptCode)
+
+Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
+fail the job at once; neither is an error of ours, they are decisions.
+"""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """A horae error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ScheduleError(SchedulerError):
+    """The scheduling request is invalid; nothing was stored."""
+
+    code = "SCHEDULE_INVALID"
+
+    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class RetryPolicyInvalid(ScheduleError):
+    """The retry policy is outside the allowed bounds."""
+
+    code = "SCHEDULE_RETRY_POLICY_INVALID"
+
+
+class InvalidTimezone(ScheduleError):
+    """The time zone is not a known IANA zone."""
+
+    code = "SCHEDULE_TIMEZONE_INVALID"
+
+
+class InvalidPayload(ScheduleError):
+    """The payload or metadata cannot be stored as JSON."""
+
+    code = "SCHEDULE_PAYLOAD_INVALID"
+
+
+class InvalidTopic(ScheduleError):
+    """The topic is empty, too long or reserved."""
+
+    code = "SCHEDULE_TOPIC_INVALID"
+
+
+class InvalidDelay(ScheduleError):
+    """The run time, delay or timeout is not usable."""
+
+    code = "SCHEDULE_DELAY_INVALID"
+
+
+class InvalidCron(ScheduleError):
+    """The cron expression cannot be parsed."""
+
+    code = "SCHEDULE_CRON_INVALID"
+
+
+class ConfigError(SchedulerError):
+    """A configuration value is invalid."""
+
+
+class StorageError(SchedulerError):
+    """The storage backend (Redis or PostgreSQL) failed."""
+
+
+class ScriptError(SchedulerError):
+    """A Lua script refused the requested transition."""
+
+
+class Retry(Exception):  # noqa: N818 - a decision, raised by listeners
+    """Raised by a listener to retry with its own delay (still bounded by attempts)."""
+
+    def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class DoNotRetry(Exception):  # noqa: N818 - a decision, raised by listeners
+    """Raised by a listener to fail the job now, whatever attempts remain."""

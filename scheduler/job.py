@@ -1,0 +1,98 @@
+"""Job values: the JobState enum, JobInfo (what get_job returns) and ClaimedJob
+(what a worker runs). Frozen; no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Mapping
+
+
+class JobState(str, Enum):
+    """Where a job is in its life. Terminal: completed, failed, cancelled."""
+
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A snapshot of one job as stored in Redis."""
+
+    id: str
+    topic: str
+    state: JobState
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    next_attempt_at: datetime | None
+    last_error: Mapping[str, Any] | None
+    payload: Any
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tz: str = "UTC"
+    backoff_type: str = "exponential"
+    backoff_delay_ms: int = 30_000
+    timeout_ms: int = 0
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    cron: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """One attempt a worker holds a lease on. `token` proves the lease at settlement."""
+
+    id: str
+    attempt: int
+    token: str
+    topic: str
+    payload_json: str
+    metadata_json: str
+    run_at_ms: int
+    due_ms: int
+    max_attempts: int
+    backoff_type: str
+    backoff_delay_ms: int
+    timeout_ms: int
+    trace: str
+    cron: str
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job ready to be stored (built by the facade, stored by RedisStore)."""
+
+    id: str
+    topic: str
+    due_ms: int
+    run_at_ms: int
+    tz: str
+    payload_json: str
+    metadata_json: str
+    max_attempts: int
+    backoff_type: str
+    backoff_delay_ms: int
+    timeout_ms: int
+    trace: str = ""
+    cron: str = ""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The outcome of one attempt, to be written by complete.lua or fail.lua."""
+
+    job_id: str
+    token: str
+    outcome: str  # succeeded | no_listener | failed | timed_out | worker_lost
+    error_json: str = ""
+    retry_at_ms: int = -1  # fail only: -1 = terminal
+    require_expired: bool = False  # fail only: lease recovery

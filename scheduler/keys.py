@@ -1,0 +1,67 @@
+"""Redis key names. Every key of a namespace shares the `{ns}` hash tag so all
+scripts touch one Redis Cluster slot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys of one namespace (one independent scheduler)."""
+
+    namespace: str
+
+    @property
+    def prefix(self) -> str:
+        """Prefix of every key; job hashes are `prefix + "j:" + id`."""
+        return "{" + self.namespace + "}:"
+
+    def job(self, job_id: str) -> str:
+        """Hash holding one job's fields."""
+        return f"{self.prefix}j:{job_id}"
+
+    @property
+    def job_prefix(self) -> str:
+        """Scripts that discover job ids (claim, prune) build job keys from this."""
+        return f"{self.prefix}j:"
+
+    @property
+    def due(self) -> str:
+        """Sorted set of waiting and retrying jobs, scored by due time (ms)."""
+        return f"{self.prefix}due"
+
+    @property
+    def active(self) -> str:
+        """Sorted set of running jobs, scored by lease deadline (ms)."""
+        return f"{self.prefix}active"
+
+    @property
+    def completed(self) -> str:
+        """Sorted set of completed jobs, scored by finish time (ms), for retention."""
+        return f"{self.prefix}completed"
+
+    @property
+    def failed(self) -> str:
+        """Sorted set of failed jobs, scored by finish time (ms), for retention."""
+        return f"{self.prefix}failed"
+
+    @property
+    def cancelled(self) -> str:
+        """Sorted set of cancelled jobs, scored by finish time (ms), for retention."""
+        return f"{self.prefix}cancelled"
+
+    @property
+    def counts(self) -> str:
+        """Hash of job counts: field `state` and `t:<topic>\\x00<state>`."""
+        return f"{self.prefix}counts"
+
+    @property
+    def outbox(self) -> str:
+        """Stream of audit events (format in scheduler.outbox)."""
+        return f"{self.prefix}outbox"
+
+    @property
+    def wake(self) -> str:
+        """Pub/sub channel: a job became the earliest due; payload is its due ms."""
+        return f"{self.prefix}wake"

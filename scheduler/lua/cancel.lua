@@ -1,0 +1,29 @@
+-- cancel: stop all future attempts of a job. A waiting or retrying job ends
+-- cancelled now; a running one is marked cancelled and its attempt finishes
+-- (complete/fail then record the attempt without changing the status).
+--
+-- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
+-- KEYS[5] counts hash
+-- ARGV[1] id  ARGV[2] now_ms
+--
+-- Returns 1 cancelled (waiting), 2 cancelled (attempt in flight),
+-- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
+local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, now = ARGV[1], ARGV[2]
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts')
+local state = f[1]
+if not state then return -3 end
+if state == 'scheduled' or state == 'retrying' then
+  redis.call('ZREM', due, id)
+  redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
+  redis.call('ZADD', cancelled, now, id)
+  move_count(counts, f[2], state, 'cancelled')
+  redis.call('XADD', outbox, '*', 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 0)
+  return 1
+elseif state == 'running' then
+  redis.call('HSET', job, 'state', 'cancelled')
+  move_count(counts, f[2], state, 'cancelled')
+  redis.call('XADD', outbox, '*', 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 1)
+  return 2
+end
+return -4

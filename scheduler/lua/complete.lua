@@ -1,0 +1,51 @@
+-- complete: settle successful attempts (batch). A job cancelled while its
+-- attempt ran records the attempt but stays cancelled (cancelled wins).
+--
+-- KEYS[1] active zset  KEYS[2] completed zset  KEYS[3] cancelled zset
+-- KEYS[4] outbox       KEYS[5] counts hash
+-- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
+-- ARGV[4..] groups of 3: id, token, outcome (succeeded|no_listener)
+--
+-- Returns one code per job: 1 completed, 2 finished as cancelled,
+-- LEASE_LOST (-1) when the token no longer holds the lease (another worker
+-- recovered the job; this late result is ignored).
+local active, completed, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local res = {}
+for i = 4, #ARGV, 3 do
+  local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local key = prefix .. id
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started')
+  if f[1] ~= token then
+    res[#res + 1] = -1
+  else
+    redis.call('ZREM', active, id)
+    local duration = now - tonumber(f[6] or now)
+    redis.call('HSET', key, 'token', '', 'finished', now)
+    if f[2] == 'cancelled' then
+      redis.call('ZADD', cancelled, now, id)
+      redis.call('XADD', outbox, '*', 'e', 'attempt_succeeded', 'id', id, 'ts', now, 'a', f[4],
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
+      res[#res + 1] = 2
+    else
+      redis.call('HSET', key, 'state', 'completed')
+      redis.call('ZADD', completed, now, id)
+      move_count(counts, f[3], f[2], 'completed')
+      redis.call('XADD', outbox, '*', 'e', 'completed', 'id', id, 'ts', now, 'a', f[4],
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
+      res[#res + 1] = 1
+    end
+  end
+end
+-- Keep only the newest `keep` completed jobs (age is pruned by prune.lua).
+local extra = redis.call('ZCARD', completed) - keep
+if extra > 0 then
+  local old = redis.call('ZPOPMIN', completed, math.min(extra, 1000))
+  for j = 1, #old, 2 do
+    local key = prefix .. old[j]
+    local topic = redis.call('HGET', key, 'topic')
+    if topic then move_count(counts, topic, 'completed', nil) end
+    redis.call('DEL', key)
+  end
+end
+return res

@@ -1,0 +1,24 @@
+-- prune: delete finished jobs older than their retention age (bounded batch).
+--
+-- KEYS[1] completed zset  KEYS[2] failed zset  KEYS[3] cancelled zset  KEYS[4] counts
+-- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] completed age ms
+-- ARGV[4] failed age ms  ARGV[5] cancelled age ms  ARGV[6] max jobs per set
+--
+-- Returns the number of jobs deleted (call again while it returns the limit).
+local counts = KEYS[4]
+local now, prefix, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[6])
+local states = { 'completed', 'failed', 'cancelled' }
+local deleted = 0
+for s = 1, 3 do
+  local set, age = KEYS[s], tonumber(ARGV[2 + s])
+  local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, limit)
+  for _, id in ipairs(old) do
+    local key = prefix .. id
+    local topic = redis.call('HGET', key, 'topic')
+    if topic then move_count(counts, topic, states[s], nil) end
+    redis.call('DEL', key)
+    redis.call('ZREM', set, id)
+    deleted = deleted + 1
+  end
+end
+return deleted

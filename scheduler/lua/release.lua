@@ -1,0 +1,35 @@
+-- release: a worker stopping gracefully gives unfinished attempts back; they
+-- do not count as attempts and are due again at once.
+--
+-- KEYS[1] active zset  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
+-- KEYS[5] counts hash  KEYS[6] wake channel
+-- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3..] pairs: id, token
+--
+-- Returns the number of jobs released.
+local active, due, cancelled, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local now, prefix = tonumber(ARGV[1]), ARGV[2]
+local released = 0
+for i = 3, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local key = prefix .. id
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker')
+  if f[1] == token then
+    redis.call('ZREM', active, id)
+    local attempt = tonumber(f[4])
+    redis.call('XADD', outbox, '*', 'e', 'attempt_released', 'id', id, 'ts', now, 'a', attempt, 'worker', f[5])
+    redis.call('HSET', key, 'token', '', 'attempts', attempt - 1)
+    if f[2] == 'cancelled' then
+      redis.call('HSET', key, 'finished', now)
+      redis.call('ZADD', cancelled, now, id)
+    else
+      local back = 'retrying'
+      if attempt <= 1 then back = 'scheduled' end
+      redis.call('HSET', key, 'state', back, 'due', now)
+      redis.call('ZADD', due, now, id)
+      move_count(counts, f[3], f[2], back)
+      wake_if_first(due, wake, id, now)
+    end
+    released = released + 1
+  end
+end
+return released

@@ -1,0 +1,109 @@
+"""The audit outbox: the format of the events every Lua script appends to the
+`{ns}:outbox` stream, in the same script as the state change it describes.
+
+`audit/` reads this stream through a consumer group and must rely only on
+what is written here. Each stream entry is a flat map of string fields:
+
+common to every event
+    e       event type (one of EVENT_TYPES)
+    id      job id
+    ts      Redis-clock epoch ms at which the change happened
+    a       attempt number the event concerns (0 before any attempt)
+
+per event type (all values are strings; ms are integers, json is JSON text)
+    scheduled          topic, run_at ms, due ms, tz, payload json, metadata json,
+                       max_attempts, backoff_type, backoff_delay ms, timeout_ms,
+                       trace (W3C traceparent or ""), cron (schedule name or "")
+    attempt_started    worker, due ms (when this attempt was due), topic
+    attempt_failed     worker, outcome (failed|timed_out|worker_lost),
+                       error json {type, message, traceback}, duration_ms
+    retry_scheduled    next_at ms (when attempt a+1 is due)
+    completed          worker, outcome (succeeded|no_listener), duration_ms
+    failed             error json (the last error); terminal
+    schedule.failed    payload json: {scheduledJobId, topic, lastError, attempts, metadata}
+    cancelled          running ("1" when an attempt was in flight; its outcome follows
+                       as attempt_succeeded/attempt_failed and does not change the status)
+    attempt_succeeded  worker, outcome (succeeded|no_listener), duration_ms; only for
+                       an attempt that finished after its job was cancelled
+    attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
+                       not count, and attempt a will start again
+
+Order: for one job the stream order is the order of its changes (one script
+at a time), but a relay may apply batches out of order after a crash, so
+consumers converge using (attempt, ts) and the rule "terminal states never
+go back; cancelled wins over a later completion".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Mapping
+
+SCHEDULED: Final = "scheduled"
+ATTEMPT_STARTED: Final = "attempt_started"
+ATTEMPT_FAILED: Final = "attempt_failed"
+ATTEMPT_SUCCEEDED: Final = "attempt_succeeded"
+ATTEMPT_RELEASED: Final = "attempt_released"
+RETRY_SCHEDULED: Final = "retry_scheduled"
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+SCHEDULE_FAILED: Final = "schedule.failed"
+CANCELLED: Final = "cancelled"
+
+EVENT_TYPES: Final = frozenset(
+    {
+        SCHEDULED,
+        ATTEMPT_STARTED,
+        ATTEMPT_FAILED,
+        ATTEMPT_SUCCEEDED,
+        ATTEMPT_RELEASED,
+        RETRY_SCHEDULED,
+        COMPLETED,
+        FAILED,
+        SCHEDULE_FAILED,
+        CANCELLED,
+    }
+)
+
+# Attempt outcomes as recorded by attempt_failed / attempt_succeeded / completed.
+OUTCOMES: Final = frozenset({"succeeded", "failed", "timed_out", "worker_lost", "no_listener"})
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """One decoded stream entry."""
+
+    stream_id: str
+    type: str
+    job_id: str
+    ts_ms: int
+    attempt: int
+    fields: Mapping[str, str]
+
+    def get(self, name: str, default: str = "") -> str:
+        """A type-specific field, or default when absent."""
+        return self.fields.get(name, default)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def decode_entry(stream_id: bytes | str, raw: Mapping[bytes, bytes] | Mapping[str, str]) -> OutboxEvent:
+    """Decode one XREADGROUP entry into an OutboxEvent.
+
+    Raises:
+        ValueError: when a common field is missing or the type is unknown.
+    """
+    fields = {_text(k): _text(v) for k, v in raw.items()}
+    kind = fields.get("e", "")
+    if kind not in EVENT_TYPES:
+        raise ValueError(f"outbox entry {_text(stream_id)}: unknown event type {kind!r}")
+    return OutboxEvent(
+        stream_id=_text(stream_id),
+        type=kind,
+        job_id=fields["id"],
+        ts_ms=int(fields["ts"]),
+        attempt=int(fields.get("a", "0")),
+        fields=fields,
+    )

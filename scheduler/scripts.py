@@ -1,0 +1,43 @@
+"""The Lua scripts: loaded once from scheduler/lua/, each prefixed with the
+shared helpers in _lib.lua, and the return codes they share."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from importlib import resources
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+SCRIPT_NAMES = ("enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune")
+
+# Fields per job returned by claim.lua, in order.
+CLAIM_FIELDS = 14
+
+
+class ScriptCode(IntEnum):
+    """Negative returns of the scripts (documented in each script's header)."""
+
+    LEASE_LOST = -1
+    LEASE_ALIVE = -2
+    NOT_FOUND = -3
+    FINISHED = -4
+    DUPLICATE = -10
+
+
+def script_source(name: str) -> str:
+    """The full source of a script as sent to Redis (helpers + body)."""
+    lua = resources.files("scheduler") / "lua"
+    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+class Scripts:
+    """Every script registered on one client (EVALSHA, reloaded on NOSCRIPT)."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
+        }
+
+    def __getitem__(self, name: str) -> AsyncScript:
+        return self._scripts[name]

@@ -1,0 +1,97 @@
+"""Wall-clock times in IANA zones and duration strings. Pure.
+
+A naive run time is wall-clock time in its zone: a wall time inside a
+spring-forward gap runs at the first valid instant after the gap; an
+ambiguous one (fall-back overlap) runs at its first occurrence.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from scheduler.errors import InvalidDelay, InvalidTimezone
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def zone(name: str) -> ZoneInfo:
+    """The ZoneInfo for an IANA name (tzdata package as fallback for system files)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {name!r}", field="tz")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidTimezone(
+            f"tz {name!r} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
+        ) from exc
+
+
+def _first_instant_after_gap(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The transition instant closing the gap that `wall` falls in (UTC)."""
+    lo = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)  # offset before the gap
+    hi = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    lo, hi = min(lo, hi), max(lo, hi)
+    after = hi.astimezone(tz).utcoffset()
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        if mid.astimezone(tz).utcoffset() == after:
+            hi = mid
+        else:
+            lo = mid
+    return hi.replace(microsecond=0)
+
+
+def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
+    """Map a naive wall time in `tz` to an aware UTC instant (gap → after it, overlap → first)."""
+    aware = wall.replace(tzinfo=tz, fold=0)
+    as_utc = aware.astimezone(timezone.utc)
+    if as_utc.astimezone(tz).replace(tzinfo=None) != wall:  # it does not exist on the wall clock
+        return _first_instant_after_gap(wall, tz)
+    return as_utc
+
+
+def resolve_run_at(run_at: datetime, tz: str) -> datetime:
+    """An aware datetime is used as is; a naive one is wall time in `tz`. Returns aware UTC."""
+    if not isinstance(run_at, datetime):
+        raise InvalidDelay(f"run_at must be a datetime; got {run_at!r} ({type(run_at).__name__})", field="run_at")
+    zinfo = zone(tz)
+    if run_at.tzinfo is not None and run_at.utcoffset() is not None:
+        return run_at.astimezone(timezone.utc)
+    return wall_to_utc(run_at, zinfo)
+
+
+def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:
+    """Seconds from a timedelta, a number of seconds, or "500ms"/"30s"/"5m"/"2h"/"1d".
+
+    Raises:
+        InvalidDelay: for negative, non-finite or unparseable values.
+    """
+    if isinstance(value, bool):
+        seconds = float("nan")
+    elif isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+    else:
+        raise InvalidDelay(
+            f"{field} must be a timedelta, seconds, or a string like '30s', '5m', '2h', '1d'; got {value!r}",
+            field=field,
+        )
+    if not seconds >= 0 or seconds == float("inf"):
+        raise InvalidDelay(f"{field} must be a finite duration >= 0; got {value!r}", field=field)
+    return seconds
+
+
+def ms_to_utc(ms: int) -> datetime:
+    """Epoch ms → aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def utc_to_ms(when: datetime) -> int:
+    """Aware datetime → epoch ms."""
+    return int(round(when.timestamp() * 1000))

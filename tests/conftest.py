@@ -1,0 +1,87 @@
+"""Shared fixtures: one real Redis and one real PostgreSQL per test run (the
+machine's when HORAE_REDIS_URL / HORAE_DATABASE_URL are set, else embedded
+servers under .horae/), and per-test isolation by namespace and database."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = ROOT / ".horae"
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[object]:
+    """Resolve (and start when needed) the servers used by this run."""
+    from scheduler.servers import resolve_services
+
+    yield resolve_services(
+        os.environ.get("HORAE_REDIS_URL") or None,
+        os.environ.get("HORAE_DATABASE_URL") or None,
+        DATA_DIR,
+    )
+
+
+@pytest.fixture(scope="session")
+def redis_url(services: object) -> str:
+    return services.redis_url  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.fixture(scope="session")
+def server_dsn(services: object) -> str:
+    """DSN of the server's own database; tests create their own databases from it."""
+    return services.database_url  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.fixture
+def namespace(redis_url: str) -> Iterator[str]:
+    """A namespace no other test uses; its keys are deleted afterwards."""
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    yield ns
+    import redis as sync_redis
+
+    client = sync_redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match="{" + ns + "}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    finally:
+        client.close()
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+def with_database(dsn: str, name: str) -> str:
+    """The same DSN pointing at another database (keeps a unix-socket host query)."""
+    parts = urlsplit(dsn)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+@pytest.fixture
+async def database_url(server_dsn: str) -> AsyncIterator[str]:
+    """A fresh, empty database of this test's own, dropped afterwards."""
+    name = f"horae_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(server_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield with_database(server_dsn, name)
+    admin = await asyncpg.connect(server_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
