@@ -1,0 +1,170 @@
+"""The `horae` command: thin wrappers over the Scheduler facade."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from listeners import ListenerRegistry, default_registry
+from scheduler.api import Scheduler
+from scheduler.config import Settings, load_settings
+from scheduler.errors import SchedulerError
+
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def _load_app(spec: str | None) -> ListenerRegistry:
+    """Import `module` or `module:attr` so its @on_event listeners register.
+
+    `attr` may name a ListenerRegistry; otherwise the default registry is used.
+    """
+    if not spec:
+        return default_registry
+    module_name, _, attr = spec.partition(":")
+    sys.path.insert(0, str(Path.cwd()))
+    module = importlib.import_module(module_name)
+    if attr:
+        registry = getattr(module, attr)
+        if not isinstance(registry, ListenerRegistry):
+            raise click.BadParameter(f"{spec} is a {type(registry).__name__}, not a ListenerRegistry", param_hint="--app")
+        return registry
+    return default_registry
+
+
+@click.group()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="TOML config file.")
+@click.option("--redis-url", envvar="HORAE_REDIS_URL", default=None, help="Redis URL (default: embedded server).")
+@click.option("--database-url", envvar="HORAE_DATABASE_URL", default=None, help="PostgreSQL URL (default: embedded).")
+@click.option("--namespace", envvar="HORAE_NAMESPACE", default=None, help="Key namespace (default: horae).")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, redis_url: str | None, database_url: str | None,
+        namespace: str | None, verbose: bool) -> None:
+    """horae: delayed and cron jobs on Redis, with retries and an audit trail."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        ctx.obj = load_settings(config_path, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    except SchedulerError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _run(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except SchedulerError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@cli.command()
+@click.option("--app", default=None, help="module[:registry] whose @on_event listeners to run.")
+@click.option("--concurrency", type=int, default=None, help="Attempts at once (default from config).")
+@click.option("--topics", default=None, help="Comma-separated topics to serve (default: all).")
+@click.option("--grace", type=float, default=None, help="Seconds in-flight attempts may finish on stop.")
+@click.pass_obj
+def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
+           grace: float | None) -> None:
+    """Run a worker until SIGINT/SIGTERM, then stop gracefully."""
+    registry = _load_app(app)
+    topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with Scheduler(settings=settings, listeners=registry) as s:
+            async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace) as w:
+                click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
+                await stop.wait()
+
+    _run(main())
+
+
+@cli.command()
+@click.pass_obj
+def demo(settings: Settings) -> None:
+    """Run the demo: a few jobs in two time zones, retries, a failure; prints a table."""
+    from scheduler.demo import run_demo
+
+    _run(run_demo(settings, console))
+
+
+@cli.group()
+def jobs() -> None:
+    """Inspect jobs."""
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@click.pass_obj
+def jobs_show(settings: Settings, job_id: str) -> None:
+    """Print one job as JSON."""
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            info = await s.get_job(job_id)
+            if info is None:
+                raise click.ClickException(f"no job {job_id!r} in namespace {settings.namespace!r}")
+            click.echo(json.dumps({k: (v.isoformat() if hasattr(v, "isoformat") else v)
+                                   for k, v in info.__dict__.items()}, default=str, indent=2))
+
+    _run(main())
+
+
+@jobs.command("stats")
+@click.option("--topic", default=None)
+@click.pass_obj
+def jobs_stats(settings: Settings, topic: str | None) -> None:
+    """Jobs per state."""
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            counts = await s.stats(topic)
+        table = Table("state", "jobs", title=f"namespace {settings.namespace}" + (f", topic {topic}" if topic else ""))
+        for state, n in counts.items():
+            table.add_row(state, str(n))
+        console.print(table)
+
+    _run(main())
+
+
+@cli.group()
+def services() -> None:
+    """The embedded Redis and PostgreSQL servers under the data directory."""
+
+
+@services.command("stop")
+@click.pass_obj
+def services_stop(settings: Settings) -> None:
+    """Stop the embedded servers."""
+    from scheduler.servers import stop_all
+
+    stopped = stop_all(Path(settings.data_dir))
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@services.command("status")
+@click.pass_obj
+def services_status(settings: Settings) -> None:
+    """Show whether the embedded servers run."""
+    from scheduler.servers import status
+
+    for name, state in status(Path(settings.data_dir)).items():
+        click.echo(f"{name}: {state}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="horae")

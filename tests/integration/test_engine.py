@@ -1,0 +1,463 @@
+"""The engine on a real Redis, time driven by a FakeClock: due times, retries,
+terminal failure, timeouts, no listener, cancellation, stop, retention, outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
+from scheduler import (
+    InvalidDelay,
+    InvalidPayload,
+    InvalidTimezone,
+    InvalidTopic,
+    JobState,
+    RetryPolicy,
+    RetryPolicyInvalid,
+    Backoff,
+)
+from scheduler.keys import Keys
+from scheduler.metrics import Metrics
+from scheduler.outbox import decode_entry
+from scheduler.testing import FakeClock
+from scheduler.timeutil import ms_to_utc
+from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+
+
+async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
+    entries = await redis.xrange(Keys(namespace).outbox)
+    events = [decode_entry(i, f) for i, f in entries]
+    return [e for e in events if e.job_id == job_id]
+
+
+async def ns_keys(redis: aioredis.Redis, namespace: str) -> list[bytes]:
+    return [k async for k in redis.scan_iter(match="{" + namespace + "}:*")]
+
+
+async def test_job_runs_at_its_due_time_and_not_before(redis_url: str, namespace: str) -> None:
+    reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
+
+    @reg.on_event("billing.remind")
+    async def remind(event: ScheduleArrivedEvent) -> None:
+        runs.append((event, clock.now_ms()))
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        job_id = await s.schedule_at("billing.remind", ms_to_utc(START_MS + 60_000), payload={"invoiceId": "i-1"},
+                                     metadata={"tenant": "t1"})
+        info = await s.get_job(job_id)
+        assert info is not None and info.state is JobState.SCHEDULED
+        assert info.next_attempt_at == ms_to_utc(START_MS + 60_000)
+        async with s.worker():
+            await asyncio.sleep(0.1)
+            clock.advance(59.9)
+            await asyncio.sleep(0.1)
+            assert runs == []
+            clock.advance(0.1)
+            await eventually(lambda: _true(len(runs) == 1), what="the listener")
+            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+        event, at = runs[0]
+        assert at == START_MS + 60_000
+        assert (event.scheduled_job_id, event.topic, event.attempt, event.max_attempts) == (job_id, "billing.remind", 1, 5)
+        assert event.payload == {"invoiceId": "i-1"} and event.metadata == {"tenant": "t1"}
+        assert event.run_at == ms_to_utc(START_MS + 60_000)
+        info = await s.get_job(job_id)
+        assert info is not None and info.attempts == 1 and info.last_error is None
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _state(s: Any, job_id: str, state: JobState, attempts: int | None = None) -> bool:
+    info = await s.get_job(job_id)
+    return info is not None and info.state is state and attempts in (None, info.attempts)
+
+
+async def test_default_exponential_retries_then_terminal_failure(redis_url: str, namespace: str,
+                                                                 redis: aioredis.Redis) -> None:
+    reg, clock = ListenerRegistry(), FakeClock(START_MS)
+    attempts: list[int] = []
+    failed_events: list[ScheduleFailedEvent] = []
+
+    @reg.on_event("payments.charge")
+    async def charge(event: ScheduleArrivedEvent) -> None:
+        attempts.append(event.attempt)
+        raise RuntimeError(f"card declined #{event.attempt}")
+
+    @reg.on_event("schedule.failed")
+    async def alert(event: ScheduleFailedEvent) -> None:
+        failed_events.append(event)
+
+    @reg.on_event("schedule.failed")
+    async def broken_alert(event: ScheduleFailedEvent) -> None:
+        raise ValueError("alerting is down")  # must never affect the job
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        job_id = await s.schedule_in("payments.charge", 0, metadata={"tenant": "t9"})
+        async with s.worker():
+            expected_gaps = [30_000, 60_000, 120_000, 240_000]
+            for n, gap in enumerate(expected_gaps, start=1):
+                await eventually(lambda: _state(s, job_id, JobState.RETRYING, n), what=f"retrying after attempt {n}")
+                info = await s.get_job(job_id)
+                assert info is not None and info.attempts == n
+                assert info.next_attempt_at == ms_to_utc(clock.now_ms() + gap)
+                assert info.last_error is not None and info.last_error["message"] == f"card declined #{n}"
+                clock.advance(gap / 1000 - 0.001)
+                await asyncio.sleep(0.05)
+                assert attempts == list(range(1, n + 1)), "retry must not run before its backoff"
+                clock.advance(0.001)
+            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="terminal failure")
+            await eventually(lambda: _true(len(failed_events) == 1), what="schedule.failed")
+        assert attempts == [1, 2, 3, 4, 5]
+        info = await s.get_job(job_id)
+        assert info is not None and info.attempts == 5 and info.next_attempt_at is None
+        assert info.last_error is not None
+        assert info.last_error["type"] == "RuntimeError" and "card declined #5" in info.last_error["traceback"]
+        assert failed_events[0].to_dict() == {
+            "scheduledJobId": job_id, "topic": "payments.charge", "lastError": dict(info.last_error),
+            "attempts": 5, "metadata": {"tenant": "t9"},
+        }
+        types = [e.type for e in await outbox_events(redis, namespace, job_id)]
+        assert types == ["scheduled"] + ["attempt_started", "attempt_failed", "retry_scheduled"] * 4 + [
+            "attempt_started", "attempt_failed", "failed", "schedule.failed"]
+
+
+async def test_fixed_backoff_then_success_and_event_attempt_increments(redis_url: str, namespace: str,
+                                                                     redis: aioredis.Redis) -> None:
+    reg, clock, seen = ListenerRegistry(), FakeClock(START_MS), []
+
+    @reg.on_event("flaky")
+    async def flaky(event: ScheduleArrivedEvent) -> None:
+        seen.append(event.attempt)
+        if event.attempt < 3:
+            raise ConnectionError("upstream 503")
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        job_id = await s.schedule_in("flaky", "1s", retry=RetryPolicy(attempts=3, backoff=Backoff("fixed", delay_ms=10_000)))
+        async with s.worker():
+            clock.advance(1)
+            for n in (1, 2):
+                await eventually(lambda: _true(len(seen) == n), what=f"attempt {n}")
+                await eventually(lambda: _state(s, job_id, JobState.RETRYING, n), what="retrying")
+                info = await s.get_job(job_id)
+                assert info is not None and info.next_attempt_at == ms_to_utc(clock.now_ms() + 10_000)
+                clock.advance(10)
+            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+        assert seen == [1, 2, 3]
+        info = await s.get_job(job_id)
+        assert info is not None and info.attempts == 3 and info.max_attempts == 3
+        events = await outbox_events(redis, namespace, job_id)
+        assert [e.type for e in events][-2:] == ["attempt_started", "completed"]
+        assert events[-1].attempt == 3 and events[-1].get("outcome") == "succeeded"
+        failed = [e for e in events if e.type == "attempt_failed"]
+        assert [e.get("outcome") for e in failed] == ["failed", "failed"]
+        assert "upstream 503" in failed[0].get("error")
+
+
+async def test_all_listeners_run_concurrently_once_per_attempt(redis_url: str, namespace: str) -> None:
+    reg, calls = ListenerRegistry(), {"a": 0, "b": 0, "sync": 0}
+    barrier = asyncio.Barrier(2)
+    lock = threading.Lock()
+
+    @reg.on_event("fan.out")
+    async def a(event: ScheduleArrivedEvent) -> None:
+        calls["a"] += 1
+        await asyncio.wait_for(barrier.wait(), 5)  # only passes if b runs at the same time
+
+    @reg.on_event("fan.out")
+    async def b(event: ScheduleArrivedEvent) -> None:
+        calls["b"] += 1
+        await asyncio.wait_for(barrier.wait(), 5)
+
+    @reg.on_event("fan.out")
+    def sync_listener(event: ScheduleArrivedEvent) -> None:
+        with lock:
+            calls["sync"] += 1
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        job_id = await s.schedule_in("fan.out", 0)
+        async with s.worker():
+            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+    assert calls == {"a": 1, "b": 1, "sync": 1}
+
+
+async def test_one_failing_listener_fails_the_attempt(redis_url: str, namespace: str) -> None:
+    reg, ok_runs = ListenerRegistry(), []
+
+    @reg.on_event("mixed")
+    async def good(event: ScheduleArrivedEvent) -> None:
+        ok_runs.append(event.attempt)
+
+    @reg.on_event("mixed")
+    async def bad(event: ScheduleArrivedEvent) -> None:
+        raise KeyError("missing")
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        job_id = await s.schedule_in("mixed", 0, retry={"attempts": 1})
+        async with s.worker():
+            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="failed")
+        info = await s.get_job(job_id)
+        assert info is not None and info.last_error is not None
+        assert info.last_error["type"] == "KeyError" and info.last_error["listener"].endswith("bad")
+        assert ok_runs == [1]
+
+
+async def test_no_listener_completes_with_warning_and_counter(redis_url: str, namespace: str,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              redis: aioredis.Redis) -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    s = make_scheduler(redis_url, namespace, ListenerRegistry())
+    s.metrics = Metrics(provider.get_meter("test"))
+    async with s:
+        ids = [await s.schedule_in("nobody.listens", 0) for _ in range(2)]
+        with caplog.at_level(logging.WARNING, logger="horae.worker"):
+            async with s.worker():
+                for job_id in ids:
+                    await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "no listener" in r.getMessage()]
+        assert len(warnings) == 2
+        events = await outbox_events(redis, namespace, ids[0])
+        assert events[-1].type == "completed" and events[-1].get("outcome") == "no_listener"
+    points = [
+        p for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        if m.name == "app_schedule_job_no_listener_total" for p in m.data.data_points
+    ]
+    assert [(dict(p.attributes), p.value) for p in points] == [({"topic": "nobody.listens"}, 2)]
+    provider.shutdown()
+
+
+async def test_timeout_cancels_the_listener_and_fails_the_attempt(redis_url: str, namespace: str,
+                                                                  redis: aioredis.Redis) -> None:
+    reg, cancelled = ListenerRegistry(), []
+
+    @reg.on_event("slow")
+    async def slow(event: ScheduleArrivedEvent) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(event.attempt)
+            raise
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        job_id = await s.schedule_in("slow", 0, timeout="200ms", retry={"attempts": 1})
+        async with s.worker():
+            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="timed out", timeout=5)
+        info = await s.get_job(job_id)
+        assert info is not None and info.last_error is not None
+        assert info.last_error["type"] == "TimeoutError" and "0.2 s" in info.last_error["message"]
+        assert cancelled == [1]
+        failed = [e for e in await outbox_events(redis, namespace, job_id) if e.type == "attempt_failed"]
+        assert [e.get("outcome") for e in failed] == ["timed_out"]
+
+
+async def test_cancel_waiting_and_retrying_jobs_stops_future_attempts(redis_url: str, namespace: str) -> None:
+    reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
+
+    @reg.on_event("c")
+    async def fails(event: ScheduleArrivedEvent) -> None:
+        runs.append(event.scheduled_job_id)
+        raise RuntimeError("no")
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        waiting = await s.schedule_in("c", "1m")
+        retrying = await s.schedule_in("c", 0)
+        async with s.worker():
+            await eventually(lambda: _state(s, retrying, JobState.RETRYING), what="retrying")
+            assert await s.cancel(waiting) is True
+            assert await s.cancel(retrying) is True
+            clock.advance(3600)
+            await asyncio.sleep(0.2)
+        assert runs == [retrying]
+        for job_id in (waiting, retrying):
+            info = await s.get_job(job_id)
+            assert info is not None and info.state is JobState.CANCELLED and info.next_attempt_at is None
+        assert await s.cancel(waiting) is False, "cancelling twice changes nothing"
+        assert await s.cancel("no-such-job") is False
+        assert (await s.stats())["cancelled"] == 2 and (await s.stats())["retrying"] == 0
+
+
+async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(redis_url: str, namespace: str,
+                                                                              redis: aioredis.Redis) -> None:
+    reg, started, release, finished = ListenerRegistry(), asyncio.Event(), asyncio.Event(), []
+
+    @reg.on_event("long")
+    async def long(event: ScheduleArrivedEvent) -> None:
+        started.set()
+        await release.wait()
+        finished.append(event.attempt)
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        job_id = await s.schedule_in("long", 0)
+        async with s.worker():
+            await asyncio.wait_for(started.wait(), 5)
+            assert await s.cancel(job_id) is True
+            release.set()
+            await eventually(lambda: _true(finished == [1]), what="the attempt to finish")
+            await asyncio.sleep(0.1)
+        info = await s.get_job(job_id)
+        assert info is not None and info.state is JobState.CANCELLED and info.attempts == 1
+        types = [(e.type, e.get("outcome")) for e in await outbox_events(redis, namespace, job_id)]
+        assert types == [("scheduled", ""), ("attempt_started", ""), ("cancelled", ""),
+                         ("attempt_succeeded", "succeeded")]
+        assert await s.cancel(job_id) is False
+        done = await s.schedule_in("long", 0)
+        async with s.worker():
+            await eventually(lambda: _state(s, done, JobState.COMPLETED), what="completed")
+        assert await s.cancel(done) is False, "a finished job cannot be cancelled"
+        assert (await s.get_job(done)).state is JobState.COMPLETED  # type: ignore[union-attr]
+
+
+async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis_url: str, namespace: str,
+                                                                           redis: aioredis.Redis) -> None:
+    reg, started = ListenerRegistry(), asyncio.Event()
+
+    @reg.on_event("stuck")
+    async def stuck(event: ScheduleArrivedEvent) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        job_id = await s.schedule_in("stuck", 0)
+        worker = s.make_worker()
+        await worker.start()
+        await asyncio.wait_for(started.wait(), 5)
+        await worker.stop(grace=0.1)
+        info = await s.get_job(job_id)
+        assert info is not None and info.state is JobState.SCHEDULED and info.attempts == 0
+        types = [e.type for e in await outbox_events(redis, namespace, job_id)]
+        assert types == ["scheduled", "attempt_started", "attempt_released"]
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field"),
+    [
+        ({"topic": ""}, InvalidTopic, "topic"),
+        ({"topic": "schedule.failed"}, InvalidTopic, "topic"),
+        ({"topic": 5}, InvalidTopic, "topic"),
+        ({"tz": "Europe/Atlantis"}, InvalidTimezone, "tz"),
+        ({"payload": {"when": datetime(2026, 1, 1)}}, InvalidPayload, "payload"),
+        ({"payload": float("nan")}, InvalidPayload, "payload"),
+        ({"metadata": ["not", "a", "mapping"]}, InvalidPayload, "metadata"),
+        ({"retry": {"attempts": 0}}, RetryPolicyInvalid, "attempts"),
+        ({"retry": {"attempts": 3, "backoff": {"type": "fixed", "delay": 500}}}, RetryPolicyInvalid, "backoff.delay"),
+        ({"timeout": "-1s"}, InvalidDelay, "timeout"),
+        ({"run_at": "tomorrow"}, InvalidDelay, "run_at"),
+    ],
+)
+async def test_bad_input_is_refused_and_nothing_is_written(redis_url: str, namespace: str, redis: aioredis.Redis,
+                                                           kwargs: dict[str, Any], error: type, field: str) -> None:
+    args: dict[str, Any] = {"topic": "ok", "run_at": datetime(2030, 1, 1, tzinfo=timezone.utc), **kwargs}
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        with pytest.raises(error) as info:
+            await s.schedule_at(args.pop("topic"), args.pop("run_at"), **args)
+        assert info.value.field == field  # type: ignore[attr-defined]
+        for bad_delay in ("5 minutes", -3):
+            with pytest.raises(InvalidDelay):
+                await s.schedule_in("ok", bad_delay)
+    assert await ns_keys(redis, namespace) == []
+
+
+async def test_naive_run_at_is_wall_time_in_its_zone(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        berlin = await s.schedule_at("t", datetime(2030, 3, 31, 2, 30), tz="Europe/Berlin")  # in the gap
+        chicago = await s.schedule_at("t", datetime(2030, 11, 3, 1, 30), tz="America/Chicago")  # overlap
+        info_b, info_c = await s.get_job(berlin), await s.get_job(chicago)
+        assert info_b is not None and info_b.run_at == datetime(2030, 3, 31, 1, 0, tzinfo=timezone.utc)
+        assert info_b.tz == "Europe/Berlin"
+        assert info_c is not None and info_c.run_at == datetime(2030, 11, 3, 6, 30, tzinfo=timezone.utc)
+
+
+async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        first = await s.schedule_in("a", "1h", job_id="invoice-42", payload={"v": 1})
+        again = await s.schedule_in("a", "2h", job_id="invoice-42", payload={"v": 2})
+        await s.schedule_in("b", "1h")
+        assert first == again == "invoice-42"
+        info = await s.get_job("invoice-42")
+        assert info is not None and info.payload == {"v": 1}
+        assert (await s.stats())["scheduled"] == 2
+        assert (await s.stats(topic="a"))["scheduled"] == 1
+        assert (await s.stats(topic="zzz"))["scheduled"] == 0
+
+
+async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str, namespace: str) -> None:
+    reg, clock = ListenerRegistry(), FakeClock(START_MS)
+
+    @reg.on_event("bad")
+    async def bad(event: ScheduleArrivedEvent) -> None:
+        raise RuntimeError("x")
+
+    # Housekeeping would prune on its own first tick; this test calls prune() itself.
+    s = make_scheduler(redis_url, namespace, reg, clock, retention={"completed_count": 3},
+                       worker={"recover_interval_s": 3600})
+    async with s:
+        done = []
+        async with s.worker() as worker:
+            for _ in range(5):
+                job_id = await s.schedule_in("ok", 0)
+                await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+                done.append(job_id)
+                clock.advance(1)
+            failed = await s.schedule_in("bad", 0, retry={"attempts": 1})
+            await eventually(lambda: _state(s, failed, JobState.FAILED), what="failed")
+            assert [await s.get_job(j) is not None for j in done] == [False, False, True, True, True]
+            assert (await s.stats())["completed"] == 3
+            clock.advance(7 * 86400 + 10)
+            assert await worker.prune() == 3
+            assert [await s.get_job(j) for j in done] == [None] * 5
+            assert await s.get_job(failed) is not None, "failed jobs are kept 30 days"
+            clock.advance(23 * 86400)
+            assert await worker.prune() == 1
+            assert await s.get_job(failed) is None
+            assert await s.stats() == {st.value: 0 for st in JobState}
+
+
+async def test_idle_worker_wakes_for_an_earlier_job_without_polling(redis_url: str, namespace: str) -> None:
+    """Real clock: a worker sleeping toward a far job is woken by pub/sub for a nearer one."""
+    from scheduler.clock import SystemClock
+
+    reg, ran_at = ListenerRegistry(), {}
+
+    @reg.on_event("soon")
+    async def soon(event: ScheduleArrivedEvent) -> None:
+        ran_at[event.scheduled_job_id] = datetime.now(timezone.utc)
+
+    s = make_scheduler(redis_url, namespace, reg, SystemClock())
+    async with s:
+        assert isinstance(s.clock, SystemClock)
+        await s.clock.calibrate(s.store.redis)
+        await s.schedule_in("soon", "1h")
+        async with s.worker():
+            await asyncio.sleep(0.3)  # the worker is now asleep until the 1h job (or its 5 s re-check)
+            job_id = await s.schedule_in("soon", 0.4)
+            due = (await s.get_job(job_id)).run_at  # type: ignore[union-attr]
+            await eventually(lambda: _true(job_id in ran_at), timeout=4, what="the near job")
+        lateness = (ran_at[job_id] - due).total_seconds()
+        # Generous bound for a shared machine: proves a wake-up, not the 5 s idle re-check.
+        assert -0.05 < lateness < 1.0, lateness
+
+
+async def test_listener_sees_past_run_at_immediately(redis_url: str, namespace: str) -> None:
+    reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
+
+    @reg.on_event("late")
+    async def late(event: ScheduleArrivedEvent) -> None:
+        runs.append(event.run_at)
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        past = ms_to_utc(START_MS) - timedelta(days=1)
+        job_id = await s.schedule_at("late", past)
+        async with s.worker():
+            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+        assert runs == [past], "run_at is reported as asked, the job ran at once"
