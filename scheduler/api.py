@@ -19,8 +19,9 @@ import redis.asyncio as aioredis
 from listeners import SCHEDULE_FAILED_TOPIC, ListenerRegistry, default_registry
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
-from scheduler.errors import InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
-from scheduler.job import JobInfo, NewJob
+from scheduler.errors import InvalidCron, InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
+from scheduler.cron import MISFIRE_MODES, next_fire, parse_cron
+from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy, parse_retry
 from scheduler.store import RedisStore
@@ -225,6 +226,82 @@ class Scheduler:
             cron=cron,
         )
 
+    # ---------------------------------------------------------------------- cron
+    async def schedule_cron(
+        self,
+        name: str,
+        cron: str,
+        *,
+        topic: str,
+        tz: str = "UTC",
+        payload: Any = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        misfire: str | None = None,
+        timeout: timedelta | float | str | None = None,
+    ) -> CronInfo:
+        """Create or update (by name) a recurring schedule; each tick becomes an ordinary job.
+
+        An unchanged expression and zone keep the next run, so every process may call
+        this at startup; a changed one recomputes it. Ticks fire exactly once across
+        any number of workers (one Lua script fires a tick and advances the schedule).
+
+        Args:
+            name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
+            cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
+            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
+            misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
+            raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
+                              field="name")
+        mode = misfire or self.settings.cron.misfire
+        if mode not in MISFIRE_MODES:
+            raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
+        spec = parse_cron(cron, tz)
+        meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
+        job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
+        now = self.clock.now_ms()
+        await self.store.upsert_cron(
+            NewCron(name, spec.expr, tz, job.topic, job.payload_json, job.metadata_json, job.max_attempts,
+                    job.backoff_type, job.backoff_delay_ms, job.timeout_ms, mode, next_fire(spec, now)),
+            now,
+        )
+        info = await self.store.get_cron(name)
+        assert info is not None
+        return info
+
+    async def unschedule(self, name: str) -> bool:
+        """Remove a schedule (jobs it created stay). False when there was none."""
+        return await self.store.remove_cron(name)
+
+    async def pause_cron(self, name: str) -> bool:
+        """Stop firing ticks until resumed. False when already paused; InvalidCron if unknown."""
+        return await self._set_paused(name, True)
+
+    async def resume_cron(self, name: str) -> bool:
+        """Fire again from the next tick after now (ticks passed while paused do not run)."""
+        return await self._set_paused(name, False)
+
+    async def _set_paused(self, name: str, paused: bool) -> bool:
+        info = await self.store.get_cron(name)
+        if info is None:
+            raise InvalidCron(f"no cron schedule named {name!r}", field="name")
+        now = self.clock.now_ms()
+        next_ms = next_fire(parse_cron(info.cron, info.tz), now)
+        return await self.store.set_cron_paused(name, paused, next_ms, now) == 1
+
+    async def list_crons(self) -> list[CronInfo]:
+        """Every schedule: name, cron, tz, topic, next_run_at (aware UTC), paused, last_run_at."""
+        return await self.store.list_crons()
+
+    async def get_cron(self, name: str) -> CronInfo | None:
+        """One schedule, or None."""
+        return await self.store.get_cron(name)
+
     # ---------------------------------------------------------------- inspecting
     async def get_job(self, job_id: str) -> JobInfo | None:
         """The job's current state, or None when unknown or past retention."""
@@ -249,7 +326,7 @@ class Scheduler:
         """A Worker bound to this scheduler (start()/stop() it yourself)."""
         return Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
-            concurrency=concurrency, topics=topics,
+            cron=self.settings.cron, concurrency=concurrency, topics=topics,
         )
 
     @asynccontextmanager

@@ -141,6 +141,85 @@ def jobs_stats(settings: Settings, topic: str | None) -> None:
 
 
 @cli.group()
+def cron() -> None:
+    """Recurring schedules."""
+
+
+@cron.command("list")
+@click.pass_obj
+def cron_list(settings: Settings) -> None:
+    """Every schedule with its next run in its own zone and in UTC."""
+    from zoneinfo import ZoneInfo
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            crons = await s.list_crons()
+        table = Table("name", "cron", "zone", "topic", "next run (zone)", "next run (UTC)", "last run (UTC)",
+                      "misfire", "paused", title=f"cron schedules in {settings.namespace}")
+        for c in crons:
+            nxt = c.next_run_at
+            table.add_row(
+                c.name, c.cron, c.tz, c.topic,
+                nxt.astimezone(ZoneInfo(c.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
+                nxt.strftime("%Y-%m-%d %H:%M:%S") if nxt else "-",
+                c.last_run_at.strftime("%Y-%m-%d %H:%M:%S") if c.last_run_at else "-",
+                c.misfire, "yes" if c.paused else "no",
+            )
+        console.print(table)
+
+    _run(main())
+
+
+@cron.command("add")
+@click.argument("name")
+@click.argument("expression")
+@click.option("--topic", required=True)
+@click.option("--tz", default="UTC", show_default=True)
+@click.option("--payload", default="null", help="JSON payload of each tick.")
+@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None)
+@click.pass_obj
+def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str, payload: str,
+             misfire: str | None) -> None:
+    """Create or update the schedule NAME with a cron EXPRESSION."""
+    try:
+        body = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from exc
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            info = await s.schedule_cron(name, expression, topic=topic, tz=tz, payload=body, misfire=misfire)
+        click.echo(f"{info.name}: next run {info.next_run_at:%Y-%m-%d %H:%M:%S} UTC")
+
+    _run(main())
+
+
+def _cron_action(verb: str) -> Any:
+    @cron.command(verb)
+    @click.argument("name")
+    @click.pass_obj
+    def command(settings: Settings, name: str) -> None:
+        async def main() -> bool:
+            async with Scheduler(settings=settings) as s:
+                if verb == "remove":
+                    return await s.unschedule(name)
+                return await (s.pause_cron(name) if verb == "pause" else s.resume_cron(name))
+
+        changed = _run(main())
+        click.echo(f"{name}: {verb + 'd' if changed else 'unchanged'}".replace("ed'd", "ed"))
+        if verb == "remove" and not changed:
+            raise click.ClickException(f"no cron schedule named {name!r}")
+
+    command.__doc__ = {"remove": "Delete a schedule.", "pause": "Pause a schedule.",
+                       "resume": "Resume a schedule from its next tick."}[verb]
+    return command
+
+
+for _verb in ("remove", "pause", "resume"):
+    _cron_action(_verb)
+
+
+@cli.group()
 def services() -> None:
     """The embedded Redis and PostgreSQL servers under the data directory."""
 

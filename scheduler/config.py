@@ -53,6 +53,15 @@ class WorkerSettings(_Section):
     recover_interval_s: float = Field(1.0, gt=0)
 
 
+class CronSettings(_Section):
+    """Cron schedules."""
+
+    misfire: Literal["coalesce", "skip", "all"] = "coalesce"
+    misfire_cap: int = Field(100, ge=1, le=100_000)
+    misfire_grace_s: float = Field(60.0, ge=0)
+    fire_batch: int = Field(200, ge=1, le=5_000)
+
+
 class AuditSettings(_Section):
     """The Postgres audit trail and its relay."""
 
@@ -73,6 +82,7 @@ class Settings(_Section):
     retry: RetrySettings = RetrySettings()
     retention: RetentionSettings = RetentionSettings()
     worker: WorkerSettings = WorkerSettings()
+    cron: CronSettings = CronSettings()
     audit: AuditSettings = AuditSettings()
 
 

@@ -149,6 +149,30 @@ def cron_job_id(name: str, fire_ms: int) -> str:
     return f"cron:{name}:{fire_ms}"
 
 
+MISFIRE_MODES = ("coalesce", "skip", "all")
+
+
+def plan_ticks(spec: CronSpec, expected_next_ms: int, now_ms: int, misfire: str, cap: int,
+               grace_ms: int) -> tuple[list[int], int]:
+    """Which due ticks to run now, and the schedule's next fire after now.
+
+    `expected_next_ms` (<= now) is the first tick not yet fired. A tick later
+    than `grace_ms` behind now counts as missed (the workers were down):
+    coalesce runs one job for all due ticks (the first, so its id is stable);
+    skip runs only a tick still within the grace; all runs every due tick, at
+    most `cap`.
+    """
+    new_next = next_fire(spec, now_ms)
+    if misfire == "all":
+        return [expected_next_ms, *fires_between(spec, expected_next_ms, now_ms, cap - 1)], new_next
+    if misfire == "skip":
+        if now_ms - expected_next_ms <= grace_ms:
+            return [expected_next_ms], new_next
+        recent = next_fire(spec, now_ms - grace_ms - 1)
+        return ([recent] if recent <= now_ms else []), new_next
+    return [expected_next_ms], new_next
+
+
 def _first_fire_at_or_after(spec: CronSpec, tzinfo: ZoneInfo, lo: int) -> int:
     """Earliest fire instant >= lo (epoch seconds), walking segments of constant offset."""
     while True:

@@ -72,8 +72,8 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
         started = time.monotonic()
         async with s.worker(concurrency=10):
             while time.monotonic() - started < deadline_s:
-                infos = [await s.get_job(j) for j in ids]
-                if all(i is not None and i.state.terminal for i in infos):
+                states = [await s.get_job(j) for j in ids]
+                if all(i is not None and i.state.terminal for i in states):
                     break
                 await asyncio.sleep(0.2)
         infos = [i for i in [await s.get_job(j) for j in ids] if i is not None]

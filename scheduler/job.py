@@ -96,3 +96,48 @@ class Settlement:
     error_json: str = ""
     retry_at_ms: int = -1  # fail only: -1 = terminal
     require_expired: bool = False  # fail only: lease recovery
+
+
+@dataclass(frozen=True)
+class CronInfo:
+    """A named cron schedule as stored."""
+
+    name: str
+    cron: str
+    tz: str
+    topic: str
+    next_run_at: datetime | None
+    paused: bool
+    last_run_at: datetime | None
+    misfire: str = "coalesce"
+    payload: Any = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    max_attempts: int = 5
+
+
+@dataclass(frozen=True)
+class NewCron:
+    """A validated schedule ready to be upserted."""
+
+    name: str
+    expr: str
+    tz: str
+    topic: str
+    payload_json: str
+    metadata_json: str
+    max_attempts: int
+    backoff_type: str
+    backoff_delay_ms: int
+    timeout_ms: int
+    misfire: str
+    next_ms: int
+
+
+@dataclass(frozen=True)
+class CronFire:
+    """Ticks of one schedule to turn into jobs, guarded by the `next` they were planned from."""
+
+    name: str
+    expected_next_ms: int
+    new_next_ms: int
+    ticks: tuple[tuple[int, str], ...]  # (tick ms, job id)

@@ -65,3 +65,22 @@ class Keys:
     def wake(self) -> str:
         """Pub/sub channel: a job became the earliest due; payload is its due ms."""
         return f"{self.prefix}wake"
+
+    def cron(self, name: str) -> str:
+        """Hash holding one cron schedule."""
+        return f"{self.prefix}cron:{name}"
+
+    @property
+    def cron_prefix(self) -> str:
+        """Scripts that discover schedule names build their keys from this."""
+        return f"{self.prefix}cron:"
+
+    @property
+    def crons_due(self) -> str:
+        """Sorted set of active (unpaused) schedules, scored by next fire (ms)."""
+        return f"{self.prefix}crons"
+
+    @property
+    def cron_names(self) -> str:
+        """Set of every schedule name, paused or not (for listing)."""
+        return f"{self.prefix}cron_names"

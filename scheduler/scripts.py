@@ -9,7 +9,10 @@ from importlib import resources
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
-SCRIPT_NAMES = ("enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune")
+SCRIPT_NAMES = (
+    "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
+    "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron",
+)
 
 # Fields per job returned by claim.lua, in order.
 CLAIM_FIELDS = 14
@@ -22,6 +25,7 @@ class ScriptCode(IntEnum):
     LEASE_ALIVE = -2
     NOT_FOUND = -3
     FINISHED = -4
+    STALE = -5
     DUPLICATE = -10
 
 

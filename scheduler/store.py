@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from scheduler.errors import StorageError
-from scheduler.job import ClaimedJob, JobInfo, JobState, NewJob, Settlement
+from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, NewCron, NewJob, Settlement
 from scheduler.keys import Keys
-from scheduler.scripts import CLAIM_FIELDS, Scripts, ScriptCode
+from scheduler.scripts import CLAIM_FIELDS, Scripts
 from scheduler.timeutil import ms_to_utc
 
 TERMINAL_SETS = ("completed", "failed", "cancelled")
@@ -51,15 +51,17 @@ class RedisStore:
 
     async def claim(
         self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = ()
-    ) -> tuple[list[ClaimedJob], int | None]:
-        """Lease up to `limit` due jobs. Returns them and the next due ms (None: nothing waits)."""
+    ) -> tuple[list[ClaimedJob], int | None, int | None]:
+        """Lease up to `limit` due jobs. Returns them, the next due ms and the next cron
+        tick ms (None: nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts], [now_ms, limit, lease_ms, worker_id, k.job_prefix, *topics]
+            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due],
+            [now_ms, limit, lease_ms, worker_id, k.job_prefix, *topics],
         )
-        next_due = int(raw[0])
+        next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []
-        for i in range(1, len(raw), CLAIM_FIELDS):
+        for i in range(2, len(raw), CLAIM_FIELDS):
             f = [_s(v) for v in raw[i : i + CLAIM_FIELDS]]
             jobs.append(
                 ClaimedJob(
@@ -68,7 +70,7 @@ class RedisStore:
                     backoff_delay_ms=int(f[10]), timeout_ms=int(f[11]), trace=f[12], cron=f[13],
                 )
             )
-        return jobs, (None if next_due < 0 else next_due)
+        return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)
 
     async def complete(self, items: Sequence[Settlement], now_ms: int, keep_completed: int) -> list[int]:
         """Settle successful attempts in one call; one result code per item."""
@@ -92,7 +94,7 @@ class RedisStore:
         return [int(c) for c in await self._run("fail", keys, args)]
 
     async def cancel(self, job_id: str, now_ms: int) -> int:
-        """Cancel a job; the script's code (1, 2, or ScriptCode.NOT_FOUND/FINISHED)."""
+        """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED)."""
         k = self.keys
         return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts], [job_id, now_ms]))
 
@@ -183,3 +185,86 @@ class RedisStore:
         except RedisError as exc:
             raise StorageError(f"redis read of counts failed: {exc}") from exc
         return {s.value: int(v or 0) for s, v in zip(JobState, values)}
+
+    # ------------------------------------------------------------------ cron
+    async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:
+        """Create or update a schedule: 1 created, 2 rescheduled, 0 updated in place."""
+        k = self.keys
+        return int(await self._run(
+            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
+            [cron.name, now_ms, cron.expr, cron.tz, cron.topic, cron.payload_json, cron.metadata_json,
+             cron.max_attempts, cron.backoff_type, cron.backoff_delay_ms, cron.timeout_ms, cron.misfire, cron.next_ms],
+        ))
+
+    async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
+        """Schedules whose next fire is due, with their fields (O(due), not O(all))."""
+        try:
+            names = await self.redis.zrangebyscore(self.keys.crons_due, "-inf", now_ms, start=0, num=limit)
+            rows = await self._cron_rows([_s(n) for n in names])
+        except RedisError as exc:
+            raise StorageError(f"redis read of due crons failed: {exc}") from exc
+        return rows
+
+    async def _cron_rows(self, names: Sequence[str]) -> list[dict[str, str]]:
+        if not names:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self.keys.cron(name))
+        out = []
+        for name, row in zip(names, await pipe.execute()):
+            if row:
+                fields = {_s(a): _s(b) for a, b in row.items()}
+                fields["name"] = name
+                out.append(fields)
+        return out
+
+    async def fire_crons(self, fires: Sequence[CronFire], now_ms: int) -> list[int]:
+        """Create the tick jobs and advance the schedules; per schedule: jobs created or STALE."""
+        if not fires:
+            return []
+        k = self.keys
+        args: list[Any] = [now_ms, k.cron_prefix, k.job_prefix]
+        for f in fires:
+            args += [f.name, f.expected_next_ms, f.new_next_ms, len(f.ticks)]
+            for tick, job_id in f.ticks:
+                args += [tick, job_id]
+        return [int(c) for c in await self._run("fire_crons", [k.crons_due, k.due, k.outbox, k.counts, k.wake], args)]
+
+    async def set_cron_paused(self, name: str, paused: bool, next_ms: int, now_ms: int) -> int:
+        """Pause or resume; 1 changed, 0 unchanged, ScriptCode.NOT_FOUND."""
+        k = self.keys
+        return int(await self._run(
+            "set_cron_paused", [k.cron(name), k.crons_due, k.wake], [name, "1" if paused else "0", next_ms, now_ms]
+        ))
+
+    async def remove_cron(self, name: str) -> bool:
+        """Delete a schedule; False when there was none."""
+        k = self.keys
+        return int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names], [name])) == 1
+
+    async def get_cron(self, name: str) -> CronInfo | None:
+        """One schedule, or None."""
+        rows = await self._cron_rows([name])
+        return _cron_info(rows[0]) if rows else None
+
+    async def list_crons(self) -> list[CronInfo]:
+        """Every schedule, by name."""
+        try:
+            names = sorted(_s(n) for n in await self.redis.smembers(self.keys.cron_names))
+            rows = await self._cron_rows(names)
+        except RedisError as exc:
+            raise StorageError(f"redis read of crons failed: {exc}") from exc
+        return [_cron_info(r) for r in rows]
+
+
+def _cron_info(f: dict[str, str]) -> CronInfo:
+    paused = f.get("paused") == "1"
+    return CronInfo(
+        name=f["name"], cron=f["expr"], tz=f["tz"], topic=f["topic"],
+        next_run_at=None if paused else ms_to_utc(int(f["next"])),
+        paused=paused,
+        last_run_at=ms_to_utc(int(f["last_run"])) if f.get("last_run") else None,
+        misfire=f["misfire"], payload=json.loads(f["payload"]), metadata=json.loads(f["meta"]),
+        max_attempts=int(f["max"]),
+    )

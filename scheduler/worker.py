@@ -24,12 +24,13 @@ from listeners import (
 )
 from listeners.dispatch import DispatchResult
 from scheduler.clock import Clock
-from scheduler.config import RetentionSettings, WorkerSettings
+from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.job import ClaimedJob, Settlement
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scripts import ScriptCode
 from scheduler.store import RedisStore
+from scheduler.ticker import fire_due_crons
 from scheduler.timeutil import ms_to_utc
 
 log = logging.getLogger("horae.worker")
@@ -112,12 +113,15 @@ class Worker:
         retention: RetentionSettings,
         metrics: Metrics,
         *,
+        cron: CronSettings | None = None,
         concurrency: int | None = None,
         topics: Sequence[str] | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.store, self.registry, self.clock, self.settings = store, registry, clock, settings
         self.retention, self.metrics = retention, metrics
+        self.cron = cron or CronSettings()
+        self._next_cron: int | None = 0  # unknown until the first claim: check at once
         self.concurrency = concurrency or settings.concurrency
         self.topics = tuple(topics or ())
         self.id = worker_id or new_worker_id()
@@ -206,7 +210,9 @@ class Worker:
             self._wake.clear()
             limit = min(free, self.settings.claim_batch)
             try:
-                jobs, next_due = await self.store.claim(
+                if self._next_cron is not None and self._next_cron <= self.clock.now_ms():
+                    await fire_due_crons(self.store, self.clock, self.cron)
+                jobs, next_due, self._next_cron = await self.store.claim(
                     self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self.topics
                 )
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
@@ -221,7 +227,7 @@ class Worker:
             if len(jobs) == limit or self._stopping:
                 continue
             now = self.clock.now_ms()
-            deadline = now + IDLE_RECHECK_MS if next_due is None else min(next_due, now + IDLE_RECHECK_MS)
+            deadline = min(t for t in (next_due, self._next_cron, now + IDLE_RECHECK_MS) if t is not None)
             await self.clock.sleep_until(deadline, self._wake)
 
     # ------------------------------------------------------------------- running

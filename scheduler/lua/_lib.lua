@@ -22,3 +22,25 @@ local function wake_if_first(due, wake, id, due_ms)
     redis.call('PUBLISH', wake, due_ms)
   end
 end
+
+-- Store a new job hash, make it due and record `scheduled`. `j` holds the
+-- job's fields (see enqueue.lua). Returns false when the id exists already.
+local function create_job(job, due, outbox, counts, wake, now, j)
+  if redis.call('EXISTS', job) == 1 then
+    return false
+  end
+  redis.call('HSET', job,
+    'topic', j.topic, 'payload', j.payload, 'meta', j.meta, 'tz', j.tz,
+    'run_at', j.run_at, 'due', j.due, 'state', 'scheduled', 'attempts', 0,
+    'max', j.max, 'btype', j.btype, 'bdelay', j.bdelay, 'timeout', j.timeout,
+    'created', now, 'trace', j.trace, 'cron', j.cron)
+  redis.call('ZADD', due, j.due, j.id)
+  move_count(counts, j.topic, nil, 'scheduled')
+  redis.call('XADD', outbox, '*', 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', 0,
+    'topic', j.topic, 'run_at', j.run_at, 'due', j.due, 'tz', j.tz,
+    'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,
+    'backoff_type', j.btype, 'backoff_delay', j.bdelay, 'timeout_ms', j.timeout,
+    'trace', j.trace, 'cron', j.cron)
+  wake_if_first(due, wake, j.id, j.due)
+  return true
+end

@@ -1,17 +1,18 @@
 -- claim: take up to N due jobs, lease them to one worker, start an attempt each.
 --
 -- KEYS[1] due zset   KEYS[2] active zset (score = lease deadline)
--- KEYS[3] outbox     KEYS[4] counts hash
+-- KEYS[3] outbox     KEYS[4] counts hash  KEYS[5] crons zset (active schedules)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
 -- ARGV[6..] topics this worker serves (none = every topic)
 --
--- Returns { next_due_ms or -1, fields of job 1 ..., fields of job 2 ... } with
+-- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- 14 fields per job (FIELDS in scripts.py): id, attempt, token, topic, payload, meta, run_at, due,
 -- max, btype, bdelay, timeout, trace, cron.
 -- next_due_ms is the earliest due job left (of the served topics when a topic
--- filter is given, within the scanned window), so the worker knows when to wake.
+-- filter is given, within the scanned window) and next_cron_ms the earliest
+-- cron tick, so the worker knows when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local worker, prefix = ARGV[4], ARGV[5]
@@ -21,7 +22,7 @@ if #ARGV > 5 then
   for i = 6, #ARGV do serve[ARGV[i]] = true end
 end
 
-local out = { -1 }
+local out = { -1, -1 }
 local taken = 0
 local window = limit
 if serve then window = 1000 end
@@ -58,4 +59,6 @@ else
     if topic and serve[topic] then out[1] = tonumber(scan[i + 1]); break end
   end
 end
+local cron = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+if cron[2] then out[2] = tonumber(cron[2]) end
 return out

@@ -9,24 +9,12 @@
 --
 -- Returns 1 when created, or DUPLICATE (-10) when a job with this id exists
 -- (its fields are left untouched: ids are idempotency keys).
-local job, due, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, now, due_ms, topic = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-
-if redis.call('EXISTS', job) == 1 then
-  return -10
+local job = {
+  id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
+  tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],
+  timeout = ARGV[12], trace = ARGV[13], cron = ARGV[14],
+}
+if create_job(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], job) then
+  return 1
 end
-
-redis.call('HSET', job,
-  'topic', topic, 'payload', ARGV[5], 'meta', ARGV[6], 'tz', ARGV[7],
-  'run_at', ARGV[8], 'due', due_ms, 'state', 'scheduled', 'attempts', 0,
-  'max', ARGV[9], 'btype', ARGV[10], 'bdelay', ARGV[11], 'timeout', ARGV[12],
-  'created', now, 'trace', ARGV[13], 'cron', ARGV[14])
-redis.call('ZADD', due, due_ms, id)
-move_count(counts, topic, nil, 'scheduled')
-redis.call('XADD', outbox, '*', 'e', 'scheduled', 'id', id, 'ts', now, 'a', 0,
-  'topic', topic, 'run_at', ARGV[8], 'due', due_ms, 'tz', ARGV[7],
-  'payload', ARGV[5], 'metadata', ARGV[6], 'max_attempts', ARGV[9],
-  'backoff_type', ARGV[10], 'backoff_delay', ARGV[11], 'timeout_ms', ARGV[12],
-  'trace', ARGV[13], 'cron', ARGV[14])
-wake_if_first(due, wake, id, due_ms)
-return 1
+return -10

@@ -1,0 +1,43 @@
+-- fire_crons: turn due cron ticks into ordinary jobs and advance each
+-- schedule, atomically. The caller computed the ticks and the new next fire
+-- from the `next` it read; if `next` changed meanwhile (another worker fired
+-- it, or it was paused, updated or removed) the schedule is left alone, so a
+-- tick becomes a job exactly once however many workers race.
+--
+-- KEYS[1] crons zset  KEYS[2] due zset  KEYS[3] outbox  KEYS[4] counts
+-- KEYS[5] wake channel
+-- ARGV[1] now_ms  ARGV[2] cron key prefix  ARGV[3] job key prefix
+-- ARGV[4..] per schedule: name, expected next ms, new next ms, n, then n pairs
+--           (tick ms, job id)
+--
+-- Returns one number per schedule: jobs created, or STALE (-5) when its next
+-- fire was no longer the expected one (nothing done).
+local crons, due, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, cprefix, jprefix = ARGV[1], ARGV[2], ARGV[3]
+local res = {}
+local i = 4
+while i <= #ARGV do
+  local name, expected, new_next, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local key = cprefix .. name
+  local f = redis.call('HMGET', key, 'next', 'paused', 'topic', 'payload', 'meta', 'tz', 'max', 'btype',
+    'bdelay', 'timeout')
+  if f[1] ~= expected or f[2] == '1' then
+    res[#res + 1] = -5
+  else
+    local created = 0
+    local last = nil
+    for t = 0, n - 1 do
+      local tick, id = ARGV[i + 4 + 2 * t], ARGV[i + 5 + 2 * t]
+      local job = { id = id, due = tick, run_at = tick, topic = f[3], payload = f[4], meta = f[5], tz = f[6],
+        max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = '', cron = name }
+      if create_job(jprefix .. id, due, outbox, counts, wake, now, job) then created = created + 1 end
+      last = tick
+    end
+    redis.call('HSET', key, 'next', new_next)
+    if last then redis.call('HSET', key, 'last_run', last) end
+    redis.call('ZADD', crons, new_next, name)
+    res[#res + 1] = created
+  end
+  i = i + 4 + 2 * n
+end
+return res
