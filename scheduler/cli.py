@@ -20,7 +20,7 @@ from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.errors import SchedulerError
 
-console = Console(width=None if sys.stdout.isatty() else 140)
+console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _load_app(spec: str | None) -> ListenerRegistry:
