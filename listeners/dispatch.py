@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,8 @@ def qualified_name(fn: Listener) -> str:
     return f"{module}.{name}"
 
 
-async def _call(fn: Listener, event: Any) -> None:
+async def call_listener(fn: Listener, event: Any) -> None:
+    """Run one listener: async ones on the loop, sync ones in a thread."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
         await fn(event)  # type: ignore[misc]
         return
@@ -52,17 +53,19 @@ async def _call(fn: Listener, event: Any) -> None:
         await result
 
 
-async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | None) -> DispatchResult:
+async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | None,
+                   call: Callable[[Listener, Any], Awaitable[None]] = call_listener) -> DispatchResult:
     """Run all listeners concurrently; any raising, or the timeout, fails the attempt.
 
     Args:
         listeners: the topic's listeners (may be empty).
         event: the event object handed to each.
         timeout: seconds for all of them together; None for no limit.
+        call: runs one listener; the worker passes a wrapper that adds a span.
     """
     if not listeners:
         return DispatchResult(listeners=0)
-    tasks = [asyncio.ensure_future(_call(fn, event)) for fn in listeners]
+    tasks = [asyncio.ensure_future(call(fn, event)) for fn in listeners]
     done, pending = await asyncio.wait(tasks, timeout=timeout)
     for task in pending:
         task.cancel()

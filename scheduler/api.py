@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +27,15 @@ from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy, parse_retry
 from scheduler.store import RedisStore
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms, zone
+from scheduler.tracing import (
+    CRON_NAME,
+    JOB_RUN_AT,
+    JOB_TZ,
+    MESSAGING_MESSAGE_ID,
+    current_traceparent,
+    get_tracer,
+    producer_span,
+)
 from scheduler.worker import Worker
 
 log = logging.getLogger("horae")
@@ -78,6 +88,7 @@ class Scheduler:
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | None = None
         self.metrics = Metrics()
+        self.tracer = get_tracer()
         self.default_retry = RetryPolicy(
             self.settings.retry.attempts, Backoff(self.settings.retry.backoff, self.settings.retry.delay_ms)
         )
@@ -186,9 +197,11 @@ class Scheduler:
         job_id: str | None, *, cron: str = "",
     ) -> str:
         job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron)
-        now = self.clock.now_ms()
-        job = NewJob(**{**job.__dict__, "due_ms": max(job.run_at_ms, now)})
-        created = await self.store.enqueue(job, now)
+        attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz}
+        with producer_span(self.tracer, job.topic, "send", attrs):
+            now = self.clock.now_ms()
+            job = replace(job, due_ms=max(job.run_at_ms, now), trace=current_traceparent())
+            created = await self.store.enqueue(job, now)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
@@ -264,12 +277,14 @@ class Scheduler:
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
         job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
-        now = self.clock.now_ms()
-        await self.store.upsert_cron(
-            NewCron(name, spec.expr, tz, job.topic, job.payload_json, job.metadata_json, job.max_attempts,
-                    job.backoff_type, job.backoff_delay_ms, job.timeout_ms, mode, next_fire(spec, now)),
-            now,
-        )
+        with producer_span(self.tracer, job.topic, "create", {CRON_NAME: name}):
+            now = self.clock.now_ms()
+            await self.store.upsert_cron(
+                NewCron(name, spec.expr, tz, job.topic, job.payload_json, job.metadata_json, job.max_attempts,
+                        job.backoff_type, job.backoff_delay_ms, job.timeout_ms, mode, next_fire(spec, now),
+                        current_traceparent()),
+                now,
+            )
         info = await self.store.get_cron(name)
         assert info is not None
         return info
@@ -326,7 +341,7 @@ class Scheduler:
         """A Worker bound to this scheduler (start()/stop() it yourself)."""
         return Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
-            cron=self.settings.cron, concurrency=concurrency, topics=topics,
+            cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
         )
 
     @asynccontextmanager

@@ -19,6 +19,8 @@ from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.errors import SchedulerError
+from scheduler.logs import configure_logging
+from scheduler.telemetry import setup_telemetry
 
 console = Console(width=None if sys.stdout.isatty() else 200)
 
@@ -51,13 +53,11 @@ def _load_app(spec: str | None) -> ListenerRegistry:
 def cli(ctx: click.Context, config_path: str | None, redis_url: str | None, database_url: str | None,
         namespace: str | None, verbose: bool) -> None:
     """horae: delayed and cron jobs on Redis, with retries and an audit trail."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     try:
         ctx.obj = load_settings(config_path, redis_url=redis_url, database_url=database_url, namespace=namespace)
     except SchedulerError as exc:
         raise click.ClickException(str(exc)) from exc
+    configure_logging(logging.DEBUG if verbose else logging.INFO, ctx.obj.telemetry.json_logs)
 
 
 def _run(coro: Any) -> Any:
@@ -72,11 +72,13 @@ def _run(coro: Any) -> Any:
 @click.option("--concurrency", type=int, default=None, help="Attempts at once (default from config).")
 @click.option("--topics", default=None, help="Comma-separated topics to serve (default: all).")
 @click.option("--grace", type=float, default=None, help="Seconds in-flight attempts may finish on stop.")
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
 @click.pass_obj
 def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
-           grace: float | None) -> None:
+           grace: float | None, metrics_port: int | None) -> None:
     """Run a worker until SIGINT/SIGTERM, then stop gracefully."""
     registry = _load_app(app)
+    telemetry = setup_telemetry(settings.telemetry, metrics_port)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
 
     async def main() -> None:
@@ -87,9 +89,14 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
         async with Scheduler(settings=settings, listeners=registry) as s:
             async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace) as w:
                 click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
+                if telemetry.metrics_port:
+                    click.echo(f"metrics on http://127.0.0.1:{telemetry.metrics_port}/metrics", err=True)
                 await stop.wait()
 
-    _run(main())
+    try:
+        _run(main())
+    finally:
+        telemetry.shutdown()
 
 
 @cli.command()

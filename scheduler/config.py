@@ -62,6 +62,18 @@ class CronSettings(_Section):
     fire_batch: int = Field(200, ge=1, le=5_000)
 
 
+class TelemetrySettings(_Section):
+    """OpenTelemetry export. "none" installs nothing (the embedding app may install its own SDK)."""
+
+    exporter: Literal["none", "otlp", "prometheus", "console"] = "none"
+    otlp_endpoint: str = ""
+    otlp_protocol: Literal["grpc", "http"] = "grpc"
+    metrics_port: int = Field(0, ge=0, le=65_535)
+    service_name: str = "horae"
+    json_logs: bool = False
+    debug_spans: bool = False
+
+
 class AuditSettings(_Section):
     """The Postgres audit trail and its relay."""
 
@@ -83,6 +95,7 @@ class Settings(_Section):
     retention: RetentionSettings = RetentionSettings()
     worker: WorkerSettings = WorkerSettings()
     cron: CronSettings = CronSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     audit: AuditSettings = AuditSettings()
 
 

@@ -131,6 +131,7 @@ class NewCron:
     timeout_ms: int
     misfire: str
     next_ms: int
+    trace: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,4 +141,4 @@ class CronFire:
     name: str
     expected_next_ms: int
     new_next_ms: int
-    ticks: tuple[tuple[int, str], ...]  # (tick ms, job id)
+    ticks: tuple[tuple[int, str, str], ...]  # (tick ms, job id, traceparent)

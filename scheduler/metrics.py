@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 
 class Metrics:
@@ -30,3 +32,23 @@ class Metrics:
         self.active_attempts = meter.create_up_down_counter(
             "horae_worker_active_attempts", description="Attempts running in this worker"
         )
+        # Gauges read values the worker's housekeeping and the audit relay refresh, so a
+        # scrape never waits on Redis.
+        self.jobs_by_state: dict[str, int] = {}
+        self.outbox_pending: int | None = None
+        self.outbox_oldest_age_s: float | None = None
+        meter.create_observable_gauge("horae_jobs", callbacks=[self._observe_jobs],
+                                      description="Jobs in Redis by state")
+        meter.create_observable_gauge("horae_audit_outbox_pending", callbacks=[self._observe_pending],
+                                      description="Outbox events not yet committed to Postgres")
+        meter.create_observable_gauge("horae_audit_outbox_oldest_age_seconds", callbacks=[self._observe_age],
+                                      unit="s", description="Age of the oldest uncommitted outbox event")
+
+    def _observe_jobs(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {"state": state}) for state, n in self.jobs_by_state.items()]
+
+    def _observe_pending(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [] if self.outbox_pending is None else [Observation(self.outbox_pending)]
+
+    def _observe_age(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [] if self.outbox_oldest_age_s is None else [Observation(self.outbox_oldest_age_s)]

@@ -193,7 +193,8 @@ class RedisStore:
         return int(await self._run(
             "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
             [cron.name, now_ms, cron.expr, cron.tz, cron.topic, cron.payload_json, cron.metadata_json,
-             cron.max_attempts, cron.backoff_type, cron.backoff_delay_ms, cron.timeout_ms, cron.misfire, cron.next_ms],
+             cron.max_attempts, cron.backoff_type, cron.backoff_delay_ms, cron.timeout_ms, cron.misfire, cron.next_ms,
+             cron.trace],
         ))
 
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
@@ -227,8 +228,8 @@ class RedisStore:
         args: list[Any] = [now_ms, k.cron_prefix, k.job_prefix]
         for f in fires:
             args += [f.name, f.expected_next_ms, f.new_next_ms, len(f.ticks)]
-            for tick, job_id in f.ticks:
-                args += [tick, job_id]
+            for tick, job_id, trace in f.ticks:
+                args += [tick, job_id, trace]
         return [int(c) for c in await self._run("fire_crons", [k.crons_due, k.due, k.outbox, k.counts, k.wake], args)]
 
     async def set_cron_paused(self, name: str, paused: bool, next_ms: int, now_ms: int) -> int:

@@ -6,17 +6,28 @@ from __future__ import annotations
 
 import logging
 
+from opentelemetry.trace import Tracer
+
 from scheduler.clock import Clock
 from scheduler.config import CronSettings
 from scheduler.cron import cron_job_id, parse_cron, plan_ticks
 from scheduler.errors import ScheduleError
 from scheduler.job import CronFire
 from scheduler.store import RedisStore
+from scheduler.tracing import CRON_NAME, MESSAGING_MESSAGE_ID, current_traceparent, producer_span
 
 log = logging.getLogger("horae.cron")
 
 
-async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings) -> int:
+def _tick(tracer: Tracer, row: dict[str, str], tick_ms: int) -> tuple[int, str, str]:
+    """(tick, job id, traceparent): each tick is a PRODUCER span in a new trace linked to its schedule."""
+    job_id = cron_job_id(row["name"], tick_ms)
+    attrs = {MESSAGING_MESSAGE_ID: job_id, CRON_NAME: row["name"]}
+    with producer_span(tracer, row["topic"], "create", attrs, new_trace=True, link_to=row.get("trace", "")):
+        return tick_ms, job_id, current_traceparent()
+
+
+async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings, tracer: Tracer) -> int:
     """Fire every due schedule; returns the number of jobs created."""
     created = 0
     while True:
@@ -38,7 +49,7 @@ async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings
                     len(ticks), extra={"event": "cron_misfire", "cron": row["name"]},
                 )
             fires.append(CronFire(row["name"], expected, new_next,
-                                  tuple((t, cron_job_id(row["name"], t)) for t in ticks)))
+                                  tuple(_tick(tracer, row, t) for t in ticks)))
         results = await store.fire_crons(fires, now)
         created += sum(r for r in results if r > 0)
         if len(rows) < settings.fire_batch:

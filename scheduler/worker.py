@@ -11,11 +11,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
+
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from listeners import (
     SCHEDULE_FAILED_TOPIC,
+    Listener,
+    call_listener,
+    qualified_name,
     ListenerRegistry,
     ScheduleArrivedEvent,
     ScheduleFailedEvent,
@@ -29,8 +34,21 @@ from scheduler.job import ClaimedJob, Settlement
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scripts import ScriptCode
+from scheduler.settler import Settler
 from scheduler.store import RedisStore
 from scheduler.ticker import fire_due_crons
+from scheduler.tracing import (
+    ATTEMPT_OUTCOME,
+    EVENT_SCHEDULE_FAILED,
+    JOB_ATTEMPT,
+    JOB_ID,
+    JOB_LATENESS_MS,
+    JOB_MAX_ATTEMPTS,
+    MESSAGING_MESSAGE_ID,
+    attempt_span,
+    get_tracer,
+    listener_span,
+)
 from scheduler.timeutil import ms_to_utc
 
 log = logging.getLogger("horae.worker")
@@ -47,60 +65,6 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class _Settler:
-    """Collects settlements and writes them in batches: one script call per batch."""
-
-    def __init__(self, store: RedisStore, clock: Clock, keep_completed: int) -> None:
-        self._store, self._clock, self._keep = store, clock, keep_completed
-        self._complete: list[tuple[Settlement, asyncio.Future[int]]] = []
-        self._fail: list[tuple[Settlement, asyncio.Future[int]]] = []
-        self._ready = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="horae-settler")
-
-    async def settle(self, item: Settlement, ok: bool) -> int:
-        """Queue one settlement; returns the script's code for it once written."""
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        (self._complete if ok else self._fail).append((item, fut))
-        self._ready.set()
-        return await fut
-
-    async def _flush(self) -> None:
-        complete, self._complete = self._complete, []
-        fail, self._fail = self._fail, []
-        for batch, write in ((complete, self._write_complete), (fail, self._store.fail)):
-            if not batch:
-                continue
-            try:
-                codes = await write([s for s, _ in batch], self._clock.now_ms())
-            except Exception as exc:  # noqa: BLE001 - handed to every waiter
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                continue
-            for (_, fut), code in zip(batch, codes):
-                if not fut.done():
-                    fut.set_result(code)
-
-    async def _write_complete(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
-        return await self._store.complete(items, now_ms, self._keep)
-
-    async def _loop(self) -> None:
-        while True:
-            await self._ready.wait()
-            self._ready.clear()
-            await self._flush()
-
-    async def stop(self) -> None:
-        """Write what is queued, then stop."""
-        await self._flush()
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-
 class Worker:
     """Runs due jobs of one namespace. Start with start(), stop with stop()."""
 
@@ -114,6 +78,7 @@ class Worker:
         metrics: Metrics,
         *,
         cron: CronSettings | None = None,
+        tracer: Tracer | None = None,
         concurrency: int | None = None,
         topics: Sequence[str] | None = None,
         worker_id: str | None = None,
@@ -121,6 +86,7 @@ class Worker:
         self.store, self.registry, self.clock, self.settings = store, registry, clock, settings
         self.retention, self.metrics = retention, metrics
         self.cron = cron or CronSettings()
+        self.tracer = tracer or get_tracer()
         self._next_cron: int | None = 0  # unknown until the first claim: check at once
         self.concurrency = concurrency or settings.concurrency
         self.topics = tuple(topics or ())
@@ -132,7 +98,7 @@ class Worker:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._settler = _Settler(store, clock, retention.completed_count)
+        self._settler = Settler(store, clock, retention.completed_count)
         self._pubsub: Any = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -211,7 +177,7 @@ class Worker:
             limit = min(free, self.settings.claim_batch)
             try:
                 if self._next_cron is not None and self._next_cron <= self.clock.now_ms():
-                    await fire_due_crons(self.store, self.clock, self.cron)
+                    await fire_due_crons(self.store, self.clock, self.cron, self.tracer)
                 jobs, next_due, self._next_cron = await self.store.claim(
                     self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self.topics
                 )
@@ -240,9 +206,20 @@ class Worker:
             self._slot_free.set()
 
     async def _attempt(self, job: ClaimedJob) -> None:
+        lateness_ms = max(0, self.clock.now_ms() - job.due_ms)
+        span_attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_ID: job.id, JOB_ATTEMPT: job.attempt,
+                      JOB_MAX_ATTEMPTS: job.max_attempts, JOB_LATENESS_MS: lateness_ms}
+        with attempt_span(self.tracer, job.topic, job.trace, span_attrs) as span:
+            await self._attempt_in_span(job, span, lateness_ms)
+
+    async def _call_traced(self, fn: Listener, event: Any) -> None:
+        with listener_span(self.tracer, qualified_name(fn)):
+            await call_listener(fn, event)
+
+    async def _attempt_in_span(self, job: ClaimedJob, span: Span, lateness_ms: int) -> None:
         attrs = {"topic": job.topic}
         started = time.monotonic()
-        self.metrics.lateness.record(max(0, self.clock.now_ms() - job.due_ms) / 1000, attrs)
+        self.metrics.lateness.record(lateness_ms / 1000, attrs)
         listeners = self.registry.listeners(job.topic)
         event = ScheduleArrivedEvent(
             scheduled_job_id=job.id,
@@ -253,7 +230,8 @@ class Worker:
             run_at=ms_to_utc(job.run_at_ms),
             metadata=json.loads(job.metadata_json),
         )
-        result = await dispatch(listeners, event, job.timeout_ms / 1000)
+        call = self._call_traced if span.is_recording() else call_listener
+        result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
         if result.ok:
@@ -265,16 +243,19 @@ class Worker:
                 )
                 self.metrics.no_listener.add(1, attrs)
             self.metrics.attempts.add(1, {**attrs, "outcome": outcome})
+            span.set_attribute(ATTEMPT_OUTCOME, outcome)
             code = await self._settler.settle(Settlement(job.id, job.token, outcome), ok=True)
             if code == 1:
                 self.metrics.completed.add(1, attrs)
             self._log_lost(job, code)
             return
-        await self._settle_failure(job, result, event.metadata)
+        await self._settle_failure(job, result, event.metadata, span)
 
-    async def _settle_failure(self, job: ClaimedJob, result: DispatchResult, metadata: Any) -> None:
+    async def _settle_failure(self, job: ClaimedJob, result: DispatchResult, metadata: Any, span: Span) -> None:
         outcome = "timed_out" if result.timed_out else "failed"
         error, exc = _error_record(job, result)
+        span.set_attribute(ATTEMPT_OUTCOME, outcome)
+        span.set_status(Status(StatusCode.ERROR, f"{error['type']}: {error['message']}"))
         policy = RetryPolicy(job.max_attempts, Backoff(job.backoff_type, job.backoff_delay_ms))  # type: ignore[arg-type]
         decision = policy.decide(job.attempt, exc)
         retry_at = -1 if decision is None else self.clock.now_ms() + decision.delay_ms
@@ -287,6 +268,9 @@ class Worker:
             "attempt %d of job %s %s: %s", job.attempt, job.id, outcome, error["message"],
             extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": outcome},
         )
+        if code == FAILED_FOR_GOOD:
+            span.add_event(EVENT_SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt,
+                                                   "error.type": str(error["type"])})
         self._after_failure(job.id, job.topic, job.attempt, error, metadata, code)
 
     def _after_failure(self, job_id: str, topic: str, attempt: int, error: dict[str, Any], metadata: Any,
@@ -347,6 +331,7 @@ class Worker:
         while True:
             await asyncio.sleep(self.settings.recover_interval_s)
             try:
+                self.metrics.jobs_by_state = await self.store.stats()
                 await self.recover_expired()
                 if time.monotonic() - last_prune >= self.retention.prune_interval_s:
                     last_prune = time.monotonic()
@@ -419,5 +404,3 @@ def _error_record(job: ClaimedJob, result: DispatchResult) -> tuple[dict[str, An
         record["other_failures"] = [f"{f.listener}: {f.exception!r}" for f in result.failures[1:]]
     return record, first.exception
 
-
-ListenerCallable = Callable[[Any], Awaitable[None]]

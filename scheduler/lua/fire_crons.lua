@@ -7,8 +7,8 @@
 -- KEYS[1] crons zset  KEYS[2] due zset  KEYS[3] outbox  KEYS[4] counts
 -- KEYS[5] wake channel
 -- ARGV[1] now_ms  ARGV[2] cron key prefix  ARGV[3] job key prefix
--- ARGV[4..] per schedule: name, expected next ms, new next ms, n, then n pairs
---           (tick ms, job id)
+-- ARGV[4..] per schedule: name, expected next ms, new next ms, n, then n triples
+--           (tick ms, job id, traceparent of the tick's producer span)
 --
 -- Returns one number per schedule: jobs created, or STALE (-5) when its next
 -- fire was no longer the expected one (nothing done).
@@ -27,9 +27,9 @@ while i <= #ARGV do
     local created = 0
     local last = nil
     for t = 0, n - 1 do
-      local tick, id = ARGV[i + 4 + 2 * t], ARGV[i + 5 + 2 * t]
+      local tick, id, trace = ARGV[i + 4 + 3 * t], ARGV[i + 5 + 3 * t], ARGV[i + 6 + 3 * t]
       local job = { id = id, due = tick, run_at = tick, topic = f[3], payload = f[4], meta = f[5], tz = f[6],
-        max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = '', cron = name }
+        max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name }
       if create_job(jprefix .. id, due, outbox, counts, wake, now, job) then created = created + 1 end
       last = tick
     end
@@ -38,6 +38,6 @@ while i <= #ARGV do
     redis.call('ZADD', crons, new_next, name)
     res[#res + 1] = created
   end
-  i = i + 4 + 2 * n
+  i = i + 4 + 3 * n
 end
 return res

@@ -9,6 +9,7 @@
 -- ARGV[6] payload json  ARGV[7] metadata json  ARGV[8] max_attempts
 -- ARGV[9] backoff_type  ARGV[10] backoff_delay_ms  ARGV[11] timeout_ms
 -- ARGV[12] misfire (coalesce|skip|all)  ARGV[13] next fire ms for a new/changed schedule
+-- ARGV[14] traceparent of the upsert (ticks link their new traces to it)
 --
 -- Returns 1 created, 2 rescheduled (expression or zone changed), 0 updated in place.
 local cron, crons, names, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -16,7 +17,7 @@ local name, now, expr, tz, next_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[13
 local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused')
 redis.call('HSET', cron, 'expr', expr, 'tz', tz, 'topic', ARGV[5], 'payload', ARGV[6], 'meta', ARGV[7],
   'max', ARGV[8], 'btype', ARGV[9], 'bdelay', ARGV[10], 'timeout', ARGV[11], 'misfire', ARGV[12],
-  'updated', now)
+  'updated', now, 'trace', ARGV[14])
 redis.call('SADD', names, name)
 local result = 0
 if not cur[1] then
