@@ -66,7 +66,16 @@ async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | N
     if not listeners:
         return DispatchResult(listeners=0)
     tasks = [asyncio.ensure_future(call(fn, event)) for fn in listeners]
-    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+    except BaseException:
+        # The attempt itself was cancelled (worker stop after its grace): stop the
+        # listeners too, or a released job would run twice. Sync listeners in
+        # threads cannot be stopped and run to their end.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     for task in pending:
         task.cancel()
     if pending:

@@ -112,7 +112,11 @@ class Scheduler:
             resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=False
         )
         self.services = urls
-        self._redis = aioredis.Redis.from_url(urls.redis_url)
+        # A blocking pool waits for a free connection instead of failing past its size.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            urls.redis_url, max_connections=s.redis_max_connections, timeout=30
+        )
+        self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
         try:
             if self._clock is None:
                 clock = SystemClock()

@@ -91,6 +91,7 @@ class Settings(_Section):
     database_url: str | None = None
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     data_dir: str = ".horae"
+    redis_max_connections: int = Field(64, ge=2, le=10_000)
     retry: RetrySettings = RetrySettings()
     retention: RetentionSettings = RetentionSettings()
     worker: WorkerSettings = WorkerSettings()

@@ -319,12 +319,16 @@ async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(r
 
 async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis_url: str, namespace: str,
                                                                            redis: aioredis.Redis) -> None:
-    reg, started = ListenerRegistry(), asyncio.Event()
+    reg, started, stopped = ListenerRegistry(), asyncio.Event(), []
 
     @reg.on_event("stuck")
     async def stuck(event: ScheduleArrivedEvent) -> None:
         started.set()
-        await asyncio.sleep(60)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            stopped.append(event.attempt)  # a released job must not keep running here
+            raise
 
     async with make_scheduler(redis_url, namespace, reg) as s:
         job_id = await s.schedule_in("stuck", 0)
@@ -332,6 +336,7 @@ async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis
         await worker.start()
         await asyncio.wait_for(started.wait(), 5)
         await worker.stop(grace=0.1)
+        assert stopped == [1]
         info = await s.get_job(job_id)
         assert info is not None and info.state is JobState.SCHEDULED and info.attempts == 0
         types = [e.type for e in await outbox_events(redis, namespace, job_id)]

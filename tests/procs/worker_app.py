@@ -1,0 +1,64 @@
+"""Listeners run by real `horae worker` processes in the multi-process and
+crash tests (`horae worker --app tests.procs.worker_app:registry`).
+
+Each listener records what it did in Redis, in the worker's own namespace
+(HORAE_NAMESPACE), under `{ns}:test:*` keys so the test's namespace cleanup
+deletes them:
+
+    {ns}:test:runs     hash  job id -> how many times the listener ran it
+    {ns}:test:by_pid   hash  worker pid -> how many runs that process did
+    {ns}:test:events   list  JSON {job, attempt, pid, what: start|finish}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import redis.asyncio as aioredis
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent
+
+registry = ListenerRegistry()
+
+COUNT_TOPIC = "mp.count"
+BLOCK_TOPIC = "crash.block"
+
+_client: aioredis.Redis | None = None
+
+
+def _redis() -> aioredis.Redis:
+    global _client
+    if _client is None:
+        _client = aioredis.Redis.from_url(os.environ["HORAE_REDIS_URL"])
+    return _client
+
+
+def key(name: str) -> str:
+    return "{" + os.environ["HORAE_NAMESPACE"] + "}:test:" + name
+
+
+async def _record(event: ScheduleArrivedEvent, what: str) -> None:
+    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "pid": os.getpid(), "what": what}
+    await _redis().rpush(key("events"), json.dumps(entry))
+
+
+@registry.on_event(COUNT_TOPIC)
+async def count_run(event: ScheduleArrivedEvent) -> None:
+    """Count this run per job and per process (one MULTI: both or neither)."""
+    pipe = _redis().pipeline(transaction=True)
+    pipe.hincrby(key("runs"), event.scheduled_job_id, 1)
+    pipe.hincrby(key("by_pid"), str(os.getpid()), 1)
+    await pipe.execute()
+
+
+@registry.on_event(BLOCK_TOPIC)
+async def block(event: ScheduleArrivedEvent) -> None:
+    """Record the start; on the attempts listed in payload["block"] sleep
+    payload["sleep"] seconds (the test kills or stops the worker meanwhile);
+    record the finish and succeed."""
+    await _record(event, "start")
+    if event.attempt in event.payload.get("block", ()):
+        await asyncio.sleep(float(event.payload.get("sleep", 60)))
+    await _record(event, "finish")
