@@ -41,6 +41,8 @@ async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings
                 log.error("cron %s cannot be parsed: %s", row["name"], exc, extra={"event": "cron_invalid"})
                 continue
             expected = int(row["next"])
+            if expected > now:  # advanced by another worker between our two reads
+                continue
             ticks, new_next = plan_ticks(spec, expected, now, row["misfire"], settings.misfire_cap,
                                          int(settings.misfire_grace_s * 1000))
             if now - expected > settings.misfire_grace_s * 1000:

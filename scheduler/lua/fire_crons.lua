@@ -11,7 +11,7 @@
 --           (tick ms, job id, traceparent of the tick's producer span)
 --
 -- Returns one number per schedule: jobs created, or STALE (-5) when its next
--- fire was no longer the expected one (nothing done).
+-- fire was no longer the expected one or is not due yet (nothing done).
 local crons, due, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, cprefix, jprefix = ARGV[1], ARGV[2], ARGV[3]
 local res = {}
@@ -21,7 +21,9 @@ while i <= #ARGV do
   local key = cprefix .. name
   local f = redis.call('HMGET', key, 'next', 'paused', 'topic', 'payload', 'meta', 'tz', 'max', 'btype',
     'bdelay', 'timeout')
-  if f[1] ~= expected or f[2] == '1' then
+  -- A reader may have seen the hash after another worker advanced it: a
+  -- `next` still in the future is not due, whatever the caller planned.
+  if f[1] ~= expected or f[2] == '1' or tonumber(expected) > tonumber(now) then
     res[#res + 1] = -5
   else
     local created = 0

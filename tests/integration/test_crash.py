@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path

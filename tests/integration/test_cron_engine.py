@@ -236,3 +236,19 @@ async def test_schedules_are_evaluated_by_due_time_not_scanned(redis_url: str, n
         await s.schedule_cron("near", "*/5 * * * *", topic="t")
         due = await s.store.due_crons(ms("2026-06-01T12:05:00"), 1000)
         assert [r["name"] for r in due] == ["near"]
+
+
+async def test_a_stale_read_cannot_fire_a_future_tick(redis_url: str, namespace: str) -> None:
+    """A worker that read `next` after another advanced it must not fire that future tick early."""
+    from scheduler.job import CronFire
+    from scheduler.scripts import ScriptCode
+
+    clock = FakeClock(ms("2026-06-01T12:00:00"))
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
+        info = await s.schedule_cron("c", "*/5 * * * *", topic="t")
+        assert info.next_run_at is not None
+        future = utc_to_ms(info.next_run_at)
+        stale = CronFire("c", future, future + 300_000, ((future, f"cron:c:{future}", ""),))
+        assert await s.store.fire_crons([stale], clock.now_ms()) == [ScriptCode.STALE]
+        assert await s.get_job(f"cron:c:{future}") is None
+        assert await s.store.fire_crons([stale], future) == [1], "the same fire is fine once due"

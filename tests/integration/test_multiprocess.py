@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
