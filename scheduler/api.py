@@ -125,7 +125,7 @@ class Scheduler:
         except Exception as exc:
             await self._redis.aclose()
             raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
-        self._store = RedisStore(self._redis, s.namespace)
+        self._store = RedisStore(self._redis, s.namespace, audit=s.audit.enabled)
 
     async def close(self) -> None:
         """Close connections (embedded servers keep running for the next process)."""

@@ -75,9 +75,15 @@ class TelemetrySettings(_Section):
 
 
 class AuditSettings(_Section):
-    """The Postgres audit trail and its relay."""
+    """The Postgres audit trail and its relay.
+
+    enabled: every state change writes an outbox event (all processes of a
+    namespace must agree). relay: this process also moves the outbox into
+    Postgres (workers and `horae audit relay`); off, only Redis is needed.
+    """
 
     enabled: bool = True
+    relay: bool = True
     batch_size: int = Field(500, ge=1)
     block_ms: int = Field(1_000, ge=1)
     claim_idle_ms: int = Field(30_000, ge=100)

@@ -29,18 +29,23 @@ class ScriptCode(IntEnum):
     DUPLICATE = -10
 
 
-def script_source(name: str) -> str:
-    """The full source of a script as sent to Redis (helpers + body)."""
+def script_source(name: str, audit: bool = True) -> str:
+    """The full source of a script as sent to Redis (audit flag + helpers + body).
+
+    The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
+    nothing for the outbox. Every process of a namespace must use the same setting.
+    """
     lua = resources.files("scheduler") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    flag = f"local AUDIT = {'true' if audit else 'false'}\n"
+    return flag + (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
 
 
 class Scripts:
     """Every script registered on one client (EVALSHA, reloaded on NOSCRIPT)."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, audit: bool = True) -> None:
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
+            name: redis.register_script(script_source(name, audit)) for name in SCRIPT_NAMES
         }
 
     def __getitem__(self, name: str) -> AsyncScript:

@@ -26,10 +26,10 @@ def _s(value: Any) -> str:
 class RedisStore:
     """All job state of one namespace in one Redis (or one Cluster slot)."""
 
-    def __init__(self, redis: aioredis.Redis, namespace: str) -> None:
+    def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True) -> None:
         self.redis = redis
         self.keys = Keys(namespace)
-        self._scripts = Scripts(redis)
+        self._scripts = Scripts(redis, audit)
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:

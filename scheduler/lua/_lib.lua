@@ -1,7 +1,16 @@
 -- Shared helpers, prepended to every script by scripts.py (Redis has no include).
+-- scripts.py also prepends `local AUDIT = true|false`: with the audit trail
+-- off, no outbox event is written at all (no stream to grow, no cost).
 --
 -- counts hash: field <state> and <topic>|<state> hold the number of jobs
 -- currently in Redis in that state.
+
+-- Append one audit event (format: scheduler/outbox.py) when the audit is on.
+local function emit(outbox, ...)
+  if AUDIT then
+    redis.call('XADD', outbox, '*', ...)
+  end
+end
 
 local function move_count(counts, topic, from, to)
   if from and from ~= '' then
@@ -36,7 +45,7 @@ local function create_job(job, due, outbox, counts, wake, now, j)
     'created', now, 'trace', j.trace, 'cron', j.cron)
   redis.call('ZADD', due, j.due, j.id)
   move_count(counts, j.topic, nil, 'scheduled')
-  redis.call('XADD', outbox, '*', 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', 0,
+  emit(outbox, 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', 0,
     'topic', j.topic, 'run_at', j.run_at, 'due', j.due, 'tz', j.tz,
     'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,
     'backoff_type', j.btype, 'backoff_delay', j.bdelay, 'timeout_ms', j.timeout,

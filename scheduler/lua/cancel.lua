@@ -18,12 +18,12 @@ if state == 'scheduled' or state == 'retrying' then
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')
-  redis.call('XADD', outbox, '*', 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 0)
+  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 0)
   return 1
 elseif state == 'running' then
   redis.call('HSET', job, 'state', 'cancelled')
   move_count(counts, f[2], state, 'cancelled')
-  redis.call('XADD', outbox, '*', 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 1)
+  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 1)
   return 2
 end
 return -4

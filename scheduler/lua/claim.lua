@@ -41,7 +41,7 @@ for _, id in ipairs(ids) do
     redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now)
     redis.call('ZADD', active, now + lease, id)
     move_count(counts, f[1], f[12], 'running')
-    redis.call('XADD', outbox, '*', 'e', 'attempt_started', 'id', id, 'ts', now, 'a', attempt,
+    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now, 'a', attempt,
       'worker', worker, 'due', f[5], 'topic', f[1])
     local row = { id, attempt, token, f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11] }
     for _, v in ipairs(row) do out[#out + 1] = v end

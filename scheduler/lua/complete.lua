@@ -24,14 +24,14 @@ for i = 4, #ARGV, 3 do
     redis.call('HSET', key, 'token', '', 'finished', now)
     if f[2] == 'cancelled' then
       redis.call('ZADD', cancelled, now, id)
-      redis.call('XADD', outbox, '*', 'e', 'attempt_succeeded', 'id', id, 'ts', now, 'a', f[4],
+      emit(outbox, 'e', 'attempt_succeeded', 'id', id, 'ts', now, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
       res[#res + 1] = 2
     else
       redis.call('HSET', key, 'state', 'completed')
       redis.call('ZADD', completed, now, id)
       move_count(counts, f[3], f[2], 'completed')
-      redis.call('XADD', outbox, '*', 'e', 'completed', 'id', id, 'ts', now, 'a', f[4],
+      emit(outbox, 'e', 'completed', 'id', id, 'ts', now, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
       res[#res + 1] = 1
     end

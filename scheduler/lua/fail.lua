@@ -30,7 +30,7 @@ for i = 3, #ARGV, 6 do
     local attempt = f[4]
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'token', '', 'last_error', err)
-    redis.call('XADD', outbox, '*', 'e', 'attempt_failed', 'id', id, 'ts', now, 'a', attempt,
+    emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now, 'a', attempt,
       'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', now - tonumber(f[6] or now))
     if f[2] == 'cancelled' then
       redis.call('HSET', key, 'finished', now)
@@ -40,7 +40,7 @@ for i = 3, #ARGV, 6 do
       redis.call('HSET', key, 'state', 'retrying', 'due', retry_at)
       redis.call('ZADD', due, retry_at, id)
       move_count(counts, f[3], f[2], 'retrying')
-      redis.call('XADD', outbox, '*', 'e', 'retry_scheduled', 'id', id, 'ts', now, 'a', attempt,
+      emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now, 'a', attempt,
         'next_at', retry_at)
       wake_if_first(due, wake, id, retry_at)
       res[#res + 1] = 3
@@ -48,8 +48,8 @@ for i = 3, #ARGV, 6 do
       redis.call('HSET', key, 'state', 'failed', 'finished', now)
       redis.call('ZADD', failed, now, id)
       move_count(counts, f[3], f[2], 'failed')
-      redis.call('XADD', outbox, '*', 'e', 'failed', 'id', id, 'ts', now, 'a', attempt, 'error', err)
-      redis.call('XADD', outbox, '*', 'e', 'schedule.failed', 'id', id, 'ts', now, 'a', attempt,
+      emit(outbox, 'e', 'failed', 'id', id, 'ts', now, 'a', attempt, 'error', err)
+      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now, 'a', attempt,
         'payload', '{"scheduledJobId":' .. cjson.encode(id) .. ',"topic":' .. cjson.encode(f[3]) ..
         ',"lastError":' .. err .. ',"attempts":' .. attempt .. ',"metadata":' .. (f[7] or '{}') .. '}')
       res[#res + 1] = 4

@@ -19,7 +19,8 @@ def make_scheduler(redis_url: str, namespace: str, registry: ListenerRegistry, c
     """A Scheduler isolated from the environment (no config file, no env vars)."""
     base = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
     updates = {name: getattr(base, name).model_copy(update=values) for name, values in sections.items()}
-    settings = base.model_copy(update={"audit": base.audit.model_copy(update={"enabled": False}), **updates})
+    # The outbox is written (tests read it); no relay, so no PostgreSQL is needed.
+    settings = base.model_copy(update={"audit": base.audit.model_copy(update={"relay": False}), **updates})
     return Scheduler(settings=settings, listeners=registry, clock=clock or FakeClock(START_MS))
 
 

@@ -466,3 +466,14 @@ async def test_listener_sees_past_run_at_immediately(redis_url: str, namespace: 
         async with s.worker():
             await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
         assert runs == [past], "run_at is reported as asked, the job ran at once"
+
+
+async def test_audit_off_writes_no_outbox_at_all(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    reg = ListenerRegistry()
+    reg.add("t", lambda event: None)
+    s = make_scheduler(redis_url, namespace, reg, audit={"enabled": False})
+    async with s:
+        job_id = await s.schedule_in("t", 0)
+        async with s.worker():
+            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+    assert await redis.exists(Keys(namespace).outbox) == 0

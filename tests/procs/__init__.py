@@ -87,7 +87,7 @@ class WorkerProcesses:
             {
                 "HORAE_REDIS_URL": self.redis_url,
                 "HORAE_NAMESPACE": self.namespace,
-                "HORAE_AUDIT__ENABLED": "false",
+                "HORAE_AUDIT__RELAY": "false",
                 "PYTHONUNBUFFERED": "1",
             }
         )
