@@ -1,0 +1,31 @@
+"""The Postgres audit trail: SQL migrations, the outbox -> Postgres relay, and
+the read API. Names resolve lazily so `import audit` stays cheap and cannot
+join an import cycle with the scheduler package that defines the outbox."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from audit.options import RelayOptions
+    from audit.reader import AuditTrail
+    from audit.records import AttemptRecord, AuditRecord
+    from audit.sink import AuditRelay
+
+_EXPORTS = {
+    "AuditTrail": "audit.reader",
+    "AuditRelay": "audit.sink",
+    "RelayOptions": "audit.options",
+    "AuditRecord": "audit.records",
+    "AttemptRecord": "audit.records",
+}
+
+__all__ = ["AttemptRecord", "AuditRecord", "AuditRelay", "AuditTrail", "RelayOptions"]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'audit' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

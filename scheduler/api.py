@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
@@ -37,6 +37,9 @@ from scheduler.tracing import (
     producer_span,
 )
 from scheduler.worker import Worker
+
+if TYPE_CHECKING:
+    from audit import AuditRelay, AuditTrail
 
 log = logging.getLogger("horae")
 
@@ -87,6 +90,7 @@ class Scheduler:
         self._clock = clock
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | None = None
+        self._audit: AuditTrail | None = None
         self.metrics = Metrics()
         self.tracer = get_tracer()
         self.default_retry = RetryPolicy(
@@ -109,7 +113,7 @@ class Scheduler:
 
         s = self.settings
         urls = await asyncio.to_thread(
-            resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=False
+            resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=self._audit_on
         )
         self.services = urls
         # A blocking pool waits for a free connection instead of failing past its size.
@@ -126,9 +130,33 @@ class Scheduler:
             await self._redis.aclose()
             raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
         self._store = RedisStore(self._redis, s.namespace, audit=s.audit.enabled)
+        if self._audit_on:
+            from audit import AuditTrail, RelayOptions
+
+            a = s.audit
+            self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, RelayOptions(
+                batch_size=a.batch_size, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms))
+            await self._audit.open()
+
+    @property
+    def _audit_on(self) -> bool:
+        return self.settings.audit.enabled and self.settings.audit.relay
+
+    @property
+    def audit(self) -> AuditTrail:
+        """The Postgres audit trail: flush(), get(job_id), attempts(job_id), failures(...)."""
+        if self._audit is None:
+            raise SchedulerError(
+                "the audit trail is not open in this process: it needs audit.enabled and audit.relay "
+                "(and a connected Scheduler)"
+            )
+        return self._audit
 
     async def close(self) -> None:
-        """Close connections (embedded servers keep running for the next process)."""
+        """Stop the relay, close connections (embedded servers keep running for the next process)."""
+        if self._audit is not None:
+            await self._audit.close()
+            self._audit = None
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None
@@ -341,6 +369,10 @@ class Scheduler:
         return await self.store.stats(topic)
 
     # ------------------------------------------------------------------- workers
+    async def _observe_audit_lag(self, relay: AuditRelay) -> None:
+        pending, age = await relay.lag()
+        self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
+
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself)."""
         return Worker(
@@ -354,6 +386,9 @@ class Scheduler:
     ) -> AsyncIterator[Worker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""
         w = self.make_worker(concurrency, topics)
+        if self._audit is not None:
+            relay = await self._audit.start_relay()  # every worker process relays the outbox
+            w.on_housekeeping = lambda: self._observe_audit_lag(relay)
         await w.start()
         try:
             yield w

@@ -251,6 +251,25 @@ def services_status(settings: Settings) -> None:
         click.echo(f"{name}: {state}")
 
 
+def _resolved_settings(ctx: click.Context) -> Settings:
+    """Settings with both URLs filled in (embedded servers started when none is set)."""
+    from scheduler.servers import resolve_services
+
+    settings: Settings = ctx.find_root().obj
+    urls = resolve_services(settings.redis_url, settings.database_url, Path(settings.data_dir))
+    return settings.model_copy(update={"redis_url": urls.redis_url, "database_url": urls.database_url})
+
+
+def _register_extensions() -> None:
+    """Commands of the audit package, wired here: the CLI is a composition root."""
+    from audit.cli import register
+
+    register(cli, _resolved_settings)
+
+
+_register_extensions()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="horae")

@@ -77,19 +77,30 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
                     break
                 await asyncio.sleep(0.2)
         infos = [i for i in [await s.get_job(j) for j in ids] if i is not None]
-        console.print(_table(infos))
+        audit: dict[str, tuple[str, int]] = {}
+        if s.settings.audit.enabled and s.settings.audit.relay:
+            await s.audit.flush(timeout=20)
+            for info in infos:
+                row = await s.audit.get(info.id)
+                audit[info.id] = (row.status, len(await s.audit.attempts(info.id))) if row else ("-", 0)
+        console.print(_table(infos, audit))
         console.print(f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}")
         console.print(f"settled in {time.monotonic() - started:.1f} s; counts: {await s.stats()}")
+        if audit:
+            console.print(f"full history of a job: horae audit show {infos[-2].id}")
         return infos
 
 
-def _table(infos: list[JobInfo]) -> Table:
-    table = Table("job", "topic", "run at (zone)", "state", "attempts", "last error", title="What happened")
+def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:
+    table = Table("job", "topic", "run at (zone)", "state", "attempts", "last error", "audit (Postgres)",
+                  title="What happened")
     for info in infos:
         error = info.last_error or {}
+        status, rows = audit.get(info.id, ("-", 0))
         table.add_row(
-            info.id[:8], info.topic, f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
+            info.id, info.topic, f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
             info.state.value, f"{info.attempts}/{info.max_attempts}",
             f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
+            f"{status}, {rows} attempt rows",
         )
     return table

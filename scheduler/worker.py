@@ -11,7 +11,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
@@ -100,6 +100,8 @@ class Worker:
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count)
         self._pubsub: Any = None
+        # Composition root hook, run each housekeeping round (the facade refreshes audit gauges).
+        self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -332,6 +334,8 @@ class Worker:
             await asyncio.sleep(self.settings.recover_interval_s)
             try:
                 self.metrics.jobs_by_state = await self.store.stats()
+                if self.on_housekeeping is not None:
+                    await self.on_housekeeping()
                 await self.recover_expired()
                 if time.monotonic() - last_prune >= self.retention.prune_interval_s:
                     last_prune = time.monotonic()

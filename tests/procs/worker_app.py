@@ -62,3 +62,20 @@ async def block(event: ScheduleArrivedEvent) -> None:
     if event.attempt in event.payload.get("block", ()):
         await asyncio.sleep(float(event.payload.get("sleep", 60)))
     await _record(event, "finish")
+
+
+FAIL_ONCE_TOPIC = "mix.fail_once"
+DOOMED_TOPIC = "mix.doomed"
+
+
+@registry.on_event(FAIL_ONCE_TOPIC)
+async def fail_once(event: ScheduleArrivedEvent) -> None:
+    """Fails its first attempt, succeeds on the retry."""
+    if event.attempt == 1:
+        raise ConnectionError("first attempt fails")
+
+
+@registry.on_event(DOOMED_TOPIC)
+async def doomed(event: ScheduleArrivedEvent) -> None:
+    """Always fails."""
+    raise ValueError(f"doomed attempt {event.attempt}")

@@ -1,0 +1,231 @@
+"""`horae audit ...` and `horae migrate`: thin commands over the audit package.
+
+The host CLI calls `register(cli, resolve)`; commands get `redis_url`,
+`database_url` and `namespace` from `resolve(ctx)` (default: ctx.obj, or a
+zero-argument callable stored there, called on first use so servers start
+only when a command needs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+import asyncpg
+import click
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from audit.migrate import migrate_url, prune
+from audit.options import RelayOptions
+from audit.reader import AuditTrail
+from audit.records import AttemptRecord, AuditRecord
+from audit.sink import AuditRelay
+from scheduler.errors import SchedulerError, StorageError
+
+T = TypeVar("T")
+
+
+class Connections(Protocol):
+    """What the commands need from the context object."""
+
+    redis_url: str | None
+    database_url: str | None
+    namespace: str
+
+
+def _need(value: str | None, what: str) -> str:
+    if not value:
+        raise click.ClickException(f"no {what} configured")
+    return value
+
+
+def _run(coro: Awaitable[T]) -> T:
+    async def main() -> T:
+        return await coro
+
+    try:
+        return asyncio.run(main())
+    except (SchedulerError, asyncpg.PostgresError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _when(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return "" if value is None else str(value)
+
+
+def _job_table(row: AuditRecord) -> Table:
+    table = Table(title=f"job {row.id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for name in ("topic", "status", "attempts", "max_attempts", "backoff_type", "backoff_delay_ms", "run_at",
+                 "tz", "created_at", "updated_at", "completed_at", "failed_at", "cancelled_at", "cron_name",
+                 "trace_id"):
+        table.add_row(name, _when(getattr(row, name)))
+    for name in ("payload", "metadata", "last_error"):
+        value = getattr(row, name)
+        table.add_row(name, "" if value is None else json.dumps(value, indent=1)[:2000])
+    return table
+
+
+def _attempts_table(rows: list[AttemptRecord]) -> Table:
+    table = Table(title="attempts")
+    for col in ("#", "worker", "started", "outcome", "ms", "late ms"):
+        table.add_column(col, no_wrap=col in ("#", "started", "outcome"))
+    table.add_column("error", overflow="fold", min_width=12)
+    for a in rows:
+        error = f"{a.error_type}: {a.error_message}" if a.error_type or a.error_message else ""
+        table.add_row(str(a.attempt), a.worker or "", _when(a.started_at), a.outcome or "running",
+                      _when(a.duration_ms), _when(a.lateness_ms), error)
+    return table
+
+
+async def _show(conn: Connections, job_id: str, events: bool) -> bool:
+    console = Console()
+    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    try:
+        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL")) as trail:
+            row = await trail.get(job_id)
+            if row is None:
+                return False
+            console.print(_job_table(row))
+            console.print(_attempts_table(await trail.attempts(job_id)))
+            if events:
+                table = Table(title="events")
+                for col in ("stream id", "type", "attempt", "ts"):
+                    table.add_column(col)
+                for sid, kind, attempt, ts, _ in await trail.events(job_id):
+                    table.add_row(sid, kind, str(attempt), _when(ts))
+                console.print(table)
+            return True
+    finally:
+        await redis.aclose()
+
+
+async def _relay(conn: Connections, options: RelayOptions) -> None:
+    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"), options)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await relay.start()
+        Console().print(f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops")
+        await stop.wait()
+    finally:
+        await relay.stop()
+        await redis.aclose()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with suppress(ValueError):
+                loop.remove_signal_handler(sig)
+
+
+async def _prune(database_url: str, months: int) -> list[str]:
+    try:
+        conn = await asyncpg.connect(database_url)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
+    try:
+        return await prune(conn, months)
+    finally:
+        await conn.close()
+
+
+async def _lag(conn: Connections) -> tuple[int, float | None]:
+    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    try:
+        trail = AuditTrail(redis, conn.namespace, conn.database_url or "")
+        return await trail.lag()
+    finally:
+        await redis.aclose()
+
+
+Resolver = Callable[[click.Context], Connections]
+
+
+def _from_obj(ctx: click.Context) -> Connections:
+    """Default resolver: ctx.obj itself, or what a zero-argument callable there returns."""
+    obj = ctx.find_root().obj
+    if obj is not None and not hasattr(obj, "database_url") and callable(obj):
+        obj = obj()
+        ctx.find_root().obj = obj
+    if obj is None or not hasattr(obj, "database_url"):
+        raise click.ClickException("no settings: ctx.obj needs redis_url, database_url and namespace")
+    return obj  # type: ignore[no-any-return]
+
+
+def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Command]:
+    """The `audit` group and the `migrate` command, reading connections through `resolve`."""
+
+    @click.group("audit")
+    def audit_group() -> None:
+        """The Postgres audit trail: inspect jobs, run the relay, prune old partitions."""
+
+    @audit_group.command("show")
+    @click.argument("job_id")
+    @click.option("--events", is_flag=True, help="Also list the raw outbox events.")
+    @click.pass_context
+    def show_command(ctx: click.Context, job_id: str, events: bool) -> None:
+        """Print a job's audit row and its attempt history."""
+        if not _run(_show(resolve(ctx), job_id, events)):
+            raise click.ClickException(f"job {job_id!r} is not in the audit trail")
+
+    @audit_group.command("relay")
+    @click.option("--batch-size", type=click.IntRange(1, 10_000), default=500, show_default=True)
+    @click.option("--block-ms", type=click.IntRange(1), default=1_000, show_default=True)
+    @click.option("--claim-idle-ms", type=click.IntRange(100), default=30_000, show_default=True)
+    @click.pass_context
+    def relay_command(ctx: click.Context, batch_size: int, block_ms: int, claim_idle_ms: int) -> None:
+        """Run the outbox -> Postgres relay until SIGINT/SIGTERM."""
+        options = RelayOptions(batch_size=batch_size, block_ms=block_ms, claim_idle_ms=claim_idle_ms)
+        _run(_relay(resolve(ctx), options))
+
+    @audit_group.command("prune")
+    @click.option("--months", type=click.IntRange(1), default=None,
+                  help="Keep this many full months before the current one (default: audit.retention_months).")
+    @click.pass_context
+    def prune_command(ctx: click.Context, months: int | None) -> None:
+        """Drop whole monthly partitions of jobs created before the retention window."""
+        conn = resolve(ctx)
+        keep = months if months is not None else int(getattr(getattr(conn, "audit", None), "retention_months", 12))
+        dropped = _run(_prune(_need(conn.database_url, "database URL"), keep))
+        Console().print(f"dropped {len(dropped)} partitions" + (": " + ", ".join(dropped) if dropped else ""))
+
+    @audit_group.command("lag")
+    @click.pass_context
+    def lag_command(ctx: click.Context) -> None:
+        """Print how many outbox events wait for Postgres, and the oldest one's age."""
+        pending, age = _run(_lag(resolve(ctx)))
+        Console().print(f"pending {pending}, oldest {'-' if age is None else f'{age:.1f}s'}")
+
+    @click.command("migrate")
+    @click.pass_context
+    def migrate_command(ctx: click.Context) -> None:
+        """Apply the audit schema migrations (safe to run concurrently, and twice)."""
+        applied = _run(migrate_url(_need(resolve(ctx).database_url, "database URL")))
+        Console().print(f"applied migrations: {applied}" if applied else "audit schema is up to date")
+
+    return audit_group, migrate_command
+
+
+def register(cli: click.Group, resolve: Resolver | None = None) -> None:
+    """Add `audit` (show, relay, prune, lag) and `migrate` to the host CLI.
+
+    Args:
+        cli: the host group.
+        resolve: ctx -> object with `redis_url`, `database_url`, `namespace`
+            (and optionally `audit.retention_months`). Default: ctx.obj, or the
+            result of calling ctx.obj when it is a zero-argument callable.
+    """
+    group, migrate = build_commands(resolve or _from_obj)
+    cli.add_command(group)
+    cli.add_command(migrate)

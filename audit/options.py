@@ -1,0 +1,39 @@
+"""Tuning of the audit relay (defaults suit a relay inside a worker process)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RelayOptions:
+    """Tuning of one relay; the defaults suit a worker process."""
+
+    batch_size: int = 500
+    block_ms: int = 1_000
+    claim_idle_ms: int = 30_000
+    retry_max_s: float = 5.0
+    retry_initial_s: float = 0.05
+    trim_interval_s: float = 2.0
+    trim_approximate: bool = True  # whole stream nodes only: cheaper, keeps a few acked entries longer
+    drain_timeout_s: float = 5.0
+    consumer_gc_idle_ms: int = 3_600_000
+    lag_scan_limit: int = 2_000
+    pool_max_size: int = 2
+    connect_timeout_s: float = 5.0
+    command_timeout_s: float = 30.0
+    consumer: str | None = None  # default: unique per process (host:pid:random)
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1:
+            raise ValueError("batch_size, block_ms and claim_idle_ms must be positive")
+        if self.retry_max_s <= 0 or self.retry_initial_s <= 0:
+            raise ValueError("retry delays must be positive")
+
+
+def default_consumer_name() -> str:
+    """Unique per process, so a restarted relay never inherits a dead one's entries by name."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,179 @@
+-- Named queries of the audit trail, loaded by audit/sql.py. Each starts at a
+-- `-- name: xxx` line and runs to the next one. Bound parameters only; the
+-- batch statements take parallel arrays and unnest them (one round trip per
+-- statement, whatever the batch size).
+
+-- name: create_schema_version
+CREATE TABLE IF NOT EXISTS schema_version (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+SELECT version, name, checksum FROM schema_version ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_version (version, name, checksum) VALUES ($1, $2, $3);
+
+-- name: advisory_lock
+SELECT pg_advisory_lock($1);
+
+-- name: advisory_unlock
+SELECT pg_advisory_unlock($1);
+
+-- name: ensure_partitions
+SELECT audit_ensure_partitions($1::date);
+
+-- name: drop_partitions
+SELECT name FROM audit_drop_partitions($1::timestamptz) AS name;
+
+-- name: insert_job_index
+-- New jobs only; sorted input so concurrent relays take the keys in one order.
+INSERT INTO schedule_job_index (job_id, created_at, sched_ms, sched_seq)
+SELECT u.job_id, u.created_at, u.sched_ms, u.sched_seq
+FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[])
+     AS u(job_id, created_at, sched_ms, sched_seq)
+ORDER BY u.job_id
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: lock_job_index
+-- Serializes relays that touch the same job: a job's rows are rebuilt under this lock.
+SELECT job_id, created_at, sched_ms, sched_seq
+FROM schedule_job_index
+WHERE job_id = ANY($1::text[])
+ORDER BY job_id
+FOR UPDATE;
+
+-- name: move_job_index
+UPDATE schedule_job_index AS i
+SET created_at = u.created_at, sched_ms = u.sched_ms, sched_seq = u.sched_seq
+FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[])
+     AS u(job_id, created_at, sched_ms, sched_seq)
+WHERE i.job_id = u.job_id;
+
+-- name: move_events
+-- Cross-partition UPDATE: Postgres moves each row to its new partition.
+UPDATE schedule_events AS e
+SET job_created_at = u.new_created_at
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS u(job_id, old_created_at, new_created_at)
+WHERE e.job_id = u.job_id AND e.job_created_at = u.old_created_at;
+
+-- name: delete_moved_jobs
+DELETE FROM schedule_audit AS a
+USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, old_created_at)
+WHERE a.id = u.job_id AND a.created_at = u.old_created_at;
+
+-- name: delete_moved_attempts
+DELETE FROM schedule_attempts AS a
+USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, old_created_at)
+WHERE a.job_id = u.job_id AND a.job_created_at = u.old_created_at;
+
+-- name: insert_events
+-- The stream id is the idempotency key: a re-delivered event inserts nothing.
+INSERT INTO schedule_events
+    (stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
+SELECT u.stream_ms, u.stream_seq, u.job_id, u.event_type, u.attempt_no, u.ts, u.fields::jsonb, u.job_created_at
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::timestamptz[],
+            $7::text[], $8::timestamptz[])
+     AS u(stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
+ON CONFLICT (stream_ms, stream_seq, job_created_at) DO NOTHING
+RETURNING job_id;
+
+-- name: job_events
+SELECT e.job_id, e.stream_ms, e.stream_seq, e.fields::text AS fields
+FROM unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
+JOIN schedule_events AS e ON e.job_id = u.job_id AND e.job_created_at = u.created_at;
+
+-- name: upsert_jobs
+INSERT INTO schedule_audit AS a
+    (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
+     payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at)
+SELECT u.id, u.topic, u.status, u.attempts, u.max_attempts, u.backoff_type, u.backoff_delay_ms,
+       u.last_error::jsonb, u.run_at, u.tz, u.payload::jsonb, u.metadata::jsonb, u.trace_id, u.cron_name,
+       u.created_at, u.updated_at, u.completed_at, u.failed_at, u.cancelled_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::text[], $7::bigint[],
+            $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+            $15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[])
+     AS u(id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
+          payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at)
+ON CONFLICT (id, created_at) DO UPDATE SET
+    topic = EXCLUDED.topic, status = EXCLUDED.status, attempts = EXCLUDED.attempts,
+    max_attempts = EXCLUDED.max_attempts, backoff_type = EXCLUDED.backoff_type,
+    backoff_delay_ms = EXCLUDED.backoff_delay_ms, last_error = EXCLUDED.last_error, run_at = EXCLUDED.run_at,
+    tz = EXCLUDED.tz, payload = EXCLUDED.payload, metadata = EXCLUDED.metadata, trace_id = EXCLUDED.trace_id,
+    cron_name = EXCLUDED.cron_name, updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at,
+    failed_at = EXCLUDED.failed_at, cancelled_at = EXCLUDED.cancelled_at
+WHERE (a.topic, a.status, a.attempts, a.max_attempts, a.backoff_type, a.backoff_delay_ms, a.last_error,
+       a.run_at, a.tz, a.payload, a.metadata, a.trace_id, a.cron_name, a.updated_at, a.completed_at,
+       a.failed_at, a.cancelled_at)
+      IS DISTINCT FROM
+      (EXCLUDED.topic, EXCLUDED.status, EXCLUDED.attempts, EXCLUDED.max_attempts, EXCLUDED.backoff_type,
+       EXCLUDED.backoff_delay_ms, EXCLUDED.last_error, EXCLUDED.run_at, EXCLUDED.tz, EXCLUDED.payload,
+       EXCLUDED.metadata, EXCLUDED.trace_id, EXCLUDED.cron_name, EXCLUDED.updated_at, EXCLUDED.completed_at,
+       EXCLUDED.failed_at, EXCLUDED.cancelled_at);
+
+-- name: delete_stale_attempts
+-- Attempt rows the rebuilt job no longer has (an attempt given back by attempt_released).
+DELETE FROM schedule_attempts AS a
+USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
+WHERE a.job_id = u.job_id AND a.job_created_at = u.created_at
+  AND NOT EXISTS (
+      SELECT 1 FROM unnest($3::text[], $4::integer[]) AS k(job_id, attempt_no)
+      WHERE k.job_id = a.job_id AND k.attempt_no = a.attempt_no);
+
+-- name: upsert_attempts
+INSERT INTO schedule_attempts AS a
+    (job_id, attempt_no, worker_id, started_at, finished_at, outcome, error_type, error_message,
+     duration_ms, lateness_ms, job_created_at)
+SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::timestamptz[], $5::timestamptz[],
+                     $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[])
+ON CONFLICT (job_id, attempt_no, job_created_at) DO UPDATE SET
+    worker_id = EXCLUDED.worker_id, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+    outcome = EXCLUDED.outcome, error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message,
+    duration_ms = EXCLUDED.duration_ms, lateness_ms = EXCLUDED.lateness_ms
+WHERE (a.worker_id, a.started_at, a.finished_at, a.outcome, a.error_type, a.error_message, a.duration_ms,
+       a.lateness_ms)
+      IS DISTINCT FROM
+      (EXCLUDED.worker_id, EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.outcome, EXCLUDED.error_type,
+       EXCLUDED.error_message, EXCLUDED.duration_ms, EXCLUDED.lateness_ms);
+
+-- name: get_job
+SELECT a.*
+FROM schedule_job_index AS i
+JOIN schedule_audit AS a ON a.id = i.job_id AND a.created_at = i.created_at
+WHERE i.job_id = $1;
+
+-- name: get_attempts
+SELECT t.*
+FROM schedule_job_index AS i
+JOIN schedule_attempts AS t ON t.job_id = i.job_id AND t.job_created_at = i.created_at
+WHERE i.job_id = $1
+ORDER BY t.attempt_no;
+
+-- name: get_events
+SELECT e.stream_ms, e.stream_seq, e.event_type, e.attempt_no, e.ts, e.received_at, e.fields::text AS fields
+FROM schedule_job_index AS i
+JOIN schedule_events AS e ON e.job_id = i.job_id AND e.job_created_at = i.created_at
+WHERE i.job_id = $1
+ORDER BY e.stream_ms, e.stream_seq;
+
+-- name: failures
+SELECT a.*
+FROM schedule_audit AS a
+WHERE a.status = 'failed'
+  AND ($1::text IS NULL OR a.topic = $1)
+  AND ($2::timestamptz IS NULL OR a.failed_at >= $2)
+ORDER BY a.failed_at DESC, a.id
+LIMIT $3;
+
+-- name: partition_months
+-- Months (YYYYMM) whose partitions exist for all three audit tables.
+SELECT right(c.relname, 6) AS yyyymm
+FROM pg_inherits AS i
+JOIN pg_class AS c ON c.oid = i.inhrelid
+WHERE i.inhparent IN ('schedule_audit'::regclass, 'schedule_attempts'::regclass, 'schedule_events'::regclass)
+  AND c.relname ~ '_p[0-9]{6}$'
+GROUP BY right(c.relname, 6)
+HAVING count(*) = 3;

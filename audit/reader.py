@@ -1,0 +1,182 @@
+"""The audit trail's read side (`Scheduler.audit`): flush, get, attempts,
+failures; it also owns the process's relay when the facade runs one."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import cast
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from audit.migrate import migrate
+from audit.options import RelayOptions
+from audit.records import AttemptRecord, AuditRecord, Outcome, Status
+from audit.sink import AuditRelay, is_outage
+from audit.sql import query
+from audit.stream import OutboxStream
+from scheduler.errors import StorageError
+
+log = logging.getLogger("horae.audit")
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def _record(row: asyncpg.Record) -> AuditRecord:
+    metadata = row["metadata"]
+    last_error = row["last_error"]
+    return AuditRecord(
+        id=row["id"], topic=row["topic"], status=cast(Status, row["status"]), attempts=row["attempts"],
+        max_attempts=row["max_attempts"], backoff_type=row["backoff_type"],
+        backoff_delay_ms=row["backoff_delay_ms"],
+        last_error=last_error if isinstance(last_error, dict) else None,
+        run_at=row["run_at"], tz=row["tz"], payload=row["payload"],
+        metadata=metadata if isinstance(metadata, dict) else None,
+        trace_id=row["trace_id"], cron_name=row["cron_name"], created_at=row["created_at"],
+        updated_at=row["updated_at"], completed_at=row["completed_at"], failed_at=row["failed_at"],
+        cancelled_at=row["cancelled_at"],
+    )
+
+
+def _attempt(row: asyncpg.Record) -> AttemptRecord:
+    return AttemptRecord(
+        job_id=row["job_id"], attempt=row["attempt_no"], worker=row["worker_id"], started_at=row["started_at"],
+        finished_at=row["finished_at"], outcome=cast(Outcome | None, row["outcome"]),
+        error_type=row["error_type"], error_message=row["error_message"], duration_ms=row["duration_ms"],
+        lateness_ms=row["lateness_ms"],
+    )
+
+
+class AuditTrail:
+    """Read the audit trail, and run this process's relay.
+
+    Args:
+        redis: the application's Redis client (flush and the relay use it).
+        namespace: the scheduler namespace whose outbox feeds this trail.
+        database_url: the audit database.
+        options: relay tuning.
+    """
+
+    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str,
+                 options: RelayOptions | None = None) -> None:
+        self._redis = redis
+        self._namespace = namespace
+        self._url = database_url
+        self.options = options or RelayOptions()
+        self._stream = OutboxStream(redis, namespace, consumer="flush")
+        self._pool: asyncpg.Pool | None = None
+        self.relay: AuditRelay | None = None
+
+    async def __aenter__(self) -> AuditTrail:
+        await self.open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Create the connection pool and apply migrations.
+
+        Postgres being down is not an error here (workers must keep running):
+        it is logged, and the relay migrates once Postgres answers.
+
+        Raises:
+            StorageError: when a migration itself is wrong.
+        """
+        if self._pool is None:
+            self._pool = await asyncpg.create_pool(
+                self._url, min_size=0, max_size=4, init=_init_connection,
+                timeout=self.options.connect_timeout_s, command_timeout=self.options.command_timeout_s,
+            )
+        try:
+            async with self._pool.acquire() as conn:
+                await migrate(conn)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("audit: PostgreSQL unavailable at start (%s); the relay will migrate and catch up "
+                        "when it answers", exc, extra={"event": "audit.postgres_down"})
+
+    async def close(self) -> None:
+        """Stop the relay (if running here) and close the pool."""
+        await self.stop_relay()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def start_relay(self) -> AuditRelay:
+        """Start a relay in this process (idempotent); returns it."""
+        if self.relay is None:
+            self.relay = AuditRelay(self._redis, self._namespace, self._url, self.options)
+        await self.relay.start()
+        return self.relay
+
+    async def stop_relay(self) -> None:
+        """Stop this process's relay, draining what it can."""
+        if self.relay is not None:
+            relay, self.relay = self.relay, None
+            await relay.stop()
+
+    async def flush(self, timeout: float = 10) -> None:
+        """Return once every outbox event written before the call is committed in Postgres.
+
+        Works whichever process runs the relay: it waits for the `audit` group
+        to deliver past the stream's last id and to hold nothing pending at or
+        below it (entries are acknowledged only after their commit).
+
+        Raises:
+            TimeoutError: naming how many events are still waiting and for how long.
+        """
+        await self._stream.wait_committed(timeout)
+
+    async def lag(self) -> tuple[int, float | None]:
+        """(outbox events not yet committed, age in seconds of the oldest)."""
+        lag = await self._stream.lag(self.options.lag_scan_limit)
+        return lag.pending, lag.oldest_age_s
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        if self._pool is None:
+            raise RuntimeError("AuditTrail.open() was not called")
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            raise StorageError(f"audit trail query failed: {exc}") from exc
+
+    async def get(self, job_id: str) -> AuditRecord | None:
+        """The job's audit row, or None when the trail has not seen the job.
+
+        Raises:
+            StorageError: when Postgres cannot answer.
+        """
+        async with self._conn() as conn:
+            row = await conn.fetchrow(query("get_job"), job_id)
+        return _record(row) if row is not None else None
+
+    async def attempts(self, job_id: str) -> list[AttemptRecord]:
+        """The job's attempts, ordered by attempt number."""
+        async with self._conn() as conn:
+            return [_attempt(r) for r in await conn.fetch(query("get_attempts"), job_id)]
+
+    async def events(self, job_id: str) -> list[tuple[str, str, int, datetime, dict[str, str]]]:
+        """The job's raw outbox events in stream order: (stream id, type, attempt, ts, fields)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("get_events"), job_id)
+        return [(f"{r['stream_ms']}-{r['stream_seq']}", r["event_type"], r["attempt_no"], r["ts"],
+                 json.loads(r["fields"])) for r in rows]
+
+    async def failures(self, topic: str | None = None, since: datetime | None = None,
+                       limit: int = 100) -> list[AuditRecord]:
+        """Jobs that failed for good, newest first, optionally of one topic and since an instant."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("failures"), topic, since, limit)
+        return [_record(r) for r in rows]

@@ -1,0 +1,76 @@
+"""The audit trail's values: one job row (AuditRecord) and one attempt row
+(AttemptRecord), as the read API returns them and the relay writes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+Status = Literal["active", "completed", "failed", "cancelled"]
+Outcome = Literal["succeeded", "failed", "timed_out", "worker_lost", "no_listener"]
+
+STATUSES: Final = ("active", "completed", "failed", "cancelled")
+TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One scheduled job as the audit trail knows it (all timestamps aware UTC).
+
+    `attempts` counts attempts that finished (failed, timed out, lost, or
+    succeeded); an attempt given back by a graceful stop does not count.
+    `last_error` is the serialized error of the latest failed attempt
+    ({"type", "message", "traceback"}), kept after a later success.
+    """
+
+    id: str
+    topic: str
+    status: Status
+    attempts: int
+    max_attempts: int | None
+    backoff_type: str | None
+    backoff_delay_ms: int | None
+    last_error: dict[str, object] | None
+    run_at: datetime | None
+    tz: str | None
+    payload: object
+    metadata: dict[str, object] | None
+    trace_id: str | None
+    cron_name: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    failed_at: datetime | None
+    cancelled_at: datetime | None
+
+    @property
+    def job_id(self) -> str:
+        """Alias of `id`."""
+        return self.id
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of a job; `outcome` is None while it runs."""
+
+    job_id: str
+    attempt: int
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    outcome: Outcome | None
+    error_type: str | None
+    error_message: str | None
+    duration_ms: int | None
+    lateness_ms: int | None
+
+    @property
+    def attempt_no(self) -> int:
+        """Alias of `attempt` (the column is attempt_no)."""
+        return self.attempt
+
+    @property
+    def worker_id(self) -> str | None:
+        """Alias of `worker` (the column is worker_id)."""
+        return self.worker

@@ -1,0 +1,460 @@
+"""The audit relay: outbox stream -> Postgres. Reads batches through the
+`audit` consumer group, writes each batch in one transaction, acknowledges
+only after commit, and waits out Postgres outages with events kept in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+
+import asyncpg
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from audit.fold import clean_text, dump_json, fold_job, ms_to_datetime
+from audit.migrate import ensure_partitions, migrate, month_start
+from audit.options import RelayOptions, default_consumer_name
+from audit.sql import query
+from audit.stream import Entry, Lag, OutboxStream, decode
+from audit.streamid import StreamId, parse_id
+from scheduler.errors import StorageError
+from scheduler.outbox import SCHEDULED, OutboxEvent, decode_entry
+
+__all__ = ["AuditRelay", "BatchWriter", "PostgresUnavailable", "RelayOptions", "is_outage"]
+
+log = logging.getLogger("horae.audit")
+
+# InternalClientError: asyncpg's protocol state broken by a server that vanished mid-operation.
+_OUTAGE_ERRORS = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
+                  asyncpg.exceptions.ConnectionDoesNotExistError, asyncpg.exceptions.OperatorInterventionError,
+                  asyncpg.exceptions.InsufficientResourcesError, asyncpg.InternalClientError)
+
+
+class PostgresUnavailable(StorageError):
+    """Postgres could not be reached, or the connection died under a batch."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a Postgres error means "not reachable right now" (as opposed to a bug).
+
+    Follows the exception chain: a dying server often surfaces as a client
+    error ("the underlying connection is closed") raised while handling the
+    real one.
+    """
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, (PostgresUnavailable, *_OUTAGE_ERRORS)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _closed(conn: asyncpg.Connection) -> bool:
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # the pool already took the dead connection back
+        return True
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where a job of the batch would live if the index does not know it yet."""
+
+    created_at: datetime
+    sched: StreamId | None  # stream id of the batch's latest `scheduled` of the job
+
+
+class _MissingPartitions(Exception):
+    def __init__(self, months: set[date]) -> None:
+        super().__init__(f"missing audit partitions for {sorted(months)}")
+        self.months = months
+
+
+def _placements(events: Sequence[OutboxEvent]) -> dict[str, _Placement]:
+    by_job: dict[str, list[OutboxEvent]] = defaultdict(list)
+    for e in events:
+        by_job[e.job_id].append(e)
+    out: dict[str, _Placement] = {}
+    for job_id, evs in by_job.items():
+        scheduled = [e for e in evs if e.type == SCHEDULED]
+        if scheduled:
+            latest = max(scheduled, key=lambda e: parse_id(e.stream_id))
+            out[job_id] = _Placement(ms_to_datetime(latest.ts_ms), parse_id(latest.stream_id))
+        else:
+            out[job_id] = _Placement(ms_to_datetime(min(e.ts_ms for e in evs)), None)
+    return out
+
+
+class BatchWriter:
+    """Writes batches of events to Postgres; the only writer of the audit tables."""
+
+    def __init__(self, database_url: str, options: RelayOptions) -> None:
+        self._url = database_url
+        self._options = options
+        self._pool: asyncpg.Pool | None = None
+        self._migrated = False
+        self._months: set[date] = set()
+
+    async def _ready_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            # min_size=0: creating the pool never connects, so a relay starts while Postgres is down.
+            self._pool = await asyncpg.create_pool(
+                self._url, min_size=0, max_size=self._options.pool_max_size,
+                timeout=self._options.connect_timeout_s, command_timeout=self._options.command_timeout_s,
+            )
+        return self._pool
+
+    async def close(self) -> None:
+        """Close the pool; a connection stuck on a dead server is terminated."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), self._options.connect_timeout_s)
+            except (TimeoutError, OSError, asyncpg.InterfaceError):
+                pool.terminate()
+
+    async def _prepare(self, conn: asyncpg.Connection, months: set[date]) -> None:
+        if not self._migrated:
+            await migrate(conn)
+            self._migrated = True
+            self._months = {date(int(r["yyyymm"][:4]), int(r["yyyymm"][4:]), 1)
+                            for r in await conn.fetch(query("partition_months"))}
+        missing = months - self._months
+        if missing:
+            await ensure_partitions(conn, missing)
+            self._months |= missing
+
+    async def write(self, events: Sequence[OutboxEvent]) -> int:
+        """Apply events in one transaction; return how many were new (not yet in Postgres).
+
+        Raises:
+            PostgresUnavailable: the server is unreachable or the connection died
+                (the batch may or may not have committed; writing it again is harmless).
+            asyncpg.PostgresError: anything else (a bug); nothing was committed.
+        """
+        unique = list({e.stream_id: e for e in events}.values())
+        if not unique:
+            return 0
+        placements = _placements(unique)
+        months = {month_start(p.created_at) for p in placements.values()}
+        pool = await self._ready_pool()
+        for _ in range(5):
+            try:
+                async with pool.acquire() as conn:
+                    try:
+                        await self._prepare(conn, months)
+                        async with conn.transaction():
+                            return await self._apply(conn, unique, placements)
+                    except Exception as exc:
+                        # A server going down surfaces as many client errors (even
+                        # "cannot switch state"); a closed connection says which it was.
+                        if not isinstance(exc, _MissingPartitions) and not is_outage(exc) and _closed(conn):
+                            raise PostgresUnavailable(f"{type(exc).__name__}: {exc}") from exc
+                        raise
+            except _MissingPartitions as missing:
+                months |= missing.months
+            except asyncpg.CheckViolationError as exc:
+                if "no partition" not in str(exc):
+                    raise
+                self._migrated = False  # a partition was pruned under us: reload what exists
+            except (asyncpg.UndefinedTableError, asyncpg.UndefinedFunctionError):
+                self._migrated = False  # the schema went away (database recreated): migrate again
+                raise
+        raise StorageError("audit batch kept missing partitions after 5 tries")
+
+    async def _apply(self, conn: asyncpg.Connection, events: list[OutboxEvent],
+                     placements: dict[str, _Placement]) -> int:
+        ids = sorted(placements)
+        await conn.execute(query("insert_job_index"), ids, [placements[j].created_at for j in ids],
+                           [_ms(placements[j].sched) for j in ids], [_seq(placements[j].sched) for j in ids])
+        index: dict[str, datetime] = {}
+        moves: list[tuple[str, datetime, datetime, StreamId]] = []
+        for row in await conn.fetch(query("lock_job_index"), ids):
+            job_id, created = row["job_id"], row["created_at"]
+            known = (row["sched_ms"], row["sched_seq"]) if row["sched_ms"] is not None else None
+            sched = placements[job_id].sched
+            if sched is not None and (known is None or sched > known):
+                moves.append((job_id, created, placements[job_id].created_at, sched))
+                created = placements[job_id].created_at
+            index[job_id] = created
+        missing = {month_start(c) for c in index.values()} - self._months
+        if missing:
+            raise _MissingPartitions(missing)
+        moved = await self._move(conn, moves)
+        inserted = await conn.fetch(
+            query("insert_events"),
+            [parse_id(e.stream_id)[0] for e in events], [parse_id(e.stream_id)[1] for e in events],
+            [e.job_id for e in events], [e.type for e in events], [e.attempt for e in events],
+            [ms_to_datetime(e.ts_ms) for e in events],
+            [dump_json({clean_text(k): clean_text(v) for k, v in e.fields.items()}) for e in events],
+            [index[e.job_id] for e in events],
+        )
+        touched = sorted({r["job_id"] for r in inserted} | moved)
+        if touched:
+            await self._rebuild(conn, {j: index[j] for j in touched})
+        return len(inserted)
+
+    async def _move(self, conn: asyncpg.Connection, moves: list[tuple[str, datetime, datetime, StreamId]]) -> set[str]:
+        """Re-home jobs whose `scheduled` arrived after other events (rare)."""
+        if not moves:
+            return set()
+        await conn.execute(query("move_job_index"), [m[0] for m in moves], [m[2] for m in moves],
+                           [m[3][0] for m in moves], [m[3][1] for m in moves])
+        changed = [m for m in moves if m[1] != m[2]]
+        if changed:
+            job_ids, old = [m[0] for m in changed], [m[1] for m in changed]
+            await conn.execute(query("move_events"), job_ids, old, [m[2] for m in changed])
+            await conn.execute(query("delete_moved_jobs"), job_ids, old)
+            await conn.execute(query("delete_moved_attempts"), job_ids, old)
+        return {m[0] for m in changed}
+
+    async def _rebuild(self, conn: asyncpg.Connection, jobs: dict[str, datetime]) -> None:
+        """Fold every stored event of these jobs into their rows (under the index locks)."""
+        ids = list(jobs)
+        by_job: dict[str, list[OutboxEvent]] = defaultdict(list)
+        for r in await conn.fetch(query("job_events"), ids, [jobs[j] for j in ids]):
+            by_job[r["job_id"]].append(decode_entry(f"{r['stream_ms']}-{r['stream_seq']}", json.loads(r["fields"])))
+        folded = [fold_job(j, jobs[j], by_job[j]) for j in ids]
+        rows = [f.job for f in folded]
+        await conn.execute(
+            query("upsert_jobs"),
+            [r.id for r in rows], [r.topic for r in rows], [r.status for r in rows], [r.attempts for r in rows],
+            [r.max_attempts for r in rows], [r.backoff_type for r in rows], [r.backoff_delay_ms for r in rows],
+            [_json(r.last_error) for r in rows], [r.run_at for r in rows], [r.tz for r in rows],
+            [_json(r.payload) for r in rows], [_json(r.metadata) for r in rows], [r.trace_id for r in rows],
+            [r.cron_name for r in rows], [r.created_at for r in rows], [r.updated_at for r in rows],
+            [r.completed_at for r in rows], [r.failed_at for r in rows], [r.cancelled_at for r in rows],
+        )
+        attempts = [(a, jobs[f.job.id]) for f in folded for a in f.attempts]
+        await conn.execute(query("delete_stale_attempts"), ids, [jobs[j] for j in ids],
+                           [a.job_id for a, _ in attempts], [a.attempt for a, _ in attempts])
+        if attempts:
+            await conn.execute(
+                query("upsert_attempts"),
+                [a.job_id for a, _ in attempts], [a.attempt for a, _ in attempts], [a.worker for a, _ in attempts],
+                [a.started_at for a, _ in attempts], [a.finished_at for a, _ in attempts],
+                [a.outcome for a, _ in attempts], [a.error_type for a, _ in attempts],
+                [a.error_message for a, _ in attempts], [a.duration_ms for a, _ in attempts],
+                [a.lateness_ms for a, _ in attempts], [c for _, c in attempts],
+            )
+
+
+def _ms(sid: StreamId | None) -> int | None:
+    return sid[0] if sid is not None else None
+
+
+def _seq(sid: StreamId | None) -> int | None:
+    return sid[1] if sid is not None else None
+
+
+def _json(value: object) -> str | None:
+    return None if value is None else dump_json(value)
+
+
+class AuditRelay:
+    """Moves outbox events into Postgres; run one in every worker process.
+
+    Args:
+        redis: the application's client (its connection pool is shared).
+        namespace: whose outbox stream to read.
+        database_url: the audit database (migrated on first write).
+        options: tuning; see RelayOptions.
+    """
+
+    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str,
+                 options: RelayOptions | None = None) -> None:
+        self.options = options or RelayOptions()
+        self.consumer = self.options.consumer or default_consumer_name()
+        self.stream = OutboxStream(redis, namespace, self.consumer)
+        self.writer = BatchWriter(database_url, self.options)
+        self._held: list[Entry] | None = None  # read but not yet acknowledged
+        self._held_written = False
+        self._group_ready = False
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._pg_down_since: float | None = None
+        self._redis_down_since: float | None = None
+
+    # ------------------------------------------------------------- building blocks
+    async def read_batch(self, block_ms: int | None = None) -> list[Entry]:
+        """Entries idle too long at a dead consumer first, else new ones (may block)."""
+        if not self._group_ready:
+            await self.stream.ensure_group()
+            self._group_ready = True
+        claimed = await self.stream.claim(self.options.claim_idle_ms, self.options.batch_size)
+        if claimed:
+            return claimed
+        return await self.stream.read(self.options.batch_size, block_ms)
+
+    async def write_batch(self, entries: Sequence[Entry]) -> int:
+        """Commit the events of these entries to Postgres (no ack); return how many were new."""
+        events = [e for e in (decode(x) for x in entries) if e is not None]
+        return await self.writer.write(events)
+
+    async def ack(self, entries: Sequence[Entry]) -> None:
+        """Acknowledge entries (only ever after their batch committed)."""
+        await self.stream.ack([e.stream_id for e in entries])
+
+    async def run_once(self) -> int:
+        """One batch: read (without blocking), write, ack; return the entries settled.
+
+        A batch whose write fails is held and retried by the next call.
+
+        Raises:
+            StorageError: when Postgres or Redis fails; nothing is acknowledged.
+        """
+        try:
+            if self._held is None:
+                self._held = await self.read_batch(None)
+                self._held_written = False
+            return await self._settle()
+        except PostgresUnavailable:
+            raise
+        except (RedisError, asyncpg.PostgresError, asyncpg.InterfaceError, *_OUTAGE_ERRORS) as exc:
+            raise StorageError(f"audit relay: {exc}") from exc
+
+    async def _settle(self) -> int:
+        held = self._held or []
+        if held and not self._held_written:
+            await self.write_batch(held)
+            self._held_written = True
+        await self.ack(held)
+        self._held = None
+        return len(held)
+
+    async def trim(self) -> StreamId | None:
+        """Trim the outbox behind the slowest consumer group; return the MINID used."""
+        return await self.stream.trim(self.options.trim_approximate)
+
+    async def lag(self) -> tuple[int, float | None]:
+        """(outbox events not yet committed to Postgres, age in seconds of the oldest)."""
+        lag: Lag = await self.stream.lag(self.options.lag_scan_limit)
+        return lag.pending, lag.oldest_age_s
+
+    # ------------------------------------------------------------- lifecycle
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Run the relay in a background task until stop()."""
+        if self.running:
+            return
+        self._stopping = False
+        self._task = asyncio.create_task(self._loop(), name=f"audit-relay:{self.consumer}")
+
+    async def stop(self) -> None:
+        """Drain what arrives within drain_timeout_s, then cancel; unfinished entries
+        stay pending in Redis for another relay to claim."""
+        task, self._stopping = self._task, True
+        if task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task),
+                                       self.options.drain_timeout_s + self.options.block_ms / 1000)
+            except TimeoutError:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+            self._task = None
+            try:
+                if self._held is None and await self.stream.pending_of_self() == 0:
+                    await self.stream.delete_consumer()
+            except RedisError as exc:
+                log.debug("audit relay: could not remove consumer %s: %s", self.consumer, exc)
+        await self.writer.close()
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_trim = 0.0
+        redis_failures = 0
+        while True:
+            try:
+                if self._held is None:
+                    entries = await self.read_batch(None if self._stopping else self.options.block_ms)
+                    if not entries and self._stopping:
+                        return
+                    self._held, self._held_written = entries, False
+                if self._held:
+                    if not self._held_written:
+                        await self._write_until_committed(self._held)
+                        self._held_written = True
+                    await self.ack(self._held)
+                self._held = None
+                if loop.time() >= next_trim and not self._stopping:
+                    next_trim = loop.time() + self.options.trim_interval_s
+                    await self.trim()
+                    await self.stream.forget_dead_consumers(self.options.consumer_gc_idle_ms)
+                self._redis_up(loop.time())
+                redis_failures = 0
+            except (RedisError, OSError) as exc:
+                self._redis_down(loop.time(), exc)
+                await asyncio.sleep(self._backoff(redis_failures))
+                redis_failures += 1
+            except Exception:  # never let the relay die silently; events stay in Redis
+                log.exception("audit relay: unexpected error; retrying", extra={"event": "audit.relay_error"})
+                await asyncio.sleep(self.options.retry_max_s)
+
+    async def _write_until_committed(self, entries: Sequence[Entry]) -> None:
+        loop = asyncio.get_running_loop()
+        failures = 0
+        touched = loop.time()
+        while True:
+            try:
+                await self.write_batch(entries)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every failure is retried: events are never dropped
+                self._pg_down(loop.time(), exc, len(entries))
+                await asyncio.sleep(self._backoff(failures))
+                failures += 1
+                if loop.time() - touched > self.options.claim_idle_ms / 3000:
+                    touched = loop.time()
+                    try:
+                        await self.stream.touch([e.stream_id for e in entries])
+                    except RedisError as redis_exc:
+                        log.debug("audit relay: could not keep entries claimed: %s", redis_exc)
+                continue
+            self._pg_up(loop.time())
+            return
+
+    def _backoff(self, failures: int) -> float:
+        return float(min(self.options.retry_max_s, self.options.retry_initial_s * 2 ** min(failures, 30)))
+
+    def _pg_down(self, now: float, exc: BaseException, waiting: int) -> None:
+        if self._pg_down_since is not None:
+            log.debug("audit relay: Postgres still failing: %r", exc)
+            return
+        self._pg_down_since = now
+        # One warning per outage, whatever the error; a traceback when it does not
+        # look like an outage (a bug: it is retried too, events are never dropped).
+        what = "PostgreSQL unavailable" if is_outage(exc) else "writing a batch to PostgreSQL failed"
+        log.warning("audit relay: %s (%s: %s); events wait in Redis, retrying with backoff up to %.1fs", what,
+                    type(exc).__name__, exc, self.options.retry_max_s, exc_info=None if is_outage(exc) else exc,
+                    extra={"event": "audit.postgres_down", "waiting": waiting})
+
+    def _pg_up(self, now: float) -> None:
+        if self._pg_down_since is not None:
+            log.info("audit relay: PostgreSQL writes resumed after %.1fs; catching up", now - self._pg_down_since,
+                     extra={"event": "audit.postgres_up"})
+            self._pg_down_since = None
+
+    def _redis_down(self, now: float, exc: BaseException) -> None:
+        if self._redis_down_since is None:
+            self._redis_down_since = now
+            log.warning("audit relay: Redis unavailable (%s: %s); retrying", type(exc).__name__, exc,
+                        extra={"event": "audit.redis_down"})
+
+    def _redis_up(self, now: float) -> None:
+        if self._redis_down_since is not None:
+            log.info("audit relay: Redis back after %.1fs", now - self._redis_down_since,
+                     extra={"event": "audit.redis_up"})
+            self._redis_down_since = None

@@ -1,0 +1,93 @@
+"""`horae migrate` and `horae audit show|prune|lag` through register() on a host click group."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import click
+import redis.asyncio as aioredis
+from click.testing import CliRunner
+
+from audit.cli import register
+from audit.options import RelayOptions
+from audit.sink import AuditRelay
+from scheduler.keys import Keys
+
+
+def host(obj: object) -> click.Group:
+    @click.group()
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
+        ctx.obj = obj
+
+    register(cli)
+    return cli
+
+
+async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> None:
+    redis = aioredis.Redis.from_url(redis_url)
+    key = Keys(namespace).outbox
+    t = 1_800_000_000_000
+    await redis.xadd(key, {"e": "scheduled", "id": "cli-job", "ts": t, "a": 0, "topic": "reports.daily",
+                           "run_at": t, "due": t, "tz": "UTC", "payload": "{}", "metadata": "{}",
+                           "max_attempts": 2, "backoff_type": "fixed", "backoff_delay": 1000, "timeout_ms": 1000,
+                           "trace": "", "cron": ""})
+    await redis.xadd(key, {"e": "attempt_started", "id": "cli-job", "ts": t + 5, "a": 1, "worker": "worker-7",
+                           "due": t, "topic": "reports.daily"})
+    await redis.xadd(key, {"e": "attempt_failed", "id": "cli-job", "ts": t + 9, "a": 1, "worker": "worker-7",
+                           "outcome": "failed", "error": '{"type": "KeyError", "message": "missing-key"}',
+                           "duration_ms": 4})
+    relay = AuditRelay(redis, namespace, database_url, RelayOptions(block_ms=10))
+    while await relay.run_once():
+        pass
+    await relay.stop()
+    await redis.aclose()
+
+
+def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None:
+    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace))
+    runner = CliRunner()
+    result = runner.invoke(cli, ["migrate"])
+    assert result.exit_code == 0 and "applied migrations: [1]" in result.output, result.output
+    assert "up to date" in runner.invoke(cli, ["migrate"]).output
+
+    asyncio.run(_relay_one_job(redis_url, namespace, database_url))
+    result = runner.invoke(cli, ["audit", "show", "cli-job", "--events"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for text in ("reports.daily", "active", "worker-7", "failed", "missing-key", "attempt_started"):
+        assert text in result.output, text
+
+    missing = runner.invoke(cli, ["audit", "show", "nope"])
+    assert missing.exit_code == 1 and "not in the audit trail" in missing.output
+
+    assert "pending 0" in runner.invoke(cli, ["audit", "lag"]).output
+    pruned = runner.invoke(cli, ["audit", "prune", "--months", "1"])
+    assert pruned.exit_code == 0 and "dropped 0 partitions" in pruned.output, pruned.output
+
+
+def test_cli_accepts_a_lazy_resolver(redis_url: str, namespace: str, database_url: str) -> None:
+    calls = []
+
+    def resolve() -> SimpleNamespace:
+        calls.append(1)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+
+    result = CliRunner().invoke(host(resolve), ["migrate"])
+    assert result.exit_code == 0 and calls == [1], result.output
+
+
+def test_cli_with_an_explicit_resolver(redis_url: str, namespace: str, database_url: str) -> None:
+    @click.group()
+    def cli() -> None:
+        """A host whose ctx.obj is something else entirely."""
+
+    seen: list[object] = []
+
+    def resolve(ctx: click.Context) -> SimpleNamespace:
+        seen.append(ctx.find_root().obj)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+
+    register(cli, resolve)
+    result = CliRunner().invoke(cli, ["migrate"], obj="host settings")
+    assert result.exit_code == 0 and seen == ["host settings"], result.output
