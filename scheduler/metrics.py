@@ -51,4 +51,6 @@ class Metrics:
         return [] if self.outbox_pending is None else [Observation(self.outbox_pending)]
 
     def _observe_age(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [] if self.outbox_oldest_age_s is None else [Observation(self.outbox_oldest_age_s)]
+        if self.outbox_pending is None:  # no relay in this process: nothing to say
+            return []
+        return [Observation(self.outbox_oldest_age_s or 0.0)]  # nothing pending = no lag

@@ -95,9 +95,10 @@ class WorkerProcesses:
         return env
 
     def spawn(
-        self, name: str, *, concurrency: int = 10, grace: float | None = None, env: Mapping[str, str] | None = None
+        self, name: str, *, concurrency: int = 10, grace: float | None = None, env: Mapping[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> WorkerProcess:
-        args: list[Any] = [str(HORAE), "worker", "--app", APP, "--concurrency", str(concurrency)]
+        args: list[Any] = [str(HORAE), "worker", "--app", APP, "--concurrency", str(concurrency), *extra_args]
         if grace is not None:
             args += ["--grace", str(grace)]
         log_path = self.log_dir / f"worker-{name}.log"
