@@ -33,11 +33,16 @@ T = TypeVar("T")
 
 
 class Connections(Protocol):
-    """What the commands need from the context object."""
+    """What the commands need from the context object (read-only)."""
 
-    redis_url: str | None
-    database_url: str | None
-    namespace: str
+    @property
+    def redis_url(self) -> str | None: ...
+
+    @property
+    def database_url(self) -> str | None: ...
+
+    @property
+    def namespace(self) -> str: ...
 
 
 def _need(value: str | None, what: str) -> str:

@@ -39,7 +39,7 @@ from scheduler.tracing import (
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
-    from audit import AuditRelay, AuditTrail
+    from audit import AuditTrail
 
 log = logging.getLogger("horae")
 
@@ -369,16 +369,26 @@ class Scheduler:
         return await self.store.stats(topic)
 
     # ------------------------------------------------------------------- workers
-    async def _observe_audit_lag(self, relay: AuditRelay) -> None:
-        pending, age = await relay.lag()
-        self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
+    async def _start_relay(self) -> None:
+        """Every worker process relays the outbox (idempotent per Scheduler)."""
+        if self._audit is not None:
+            await self._audit.start_relay()
+
+    async def _observe_audit_lag(self) -> None:
+        if self._audit is not None and self._audit.relay is not None:
+            pending, age = await self._audit.relay.lag()
+            self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
-        """A Worker bound to this scheduler (start()/stop() it yourself)."""
-        return Worker(
+        """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too."""
+        worker = Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
             cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
         )
+        if self._audit is not None:
+            worker.on_start = self._start_relay
+            worker.on_housekeeping = self._observe_audit_lag
+        return worker
 
     @asynccontextmanager
     async def worker(
@@ -386,9 +396,6 @@ class Scheduler:
     ) -> AsyncIterator[Worker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""
         w = self.make_worker(concurrency, topics)
-        if self._audit is not None:
-            relay = await self._audit.start_relay()  # every worker process relays the outbox
-            w.on_housekeeping = lambda: self._observe_audit_lag(relay)
         await w.start()
         try:
             yield w

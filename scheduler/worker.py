@@ -100,12 +100,15 @@ class Worker:
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count)
         self._pubsub: Any = None
-        # Composition root hook, run each housekeeping round (the facade refreshes audit gauges).
+        # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
+        self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         """Subscribe to wake-ups and start the loops."""
+        if self.on_start is not None:
+            await self.on_start()
         self._pubsub = self.store.redis.pubsub()
         await self._pubsub.subscribe(**{self.store.keys.wake: self._on_wake})
         self._settler.start()
