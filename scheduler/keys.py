@@ -21,6 +21,10 @@ class Keys:
         """Hash holding one job's fields."""
         return f"{self.prefix}j:{job_id}"
 
+    def payload(self, job_id: str) -> str:
+        """String holding one job's payload JSON (kept out of the hash to keep it compact)."""
+        return f"{self.prefix}p:{job_id}"
+
     @property
     def job_prefix(self) -> str:
         """Scripts that discover job ids (claim, prune) build job keys from this."""

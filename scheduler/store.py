@@ -149,7 +149,10 @@ class RedisStore:
     async def get_job(self, job_id: str) -> JobInfo | None:
         """A snapshot of the job, or None when unknown (or pruned)."""
         try:
-            raw = await self.redis.hgetall(self.keys.job(job_id))
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hgetall(self.keys.job(job_id))
+            pipe.get(self.keys.payload(job_id))
+            raw, payload = await pipe.execute()
         except RedisError as exc:
             raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
         if not raw:
@@ -166,7 +169,7 @@ class RedisStore:
             run_at=ms_to_utc(int(f["run_at"])),
             next_attempt_at=ms_to_utc(int(f["due"])) if waiting else None,
             last_error=json.loads(f["last_error"]) if f.get("last_error") else None,
-            payload=json.loads(f["payload"]),
+            payload=json.loads(payload) if payload is not None else None,
             metadata=json.loads(f["meta"]),
             tz=f["tz"],
             backoff_type=f["btype"],

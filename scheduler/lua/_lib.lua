@@ -32,6 +32,19 @@ local function wake_if_first(due, wake, id, due_ms)
   end
 end
 
+-- The payload lives in a string key beside the job hash ({ns}:p:<id> for
+-- {ns}:j:<id>): a payload over 64 bytes inside the hash would turn the whole
+-- hash from a compact listpack into a hashtable, doubling a job's memory.
+-- The namespace cannot contain '}', so the first '}:j:' is the separator.
+local function payload_key(job_key)
+  return (string.gsub(job_key, '}:j:', '}:p:', 1))
+end
+
+-- Delete a finished job: its hash and its payload.
+local function delete_job(job_key)
+  redis.call('DEL', job_key, payload_key(job_key))
+end
+
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the
 -- job's fields (see enqueue.lua). Returns false when the id exists already.
 local function create_job(job, due, outbox, counts, wake, now, j)
@@ -39,10 +52,14 @@ local function create_job(job, due, outbox, counts, wake, now, j)
     return false
   end
   redis.call('HSET', job,
-    'topic', j.topic, 'payload', j.payload, 'meta', j.meta, 'tz', j.tz,
+    'topic', j.topic, 'meta', j.meta, 'tz', j.tz,
     'run_at', j.run_at, 'due', j.due, 'state', 'scheduled', 'attempts', 0,
     'max', j.max, 'btype', j.btype, 'bdelay', j.bdelay, 'timeout', j.timeout,
-    'created', now, 'trace', j.trace, 'cron', j.cron)
+    'created', now)
+  -- Empty optional fields are not stored (memory per delayed job).
+  if j.trace ~= '' then redis.call('HSET', job, 'trace', j.trace) end
+  if j.cron ~= '' then redis.call('HSET', job, 'cron', j.cron) end
+  redis.call('SET', payload_key(job), j.payload)
   redis.call('ZADD', due, j.due, j.id)
   move_count(counts, j.topic, nil, 'scheduled')
   emit(outbox, 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', 0,

@@ -30,7 +30,7 @@ local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, window)
 for _, id in ipairs(ids) do
   if taken >= limit then break end
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'topic', 'payload', 'meta', 'run_at', 'due', 'max',
+  local f = redis.call('HMGET', key, 'topic', 'meta', 'run_at', 'due', 'max',
     'btype', 'bdelay', 'timeout', 'trace', 'cron', 'state')
   if not f[1] then
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
@@ -40,10 +40,12 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', due, id)
     redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now)
     redis.call('ZADD', active, now + lease, id)
-    move_count(counts, f[1], f[12], 'running')
+    move_count(counts, f[1], f[11], 'running')
     emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now, 'a', attempt,
-      'worker', worker, 'due', f[5], 'topic', f[1])
-    local row = { id, attempt, token, f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11] }
+      'worker', worker, 'due', f[4], 'topic', f[1])
+    local payload = redis.call('GET', payload_key(key)) or 'null'
+    local row = { id, attempt, token, f[1], payload, f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9] or '',
+      f[10] or '' }
     for _, v in ipairs(row) do out[#out + 1] = v end
     taken = taken + 1
   end

@@ -45,7 +45,7 @@ if extra > 0 then
     local key = prefix .. old[j]
     local topic = redis.call('HGET', key, 'topic')
     if topic then move_count(counts, topic, 'completed', nil) end
-    redis.call('DEL', key)
+    delete_job(key)
   end
 end
 return res

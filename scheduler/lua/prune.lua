@@ -16,7 +16,7 @@ for s = 1, 3 do
     local key = prefix .. id
     local topic = redis.call('HGET', key, 'topic')
     if topic then move_count(counts, topic, states[s], nil) end
-    redis.call('DEL', key)
+    delete_job(key)
     redis.call('ZREM', set, id)
     deleted = deleted + 1
   end

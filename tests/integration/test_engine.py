@@ -426,6 +426,8 @@ async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str
             assert await worker.prune() == 1
             assert await s.get_job(failed) is None
             assert await s.stats() == {st.value: 0 for st in JobState}
+        leftovers = [k for k in await ns_keys(s.store.redis, namespace) if b"}:j:" in k or b"}:p:" in k]
+        assert leftovers == [], "pruned jobs leave neither hash nor payload behind"
 
 
 async def test_idle_worker_wakes_for_an_earlier_job_without_polling(redis_url: str, namespace: str) -> None:
