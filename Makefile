@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-integration install clean services-stop
+.PHONY: demo test test-integration install clean services-stop java-check bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,17 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+# PySpark 4 needs Java 17+: say what to install (the demo's report needs it; tests
+# of Spark skip without it unless HORAE_REQUIRE_SPARK=1, as CI sets).
+java-check: $(STAMP)
+	@$(PY) -m audit.analytics.java
+
+demo: $(STAMP) java-check
 	$(VENV)/bin/horae demo
+	$(VENV)/bin/horae report --since today --until today --out reports/demo
 
 test: $(STAMP)
+	@$(PY) -m audit.analytics.java || echo "WARNING: Spark tests will skip (or fail with HORAE_REQUIRE_SPARK=1)"
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The integration and end-to-end tests alone (used by .ci/run against the system servers).
@@ -32,3 +39,15 @@ services-stop: $(STAMP)
 clean:
 	-$(VENV)/bin/horae services stop
 	rm -rf $(VENV) .horae build *.egg-info
+
+# Benchmark against bullmq, arq and saq (not part of `make test`; see bench/README.md).
+# Each peer gets its own venv under bench/.venvs; BENCH_ARGS e.g. "--scale 0.1 --reps 1".
+BENCH_VENVS := bench/.venvs
+bench: $(STAMP)
+	@for s in bullmq arq saq tools; do \
+	  if [ ! -x $(BENCH_VENVS)/$$s/bin/python ]; then $(PYTHON) -m venv $(BENCH_VENVS)/$$s; fi; \
+	  if [ ! -f $(BENCH_VENVS)/$$s/.installed ] || [ bench/requirements-$$s.txt -nt $(BENCH_VENVS)/$$s/.installed ]; then \
+	    $(BENCH_VENVS)/$$s/bin/pip install --quiet --upgrade -r bench/requirements-$$s.txt && touch $(BENCH_VENVS)/$$s/.installed || exit 1; \
+	  fi; \
+	done
+	$(PY) bench/run.py $(BENCH_ARGS)

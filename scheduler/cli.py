@@ -87,6 +87,10 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with Scheduler(settings=settings, listeners=registry) as s:
+            if settings.analytics.nightly and settings.audit.enabled and settings.audit.relay:
+                from audit.analytics.nightly import install_nightly
+
+                await install_nightly(s)
             async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace) as w:
                 click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
                 if telemetry.metrics_port:
@@ -262,9 +266,11 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 def _register_extensions() -> None:
     """Commands of the audit package, wired here: the CLI is a composition root."""
+    from audit.analytics.cli import register as register_analytics
     from audit.cli import register
 
     register(cli, _resolved_settings)
+    register_analytics(cli)
 
 
 _register_extensions()

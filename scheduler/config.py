@@ -74,6 +74,28 @@ class TelemetrySettings(_Section):
     debug_spans: bool = False
 
 
+class AnalyticsSettings(_Section):
+    """The nightly PySpark failure report (`horae report`, extra `horae[analytics]`)."""
+
+    report_dir: str = "reports"
+    dataset_uri: str = ""  # "" = <data_dir>/analytics; any URI pyarrow and Spark read (s3a://, hdfs://)
+    master: str = "local[*]"
+    zone: str = "UTC"
+    baseline_days: int = Field(7, ge=1, le=366)
+    alert_margin: float = Field(0.10, ge=0, le=1)
+    alert_min_jobs: int = Field(20, ge=1)
+    top_errors: int = Field(20, ge=1)
+    signatures_per_day: int = Field(50, ge=1)
+    source: Literal["parquet", "jdbc"] = "parquet"
+    jdbc_partitions: int = Field(4, ge=1)
+    spark_jars: str = ""
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    nightly: bool = True  # `horae worker` schedules horae.audit.nightly and runs it
+    nightly_cron: str = "30 2 * * *"
+    nightly_tz: str = "UTC"
+    nightly_timeout_s: float = Field(7200.0, gt=0)
+
+
 class AuditSettings(_Section):
     """The Postgres audit trail and its relay.
 
@@ -103,6 +125,7 @@ class Settings(_Section):
     worker: WorkerSettings = WorkerSettings()
     cron: CronSettings = CronSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()
 
 

@@ -21,7 +21,7 @@ def test_config_file_equals_the_code_defaults() -> None:
     assert from_file.model_dump(exclude={"redis_url", "database_url"}) == defaults.model_dump(
         exclude={"redis_url", "database_url"}
     )
-    for section in ("retry", "retention", "worker", "cron", "telemetry", "audit"):
+    for section in ("retry", "retention", "worker", "cron", "telemetry", "analytics", "audit"):
         assert set(raw[section]) == set(getattr(defaults, section).model_dump()), section
 
 

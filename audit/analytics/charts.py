@@ -1,0 +1,109 @@
+"""Inline SVG charts for report.html: no JavaScript, no external files; every
+text goes through html.escape. Tooltips are SVG <title> elements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date
+from html import escape
+from typing import Final
+
+PALETTE: Final = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                  "#7f7f7f", "#bcbd22")
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def line_chart(days: Sequence[date], series: Mapping[str, Mapping[date, float | None]], *,
+               shade_before: date | None = None, width: int = 860, height: int = 300) -> str:
+    """Rates (0..1) per day, one polyline per series; days before `shade_before` shaded (the baseline).
+
+    A day without a value breaks the line.
+    """
+    if not days or not series:
+        return '<p class="muted">No finished jobs in this period.</p>'
+    left, right, top, bottom = 48, 180, 12, 36
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max((v for s in series.values() for v in s.values() if v is not None), default=0.0)
+    y_max = min(1.0, max(0.05, ((peak * 10) // 1 + 1) / 10))
+    step = plot_w / max(1, len(days) - 1)
+
+    def x(i: int) -> float:
+        return left + (i * step if len(days) > 1 else plot_w / 2)
+
+    def y(v: float) -> float:
+        return top + plot_h - (v / y_max) * plot_h
+
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="failure rate per topic per day">']
+    if shade_before is not None and days[0] < shade_before:
+        n = sum(1 for d in days if d < shade_before)
+        end = x(n - 1) + step / 2 if n < len(days) else left + plot_w
+        parts.append(f'<rect x="{left}" y="{top}" width="{max(0.0, end - left):.1f}" height="{plot_h}" '
+                     f'fill="#f2f2f2"><title>baseline</title></rect>')
+        parts.append(f'<text x="{left + 4}" y="{top + 12}" class="axis">baseline</text>')
+    for k in range(5):
+        tick = y_max * k / 4
+        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="axis">{_pct(tick)}</text>')
+    label_every = max(1, len(days) // 10)
+    for i, d in enumerate(days):
+        if i % label_every == 0 or i == len(days) - 1:
+            parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="axis">'
+                         f'{d.strftime("%m-%d")}</text>')
+    for n, (name, values) in enumerate(series.items()):
+        color = PALETTE[n % len(PALETTE)]
+        segment: list[str] = []
+        segments: list[list[str]] = []
+        for i, d in enumerate(days):
+            v = values.get(d)
+            if v is None:
+                if segment:
+                    segments.append(segment)
+                segment = []
+                continue
+            segment.append(f"{x(i):.1f},{y(v):.1f}")
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.5" fill="{color}">'
+                         f'<title>{escape(name)} {d}: {_pct(v)}</title></circle>')
+        if segment:
+            segments.append(segment)
+        for points in segments:
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{" ".join(points)}"/>')
+        ly = top + 14 + n * 16
+        parts.append(f'<rect x="{width - right + 12}" y="{ly - 9}" width="10" height="10" fill="{color}"/>')
+        label = name if len(name) <= 24 else name[:23] + "…"
+        parts.append(f'<text x="{width - right + 27}" y="{ly}" class="legend">{escape(label)}'
+                     f'<title>{escape(name)}</title></text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def bar_chart(bars: Sequence[tuple[str, int]], *, width: int = 860, height: int = 220,
+              x_label: str = "", y_label: str = "") -> str:
+    """One bar per (label, value), values labelled above the bars."""
+    if not bars:
+        return '<p class="muted">Nothing to show.</p>'
+    left, right, top, bottom = 48, 12, 18, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max(v for _, v in bars) or 1
+    slot = plot_w / len(bars)
+    bar_w = max(2.0, min(slot * 0.7, 48.0))
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+             f'aria-label="{escape(y_label)} by {escape(x_label)}">',
+             f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="grid"/>']
+    for i, (label, value) in enumerate(bars):
+        h = plot_h * value / peak
+        bx = left + i * slot + (slot - bar_w) / 2
+        parts.append(f'<rect x="{bx:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
+                     f'fill="#1f77b4"><title>{escape(label)}: {value}</title></rect>')
+        parts.append(f'<text x="{bx + bar_w / 2:.1f}" y="{top + plot_h - h - 4:.1f}" text-anchor="middle" '
+                     f'class="axis">{value}</text>')
+        parts.append(f'<text x="{bx + bar_w / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle" '
+                     f'class="axis">{escape(label)}</text>')
+    if x_label:
+        parts.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle" class="axis">'
+                     f'{escape(x_label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

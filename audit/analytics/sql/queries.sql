@@ -1,0 +1,72 @@
+-- Named queries of the analytics pipeline (split at `-- name:` like audit/queries.sql).
+-- Export queries take $1 = start, $2 = end (timestamptz, half-open) and return
+-- native types; export.py wraps them in COPY, jdbc.py hands them to Spark.
+
+-- name: export_jobs
+-- Jobs that reached their terminal state in [$1, $2), with that instant and
+-- the number of failed attempts they had. updated_at >= every terminal time,
+-- so its index bounds the scan; created_at < $2 prunes later partitions.
+SELECT j.id AS job_id, j.topic, j.status, j.attempts, j.max_attempts,
+       coalesce(f.failed_attempts, 0)::integer AS failed_attempts,
+       j.created_at, j.run_at, t.finished_at,
+       j.last_error ->> 'type' AS last_error_type,
+       j.last_error ->> 'message' AS last_error_message,
+       j.cron_name
+FROM schedule_audit j
+CROSS JOIN LATERAL (
+    SELECT CASE j.status WHEN 'completed' THEN j.completed_at
+                         WHEN 'failed' THEN j.failed_at
+                         WHEN 'cancelled' THEN j.cancelled_at END AS finished_at
+) t
+LEFT JOIN LATERAL (
+    SELECT count(*) AS failed_attempts
+    FROM schedule_attempts a
+    WHERE a.job_id = j.id AND a.job_created_at = j.created_at
+      AND a.outcome IN ('failed', 'timed_out', 'worker_lost')
+) f ON true
+WHERE j.status <> 'active'
+  AND j.updated_at >= $1 AND j.created_at < $2
+  AND t.finished_at >= $1 AND t.finished_at < $2
+
+-- name: export_attempts
+-- Attempts that finished in [$1, $2), with their job's topic.
+SELECT a.job_id, a.attempt_no, j.topic, a.worker_id, a.started_at, a.finished_at, a.outcome,
+       a.error_type, a.error_message, a.duration_ms, a.lateness_ms, a.job_created_at
+FROM schedule_attempts a
+JOIN schedule_audit j ON j.id = a.job_id AND j.created_at = a.job_created_at
+WHERE a.finished_at >= $1 AND a.finished_at < $2 AND a.job_created_at < $2
+  AND a.outcome IS NOT NULL
+
+-- name: publish_lock
+SELECT pg_advisory_xact_lock(hashtext('horae.analytics.publish'));
+
+-- name: delete_failure_stats
+DELETE FROM schedule_failure_stats WHERE day >= $1 AND day <= $2;
+
+-- name: delete_error_signatures
+DELETE FROM schedule_error_signatures WHERE day >= $1 AND day <= $2;
+
+-- name: upsert_failure_stats
+INSERT INTO schedule_failure_stats (
+    topic, day, jobs, completed, failed, cancelled, failure_rate, attempts, failed_attempts,
+    attempt_failure_rate, retry_recovery_rate, p50_duration_ms, p95_duration_ms, p99_duration_ms,
+    p50_lateness_ms, p95_lateness_ms, p99_lateness_ms, timed_out, worker_lost, no_listener)
+SELECT * FROM unnest(
+    $1::text[], $2::date[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::float8[],
+    $8::bigint[], $9::bigint[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],
+    $15::float8[], $16::float8[], $17::float8[], $18::bigint[], $19::bigint[], $20::bigint[])
+ON CONFLICT (topic, day) DO UPDATE SET
+    jobs = EXCLUDED.jobs, completed = EXCLUDED.completed, failed = EXCLUDED.failed,
+    cancelled = EXCLUDED.cancelled, failure_rate = EXCLUDED.failure_rate, attempts = EXCLUDED.attempts,
+    failed_attempts = EXCLUDED.failed_attempts, attempt_failure_rate = EXCLUDED.attempt_failure_rate,
+    retry_recovery_rate = EXCLUDED.retry_recovery_rate, p50_duration_ms = EXCLUDED.p50_duration_ms,
+    p95_duration_ms = EXCLUDED.p95_duration_ms, p99_duration_ms = EXCLUDED.p99_duration_ms,
+    p50_lateness_ms = EXCLUDED.p50_lateness_ms, p95_lateness_ms = EXCLUDED.p95_lateness_ms,
+    p99_lateness_ms = EXCLUDED.p99_lateness_ms, timed_out = EXCLUDED.timed_out,
+    worker_lost = EXCLUDED.worker_lost, no_listener = EXCLUDED.no_listener;
+
+-- name: upsert_error_signatures
+INSERT INTO schedule_error_signatures (day, topic, signature, count, example_job_id)
+SELECT * FROM unnest($1::date[], $2::text[], $3::text[], $4::bigint[], $5::text[])
+ON CONFLICT (day, topic, signature) DO UPDATE SET
+    count = EXCLUDED.count, example_job_id = EXCLUDED.example_job_id;
