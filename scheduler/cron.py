@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -152,6 +153,12 @@ def cron_job_id(name: str, fire_ms: int) -> str:
 MISFIRE_MODES = ("coalesce", "skip", "all")
 
 
+@lru_cache(maxsize=1024)
+def _next_fire_cached(spec: CronSpec, after_ms: int) -> int:
+    """Many schedules share an expression and fire in one batch at one `now`."""
+    return next_fire(spec, after_ms)
+
+
 def plan_ticks(spec: CronSpec, expected_next_ms: int, now_ms: int, misfire: str, cap: int,
                grace_ms: int) -> tuple[list[int], int]:
     """Which due ticks to run now, and the schedule's next fire after now.
@@ -162,7 +169,7 @@ def plan_ticks(spec: CronSpec, expected_next_ms: int, now_ms: int, misfire: str,
     skip runs only a tick still within the grace; all runs every due tick, at
     most `cap`.
     """
-    new_next = next_fire(spec, now_ms)
+    new_next = _next_fire_cached(spec, now_ms)
     if misfire == "all":
         return [expected_next_ms, *fires_between(spec, expected_next_ms, now_ms, cap - 1)], new_next
     if misfire == "skip":

@@ -252,3 +252,22 @@ async def test_a_stale_read_cannot_fire_a_future_tick(redis_url: str, namespace:
         assert await s.store.fire_crons([stale], clock.now_ms()) == [ScriptCode.STALE]
         assert await s.get_job(f"cron:c:{future}") is None
         assert await s.store.fire_crons([stale], future) == [1], "the same fire is fine once due"
+
+
+async def test_a_stored_schedule_that_no_longer_parses_is_paused_not_spun_on(redis_url: str, namespace: str,
+                                                                             redis: aioredis.Redis) -> None:
+    from scheduler.keys import Keys
+
+    clock = FakeClock(ms("2026-06-01T12:00:00"))
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
+        await s.schedule_cron("legacy", "*/5 * * * *", topic="t")
+        await redis.hset(Keys(namespace).cron("legacy"), "expr", "*/5 * * * * * * *")  # older rules
+        clock.advance(600)
+        async with s.worker():
+            await eventually(lambda: _is_paused(s, "legacy"), what="the broken schedule paused")
+        assert await tick_jobs(redis, namespace, "legacy") == []
+
+
+async def _is_paused(s: Any, name: str) -> bool:
+    info = await s.get_cron(name)
+    return info is not None and info.paused

@@ -479,3 +479,22 @@ async def test_audit_off_writes_no_outbox_at_all(redis_url: str, namespace: str,
         async with s.worker():
             await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
     assert await redis.exists(Keys(namespace).outbox) == 0
+
+
+async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: str, namespace: str) -> None:
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
+        for _ in range(3):
+            await s.schedule_in("t", 0)
+        jobs, _, _ = await s.store.claim(clock.now_ms(), 10, 30_000, "w1")
+        assert len(jobs) == 3
+        done, stolen, alive = jobs
+        from scheduler.job import Settlement
+
+        assert await s.store.complete([Settlement(done.id, done.token, "succeeded")], clock.now_ms(), 100) == [1]
+        clock.advance(31)  # stolen's lease expires; another worker recovers and re-claims it
+        assert await s.store.fail([Settlement(stolen.id, stolen.token, "worker_lost", '{"type":"WorkerLost"}',
+                                              clock.now_ms(), True)], clock.now_ms()) == [3]
+        await s.store.claim(clock.now_ms(), 10, 30_000, "w2")
+        leases = [(j.id, j.token) for j in jobs]
+        assert await s.store.extend_leases(leases, clock.now_ms(), 30_000) == 1, "only the stolen one"
