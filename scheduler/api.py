@@ -312,9 +312,7 @@ class Scheduler:
         with producer_span(self.tracer, job.topic, "create", {CRON_NAME: name}):
             now = self.clock.now_ms()
             await self.store.upsert_cron(
-                NewCron(name, spec.expr, tz, job.topic, job.payload_json, job.metadata_json, job.max_attempts,
-                        job.backoff_type, job.backoff_delay_ms, job.timeout_ms, mode, next_fire(spec, now),
-                        current_traceparent()),
+                NewCron(name, spec.expr, mode, next_fire(spec, now), job, current_traceparent()),
                 now,
             )
         info = await self.store.get_cron(name)

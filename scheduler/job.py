@@ -117,20 +117,13 @@ class CronInfo:
 
 @dataclass(frozen=True)
 class NewCron:
-    """A validated schedule ready to be upserted."""
+    """A validated schedule ready to be upserted; `job` is the template of every tick's job."""
 
     name: str
     expr: str
-    tz: str
-    topic: str
-    payload_json: str
-    metadata_json: str
-    max_attempts: int
-    backoff_type: str
-    backoff_delay_ms: int
-    timeout_ms: int
     misfire: str
     next_ms: int
+    job: NewJob
     trace: str = ""
 
 

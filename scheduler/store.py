@@ -192,11 +192,11 @@ class RedisStore:
     # ------------------------------------------------------------------ cron
     async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:
         """Create or update a schedule: 1 created, 2 rescheduled, 0 updated in place."""
-        k = self.keys
+        k, job = self.keys, cron.job
         return int(await self._run(
             "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
-            [cron.name, now_ms, cron.expr, cron.tz, cron.topic, cron.payload_json, cron.metadata_json,
-             cron.max_attempts, cron.backoff_type, cron.backoff_delay_ms, cron.timeout_ms, cron.misfire, cron.next_ms,
+            [cron.name, now_ms, cron.expr, job.tz, job.topic, job.payload_json, job.metadata_json,
+             job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms, cron.misfire, cron.next_ms,
              cron.trace],
         ))
 
