@@ -185,7 +185,7 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
             raise click.ClickException(f"job {job_id!r} is not in the audit trail")
 
     @audit_group.command("relay")
-    @click.option("--batch-size", type=click.IntRange(1, 10_000), default=500, show_default=True)
+    @click.option("--batch-size", type=click.IntRange(1, 50_000), default=2_000, show_default=True)
     @click.option("--block-ms", type=click.IntRange(1), default=1_000, show_default=True)
     @click.option("--claim-idle-ms", type=click.IntRange(100), default=30_000, show_default=True)
     @click.pass_context

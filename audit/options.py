@@ -12,7 +12,7 @@ from dataclasses import dataclass
 class RelayOptions:
     """Tuning of one relay; the defaults suit a worker process."""
 
-    batch_size: int = 500
+    batch_size: int = 2_000
     block_ms: int = 1_000
     claim_idle_ms: int = 30_000
     retry_max_s: float = 5.0

@@ -106,7 +106,7 @@ class AuditSettings(_Section):
 
     enabled: bool = True
     relay: bool = True
-    batch_size: int = Field(500, ge=1)
+    batch_size: int = Field(2_000, ge=1, le=50_000)
     block_ms: int = Field(1_000, ge=1)
     claim_idle_ms: int = Field(30_000, ge=100)
     retention_months: int = Field(12, ge=1)
