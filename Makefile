@@ -43,6 +43,7 @@ clean:
 # Benchmark against bullmq, arq and saq (not part of `make test`; see bench/README.md).
 # Each peer gets its own venv under bench/.venvs; BENCH_ARGS e.g. "--scale 0.1 --reps 1".
 BENCH_VENVS := bench/.venvs
+.PHONY: bench  # a directory is called bench too
 bench: $(STAMP)
 	@for s in bullmq arq saq tools; do \
 	  if [ ! -x $(BENCH_VENVS)/$$s/bin/python ]; then $(PYTHON) -m venv $(BENCH_VENVS)/$$s; fi; \

@@ -1,0 +1,86 @@
+"""The one interface every system under test implements (one small module per system).
+
+A scenario only ever talks to an Adapter. The handler each adapter registers is
+the same for all: it takes `time.time()` first thing, then calls the scenario's
+`on_run(payload, started)`; a True return means "fail this run" and the adapter
+raises whatever makes its system retry after the fixed retry delay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# on_run(payload, handler_start_epoch_s) -> True when this run must fail (retry scenario)
+OnRun = Callable[[dict[str, Any], float], bool]
+
+QUEUE = "bench"          # queue / namespace name used by every system
+TOPIC = "bench.job"      # horae topic / peer function name
+RETRY_DELAY_S = 1.0      # the retry scenario's fixed delay, identical for every system
+RETRY_ATTEMPTS = 2       # fail once, then succeed
+
+
+class NotAvailable(Exception):
+    """The system cannot run this variant (e.g. audit not wired yet); the reason is reported."""
+
+
+@dataclass
+class Job:
+    """One job to enqueue: its payload and, for delayed jobs, the due instant (epoch s)."""
+
+    payload: dict[str, Any]
+    due: float | None = None
+    retry: bool = False
+
+
+class Adapter:
+    """Same interface for every system. Producer and worker share one process and loop."""
+
+    name = "?"
+    supports_bulk = False
+
+    def __init__(self, redis_url: str, on_run: OnRun, options: dict[str, Any]) -> None:
+        self.redis_url = redis_url
+        self.on_run = on_run
+        self.options = options
+
+    def versions(self) -> dict[str, str]:
+        """Package versions that matter for this system."""
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting used (defaults included), printed with the results."""
+        raise NotImplementedError
+
+    async def connect(self) -> None:
+        raise NotImplementedError
+
+    async def enqueue(self, job: Job) -> None:
+        """Enqueue one job (one await)."""
+        raise NotImplementedError
+
+    async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
+        """Enqueue many jobs with the system's bulk API (only when supports_bulk)."""
+        raise NotImplementedError
+
+    async def start_worker(self, concurrency: int) -> None:
+        raise NotImplementedError
+
+    async def stop_worker(self) -> None:
+        raise NotImplementedError
+
+    async def finish(self) -> None:
+        """Work that belongs inside the measured time once every handler ran (horae: audit flush)."""
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+
+def pkg_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"

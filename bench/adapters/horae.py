@@ -1,0 +1,116 @@
+"""horae through its public facade: Scheduler(settings=..., listeners=registry),
+schedule_in / schedule_at, make_worker(). `audit` is a flag of the adapter:
+off = settings.audit.enabled False; on = enabled with a private PostgreSQL and
+`await s.audit.flush()` inside the measured time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from adapters.base import QUEUE, RETRY_ATTEMPTS, RETRY_DELAY_S, TOPIC, Adapter, Job, NotAvailable, pkg_version
+
+
+def audit_wired() -> bool:
+    """True once the facade has the audit trail (`Scheduler.audit`); it was being built alongside this bench."""
+    from scheduler import Scheduler
+
+    return hasattr(Scheduler, "audit")
+
+
+class HoraeAdapter(Adapter):
+    name = "horae"
+    supports_bulk = False  # horae has no bulk scheduling API
+
+    def __init__(self, redis_url: str, on_run: Any, options: dict[str, Any]) -> None:
+        super().__init__(redis_url, on_run, options)
+        from listeners import ListenerRegistry
+        from scheduler import Backoff, RetryPolicy, Scheduler
+        from scheduler.config import load_settings
+
+        self.audit = bool(options.get("audit"))
+        settings = load_settings(env={}, redis_url=redis_url, namespace=QUEUE,
+                                 database_url=options.get("database_url") or None)
+        settings = settings.model_copy(
+            update={"audit": settings.audit.model_copy(update={"enabled": self.audit})}
+        )
+        self.registry = ListenerRegistry()
+        on_run_ = on_run
+
+        async def handler(event: Any) -> None:
+            started = time.time()
+            if on_run_(event.payload, started):
+                raise RuntimeError("bench: fail the first run")
+
+        self.registry.add(TOPIC, handler)
+        if self.audit and not audit_wired():
+            raise NotAvailable("n/a (audit not wired yet)")
+        self.s = Scheduler(settings=settings, listeners=self.registry)
+        self.retry_policy = RetryPolicy(RETRY_ATTEMPTS, Backoff("fixed", int(RETRY_DELAY_S * 1000)))
+        self.worker: Any = None
+
+    def versions(self) -> dict[str, str]:
+        return {"horae": pkg_version("horae"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
+
+    def settings(self) -> dict[str, Any]:
+        st = self.s.settings
+        return {
+            "audit.enabled": st.audit.enabled,
+            "audit.relay": f"{st.audit.relay} (audit on: s.audit.start_relay() in this process before the clock; "
+                           "await s.audit.flush(timeout=300) inside the measured time)" if self.audit else st.audit.relay,
+            "audit.batch_size": st.audit.batch_size,
+            "audit.block_ms": st.audit.block_ms,
+            "redis_max_connections": getattr(st, "redis_max_connections", "?"),
+            "worker.claim_batch": st.worker.claim_batch,
+            "worker.lease_ms": st.worker.lease_ms,
+            "worker.recover_interval_s": st.worker.recover_interval_s,
+            "retention.completed_count": st.retention.completed_count,
+            "retry (default jobs)": f"{st.retry.attempts} attempts, {st.retry.backoff} {st.retry.delay_ms} ms",
+            "retry (retry scenario)": f"{RETRY_ATTEMPTS} attempts, fixed {int(RETRY_DELAY_S * 1000)} ms",
+            "enqueue": "schedule_in(topic, 0) / schedule_at(topic, aware UTC datetime)",
+        }
+
+    async def connect(self) -> None:
+        await self.s.connect()
+        if self.audit:
+            await self.s.audit.start_relay()  # what Scheduler.worker() does: every worker process relays
+
+    async def enqueue(self, job: Job) -> None:
+        retry = self.retry_policy if job.retry else None
+        if job.due is None:
+            await self.s.schedule_in(TOPIC, 0, payload=job.payload, retry=retry)
+        else:
+            when = datetime.fromtimestamp(job.due, tz=timezone.utc)
+            await self.s.schedule_at(TOPIC, when, payload=job.payload, retry=retry)
+
+    async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
+        raise NotImplementedError
+
+    async def start_worker(self, concurrency: int) -> None:
+        self.worker = self.s.make_worker(concurrency=concurrency)
+        await self.worker.start()
+
+    async def stop_worker(self) -> None:
+        if self.worker is not None:
+            await self.worker.stop(grace=5)
+            self.worker = None
+
+    async def claim_batches(self, batch: int) -> tuple[int, int]:
+        """The claim path alone (RedisStore.claim = claim.lua) until nothing is due: (script calls, jobs)."""
+        store, clock, lease = self.s.store, self.s.clock, self.s.settings.worker.lease_ms
+        calls = claimed = 0
+        while True:
+            jobs = (await store.claim(clock.now_ms(), batch, lease, "bench-claim"))[0]
+            calls += 1
+            claimed += len(jobs)
+            if len(jobs) < batch:
+                return calls, claimed
+
+    async def finish(self) -> None:
+        if self.audit:
+            await self.s.audit.flush(timeout=300)  # the audit is complete when the clock stops
+
+    async def close(self) -> None:
+        await self.s.close()

@@ -1,0 +1,419 @@
+"""Run ONE (system, scenario, repetition) in this fresh process and print one JSON line.
+
+Started by bench/run.py with the system's own venv python. The producer and the
+worker share this process and its single asyncio event loop, for every system.
+
+    python driver.py --system horae --scenario e2e --redis redis://127.0.0.1:PORT/0 --n 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+from urllib.parse import urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from adapters.base import RETRY_DELAY_S, Adapter, Job, NotAvailable  # noqa: E402
+
+CONCURRENCY = 50
+PACED_RATE = 200.0          # jobs/s
+BURST_LEAD_S = 3.0          # delayed_burst: every job due at now + 3 s
+SPREAD_LEAD_S = 2.0         # delayed_spread: first job due at now + 2 s ...
+SPREAD_SPAN_S = 5.0         # ... the last 5 s later
+MEMORY_DELAY_S = 3600.0     # memory: jobs due in an hour (never run)
+MEMORY_PAYLOAD_BYTES = 100  # ~100-byte JSON payload
+
+
+def load_adapter(system: str) -> type[Adapter]:
+    if system == "horae":
+        from adapters.horae import HoraeAdapter
+        return HoraeAdapter
+    if system == "bullmq":
+        from adapters.bullmq import BullmqAdapter
+        return BullmqAdapter
+    if system == "arq":
+        from adapters.arq import ArqAdapter
+        return ArqAdapter
+    if system == "saq":
+        from adapters.saq import SaqAdapter
+        return SaqAdapter
+    raise SystemExit(f"unknown system {system}")
+
+
+# ------------------------------------------------------------------ tiny sync Redis (INFO only)
+def redis_info(url: str, section: str) -> dict[str, str]:
+    """INFO <section> over a raw socket (stdlib only, so every venv measures the same way)."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=10) as sock:
+        sock.sendall(f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode())
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += sock.recv(65536)
+        header, _, rest = buf.partition(b"\r\n")
+        size = int(header[1:])
+        while len(rest) < size:
+            rest += sock.recv(65536)
+    out = {}
+    for line in rest[:size].decode().splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, _, v = line.partition(":")
+            out[k] = v
+    return out
+
+
+def redis_commands(url: str) -> int:
+    """Total commands executed by the server (scripts' inner calls included), INFO excluded."""
+    total = 0
+    for k, v in redis_info(url, "commandstats").items():
+        if k.startswith("cmdstat_") and k != "cmdstat_info":
+            total += int(v.split(",")[0].split("=")[1])
+    return total
+
+
+# ------------------------------------------------------------------ optional window profiler
+_PROFILER: Any = None
+
+
+def prof_start() -> None:
+    """Start pyinstrument (from bench/.venvs/tools) at the start of the measured window, if asked."""
+    if _PROFILER is not None:
+        _PROFILER.start()
+
+
+def prof_stop() -> None:
+    if _PROFILER is not None and _PROFILER.is_running:
+        _PROFILER.stop()
+
+
+def _setup_profiler(out: str) -> None:
+    global _PROFILER
+    import glob
+
+    for site in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       ".venvs", "tools", "lib", "python3*", "site-packages")):
+        sys.path.append(site)
+    from pyinstrument import Profiler
+
+    _PROFILER = Profiler(interval=0.0005, async_mode="disabled")
+
+
+# ------------------------------------------------------------------ recording
+class Recorder:
+    """What the handler does in every system: note the start time of each run."""
+
+    def __init__(self, n: int, fail_first: bool = False) -> None:
+        self.n = n
+        self.fail_first = fail_first
+        self.first_start = [0.0] * n
+        self.last_start = [0.0] * n
+        self.runs = [0] * n
+        self.total_runs = 0
+        self.target = 2 * n if fail_first else n
+        self.done = asyncio.Event()
+        self.done_at = 0.0
+
+    def on_run(self, payload: dict[str, Any], started: float) -> bool:
+        i = payload["i"]
+        self.runs[i] += 1
+        if self.runs[i] == 1:
+            self.first_start[i] = started
+        self.last_start[i] = started
+        self.total_runs += 1
+        if self.total_runs == self.target:
+            self.done_at = time.perf_counter()
+            self.done.set()
+        return self.fail_first and self.runs[i] == 1
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout)
+        except TimeoutError:
+            raise RuntimeError(f"timed out after {timeout:.0f} s: {self.total_runs}/{self.target} runs seen") from None
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[k]
+
+
+def dist_ms(values: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in values]
+    return {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "max_ms": max(ms), "min_ms": min(ms)}
+
+
+def payload(i: int, size: int = 0) -> dict[str, Any]:
+    if not size:
+        return {"i": i}
+    base = len(json.dumps({"i": i, "pad": ""}, separators=(",", ":")))
+    return {"i": i, "pad": "x" * max(0, size - base)}
+
+
+# ------------------------------------------------------------------ scenarios
+async def sc_enqueue(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    jobs = [Job(payload(i)) for i in range(n)]
+    prof_start()
+    t0 = time.perf_counter()
+    for j in jobs:
+        await a.enqueue(j)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    prof_stop()
+    return {"jobs_per_s": n / dt, "seconds": dt, "mode": "one await at a time"}
+
+
+async def sc_enqueue_bulk(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    if not a.supports_bulk:
+        raise NotAvailable("n/a (no bulk API)")
+    jobs = [Job(payload(i)) for i in range(n)]
+    t0 = time.perf_counter()
+    await a.enqueue_bulk(jobs)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    return {"jobs_per_s": n / dt, "seconds": dt, "mode": "bulk API"}
+
+
+async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
+    if a.supports_bulk:
+        await a.enqueue_bulk(jobs)
+    else:
+        for j in jobs:
+            await a.enqueue(j)
+
+
+async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
+    cmds0 = redis_commands(url)
+    prof_start()
+    t0 = time.perf_counter()
+    await a.start_worker(CONCURRENCY)
+    await rec.wait(timeout)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    prof_stop()
+    cmds = redis_commands(url) - cmds0
+    return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds": cmds, "redis_cmds_per_s": cmds / dt,
+            "redis_cmds_per_job": cmds / n}
+
+
+async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    await a.start_worker(CONCURRENCY)
+    enq = [0.0] * n
+    jobs = [Job(payload(i)) for i in range(n)]
+    cmds0 = redis_commands(url)
+    prof_start()
+    t0 = time.perf_counter()
+    for i, j in enumerate(jobs):
+        enq[i] = time.time()
+        await a.enqueue(j)
+    await rec.wait(timeout)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    prof_stop()
+    cmds = redis_commands(url) - cmds0
+    lat = [rec.first_start[i] - enq[i] for i in range(n)]
+    return {"jobs_per_s": n / dt, "seconds": dt, "latency": dist_ms(lat), "redis_cmds_per_s": cmds / dt,
+            "redis_cmds_per_job": cmds / n}
+
+
+async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    await a.start_worker(CONCURRENCY)
+    await asyncio.sleep(0.5)  # let the worker settle into its idle wait
+    enq = [0.0] * n
+    jobs = [Job(payload(i)) for i in range(n)]
+    t0 = time.perf_counter()
+    behind = 0
+    for i, j in enumerate(jobs):
+        delay = t0 + i / PACED_RATE - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        elif delay < -0.005:
+            behind += 1
+        enq[i] = time.time()
+        await a.enqueue(j)
+    await rec.wait(timeout)
+    await a.finish()
+    lat = [rec.first_start[i] - enq[i] for i in range(n)]
+    return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": behind}
+
+
+async def _delayed(a: Adapter, rec: Recorder, dues: list[float], timeout: float) -> dict[str, Any]:
+    await a.start_worker(CONCURRENCY)
+    await asyncio.sleep(0.5)
+    first_due = min(dues)
+    base = time.time()
+    dues = [base + d for d in dues]
+    for i, due in enumerate(dues):
+        await a.enqueue(Job(payload(i), due=due))
+    enqueued_by = time.time()
+    prof_start()
+    await rec.wait(timeout + max(dues) - time.time())
+    await a.finish()
+    prof_stop()
+    late = [rec.first_start[i] - dues[i] for i in range(len(dues))]
+    return {"lateness": dist_ms(late), "early_jobs": sum(1 for x in late if x < 0),
+            "enqueue_finished_s_before_first_due": round(base + first_due - enqueued_by, 3)}
+
+
+async def sc_delayed_burst(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    out = await _delayed(a, rec, [BURST_LEAD_S] * n, timeout)
+    out["due"] = f"all {n} at the same instant, {BURST_LEAD_S:g} s after the first enqueue"
+    return out
+
+
+async def sc_delayed_spread(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    dues = [SPREAD_LEAD_S + SPREAD_SPAN_S * i / max(1, n - 1) for i in range(n)]
+    out = await _delayed(a, rec, dues, timeout)
+    out["due"] = f"{n} evenly over {SPREAD_SPAN_S:g} s, first {SPREAD_LEAD_S:g} s after the first enqueue"
+    return out
+
+
+async def sc_retry(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    await _pre_enqueue(a, [Job(payload(i), retry=True) for i in range(n)])
+    t0 = time.perf_counter()
+    await a.start_worker(CONCURRENCY)
+    await rec.wait(timeout)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    await asyncio.sleep(RETRY_DELAY_S + 1.0)  # not measured: would a third run come?
+    hist: dict[int, int] = {}
+    for r in rec.runs:
+        hist[r] = hist.get(r, 0) + 1
+    return {"seconds": dt, "exactly_twice": hist == {2: n}, "runs_histogram": {str(k): v for k, v in sorted(hist.items())},
+            "retry_delay_s": RETRY_DELAY_S}
+
+
+async def sc_memory(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    sample = json.dumps(payload(n - 1, MEMORY_PAYLOAD_BYTES), separators=(",", ":"))
+    await a.enqueue(Job(payload(0, MEMORY_PAYLOAD_BYTES), due=time.time() + MEMORY_DELAY_S))  # warm up, not counted
+    gc.collect()
+    m0 = redis_info(url, "memory")
+    due = time.time() + MEMORY_DELAY_S
+    for i in range(1, n + 1):
+        await a.enqueue(Job(payload(i, MEMORY_PAYLOAD_BYTES), due=due))
+    await a.finish()  # horae+audit: the relay has committed (and may trim) the outbox
+    m1 = redis_info(url, "memory")
+    used = int(m1["used_memory"]) - int(m0["used_memory"])
+    dataset = int(m1["used_memory_dataset"]) - int(m0["used_memory_dataset"])
+    keys = redis_info(url, "keyspace")
+    return {"bytes_per_job": used / n, "dataset_bytes_per_job": dataset / n, "payload_json_bytes": len(sample),
+            "used_memory_delta": used, "keyspace": keys}
+
+
+async def sc_claim(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    """horae's claim path alone: claim.lua in batches of 100 over N due jobs, no handlers, no settlement."""
+    claim = getattr(a, "claim_batches", None)
+    if claim is None:
+        raise NotAvailable("n/a (horae only)")
+    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
+    cmds0 = redis_commands(url)
+    prof_start()
+    t0 = time.perf_counter()
+    calls, claimed = await claim(100)
+    dt = time.perf_counter() - t0
+    prof_stop()
+    cmds = redis_commands(url) - cmds0
+    if claimed != n:
+        raise RuntimeError(f"claimed {claimed} of {n}")
+    return {"jobs_per_s": n / dt, "seconds": dt, "script_calls": calls, "redis_cmds_per_s": cmds / dt,
+            "redis_cmds_per_job": cmds / n, "batch": 100}
+
+
+SCENARIOS = {
+    "enqueue": sc_enqueue,
+    "enqueue_bulk": sc_enqueue_bulk,
+    "drain": sc_drain,
+    "e2e": sc_e2e,
+    "paced": sc_paced,
+    "delayed_burst": sc_delayed_burst,
+    "delayed_spread": sc_delayed_spread,
+    "retry": sc_retry,
+    "memory": sc_memory,
+    "claim": sc_claim,
+}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    rec = Recorder(args.n, fail_first=args.scenario == "retry")
+    options = {"audit": args.audit, "database_url": args.database_url}
+    result: dict[str, Any] = {"system": args.system + ("+audit" if args.audit else ""), "scenario": args.scenario,
+                              "n": args.n, "rep": args.rep, "pid": os.getpid(),
+                              "process": "producer and worker in this one process, one asyncio loop"}
+    try:
+        adapter = load_adapter(args.system)(args.redis, rec.on_run, options)
+    except NotAvailable as exc:
+        result["status"] = str(exc)
+        return result
+    result["versions"] = adapter.versions()
+    result["settings"] = {**adapter.settings(), "concurrency": CONCURRENCY}
+    await adapter.connect()
+    try:
+        result["metrics"] = await SCENARIOS[args.scenario](adapter, rec, args.n, args.redis, args.timeout)
+        result["status"] = "ok"
+    except NotAvailable as exc:
+        result["status"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported, the run goes on with the next one
+        result["status"] = f"error: {exc!r}"
+        result["traceback"] = traceback.format_exc()
+    finally:
+        for step, limit in (("stop_worker", 30), ("close", 10)):
+            task = asyncio.ensure_future(getattr(adapter, step)())
+            done, _ = await asyncio.wait([task], timeout=limit)
+            if not done:  # report where it hangs (asyncio tasks and their stacks), then give up on it
+                result.setdefault("shutdown_error", f"{step} did not return within {limit} s")
+                result["shutdown_tasks"] = _task_stacks()
+                task.cancel()
+            elif task.exception() is not None:
+                result.setdefault("shutdown_error", f"{step}: {task.exception()!r}")
+    return result
+
+
+def _task_stacks() -> list[str]:
+    import io
+
+    out = []
+    for t in asyncio.all_tasks():
+        if t is asyncio.current_task():
+            continue
+        buf = io.StringIO()
+        t.print_stack(limit=8, file=buf)
+        out.append(f"{t.get_name()}: {buf.getvalue()}")
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--system", required=True)
+    p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    p.add_argument("--redis", required=True)
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--rep", type=int, default=0)
+    p.add_argument("--audit", action="store_true")
+    p.add_argument("--database-url", default="")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)")
+    args = p.parse_args()
+    if args.pyinstrument:
+        _setup_profiler(args.pyinstrument)
+    result = asyncio.run(main_async(args))
+    if _PROFILER is not None and _PROFILER.last_session is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(args.pyinstrument)), exist_ok=True)
+        with open(args.pyinstrument, "w") as fh:
+            fh.write(_PROFILER.output_text(unicode=True, color=False, show_all=bool(os.environ.get("BENCH_PYI_ALL"))))
+    print("BENCH-RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
