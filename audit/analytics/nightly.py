@@ -100,13 +100,18 @@ async def install_nightly(scheduler: Scheduler) -> None:
     audited job, and the listener runs the pipeline in a subprocess so the worker's
     event loop is never blocked. A failed report fails the attempt (and retries).
     """
+    from audit.analytics.options import config_from
+
     conf = scheduler.settings.analytics
     database_url = scheduler.services.database_url
+    # The child reads no config of ours: hand it this process's dataset and zone.
+    extra = ("--dataset", config_from(scheduler.settings).dataset, "--zone", conf.zone)
 
     async def nightly_report(event: ScheduleArrivedEvent) -> None:
         since, until = nightly_window(event.run_at, conf.zone)
         out = Path(conf.report_dir) / f"nightly-{since.isoformat()}"
-        proc = await run_report_async(database_url, since, until, out, conf.master, timeout=conf.nightly_timeout_s)
+        proc = await run_report_async(database_url, since, until, out, conf.master, extra=extra,
+                                      timeout=conf.nightly_timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"horae report exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
 

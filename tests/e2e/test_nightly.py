@@ -75,3 +75,4 @@ async def test_nightly_tick_reports_on_the_previous_day(redis_url: str, database
     assert (topics["nightly.ok"]["jobs"], topics["nightly.ok"]["completed"]) == (3, 3)
     assert (topics["nightly.bad"]["failed"], topics["nightly.bad"]["failure_rate"]) == (1, 1.0)
     assert (tmp_path / "nightly-2026-11-20" / "report.html").is_file()
+    assert any((tmp_path / "dataset").rglob("*.parquet")), "the child used this process's dataset setting"
