@@ -34,6 +34,7 @@ from scheduler.tracing import (
     MESSAGING_MESSAGE_ID,
     current_traceparent,
     get_tracer,
+    is_noop,
     producer_span,
 )
 from scheduler.worker import Worker
@@ -229,11 +230,15 @@ class Scheduler:
         job_id: str | None, *, cron: str = "",
     ) -> str:
         job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron)
-        attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz}
-        with producer_span(self.tracer, job.topic, "send", attrs):
-            now = self.clock.now_ms()
+        now = self.clock.now_ms()
+        if is_noop(self.tracer):  # no SDK: keep a caller's propagated context, skip the no-op span
             job = replace(job, due_ms=max(job.run_at_ms, now), trace=current_traceparent())
             created = await self.store.enqueue(job, now)
+        else:
+            attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz}
+            with producer_span(self.tracer, job.topic, "send", attrs):
+                job = replace(job, due_ms=max(job.run_at_ms, now), trace=current_traceparent())
+                created = await self.store.enqueue(job, now)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id

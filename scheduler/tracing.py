@@ -49,6 +49,17 @@ def get_tracer() -> Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
+def is_noop(tracer: Tracer) -> bool:
+    """True while no SDK is installed: spans would be no-ops, so the hot path skips them.
+
+    Checked per call (an application may install its SDK after we start). A ProxyTracer
+    delegates to a NoOpTracer until a provider is set; anything unknown counts as real.
+    """
+    if isinstance(tracer, trace.NoOpTracer):
+        return True
+    return isinstance(tracer, trace.ProxyTracer) and isinstance(getattr(tracer, "_tracer", None), trace.NoOpTracer)
+
+
 def current_traceparent() -> str:
     """The W3C traceparent of the current span, or "" when there is none."""
     carrier: dict[str, str] = {}
