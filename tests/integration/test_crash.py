@@ -22,10 +22,9 @@ import redis.asyncio as aioredis
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from listeners import ListenerRegistry  # noqa: E402
 from scheduler import JobInfo, Scheduler  # noqa: E402
 from scheduler.keys import Keys  # noqa: E402
-from tests.procs import WorkerProcess, WorkerProcesses, app_key  # noqa: E402
+from tests.procs import WorkerProcess, WorkerProcesses, app_key, producer  # noqa: E402
 from tests.procs.worker_app import BLOCK_TOPIC  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -48,7 +47,7 @@ def workers(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[WorkerPr
 @pytest.fixture
 async def sched(redis_url: str, namespace: str) -> Any:
     """The test's own facade: schedules and inspects; runs no worker."""
-    async with Scheduler(redis_url=redis_url, namespace=namespace, listeners=ListenerRegistry()) as s:
+    async with producer(redis_url, namespace) as s:
         yield s
 
 

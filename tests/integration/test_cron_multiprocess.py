@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from listeners import ListenerRegistry
-from scheduler import Scheduler
-from tests.procs import WorkerProcesses, app_key
+from tests.procs import WorkerProcesses, app_key, producer
 from tests.procs.worker_app import COUNT_TOPIC
 
 pytestmark = pytest.mark.slow
@@ -37,7 +35,7 @@ async def test_each_tick_runs_exactly_once_across_three_processes(
     for p in procs:
         await p.wait_ready()
     names = {"every-second": "* * * * * *", "every-2s": "*/2 * * * * *"}
-    async with Scheduler(redis_url=redis_url, namespace=namespace, listeners=ListenerRegistry()) as s:
+    async with producer(redis_url, namespace) as s:
         started = time.time()
         while time.time() - started < RUN_S:
             for name, expr in names.items():  # unchanged upserts must never double-fire

@@ -15,10 +15,8 @@ import redis.asyncio as aioredis
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from listeners import ListenerRegistry  # noqa: E402
-from scheduler import Scheduler  # noqa: E402
 from scheduler.keys import Keys  # noqa: E402
-from tests.procs import WorkerProcesses, app_key  # noqa: E402
+from tests.procs import WorkerProcesses, app_key, producer  # noqa: E402
 from tests.procs.worker_app import COUNT_TOPIC  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -57,7 +55,7 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
     for p in procs:
         await p.wait_ready()
 
-    async with Scheduler(redis_url=redis_url, namespace=namespace, listeners=ListenerRegistry()) as s:
+    async with producer(redis_url, namespace) as s:
         # 2,000 jobs due over the next ~1 s, scheduled through the facade
         started = time.monotonic()
         step = timedelta(seconds=SPREAD_S / JOBS)

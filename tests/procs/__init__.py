@@ -123,3 +123,18 @@ class WorkerProcesses:
             except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
                 pass
             w.log_file.close()
+
+
+def producer(redis_url: str, namespace: str) -> Any:
+    """The test's own Scheduler beside the worker processes: real clock, outbox on, no relay.
+
+    Built from explicit settings, never from the environment: with HORAE_DATABASE_URL set
+    (CI's second pass) an env-built Scheduler would migrate the machine's shared database.
+    """
+    from listeners import ListenerRegistry
+    from scheduler import Scheduler
+    from scheduler.config import load_settings
+
+    settings = load_settings(env={}, redis_url=redis_url, namespace=namespace)
+    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    return Scheduler(settings=settings, listeners=ListenerRegistry())
