@@ -17,6 +17,11 @@ import redis.asyncio as aioredis
 ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = ROOT / ".horae"
 
+# The servers to test against are read once and removed from the environment, so
+# nothing in a test can build a Scheduler from them by accident and write into the
+# machine's shared database: tests get URLs only through the fixtures below.
+_SERVER_URLS = {name: os.environ.pop(name, "") for name in ("HORAE_REDIS_URL", "HORAE_DATABASE_URL")}
+
 
 @pytest.fixture(scope="session")
 def services() -> Iterator[object]:
@@ -24,8 +29,8 @@ def services() -> Iterator[object]:
     from scheduler.servers import resolve_services
 
     yield resolve_services(
-        os.environ.get("HORAE_REDIS_URL") or None,
-        os.environ.get("HORAE_DATABASE_URL") or None,
+        _SERVER_URLS["HORAE_REDIS_URL"] or None,
+        _SERVER_URLS["HORAE_DATABASE_URL"] or None,
         DATA_DIR,
     )
 
