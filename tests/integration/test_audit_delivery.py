@@ -44,9 +44,15 @@ def without_versions(snapshot: dict[str, list[dict[str, Any]]]) -> dict[str, lis
             for t, rows in snapshot.items()}
 
 
-async def busy_job(ob: Any, j: str, due: int) -> None:
-    """A job exercising every event type: failures, a released attempt, cancel while running."""
-    await ob.scheduled(j, run_at=due)
+async def busy_job(ob: Any, j: str, due: int, *, schedule: bool = True, late_completion: bool = False) -> None:
+    """A job exercising every event type: failures, a released attempt, cancel while running.
+
+    schedule=False leaves out the `scheduled` event (the caller sends it elsewhere);
+    late_completion ends with `completed` instead of attempt 2's failure: not what the
+    engine sends after a cancel, but cancelled must still win.
+    """
+    if schedule:
+        await ob.scheduled(j, run_at=due)
     ob.now = due + 1
     await ob.started(j, 1, due=due)
     ob.tick(10)
@@ -61,7 +67,10 @@ async def busy_job(ob: Any, j: str, due: int) -> None:
     ob.tick(5)
     await ob.cancelled(j, 2, running=True)
     ob.tick(5)
-    await ob.attempt_failed(j, 2, message="second", worker="w2")
+    if late_completion:
+        await ob.completed(j, 2, worker="w2")
+    else:
+        await ob.attempt_failed(j, 2, message="second", worker="w2")
 
 
 async def all_entries(redis: aioredis.Redis, key: str) -> list[Entry]:
@@ -99,7 +108,7 @@ async def test_out_of_order_batches_converge(outbox: Any, relay: AuditRelay, red
     march = int(datetime(2027, 3, 2, tzinfo=UTC).timestamp() * 1000)
     outbox.now = jan
     await outbox.scheduled("ooo", run_at=march)
-    await busy_job_after_schedule(outbox, "ooo", march)
+    await busy_job(outbox, "ooo", march, schedule=False, late_completion=True)
     entries = await all_entries(redis, outbox.key)
     await relay.write_batch(entries)
     expected = without_versions(await dump(db))
@@ -117,22 +126,6 @@ async def test_out_of_order_batches_converge(outbox: Any, relay: AuditRelay, red
         assert without_versions(await dump(db)) == expected, [e.fields["e"] for e in order if e.fields]
 
 
-async def busy_job_after_schedule(ob: Any, j: str, due: int) -> None:
-    ob.now = due + 1
-    await ob.started(j, 1, due=due)
-    ob.tick(10)
-    await ob.attempt_failed(j, 1, message="first")
-    await ob.retry_scheduled(j, 1, next_at=ob.now + 100)
-    ob.tick(100)
-    await ob.started(j, 2, due=ob.now, worker="w-stop")
-    ob.tick(5)
-    await ob.released(j, 2, worker="w-stop")
-    ob.tick(5)
-    await ob.started(j, 2, due=ob.now - 5, worker="w2")
-    ob.tick(5)
-    await ob.cancelled(j, 2, running=True)
-    ob.tick(5)
-    await ob.completed(j, 2, worker="w2")  # not what the engine sends after a cancel; cancelled still wins
 
 
 async def test_dead_consumer_batch_applied_after_later_one(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
