@@ -8,7 +8,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -229,23 +229,22 @@ class Scheduler:
         self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
         job_id: str | None, *, cron: str = "",
     ) -> str:
-        job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron)
         now = self.clock.now_ms()
-        if is_noop(self.tracer):  # no SDK: keep a caller's propagated context, skip the no-op span
-            job = replace(job, due_ms=max(job.run_at_ms, now), trace=current_traceparent())
-            created = await self.store.enqueue(job, now)
-        else:
-            attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz}
-            with producer_span(self.tracer, job.topic, "send", attrs):
-                job = replace(job, due_ms=max(job.run_at_ms, now), trace=current_traceparent())
-                created = await self.store.enqueue(job, now)
+        job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now)
+        # No SDK: skip the no-op span, but still keep a caller's propagated context.
+        span = (nullcontext() if is_noop(self.tracer) else
+                producer_span(self.tracer, job.topic, "send", {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms,
+                                                               JOB_TZ: tz}))
+        with span:
+            trace = current_traceparent()
+            created = await self.store.enqueue(replace(job, trace=trace) if trace else job, now)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
 
     def _build_job(
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, cron: str,
+        job_id: str | None, cron: str, *, now_ms: int = 0,
     ) -> NewJob:
         """Validate everything before anything is written."""
         topic = _check_topic(topic)
@@ -264,7 +263,7 @@ class Scheduler:
         return NewJob(
             id=job_id or uuid.uuid4().hex,
             topic=topic,
-            due_ms=run_at_ms,
+            due_ms=max(run_at_ms, now_ms),  # a past time runs at once
             run_at_ms=run_at_ms,
             tz=tz,
             payload_json=_to_json(payload, "payload"),
