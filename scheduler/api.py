@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
@@ -22,7 +21,7 @@ from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
 from scheduler.errors import InvalidCron, InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
 from scheduler.cron import MISFIRE_MODES, next_fire, parse_cron
-from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
+from scheduler.job import CronInfo, JobInfo, NewCron, NewJob, new_job_id
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy, parse_retry
 from scheduler.store import RedisStore
@@ -261,7 +260,7 @@ class Scheduler:
             raise InvalidTopic(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
                                f"got {job_id!r}", field="job_id")
         return NewJob(
-            id=job_id or uuid.uuid4().hex,
+            id=job_id or new_job_id(),
             topic=topic,
             due_ms=max(run_at_ms, now_ms),  # a past time runs at once
             run_at_ms=run_at_ms,

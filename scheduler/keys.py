@@ -22,7 +22,8 @@ class Keys:
         return f"{self.prefix}j:{job_id}"
 
     def payload(self, job_id: str) -> str:
-        """String holding one job's payload JSON (kept out of the hash to keep it compact)."""
+        """String holding the payload JSON of a job whose payload is too big to inline in its
+        hash (smaller ones are chunk fields of the hash: see lua/_lib.lua)."""
         return f"{self.prefix}p:{job_id}"
 
     @property

@@ -3,8 +3,11 @@ shared helpers in _lib.lua, and the return codes they share."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from enum import IntEnum
 from importlib import resources
+from types import MappingProxyType
 
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
@@ -16,6 +19,19 @@ SCRIPT_NAMES = (
 
 # Fields per job returned by claim.lua, in order.
 CLAIM_FIELDS = 14
+
+# Job hash fields that are not stored while they hold these values (memory per
+# delayed job); every reader fills them back: Lua through `DEFAULTS` (compiled
+# into each script from this table), store.py from this table. A storage
+# format, not a policy: never change a value, or jobs already stored without
+# the field would change meaning (the retry policy's own defaults may change).
+JOB_DEFAULTS: Mapping[str, str] = MappingProxyType({
+    "meta": "{}", "tz": "UTC", "max": "5", "btype": "exponential", "bdelay": "30000", "trace": "", "cron": "",
+})
+
+# Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
+# into each script as CHUNK_FIELDS, so Lua and store.py read the same names.
+PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
 
 class ScriptCode(IntEnum):
@@ -30,14 +46,16 @@ class ScriptCode(IntEnum):
 
 
 def script_source(name: str, audit: bool = True) -> str:
-    """The full source of a script as sent to Redis (audit flag + helpers + body).
+    """The full source of a script as sent to Redis (audit flag + defaults + chunk field names + helpers + body).
 
     The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
     nothing for the outbox. Every process of a namespace must use the same setting.
     """
     lua = resources.files("scheduler") / "lua"
     flag = f"local AUDIT = {'true' if audit else 'false'}\n"
-    return flag + (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    defaults = "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n"
+    chunks = "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n"
+    return flag + defaults + chunks + (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
 
 
 class Scripts:

@@ -13,14 +13,35 @@ from redis.exceptions import RedisError
 from scheduler.errors import StorageError
 from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, NewCron, NewJob, Settlement
 from scheduler.keys import Keys
-from scheduler.scripts import CLAIM_FIELDS, Scripts
+from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, Scripts
 from scheduler.timeutil import ms_to_utc
 
 TERMINAL_SETS = ("completed", "failed", "cancelled")
 
+# A job hash holds its payload JSON as chunk fields p1..p8, or, when too big to
+# inline, a separate string key holds it (layout and reasons: lua/_lib.lua).
+PAYLOAD_CHUNKS = tuple(f.encode() for f in PAYLOAD_CHUNK_FIELDS)
+
+# The fields of a running job that lease recovery (Worker.recover_expired) needs.
+LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay")
+
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pop_payload(raw: dict[bytes, bytes], separate: bytes | None) -> str | None:
+    """A job's payload JSON, taking its chunk fields out of `raw`. Chunks are joined
+    as bytes before decoding: a chunk boundary may split a UTF-8 character."""
+    chunks = []
+    for name in PAYLOAD_CHUNKS:
+        chunk = raw.pop(name, None)
+        if chunk is None:
+            break
+        chunks.append(chunk)
+    if chunks:
+        return b"".join(chunks).decode()
+    return None if separate is None else _s(separate)
 
 
 class RedisStore:
@@ -134,16 +155,15 @@ class RedisStore:
                 return []
             pipe = self.redis.pipeline(transaction=False)
             for raw_id in ids:
-                pipe.hgetall(self.keys.job(_s(raw_id)))
+                pipe.hmget(self.keys.job(_s(raw_id)), LEASE_FIELDS)
             rows = await pipe.execute()
         except RedisError as exc:
             raise StorageError(f"redis read of expired leases failed: {exc}") from exc
         out = []
         for raw_id, row in zip(ids, rows):
-            if row:
-                fields = {_s(a): _s(b) for a, b in row.items()}
-                fields["id"] = _s(raw_id)
-                out.append(fields)
+            if row[0] is not None:  # no topic: the job's hash is gone
+                stored = {name: _s(v) for name, v in zip(LEASE_FIELDS, row) if v is not None}
+                out.append({**JOB_DEFAULTS, **stored, "id": _s(raw_id)})  # fields left out hold their default
         return out
 
     async def get_job(self, job_id: str) -> JobInfo | None:
@@ -152,12 +172,13 @@ class RedisStore:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hgetall(self.keys.job(job_id))
             pipe.get(self.keys.payload(job_id))
-            raw, payload = await pipe.execute()
+            raw, separate = await pipe.execute()
         except RedisError as exc:
             raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
         if not raw:
             return None
-        f = {_s(a): _s(b) for a, b in raw.items()}
+        payload = _pop_payload(raw, separate)
+        f = {**JOB_DEFAULTS, **{_s(a): _s(b) for a, b in raw.items()}}  # fields left out hold their default
         state = JobState(f["state"])
         waiting = state in (JobState.SCHEDULED, JobState.RETRYING)
         return JobInfo(
@@ -167,7 +188,7 @@ class RedisStore:
             attempts=int(f.get("attempts", 0)),
             max_attempts=int(f["max"]),
             run_at=ms_to_utc(int(f["run_at"])),
-            next_attempt_at=ms_to_utc(int(f["due"])) if waiting else None,
+            next_attempt_at=ms_to_utc(int(f.get("due", f["run_at"]))) if waiting else None,
             last_error=json.loads(f["last_error"]) if f.get("last_error") else None,
             payload=json.loads(payload) if payload is not None else None,
             metadata=json.loads(f["meta"]),

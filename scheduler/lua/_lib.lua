@@ -1,6 +1,16 @@
 -- Shared helpers, prepended to every script by scripts.py (Redis has no include).
 -- scripts.py also prepends `local AUDIT = true|false`: with the audit trail
--- off, no outbox event is written at all (no stream to grow, no cost).
+-- off, no outbox event is written at all (no stream to grow, no cost), and
+-- `local DEFAULTS = {...}` (scripts.JOB_DEFAULTS): job hash fields that are
+-- not stored while they hold that value.
+--
+-- Job hash {ns}:j:<id>, compact on purpose (memory per delayed job):
+--   topic, state, run_at, timeout, created   always
+--   due        absent while it equals run_at (until a retry or release moves it)
+--   attempts   absent until the first claim (0)
+--   meta, tz, max, btype, bdelay, trace, cron   absent while equal to DEFAULTS
+--   worker, token, started, finished, last_error   set as the job runs
+--   p1..p8     the payload JSON in chunks (below)
 --
 -- counts hash: field <state> and <topic>|<state> hold the number of jobs
 -- currently in Redis in that state.
@@ -32,15 +42,52 @@ local function wake_if_first(due, wake, id, due_ms)
   end
 end
 
--- The payload lives in a string key beside the job hash ({ns}:p:<id> for
--- {ns}:j:<id>): a payload over 64 bytes inside the hash would turn the whole
--- hash from a compact listpack into a hashtable, doubling a job's memory.
--- The namespace cannot contain '}', so the first '}:j:' is the separator.
+-- A job's payload JSON lives inside its hash, as chunk fields p1..pN of at
+-- most CHUNK bytes, joined back on read: Redis keeps a small hash whose
+-- fields and values are all <= hash-max-listpack-value (64 by default) in one
+-- compact listpack, and a single longer value would turn the whole hash into
+-- a hashtable, doubling a job's memory. One key per job instead of a hash
+-- plus a payload string saves a key's overhead (~90 B per delayed job).
+-- A payload over INLINE_CHUNKS chunks (512 B), where chunk overhead and
+-- listpack scans stop paying off, goes to a string key beside the hash:
+-- {ns}:p:<id> for {ns}:j:<id> (the namespace cannot contain '}', so the first
+-- '}:j:' is the separator). store.py reads both forms the same way.
+local CHUNK = 64
+local INLINE_CHUNKS = #CHUNK_FIELDS  -- CHUNK_FIELDS (p1..p8) is compiled in by scripts.py
+
 local function payload_key(job_key)
   return (string.gsub(job_key, '}:j:', '}:p:', 1))
 end
 
--- Delete a finished job: its hash and its payload.
+-- Append the payload's hash fields to `fields` (HSET arguments), or store it
+-- in its own key when it is too big to inline.
+local function add_payload(job_key, payload, fields)
+  local n = math.ceil(#payload / CHUNK)
+  if n > INLINE_CHUNKS then
+    redis.call('SET', payload_key(job_key), payload)
+    return
+  end
+  for i = 1, n do
+    fields[#fields + 1] = CHUNK_FIELDS[i]
+    fields[#fields + 1] = string.sub(payload, (i - 1) * CHUNK + 1, i * CHUNK)
+  end
+end
+
+-- The payload of a job from its HMGET'd chunk values f[from], f[from + 1], ...
+-- (CHUNK_FIELDS, in order; false where absent).
+local function read_payload(job_key, f, from)
+  if not f[from] then
+    return redis.call('GET', payload_key(job_key)) or 'null'
+  end
+  local parts = {}
+  for i = from, from + INLINE_CHUNKS - 1 do
+    if not f[i] then break end
+    parts[#parts + 1] = f[i]
+  end
+  return table.concat(parts)
+end
+
+-- Delete a finished job: its hash and its payload key, if any.
 local function delete_job(job_key)
   redis.call('DEL', job_key, payload_key(job_key))
 end
@@ -51,15 +98,14 @@ local function create_job(job, due, outbox, counts, wake, now, j)
   if redis.call('EXISTS', job) == 1 then
     return false
   end
-  redis.call('HSET', job,
-    'topic', j.topic, 'meta', j.meta, 'tz', j.tz,
-    'run_at', j.run_at, 'due', j.due, 'state', 'scheduled', 'attempts', 0,
-    'max', j.max, 'btype', j.btype, 'bdelay', j.bdelay, 'timeout', j.timeout,
-    'created', now)
-  -- Empty optional fields are not stored (memory per delayed job).
-  if j.trace ~= '' then redis.call('HSET', job, 'trace', j.trace) end
-  if j.cron ~= '' then redis.call('HSET', job, 'cron', j.cron) end
-  redis.call('SET', payload_key(job), j.payload)
+  local fields = { 'topic', j.topic, 'state', 'scheduled', 'run_at', j.run_at, 'timeout', j.timeout,
+    'created', now }
+  if j.due ~= j.run_at then fields[#fields + 1] = 'due'; fields[#fields + 1] = j.due end
+  for name, default in pairs(DEFAULTS) do
+    if j[name] ~= default then fields[#fields + 1] = name; fields[#fields + 1] = j[name] end
+  end
+  add_payload(job, j.payload, fields)
+  redis.call('HSET', job, unpack(fields))
   redis.call('ZADD', due, j.due, j.id)
   move_count(counts, j.topic, nil, 'scheduled')
   emit(outbox, 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', 0,

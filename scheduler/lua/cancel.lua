@@ -11,19 +11,19 @@
 local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, now = ARGV[1], ARGV[2]
 local f = redis.call('HMGET', job, 'state', 'topic', 'attempts')
-local state = f[1]
+local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
 if state == 'scheduled' or state == 'retrying' then
   redis.call('ZREM', due, id)
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')
-  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 0)
+  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', 0)
   return 1
 elseif state == 'running' then
   redis.call('HSET', job, 'state', 'cancelled')
   move_count(counts, f[2], state, 'cancelled')
-  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', f[3], 'running', 1)
+  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', 1)
   return 2
 end
 return -4

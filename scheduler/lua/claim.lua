@@ -9,7 +9,7 @@
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- 14 fields per job (FIELDS in scripts.py): id, attempt, token, topic, payload, meta, run_at, due,
--- max, btype, bdelay, timeout, trace, cron.
+-- max, btype, bdelay, timeout, trace, cron (fields the hash leaves out filled back in).
 -- next_due_ms is the earliest due job left (of the served topics when a topic
 -- filter is given, within the scanned window) and next_cron_ms the earliest
 -- cron tick, so the worker knows when to wake without polling.
@@ -31,7 +31,7 @@ for _, id in ipairs(ids) do
   if taken >= limit then break end
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'topic', 'meta', 'run_at', 'due', 'max',
-    'btype', 'bdelay', 'timeout', 'trace', 'cron', 'state')
+    'btype', 'bdelay', 'timeout', 'trace', 'cron', 'state', unpack(CHUNK_FIELDS))
   if not f[1] then
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
   elseif serve == nil or serve[f[1]] then
@@ -42,10 +42,11 @@ for _, id in ipairs(ids) do
     redis.call('ZADD', active, now + lease, id)
     move_count(counts, f[1], f[11], 'running')
     emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now, 'a', attempt,
-      'worker', worker, 'due', f[4], 'topic', f[1])
-    local payload = redis.call('GET', payload_key(key)) or 'null'
-    local row = { id, attempt, token, f[1], payload, f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9] or '',
-      f[10] or '' }
+      'worker', worker, 'due', f[4] or f[3], 'topic', f[1])
+    local payload = read_payload(key, f, 12)
+    local row = { id, attempt, token, f[1], payload, f[2] or DEFAULTS.meta, f[3], f[4] or f[3],
+      f[5] or DEFAULTS.max, f[6] or DEFAULTS.btype, f[7] or DEFAULTS.bdelay, f[8], f[9] or DEFAULTS.trace,
+      f[10] or DEFAULTS.cron }
     for _, v in ipairs(row) do out[#out + 1] = v end
     taken = taken + 1
   end

@@ -51,7 +51,7 @@ for i = 3, #ARGV, 6 do
       emit(outbox, 'e', 'failed', 'id', id, 'ts', now, 'a', attempt, 'error', err)
       emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now, 'a', attempt,
         'payload', '{"scheduledJobId":' .. cjson.encode(id) .. ',"topic":' .. cjson.encode(f[3]) ..
-        ',"lastError":' .. err .. ',"attempts":' .. attempt .. ',"metadata":' .. (f[7] or '{}') .. '}')
+        ',"lastError":' .. err .. ',"attempts":' .. attempt .. ',"metadata":' .. (f[7] or DEFAULTS.meta) .. '}')
       res[#res + 1] = 4
     end
   end
