@@ -22,7 +22,14 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit.analytics.signatures import FAILED_OUTCOMES, MAX_SIGNATURE_CHARS, RULES, UNKNOWN_TYPE
+from audit.analytics.signatures import (
+    FAILED_OUTCOMES,
+    MAX_SIGNATURE_CHARS,
+    MIN_OWN_ID_CHARS,
+    OWN_ID,
+    RULES,
+    UNKNOWN_TYPE,
+)
 
 PERCENTILES: Final = (0.5, 0.95, 0.99)
 JOB_COUNTS: Final = ("jobs", "completed", "failed", "cancelled", "with_failure", "recovered")
@@ -100,9 +107,11 @@ def attempts_histogram(jobs: DataFrame, keys: Sequence[str]) -> DataFrame:
     return jobs.groupBy(*keys, "attempts").agg(F.count(F.lit(1)).cast("long").alias("jobs"))
 
 
-def signature_column(error_type: Column, message: Column) -> Column:
+def signature_column(error_type: Column, message: Column, job_id: Column | None = None) -> Column:
     """Spark twin of signatures.signature(): the same regex rules via regexp_replace."""
     text = F.coalesce(message, F.lit(""))
+    if job_id is not None:
+        text = F.when(F.length(job_id) >= MIN_OWN_ID_CHARS, F.replace(text, job_id, F.lit(OWN_ID))).otherwise(text)
     for pattern, replacement in RULES:
         text = F.regexp_replace(text, pattern, replacement)
     text = F.substring(F.regexp_replace(text, "^ +| +$", ""), 1, MAX_SIGNATURE_CHARS)
@@ -117,7 +126,7 @@ def error_signatures(attempts: DataFrame, keys: Sequence[str]) -> DataFrame:
     """
     failed = attempts.where(F.col("outcome").isin(*FAILED_OUTCOMES)).select(
         *keys, "job_id", "finished_at",
-        signature_column(F.col("error_type"), F.col("error_message")).alias("signature"),
+        signature_column(F.col("error_type"), F.col("error_message"), F.col("job_id")).alias("signature"),
     )
     return failed.groupBy(*keys, "signature").agg(
         F.count(F.lit(1)).cast("long").alias("count"),

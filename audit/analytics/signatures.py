@@ -1,5 +1,6 @@
 """Error signatures: an error's type plus its message with the parts that vary
-(UUIDs, ids, numbers, quoted values) normalized away, so one bug is one row.
+(the job's own id, UUIDs, ids, numbers, quoted values) normalized away, so one
+bug is one row.
 
 The rules are regular expressions in the subset that Python's `re` and Java's
 `java.util.regex` read the same way; Spark applies them with regexp_replace (no
@@ -15,6 +16,11 @@ from typing import Final
 MAX_SIGNATURE_CHARS: Final = 200
 UNKNOWN_TYPE: Final = "Error"
 FAILED_OUTCOMES: Final = ("failed", "timed_out", "worker_lost")
+# The failing job's own id is replaced wherever it appears in its message (before
+# the rules below: a random id need not look like one, e.g. a base62 id without a
+# digit); shorter ids ("1", "ab") are left to the rules, as they could be any token.
+MIN_OWN_ID_CHARS: Final = 8
+OWN_ID: Final = "<id>"
 
 _HEX = "[0-9a-fA-F]"
 _NOT_ALNUM_BEFORE = "(?<![0-9A-Za-z])"
@@ -46,20 +52,24 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
 _COMPILED: Final = tuple((re.compile(p), r) for p, r in RULES)
 
 
-def normalize_message(message: str | None) -> str:
+def normalize_message(message: str | None, job_id: str | None = None) -> str:
     """The message with variable parts replaced by placeholders, trimmed and capped.
 
     >>> normalize_message("job 3f2a9c1e0b7d4e21 failed after 3 attempts: 'card declined'")
     'job <id> failed after <n> attempts: <str>'
+    >>> normalize_message("gateway refused job NqdNuwpWGpLBVVeZ", job_id="NqdNuwpWGpLBVVeZ")
+    'gateway refused job <id>'
     """
     text = message or ""
+    if job_id and len(job_id) >= MIN_OWN_ID_CHARS:
+        text = text.replace(job_id, OWN_ID)
     for pattern, replacement in _COMPILED:
         text = pattern.sub(replacement, text)
     return text.strip(" ")[:MAX_SIGNATURE_CHARS]
 
 
-def signature(error_type: str | None, message: str | None) -> str:
+def signature(error_type: str | None, message: str | None, job_id: str | None = None) -> str:
     """`Type: normalized message`, or just the type when the message normalizes to nothing."""
     kind = error_type or UNKNOWN_TYPE
-    text = normalize_message(message)
+    text = normalize_message(message, job_id)
     return f"{kind}: {text}" if text else kind

@@ -42,6 +42,24 @@ def test_same_bug_same_signature() -> None:
     assert a == b == "CardDeclined: card <n> declined for invoice <str> (job <id>)"
 
 
+OWN_ID_CASES = [
+    # (message, job id, expected): a random base62 id need not contain a digit
+    ("gateway 10.0.0.2 refused job NqdNuwpWGpLBVVeZ", "NqdNuwpWGpLBVVeZ", "gateway <n> refused job <id>"),
+    ("gateway 10.0.0.3 refused job xBvFROQei6SNwKTT", "xBvFROQei6SNwKTT", "gateway <n> refused job <id>"),
+    ("job NqdNuwpWGpLBVVeZ twice: NqdNuwpWGpLBVVeZ", "NqdNuwpWGpLBVVeZ", "job <id> twice: <id>"),
+    ("bad key 'cron:nightly:1700000000000'", "cron:nightly:1700000000000", "bad key <str>"),
+    ("error 1001 in step 1", "1", "error <n> in step <n>"),  # a short id is left to the rules
+    ("another job NqdNuwpWGpLBVVeZ", "someOtherJobId42", "another job NqdNuwpWGpLBVVeZ"),
+    ("no id given", None, "no id given"),
+]
+
+
+@pytest.mark.parametrize(("message", "job_id", "expected"), OWN_ID_CASES)
+def test_the_jobs_own_id_is_normalized_whatever_it_looks_like(message: str, job_id: str | None,
+                                                               expected: str) -> None:
+    assert normalize_message(message, job_id) == expected
+
+
 def test_type_only_and_unknown_type() -> None:
     assert signature("ValueError", "") == "ValueError"
     assert signature("ValueError", None) == "ValueError"
@@ -61,8 +79,9 @@ def test_spark_twin_agrees_with_python() -> None:
     from audit.analytics.testing import spark_session
 
     spark = spark_session()
-    rows = [("E", m) for m, _ in CASES] + [(None, "x 1"), ("", "y"), ("T", None), ("T", "word " * 200),
-                                          ("T", "  ' quoted start"), ("T", "\u00a0nbsp 7\u00a0")]
-    frame = spark.createDataFrame(rows, "t string, m string")
-    got = [r[0] for r in frame.select(signature_column(F.col("t"), F.col("m"))).collect()]
-    assert got == [signature(t, m) for t, m in rows]
+    rows = [("E", m, None) for m, _ in CASES] + [("E", m, j) for m, j, _ in OWN_ID_CASES] + [
+        (None, "x 1", None), ("", "y", None), ("T", None, "NqdNuwpWGpLBVVeZ"), ("T", "word " * 200, None),
+        ("T", "  ' quoted start", None), ("T", "\u00a0nbsp 7\u00a0", None)]
+    frame = spark.createDataFrame(rows, "t string, m string, j string")
+    got = [r[0] for r in frame.select(signature_column(F.col("t"), F.col("m"), F.col("j"))).collect()]
+    assert got == [signature(t, m, j) for t, m, j in rows]
