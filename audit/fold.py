@@ -4,6 +4,8 @@ Pure: the relay hands in every event it holds for a job and writes what comes
 out. Events are applied in stream order (the order of the Lua scripts that
 wrote them), so the result depends only on the SET of events: re-delivered
 duplicates and batches applied out of order converge on the same rows.
+A JobFold can also be resumed with later events, which is what the relay does
+between batches while nothing else touched the job.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from audit.records import AttemptRecord, AuditRecord, Outcome
-from audit.streamid import parse_id
+from audit.streamid import StreamId, parse_id
 import scheduler.outbox as outbox
 from scheduler.outbox import OutboxEvent
 
@@ -106,113 +108,140 @@ def _trace_id(traceparent: str) -> str | None:
     return clean_text(traceparent) or None
 
 
-class _Builder:
-    """Mutable state while folding; only frozen records leave this module."""
+class JobFold:
+    """One job's rows while folding, mutable so each event costs a few dict writes.
+
+    Apply events in stream order (apply() refuses one that is not after `last`);
+    the relay keeps a JobFold between batches and resumes it when nothing else
+    touched the job meanwhile (see audit.sink), else it folds from scratch.
+    """
+
+    __slots__ = ("job", "rows", "last")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
-        self.job = AuditRecord(
-            id=job_id, topic="", status="active", attempts=0, max_attempts=None, backoff_type=None,
-            backoff_delay_ms=None, last_error=None, run_at=None, tz=None, payload=None, metadata=None,
-            trace_id=None, cron_name=None, created_at=created_at, updated_at=created_at,
-            completed_at=None, failed_at=None, cancelled_at=None,
-        )
-        self.rows: dict[int, AttemptRecord] = {}
+        self.job: dict[str, Any] = {
+            "id": job_id, "topic": "", "status": "active", "attempts": 0, "max_attempts": None,
+            "backoff_type": None, "backoff_delay_ms": None, "last_error": None, "run_at": None, "tz": None,
+            "payload": None, "metadata": None, "trace_id": None, "cron_name": None,
+            "created_at": created_at, "updated_at": created_at,
+            "completed_at": None, "failed_at": None, "cancelled_at": None,
+        }
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.last: StreamId | None = None  # stream id of the latest applied event
 
-    def row(self, attempt: int) -> AttemptRecord:
+    def apply(self, e: OutboxEvent, stream_id: StreamId | None = None) -> None:
+        """Apply one event that comes after every event applied so far."""
+        sid = stream_id if stream_id is not None else parse_id(e.stream_id)
+        if self.last is not None and sid <= self.last:
+            raise ValueError(f"event {e.stream_id} is not after {self.last} (fold from scratch instead)")
+        ts = ms_to_datetime(e.ts_ms)
+        _HANDLERS.get(e.type, _log_only)(self, e, ts)
+        if ts > self.job["updated_at"]:
+            self.job["updated_at"] = ts
+        self.last = sid
+
+    def result(self) -> FoldedJob:
+        """The frozen rows as they stand."""
+        return FoldedJob(AuditRecord(**self.job),
+                         tuple(AttemptRecord(**self.rows[a]) for a in sorted(self.rows)))
+
+    def row(self, attempt: int) -> dict[str, Any]:
         found = self.rows.get(attempt)
         if found is None:
-            found = AttemptRecord(self.job.id, attempt, None, None, None, None, None, None, None, None)
+            found = self.rows[attempt] = {
+                "job_id": self.job["id"], "attempt": attempt, "worker": None, "started_at": None,
+                "finished_at": None, "outcome": None, "error_type": None, "error_message": None,
+                "duration_ms": None, "lateness_ms": None,
+            }
         return found
 
     def finish(self, e: OutboxEvent, ts: datetime, outcome: Outcome, error: dict[str, object] | None) -> None:
         row = self.row(e.attempt)
-        self.rows[e.attempt] = replace(
-            row,
-            worker=_opt(e.get("worker")) or row.worker,
-            finished_at=ts,
-            outcome=outcome,
-            error_type=_opt(str(error.get("type") or "")) if error else None,
-            error_message=_opt(str(error.get("message") or "")) if error else None,
-            duration_ms=_int(e.get("duration_ms")),
-        )
-        self.job = replace(self.job, attempts=max(self.job.attempts, e.attempt))
+        row["worker"] = _opt(e.get("worker")) or row["worker"]
+        row["finished_at"] = ts
+        row["outcome"] = outcome
+        row["error_type"] = _opt(str(error.get("type") or "")) if error else None
+        row["error_message"] = _opt(str(error.get("message") or "")) if error else None
+        row["duration_ms"] = _int(e.get("duration_ms"))
+        self.job["attempts"] = max(self.job["attempts"], e.attempt)
 
 
-def _scheduled(b: _Builder, e: OutboxEvent) -> None:
+def _scheduled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # A `scheduled` starts the job's life (again, if an id is reused after
     # Redis retention dropped it): everything before it in the stream is history.
     metadata = parse_json(e.get("metadata")) if e.get("metadata") else None
     run_at = _int(e.get("run_at"))
     b.rows.clear()
-    b.job = replace(
-        b.job, topic=clean_text(e.get("topic")), status="active", attempts=0,
+    b.job.update(
+        topic=clean_text(e.get("topic")), status="active", attempts=0,
         max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
         backoff_delay_ms=_int(e.get("backoff_delay")), last_error=None,
         run_at=ms_to_datetime(run_at) if run_at is not None else None, tz=_opt(e.get("tz")),
         payload=parse_json(e.get("payload")) if e.get("payload") else None,
-        metadata=cast(dict[str, object], metadata) if isinstance(metadata, dict) else None,
+        metadata=metadata if isinstance(metadata, dict) else None,
         trace_id=_trace_id(e.get("trace")), cron_name=_opt(e.get("cron")),
         completed_at=None, failed_at=None, cancelled_at=None,
     )
 
 
-def _started(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _started(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     due = _int(e.get("due"))
-    b.rows[e.attempt] = AttemptRecord(
-        b.job.id, e.attempt, _opt(e.get("worker")), ts, None, None, None, None, None,
-        e.ts_ms - due if due is not None else None,
-    )
-    if not b.job.topic and e.get("topic"):
-        b.job = replace(b.job, topic=clean_text(e.get("topic")))
+    b.rows.pop(e.attempt, None)
+    row = b.row(e.attempt)
+    row["worker"] = _opt(e.get("worker"))
+    row["started_at"] = ts
+    row["lateness_ms"] = e.ts_ms - due if due is not None else None
+    if not b.job["topic"] and e.get("topic"):
+        b.job["topic"] = clean_text(e.get("topic"))
 
 
-def _attempt_failed(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _attempt_failed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     outcome = e.get("outcome") if e.get("outcome") in _FAILED_OUTCOMES else "failed"
     error = _error(e.get("error"))
     b.finish(e, ts, cast(Outcome, outcome), error)
     if error is not None:
-        b.job = replace(b.job, last_error=error)
+        b.job["last_error"] = error
 
 
-def _attempt_succeeded(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _attempt_succeeded(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     outcome = e.get("outcome") if e.get("outcome") in _SUCCESS_OUTCOMES else "succeeded"
     b.finish(e, ts, cast(Outcome, outcome), None)
 
 
-def _completed(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _completed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     _attempt_succeeded(b, e, ts)
-    if b.job.status == "active":  # terminal states never go back; cancelled stays cancelled
-        b.job = replace(b.job, status="completed", completed_at=ts)
+    if b.job["status"] == "active":  # terminal states never go back; cancelled stays cancelled
+        b.job.update(status="completed", completed_at=ts)
 
 
-def _failed(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
-    b.job = replace(b.job, attempts=max(b.job.attempts, e.attempt),
-                    last_error=_error(e.get("error")) or b.job.last_error)
-    if b.job.status == "active":
-        b.job = replace(b.job, status="failed", failed_at=ts, completed_at=None)
+def _failed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    b.job["attempts"] = max(b.job["attempts"], e.attempt)
+    b.job["last_error"] = _error(e.get("error")) or b.job["last_error"]
+    if b.job["status"] == "active":
+        b.job.update(status="failed", failed_at=ts, completed_at=None)
 
 
-def _cancelled(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _cancelled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # Cancelled wins: the engine refuses to cancel a finished job, so a cancel
     # in the stream always ends the job, whatever follows it.
-    if b.job.status != "cancelled":
-        b.job = replace(b.job, status="cancelled", cancelled_at=ts, completed_at=None, failed_at=None)
+    if b.job["status"] != "cancelled":
+        b.job.update(status="cancelled", cancelled_at=ts, completed_at=None, failed_at=None)
 
 
-def _released(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _released(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # The attempt was given back unfinished and starts again under the same
     # number: drop its row so the re-run fills it afresh.
     row = b.rows.get(e.attempt)
-    if row is not None and row.outcome is None:
+    if row is not None and row["outcome"] is None:
         del b.rows[e.attempt]
 
 
-def _log_only(b: _Builder, e: OutboxEvent, ts: datetime) -> None:
+def _log_only(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     """retry_scheduled and schedule.failed change no row; schedule_events keeps them."""
 
 
-_HANDLERS: dict[str, Callable[[_Builder, OutboxEvent, datetime], None]] = {
-    outbox.SCHEDULED: lambda b, e, ts: _scheduled(b, e),
+_HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
+    outbox.SCHEDULED: _scheduled,
     outbox.ATTEMPT_STARTED: _started,
     outbox.ATTEMPT_FAILED: _attempt_failed,
     outbox.ATTEMPT_SUCCEEDED: _attempt_succeeded,
@@ -225,13 +254,6 @@ _HANDLERS: dict[str, Callable[[_Builder, OutboxEvent, datetime], None]] = {
 }
 
 
-def _apply(b: _Builder, e: OutboxEvent) -> None:
-    ts = ms_to_datetime(e.ts_ms)
-    _HANDLERS.get(e.type, _log_only)(b, e, ts)
-    if ts > b.job.updated_at:
-        b.job = replace(b.job, updated_at=ts)
-
-
 def fold_job(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -> FoldedJob:
     """The job row and attempt rows that `events` (all known events of the job) imply.
 
@@ -240,8 +262,13 @@ def fold_job(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -
         created_at: the job's partition key (from schedule_job_index).
         events: every event of the job, in any order, duplicates allowed.
     """
-    unique = {e.stream_id: e for e in events}
-    builder = _Builder(job_id, created_at)
-    for stream_id in sorted(unique, key=parse_id):
-        _apply(builder, unique[stream_id])
-    return FoldedJob(builder.job, tuple(builder.rows[a] for a in sorted(builder.rows)))
+    return fold_new(job_id, created_at, events).result()
+
+
+def fold_new(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -> JobFold:
+    """A JobFold of `events` (any order, duplicates allowed), ready to resume."""
+    unique = {parse_id(e.stream_id): e for e in events}
+    fold = JobFold(job_id, created_at)
+    for sid in sorted(unique):
+        fold.apply(unique[sid], sid)
+    return fold

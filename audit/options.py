@@ -14,6 +14,7 @@ class RelayOptions:
 
     batch_size: int = 2_000
     block_ms: int = 1_000
+    linger_ms: int = 20  # after a batch that was not full, wait this long so the next one is bigger
     claim_idle_ms: int = 30_000
     retry_max_s: float = 5.0
     retry_initial_s: float = 0.05
@@ -23,6 +24,7 @@ class RelayOptions:
     consumer_gc_idle_ms: int = 3_600_000
     lag_scan_limit: int = 2_000
     pool_max_size: int = 2
+    fold_cache: int = 20_000  # jobs whose fold is kept between batches (0: always re-read a job's events)
     connect_timeout_s: float = 5.0
     command_timeout_s: float = 30.0
     consumer: str | None = None  # default: unique per process (host:pid:random)
@@ -30,6 +32,8 @@ class RelayOptions:
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1:
             raise ValueError("batch_size, block_ms and claim_idle_ms must be positive")
+        if self.linger_ms < 0:
+            raise ValueError("linger_ms must not be negative")
         if self.retry_max_s <= 0 or self.retry_initial_s <= 0:
             raise ValueError("retry delays must be positive")
 

@@ -30,17 +30,19 @@ SELECT audit_ensure_partitions($1::date);
 SELECT name FROM audit_drop_partitions($1::timestamptz) AS name;
 
 -- name: insert_job_index
--- New jobs only; sorted input so concurrent relays take the keys in one order.
+-- New jobs only (returned: they have no stored events yet); sorted input so
+-- concurrent relays take the keys in one order.
 INSERT INTO schedule_job_index (job_id, created_at, sched_ms, sched_seq)
 SELECT u.job_id, u.created_at, u.sched_ms, u.sched_seq
 FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[])
      AS u(job_id, created_at, sched_ms, sched_seq)
 ORDER BY u.job_id
-ON CONFLICT (job_id) DO NOTHING;
+ON CONFLICT (job_id) DO NOTHING
+RETURNING job_id;
 
 -- name: lock_job_index
 -- Serializes relays that touch the same job: a job's rows are rebuilt under this lock.
-SELECT job_id, created_at, sched_ms, sched_seq
+SELECT job_id, created_at, sched_ms, sched_seq, applied_ms, applied_seq
 FROM schedule_job_index
 WHERE job_id = ANY($1::text[])
 ORDER BY job_id
@@ -79,13 +81,19 @@ FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $
             $7::text[], $8::timestamptz[])
      AS u(stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
 ON CONFLICT (stream_ms, stream_seq, job_created_at) DO NOTHING
-RETURNING job_id;
+RETURNING job_id, stream_ms, stream_seq;
 
 -- name: job_events
 SELECT e.job_id, e.stream_ms, e.stream_seq, e.fields::text AS fields
 FROM unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
 JOIN schedule_events AS e ON e.job_id = u.job_id AND e.job_created_at = u.created_at;
 
+-- name: set_applied
+-- The latest event folded into each job's rows (see migration 0002).
+UPDATE schedule_job_index AS i
+SET applied_ms = u.applied_ms, applied_seq = u.applied_seq
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(job_id, applied_ms, applied_seq)
+WHERE i.job_id = u.job_id;
 -- name: upsert_jobs
 INSERT INTO schedule_audit AS a
     (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import defaultdict
-from collections.abc import Sequence
+import time
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -16,16 +17,17 @@ import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from audit.fold import clean_text, dump_json, fold_job, ms_to_datetime
+from audit.fold import JobFold, dump_json, fold_new, ms_to_datetime
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions, default_consumer_name
+from audit.records import TERMINAL
 from audit.sql import query
 from audit.stream import Entry, Lag, OutboxStream, decode
 from audit.streamid import StreamId, parse_id
 from scheduler.errors import StorageError
 from scheduler.outbox import SCHEDULED, OutboxEvent, decode_entry
 
-__all__ = ["AuditRelay", "BatchWriter", "PostgresUnavailable", "RelayOptions", "is_outage"]
+__all__ = ["AuditRelay", "BatchWriter", "FoldCache", "PostgresUnavailable", "RelayOptions", "is_outage"]
 
 log = logging.getLogger("horae.audit")
 
@@ -101,6 +103,7 @@ class BatchWriter:
         self._pool: asyncpg.Pool | None = None
         self._migrated = False
         self._months: set[date] = set()
+        self._folds = FoldCache(options.fold_cache)
 
     async def _ready_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -172,9 +175,11 @@ class BatchWriter:
     async def _apply(self, conn: asyncpg.Connection, events: list[OutboxEvent],
                      placements: dict[str, _Placement]) -> int:
         ids = sorted(placements)
-        await conn.execute(query("insert_job_index"), ids, [placements[j].created_at for j in ids],
-                           [_ms(placements[j].sched) for j in ids], [_seq(placements[j].sched) for j in ids])
+        fresh = {r["job_id"] for r in await conn.fetch(
+            query("insert_job_index"), ids, [placements[j].created_at for j in ids],
+            [_ms(placements[j].sched) for j in ids], [_seq(placements[j].sched) for j in ids])}
         index: dict[str, datetime] = {}
+        applied: dict[str, StreamId | None] = {}
         moves: list[tuple[str, datetime, datetime, StreamId]] = []
         for row in await conn.fetch(query("lock_job_index"), ids):
             job_id, created = row["job_id"], row["created_at"]
@@ -184,21 +189,44 @@ class BatchWriter:
                 moves.append((job_id, created, placements[job_id].created_at, sched))
                 created = placements[job_id].created_at
             index[job_id] = created
+            applied[job_id] = (row["applied_ms"], row["applied_seq"]) if row["applied_ms"] is not None else None
         missing = {month_start(c) for c in index.values()} - self._months
         if missing:
             raise _MissingPartitions(missing)
         moved = await self._move(conn, moves)
+        sids = [parse_id(e.stream_id) for e in events]
         inserted = await conn.fetch(
             query("insert_events"),
-            [parse_id(e.stream_id)[0] for e in events], [parse_id(e.stream_id)[1] for e in events],
+            [sid[0] for sid in sids], [sid[1] for sid in sids],
             [e.job_id for e in events], [e.type for e in events], [e.attempt for e in events],
-            [ms_to_datetime(e.ts_ms) for e in events],
-            [dump_json({clean_text(k): clean_text(v) for k, v in e.fields.items()}) for e in events],
+            [ms_to_datetime(e.ts_ms) for e in events], [dump_json(e.fields) for e in events],
             [index[e.job_id] for e in events],
         )
-        touched = sorted({r["job_id"] for r in inserted} | moved)
-        if touched:
-            await self._rebuild(conn, {j: index[j] for j in touched})
+        new: dict[str, list[StreamId]] = defaultdict(list)
+        for r in inserted:
+            new[r["job_id"]].append((r["stream_ms"], r["stream_seq"]))
+        touched = sorted(set(new) | moved)
+        if not touched:
+            return 0
+        by_sid = dict(zip(sids, events))
+        folds: dict[str, JobFold] = {}
+        stale: dict[str, datetime] = {}
+        for job_id in touched:
+            if job_id in fresh:  # its index row is this batch's: no event of it is stored yet
+                fold: JobFold | None = JobFold(job_id, index[job_id])
+            else:
+                fold = self._folds.resume(job_id, index[job_id], applied[job_id], new.get(job_id, ()))
+            if fold is None or job_id in moved:
+                stale[job_id] = index[job_id]
+                continue
+            for sid in sorted(new[job_id]):
+                fold.apply(by_sid[sid], sid)
+            folds[job_id] = fold
+        if stale:
+            folds.update(await self._refold(conn, stale))
+        await self._write_rows(conn, [folds[j] for j in touched], index)
+        for job_id in touched:
+            self._folds.keep(folds[job_id])
         return len(inserted)
 
     async def _move(self, conn: asyncpg.Connection, moves: list[tuple[str, datetime, datetime, StreamId]]) -> set[str]:
@@ -215,13 +243,17 @@ class BatchWriter:
             await conn.execute(query("delete_moved_attempts"), job_ids, old)
         return {m[0] for m in changed}
 
-    async def _rebuild(self, conn: asyncpg.Connection, jobs: dict[str, datetime]) -> None:
-        """Fold every stored event of these jobs into their rows (under the index locks)."""
+    async def _refold(self, conn: asyncpg.Connection, jobs: dict[str, datetime]) -> dict[str, JobFold]:
+        """Fold every stored event of these jobs from scratch (under the index locks)."""
         ids = list(jobs)
         by_job: dict[str, list[OutboxEvent]] = defaultdict(list)
         for r in await conn.fetch(query("job_events"), ids, [jobs[j] for j in ids]):
             by_job[r["job_id"]].append(decode_entry(f"{r['stream_ms']}-{r['stream_seq']}", json.loads(r["fields"])))
-        folded = [fold_job(j, jobs[j], by_job[j]) for j in ids]
+        return {j: fold_new(j, jobs[j], by_job[j]) for j in ids}
+
+    async def _write_rows(self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]) -> None:
+        """Upsert the folded rows of these jobs and remember the last event folded into each."""
+        folded = [f.result() for f in folds]
         rows = [f.job for f in folded]
         await conn.execute(
             query("upsert_jobs"),
@@ -232,8 +264,9 @@ class BatchWriter:
             [r.cron_name for r in rows], [r.created_at for r in rows], [r.updated_at for r in rows],
             [r.completed_at for r in rows], [r.failed_at for r in rows], [r.cancelled_at for r in rows],
         )
-        attempts = [(a, jobs[f.job.id]) for f in folded for a in f.attempts]
-        await conn.execute(query("delete_stale_attempts"), ids, [jobs[j] for j in ids],
+        ids = [r.id for r in rows]
+        attempts = [(a, index[f.job.id]) for f in folded for a in f.attempts]
+        await conn.execute(query("delete_stale_attempts"), ids, [index[j] for j in ids],
                            [a.job_id for a, _ in attempts], [a.attempt for a, _ in attempts])
         if attempts:
             await conn.execute(
@@ -244,6 +277,44 @@ class BatchWriter:
                 [a.error_message for a, _ in attempts], [a.duration_ms for a, _ in attempts],
                 [a.lateness_ms for a, _ in attempts], [c for _, c in attempts],
             )
+        lasts = [f.last for f in folds]
+        await conn.execute(query("set_applied"), ids, [_ms(sid) for sid in lasts], [_seq(sid) for sid in lasts])
+
+
+class FoldCache:
+    """The folds of jobs this relay wrote last, so the next batch of a job resumes its
+    fold instead of re-reading and re-folding all of the job's stored events.
+
+    A fold is only resumed when the job's index row (read under its lock) says the
+    latest event folded into its rows is the fold's own last event: anything another
+    relay or a rolled-back batch did since shows up there as a mismatch. Finished jobs
+    are dropped (they rarely get another event); the rest are evicted oldest first.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._folds: OrderedDict[str, JobFold] = OrderedDict()
+
+    def resume(self, job_id: str, created_at: datetime, applied: StreamId | None,
+               new: Iterable[StreamId]) -> JobFold | None:
+        """The cached fold if it can take `new` as they stand, else None (fold from scratch)."""
+        fold = self._folds.pop(job_id, None)
+        if fold is None or applied is None or fold.last != applied or fold.job["created_at"] != created_at:
+            return None
+        if any(sid <= applied for sid in new):  # an older event arrived late
+            return None
+        return fold
+
+    def keep(self, fold: JobFold) -> None:
+        """Remember a fold just written (called before commit: resume() re-checks it)."""
+        job_id = fold.job["id"]
+        if fold.job["status"] in TERMINAL or self._size <= 0:
+            self._folds.pop(job_id, None)
+            return
+        self._folds[job_id] = fold
+        self._folds.move_to_end(job_id)
+        while len(self._folds) > self._size:
+            self._folds.popitem(last=False)
 
 
 def _ms(sid: StreamId | None) -> int | None:
@@ -277,6 +348,7 @@ class AuditRelay:
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False
         self._group_ready = False
+        self._next_claim = 0.0  # time.monotonic() of the next look for a dead relay's entries
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._pg_down_since: float | None = None
@@ -288,9 +360,14 @@ class AuditRelay:
         if not self._group_ready:
             await self.stream.ensure_group()
             self._group_ready = True
-        claimed = await self.stream.claim(self.options.claim_idle_ms, self.options.batch_size)
-        if claimed:
-            return claimed
+        # Entries only become claimable after claim_idle_ms, so looking for them
+        # a few times per claim_idle_ms is enough (not one more round trip per batch).
+        now = time.monotonic()
+        if now >= self._next_claim:
+            claimed = await self.stream.claim(self.options.claim_idle_ms, self.options.batch_size)
+            if claimed:
+                return claimed
+            self._next_claim = now + self.options.claim_idle_ms / 10_000
         return await self.stream.read(self.options.batch_size, block_ms)
 
     async def write_batch(self, entries: Sequence[Entry]) -> int:
@@ -388,7 +465,11 @@ class AuditRelay:
                         await self._write_until_committed(self._held)
                         self._held_written = True
                     await self.ack(self._held)
-                self._held = None
+                settled, self._held = len(self._held or ()), None
+                if 0 < settled < self.options.batch_size and not self._stopping and self.options.linger_ms:
+                    # Under a steady trickle, one transaction per few events would cost more in
+                    # round trips than the events themselves: let a batch gather (audit lags by ms).
+                    await asyncio.sleep(self.options.linger_ms / 1000)
                 if loop.time() >= next_trim and not self._stopping:
                     next_trim = loop.time() + self.options.trim_interval_s
                     await self.trim()

@@ -14,7 +14,7 @@ from redis.exceptions import ResponseError
 
 from audit.streamid import GroupPosition, StreamId, format_id, parse_id, trim_point
 from scheduler.keys import Keys
-from scheduler.outbox import OutboxEvent, decode_entry
+from scheduler.outbox import OutboxEvent, event_from_fields
 
 log = logging.getLogger("horae.audit")
 
@@ -48,7 +48,10 @@ def _fields(raw: object) -> dict[str, str] | None:
     if raw is None:
         return None
     if isinstance(raw, Mapping):
-        return {_text(k): _text(v) for k, v in raw.items()}
+        try:  # bytes, as redis-py returns them without decode_responses
+            return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
+        except AttributeError:
+            return {_text(k): _text(v) for k, v in raw.items()}
     items = list(raw)  # type: ignore[call-overload]
     return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 
@@ -67,7 +70,7 @@ def decode(entry: Entry) -> OutboxEvent | None:
     try:
         if entry.fields is None:
             raise ValueError("entry was deleted from the stream")
-        event = decode_entry(entry.stream_id, entry.fields)
+        event = event_from_fields(entry.stream_id, dict(entry.fields))
         if not event.job_id or "\x00" in event.job_id or not 0 <= event.ts_ms <= _MAX_TS_MS \
                 or not 0 <= event.attempt < 2**31:
             raise ValueError("job id, ts or attempt out of range")

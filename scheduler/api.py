@@ -135,7 +135,8 @@ class Scheduler:
 
             a = s.audit
             self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, RelayOptions(
-                batch_size=a.batch_size, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms))
+                batch_size=a.batch_size, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms,
+                linger_ms=a.linger_ms, fold_cache=a.fold_cache))
             await self._audit.open()
 
     @property

@@ -95,12 +95,20 @@ def decode_entry(stream_id: bytes | str, raw: Mapping[bytes, bytes] | Mapping[st
     Raises:
         ValueError: when a common field is missing or the type is unknown.
     """
-    fields = {_text(k): _text(v) for k, v in raw.items()}
+    return event_from_fields(_text(stream_id), {_text(k): _text(v) for k, v in raw.items()})
+
+
+def event_from_fields(stream_id: str, fields: dict[str, str]) -> OutboxEvent:
+    """An OutboxEvent of fields already decoded to text (kept, not copied).
+
+    Raises:
+        ValueError: when a common field is missing or the type is unknown.
+    """
     kind = fields.get("e", "")
     if kind not in EVENT_TYPES:
-        raise ValueError(f"outbox entry {_text(stream_id)}: unknown event type {kind!r}")
+        raise ValueError(f"outbox entry {stream_id}: unknown event type {kind!r}")
     return OutboxEvent(
-        stream_id=_text(stream_id),
+        stream_id=stream_id,
         type=kind,
         job_id=fields["id"],
         ts_ms=int(fields["ts"]),

@@ -312,3 +312,41 @@ async def test_malformed_and_deleted_entries_are_skipped_not_retried_forever(
     assert await db.fetchval("SELECT status FROM schedule_audit WHERE id = 'good'") == "active"
     skipped = [r.getMessage() for r in caplog.records if r.name == "horae.audit" and r.levelno == 40]
     assert len(skipped) == 4, skipped
+
+
+async def test_relays_taking_turns_on_a_job_never_resume_a_stale_fold(
+        outbox: Any, redis: aioredis.Redis, namespace: str, database_url: str, db: asyncpg.Connection,
+        relay_options: RelayOptions) -> None:
+    """A relay keeps each job's fold between batches; when another relay wrote the job in
+    between, its fold is stale and it must fold the job again from every stored event."""
+    a, b = (AuditRelay(redis, namespace, database_url, relay_options) for _ in range(2))
+    await busy_job(outbox, "turns", outbox.now + 1_000, late_completion=True)
+    entries = await all_entries(redis, outbox.key)
+    try:
+        assert await a.write_batch(entries[:2]) == 2  # scheduled, started(1): a keeps the fold
+        assert await b.write_batch(entries[2:4]) == 2  # attempt_failed(1), retry_scheduled: b
+        assert await a.write_batch(entries[4:]) == len(entries) - 4  # a's fold lacks b's events
+        got = without_versions(await dump(db))
+        for table in TABLES:
+            await db.execute(f"TRUNCATE {table}")
+        assert await AuditRelay(redis, namespace, database_url, relay_options).write_batch(entries) == len(entries)
+        assert got == without_versions(await dump(db))  # same rows as one relay folding everything at once
+        assert got["schedule_attempts"][0]["outcome"] == "failed"
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_relay_resumes_its_own_fold_across_batches(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
+                                                           db: asyncpg.Connection) -> None:
+    await busy_job(outbox, "mine", outbox.now + 1_000)
+    entries = await all_entries(redis, outbox.key)
+    for entry in entries:  # one event per batch: every batch after the first resumes the kept fold
+        assert await relay.write_batch([entry]) == 1
+    got = without_versions(await dump(db))
+    index = await db.fetchrow("SELECT applied_ms, applied_seq FROM schedule_job_index")
+    assert (index["applied_ms"], index["applied_seq"]) == parse_id(entries[-1].stream_id)
+    for table in TABLES:
+        await db.execute(f"TRUNCATE {table}")
+    await relay.write_batch(entries)
+    assert without_versions(await dump(db)) == got
