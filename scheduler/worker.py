@@ -42,9 +42,6 @@ from scheduler.tracing import (
     EVENT_SCHEDULE_FAILED,
     JOB_ATTEMPT,
     JOB_ID,
-    JOB_LATENESS_MS,
-    JOB_MAX_ATTEMPTS,
-    MESSAGING_MESSAGE_ID,
     attempt_span,
     get_tracer,
     is_noop,
@@ -216,9 +213,8 @@ class Worker:
         if is_noop(self.tracer):  # no SDK: a no-op span still costs ~a fifth of an attempt
             await self._attempt_in_span(job, INVALID_SPAN, lateness_ms)
             return
-        span_attrs = {MESSAGING_MESSAGE_ID: job.id, JOB_ID: job.id, JOB_ATTEMPT: job.attempt,
-                      JOB_MAX_ATTEMPTS: job.max_attempts, JOB_LATENESS_MS: lateness_ms}
-        with attempt_span(self.tracer, job.topic, job.trace, span_attrs) as span:
+        with attempt_span(self.tracer, job.topic, job.trace, job.id, job.attempt, job.max_attempts,
+                          lateness_ms) as span:
             await self._attempt_in_span(job, span, lateness_ms)
 
     async def _call_traced(self, fn: Listener, event: Any) -> None:

@@ -1,11 +1,48 @@
-"""The no-op tracer is detected (the hot path skips spans), a real one is not."""
+"""Tracing helpers: no-op detection, our W3C traceparent format and parse (checked
+against the OpenTelemetry propagator and the spec's invalid cases), and the span
+scopes (current span, parentage, error recording) the worker and facade rely on."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from scheduler.tracing import get_tracer, is_noop
+from scheduler.tracing import (
+    ATTEMPT_OUTCOME,
+    JOB_ATTEMPT,
+    JOB_ID,
+    LISTENER,
+    MESSAGING_DESTINATION,
+    MESSAGING_MESSAGE_ID,
+    MESSAGING_SYSTEM,
+    attempt_span,
+    context_from,
+    current_traceparent,
+    get_tracer,
+    is_noop,
+    listener_span,
+    parse_traceparent,
+    producer_span,
+    traceparent_of,
+)
+
+VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def sdk() -> Iterator[tuple[trace.Tracer, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider.get_tracer("test"), exporter
+    provider.shutdown()
 
 
 def test_tracer_without_sdk_is_noop_and_sdk_tracer_is_not() -> None:
@@ -14,3 +51,104 @@ def test_tracer_without_sdk_is_noop_and_sdk_tracer_is_not() -> None:
     provider = TracerProvider()
     assert not is_noop(provider.get_tracer("t"))
     provider.shutdown()
+
+
+def test_parse_reads_a_valid_traceparent_as_the_propagator_does() -> None:
+    ours = parse_traceparent(VALID)
+    theirs = trace.get_current_span(TraceContextTextMapPropagator().extract({"traceparent": VALID})).get_span_context()
+    assert ours == theirs
+    assert ours is not None and ours.is_remote and ours.trace_flags.sampled
+    assert parse_traceparent(VALID[:-2] + "00").trace_flags.sampled is False  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("value", [
+    "",
+    VALID[:-1],                                                    # too short
+    VALID + "-extra",                                              # version 00 has exactly 4 fields
+    "ff" + VALID[2:],                                              # version ff is invalid
+    VALID.upper(),                                                 # hex is lowercase
+    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",     # all-zero trace id
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",     # all-zero parent id
+    "00-4bf92f3577b34da6a3ce929d0e0e473--00f067aa0ba902b7-01",     # a dash inside an id
+    "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     # int() would accept a sign
+    "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     # wrong separator
+    "01" + VALID[2:] + "x",                                        # later version: more fields follow a dash
+])
+def test_parse_rejects_what_the_spec_calls_invalid(value: str) -> None:
+    assert parse_traceparent(value) is None
+    assert context_from(value) is None
+
+
+def test_a_later_version_keeps_its_first_four_fields() -> None:
+    ctx = parse_traceparent("cc" + VALID[2:] + "-what-comes-next")
+    assert ctx is not None and f"{ctx.trace_id:032x}" == VALID[3:35]
+
+
+def test_format_round_trips_and_matches_the_propagator(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    tracer, _ = sdk
+    with producer_span(tracer, "t") as span:
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier)
+        assert current_traceparent() == traceparent_of(span) == carrier["traceparent"]
+        assert parse_traceparent(traceparent_of(span)) is not None
+    assert current_traceparent() == "", "the scope restores the previous context"
+    assert traceparent_of(trace.INVALID_SPAN) == ""
+
+
+def test_attempt_and_listener_spans_continue_the_stored_trace(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = sdk
+    with producer_span(tracer, "t", attributes={MESSAGING_MESSAGE_ID: "j1"}) as producer:
+        stored = traceparent_of(producer)
+    for attempt in (1, 2):
+        with attempt_span(tracer, "t", stored, "j1", attempt, 3, 5) as span:
+            span.set_attribute(ATTEMPT_OUTCOME, "succeeded")
+            with listener_span(tracer, "mod.fn"):
+                pass
+    spans = exporter.get_finished_spans()
+    producer_ctx = producer.get_span_context()
+    attempts = [sp for sp in spans if sp.kind is SpanKind.CONSUMER]
+    listeners = [sp for sp in spans if sp.kind is SpanKind.INTERNAL]
+    assert [sp.attributes[JOB_ATTEMPT] for sp in attempts] == [1, 2]  # type: ignore[index]
+    for sp in attempts:
+        assert sp.parent is not None and sp.parent.span_id == producer_ctx.span_id and sp.parent.is_remote
+        assert sp.context.trace_id == producer_ctx.trace_id
+        assert sp.attributes[JOB_ID] == sp.attributes[MESSAGING_MESSAGE_ID] == "j1"  # type: ignore[index]
+        assert sp.attributes[MESSAGING_SYSTEM] == "horae" and sp.attributes[MESSAGING_DESTINATION] == "t"  # type: ignore[index]
+        assert sp.attributes[ATTEMPT_OUTCOME] == "succeeded"  # type: ignore[index]
+    assert [sp.parent.span_id for sp in listeners] == [a.context.span_id for a in attempts]  # type: ignore[union-attr]
+    assert all(sp.name == "mod.fn" and sp.attributes[LISTENER] == "mod.fn" for sp in listeners)  # type: ignore[index]
+
+
+def test_a_bad_stored_traceparent_starts_a_new_trace(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = sdk
+    with attempt_span(tracer, "t", "garbage", "j1", 1, 1, 0):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is None
+
+
+def test_errors_are_recorded_where_the_contract_says(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = sdk
+    with pytest.raises(ValueError), attempt_span(tracer, "t", "", "j1", 1, 1, 0):
+        with listener_span(tracer, "mod.fn"):
+            raise ValueError("boom")
+    with pytest.raises(RuntimeError), producer_span(tracer, "t"):
+        raise RuntimeError("no store")
+    listener, attempt, producer = exporter.get_finished_spans()
+    assert listener.status.status_code is StatusCode.ERROR and listener.status.description == "ValueError: boom"
+    assert [e.attributes["exception.type"] for e in listener.events] == ["ValueError"]  # type: ignore[index]
+    assert attempt.status.status_code is StatusCode.UNSET and not attempt.events, "the worker sets the outcome"
+    assert producer.status.status_code is StatusCode.ERROR and producer.events[0].name == "exception"
+    assert current_traceparent() == ""
+
+
+def test_a_cron_tick_starts_a_new_trace_linked_to_its_schedule(
+        sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    tracer, exporter = sdk
+    with producer_span(tracer, "t", "create"):
+        with producer_span(tracer, "t", "create", new_trace=True, link_to=VALID) as tick:
+            pass
+    tick_span = exporter.get_finished_spans()[0]
+    assert tick_span.parent is None and tick_span.context.trace_id != int(VALID[3:35], 16)
+    assert [link.context for link in tick_span.links] == [parse_traceparent(VALID)]
+    assert tick.get_span_context() == tick_span.context
