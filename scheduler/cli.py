@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import importlib
 import json
 import logging
@@ -86,6 +87,7 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
         async with Scheduler(settings=settings, listeners=registry) as s:
             if settings.analytics.nightly and settings.audit.enabled and settings.audit.relay:
                 from audit.analytics.nightly import install_nightly
@@ -101,6 +103,15 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
         _run(main())
     finally:
         telemetry.shutdown()
+
+
+def _dump_tasks() -> None:
+    """SIGUSR1: print what every asyncio task and thread is waiting on (a stuck worker, live)."""
+    print(f"--- SIGUSR1: {len(asyncio.all_tasks())} asyncio tasks", file=sys.stderr)
+    for task in asyncio.all_tasks():
+        task.print_stack(limit=8, file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
 
 
 @cli.command()

@@ -292,3 +292,19 @@ async def test_sigterm_lets_a_short_attempt_finish_within_the_grace(
 
 async def _has(rows: Awaitable[list[T]], row: T) -> bool:
     return row in await rows
+
+
+async def test_sigusr1_prints_what_every_task_waits_on_and_the_worker_goes_on(workers: WorkerProcesses) -> None:
+    w = workers.spawn("W", env=SHORT_LEASE)
+    await w.wait_ready()
+    w.signal(signal.SIGUSR1)
+    async def dumped() -> bool:
+        return "Current thread" in w.log()
+
+    await wait_for(dumped, "the stack dump", context=workers.logs)
+    log = w.log()
+    assert "asyncio tasks" in log and "horae-claim" in log and "horae-heartbeat" in log, log
+    assert w.proc.poll() is None, w.describe()  # a diagnostic, not a stop
+    w.signal(signal.SIGTERM)
+    code, _ = await w.wait_exit(20)
+    assert code == 0, w.describe()

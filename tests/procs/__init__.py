@@ -50,7 +50,11 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def describe(self) -> str:
-        """For assertion messages: the process's state and its log."""
+        """For assertion messages: the process's state and its log; a worker still running
+        is asked first (SIGUSR1) to print what each of its tasks is waiting on."""
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGUSR1)
+            time.sleep(1.0)
         return f"--- worker {self.name} (pid {self.pid}, returncode {self.proc.poll()}) log:\n{self.log()}"
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
