@@ -5,6 +5,7 @@ off = settings.audit.enabled False; on = enabled with a private PostgreSQL and
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -97,16 +98,23 @@ class HoraeAdapter(Adapter):
             await self.worker.stop(grace=5)
             self.worker = None
 
-    async def claim_batches(self, batch: int) -> tuple[int, int]:
-        """The claim path alone (RedisStore.claim = claim.lua) until nothing is due: (script calls, jobs)."""
+    async def claim_batches(self, batch: int, concurrency: int = 1) -> tuple[int, int]:
+        """The claim path alone (RedisStore.claim = claim.lua) until nothing is due, with
+        `concurrency` callers at once: (script calls, jobs)."""
         store, clock, lease = self.s.store, self.s.clock, self.s.settings.worker.lease_ms
         calls = claimed = 0
-        while True:
-            jobs = (await store.claim(clock.now_ms(), batch, lease, "bench-claim"))[0]
-            calls += 1
-            claimed += len(jobs)
-            if len(jobs) < batch:
-                return calls, claimed
+
+        async def caller(worker: str) -> None:
+            nonlocal calls, claimed
+            while True:
+                jobs = (await store.claim(clock.now_ms(), batch, lease, worker))[0]
+                calls += 1
+                claimed += len(jobs)
+                if len(jobs) < batch:
+                    return
+
+        await asyncio.gather(*(caller(f"bench-claim-{i}") for i in range(concurrency)))
+        return calls, claimed
 
     async def finish(self) -> None:
         if self.audit:
