@@ -158,6 +158,8 @@ class Scheduler:
         if self._audit is not None:
             await self._audit.close()
             self._audit = None
+        if self._store is not None:
+            await self._store.aclose()
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None

@@ -3,14 +3,13 @@ shared helpers in _lib.lua, and the return codes they share."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import IntEnum
 from importlib import resources
 from types import MappingProxyType
-
-import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
 
 SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
@@ -58,13 +57,23 @@ def script_source(name: str, audit: bool = True) -> str:
     return flag + defaults + chunks + (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
 
 
+@dataclass(frozen=True)
+class Script:
+    """One script's source as sent to Redis and its SHA1 (for EVALSHA)."""
+
+    source: str
+    sha: str
+
+    @classmethod
+    def of(cls, source: str) -> Script:
+        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+
+
 class Scripts:
-    """Every script registered on one client (EVALSHA, reloaded on NOSCRIPT)."""
+    """Every script, compiled for one audit setting (run with EVALSHA, loaded on NOSCRIPT)."""
 
-    def __init__(self, redis: aioredis.Redis, audit: bool = True) -> None:
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(script_source(name, audit)) for name in SCRIPT_NAMES
-        }
+    def __init__(self, audit: bool = True) -> None:
+        self._scripts = {name: Script.of(script_source(name, audit)) for name in SCRIPT_NAMES}
 
-    def __getitem__(self, name: str) -> AsyncScript:
+    def __getitem__(self, name: str) -> Script:
         return self._scripts[name]

@@ -1,10 +1,10 @@
 """RedisStore: the only module that talks to Redis. One async method per Lua
-script (each a single round trip), plus plain reads."""
+script (each a single round trip, over scheduler/wire.py), plus plain reads."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -15,6 +15,7 @@ from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, New
 from scheduler.keys import Keys
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, Scripts
 from scheduler.timeutil import ms_to_utc
+from scheduler.wire import Endpoint, Subscription, WireConnection
 
 TERMINAL_SETS = ("completed", "failed", "cancelled")
 
@@ -47,16 +48,31 @@ def _pop_payload(raw: dict[bytes, bytes], separate: bytes | None) -> str | None:
 class RedisStore:
     """All job state of one namespace in one Redis (or one Cluster slot)."""
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True) -> None:
+    def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
+                 wire: WireConnection | None = None) -> None:
         self.redis = redis
         self.keys = Keys(namespace)
-        self._scripts = Scripts(redis, audit)
+        self._scripts = Scripts(audit)
+        # Script calls (every state change) go over the lean pipelined connection;
+        # reads and admin commands over redis-py (see scheduler/wire.py).
+        self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool))
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        script = self._scripts[name]
         try:
-            return await self._scripts[name](keys=list(keys), args=list(args))
+            return await self.wire.evalsha(script.sha, script.source, keys, args)
         except RedisError as exc:
             raise StorageError(f"redis script {name} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the script connection (the redis-py client is its owner's to close)."""
+        await self.wire.aclose()
+
+    async def subscribe_wake(self, on_wake: Callable[[], None]) -> Subscription:
+        """Call `on_wake()` on every wake-up message, and after a lost subscription is back."""
+        sub = Subscription(self.wire.endpoint, [self.keys.wake], lambda channel, data: on_wake())
+        await sub.start()
+        return sub
 
     async def enqueue(self, job: NewJob, now_ms: int) -> bool:
         """Store a new job; False when a job with this id already exists."""

@@ -36,6 +36,7 @@ from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scripts import ScriptCode
 from scheduler.settler import Settler
 from scheduler.store import RedisStore
+from scheduler.wire import Subscription
 from scheduler.ticker import fire_due_crons
 from scheduler.tracing import (
     ATTEMPT_OUTCOME,
@@ -97,7 +98,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count)
-        self._pubsub: Any = None
+        self._subscription: Subscription | None = None
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
@@ -107,14 +108,12 @@ class Worker:
         """Subscribe to wake-ups and start the loops."""
         if self.on_start is not None:
             await self.on_start()
-        self._pubsub = self.store.redis.pubsub()
-        await self._pubsub.subscribe(**{self.store.keys.wake: self._on_wake})
+        self._subscription = await self.store.subscribe_wake(self._wake.set)
         self._settler.start()
         for name, loop in (
             ("claim", self._claim_loop),
             ("heartbeat", self._heartbeat_loop),
             ("housekeeping", self._housekeeping_loop),
-            ("wake", self._listen_loop),
         ):
             self._tasks.append(asyncio.create_task(loop(), name=f"horae-{name}"))
         log.info("worker started", extra={"event": "worker_started", "worker": self.id})
@@ -145,8 +144,8 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._side_tasks:
             await asyncio.wait(self._side_tasks, timeout=5)
-        if self._pubsub is not None:
-            await self._pubsub.aclose()
+        if self._subscription is not None:
+            await self._subscription.aclose()
         log.info("worker stopped", extra={"event": "worker_stopped", "worker": self.id})
 
     @property
@@ -155,20 +154,6 @@ class Worker:
         return len(self._running)
 
     # ------------------------------------------------------------------ claiming
-    async def _on_wake(self, message: Any) -> None:
-        self._wake.set()
-
-    async def _listen_loop(self) -> None:
-        while True:
-            try:
-                await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reconnects; the idle recheck covers the gap
-                log.warning("wake-up subscription error: %s", exc, extra={"event": "wake_error"})
-                self._wake.set()
-                await asyncio.sleep(0.5)
-
     async def _claim_loop(self) -> None:
         while not self._stopping:
             free = self.concurrency - len(self._running)

@@ -1,0 +1,248 @@
+"""The engine's hot path to Redis: one pipelined connection per process for every
+script call, and one for the wake-up subscription.
+
+Why not redis-py here: a script call through redis-py costs ~70-100 µs of client
+CPU (pool checkout, per-call timeout, Python encoder, stream reader), which was
+most of a job's cost in a worker (bench/README.md). Here the commands issued in
+one event-loop turn go out in one write (hiredis packs them, in C), replies are
+parsed by hiredis and handed to the waiting callers in order, so a call costs a
+future and a few µs. redis-py still resolves the address and credentials (the
+same URL and pool settings) and serves every other command.
+
+Only non-blocking commands may use a WireConnection: a blocking one would hold up
+every caller behind it. A connection that breaks fails the calls in flight with
+redis.exceptions.ConnectionError (their outcome is unknown) and the next call
+reconnects; nothing is retried here, because scripts are not all idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import hiredis
+import redis.asyncio as aioredis
+from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+log = logging.getLogger("horae.wire")
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect, read off a redis-py pool (so both clients agree)."""
+
+    host: str = "127.0.0.1"
+    port: int = 6379
+    path: str | None = None  # a unix socket instead of host:port
+    ssl: ssl.SSLContext | None = None
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+
+    @classmethod
+    def of_pool(cls, pool: aioredis.ConnectionPool) -> Endpoint:
+        conn = pool.make_connection()  # type: ignore[no-untyped-call]  # never connected: settings only
+        common = {"username": conn.username, "password": conn.password, "db": int(conn.db or 0)}
+        if isinstance(conn, UnixDomainSocketConnection):
+            return cls(path=conn.path, **common)
+        context = conn.ssl_context.get() if isinstance(conn, SSLConnection) else None
+        return cls(host=conn.host, port=int(conn.port), ssl=context, **common)
+
+    def handshake(self) -> list[tuple[Any, ...]]:
+        """The commands that make a fresh connection this endpoint's (AUTH, SELECT)."""
+        out: list[tuple[Any, ...]] = []
+        if self.password is not None:
+            out.append(("AUTH", self.username, self.password) if self.username else ("AUTH", self.password))
+        if self.db:
+            out.append(("SELECT", self.db))
+        return out
+
+
+class _Pipe(asyncio.Protocol):
+    """Requests written per loop turn, replies matched to waiters in order."""
+
+    def __init__(self, on_push: Callable[[Any], None] | None = None) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._reader = hiredis.Reader(replyError=ResponseError)
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._out: list[bytes] = []
+        self._flush_pending = False
+        self._on_push = on_push  # subscription mode: every reply goes here, none is awaited
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.gets()) is not False:
+            if self._on_push is not None and type(reply) is list and reply and reply[0] == b"message":
+                self._on_push(reply)  # a published message: nobody awaits it
+                continue
+            waiter = self._waiting.popleft()
+            if waiter.done():  # its caller was cancelled; the reply is dropped
+                continue
+            if isinstance(reply, ResponseError):
+                waiter.set_exception(reply)
+            else:
+                waiter.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = RedisConnectionError(f"connection to Redis lost: {exc or 'closed'}")
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def request(self, args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        """Queue one command; its reply resolves the returned future."""
+        loop = asyncio.get_running_loop()
+        if self.transport is None or self.transport.is_closing():
+            raise RedisConnectionError("connection to Redis is closed")
+        self._out.append(hiredis.pack_command(args))
+        if not self._flush_pending:
+            self._flush_pending = True
+            loop.call_soon(self._flush)
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append(waiter)
+        return waiter
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self._out and self.transport is not None and not self.transport.is_closing():
+            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            self._out.clear()
+            self.transport.write(data)
+
+
+async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None) -> _Pipe:
+    loop = asyncio.get_running_loop()
+
+    def factory() -> _Pipe:
+        return _Pipe(on_push)
+
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            if endpoint.path is not None:
+                _, pipe = await loop.create_unix_connection(factory, endpoint.path)
+            else:
+                _, pipe = await loop.create_connection(factory, endpoint.host, endpoint.port, ssl=endpoint.ssl)
+            for command in endpoint.handshake():
+                await pipe.request(command)
+    except (OSError, TimeoutError) as exc:
+        raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
+    except ResponseError:
+        pipe.transport.close()  # type: ignore[union-attr]
+        raise
+    return pipe
+
+
+class WireConnection:
+    """One pipelined connection, opened on first use and again after a break."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._pipe: _Pipe | None = None
+        self._opening: asyncio.Task[_Pipe] | None = None
+
+    async def call(self, *args: Any) -> Any:
+        """Send one command and return its reply (bytes, int, list, None).
+
+        Raises:
+            redis.exceptions.ResponseError: Redis answered with an error.
+            redis.exceptions.ConnectionError: no connection, or it broke before the reply.
+        """
+        pipe = self._pipe
+        if pipe is None or pipe.transport is None or pipe.transport.is_closing():
+            pipe = await self._connect()
+        return await pipe.request(args)
+
+    async def _connect(self) -> _Pipe:
+        # Callers that find no connection share one attempt (no stampede of sockets).
+        if self._opening is None or self._opening.done():
+            self._opening = asyncio.ensure_future(_open(self.endpoint))
+        self._pipe = await asyncio.shield(self._opening)
+        return self._pipe
+
+    async def evalsha(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """EVALSHA, loading the script first when Redis does not have it (NOSCRIPT: it did not run)."""
+        try:
+            return await self.call("EVALSHA", sha, len(keys), *keys, *args)
+        except ResponseError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+        await self.call("SCRIPT", "LOAD", source)
+        return await self.call("EVALSHA", sha, len(keys), *keys, *args)
+
+    async def aclose(self) -> None:
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+            await asyncio.gather(self._opening, return_exceptions=True)
+        if self._pipe is not None and self._pipe.transport is not None:
+            self._pipe.transport.close()
+            await self._pipe.closed
+        self._pipe = None
+
+
+class Subscription:
+    """SUBSCRIBE to channels and call `on_message(channel, data)` per message; a broken
+    connection is reopened (with backoff) and reported as `on_message(None, None)`,
+    because messages sent meanwhile are lost (pub/sub is at most once)."""
+
+    def __init__(self, endpoint: Endpoint, channels: Sequence[str],
+                 on_message: Callable[[bytes | None, bytes | None], None]) -> None:
+        self.endpoint, self.channels, self.on_message = endpoint, list(channels), on_message
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._pipe: _Pipe | None = None
+
+    def _push(self, reply: list[Any]) -> None:
+        self.on_message(reply[1], reply[2])
+
+    async def start(self) -> None:
+        """Subscribe; returns once the first subscription is confirmed."""
+        await self._subscribe()
+        self._task = asyncio.create_task(self._keep(), name="horae-wake-subscription")
+
+    async def _subscribe(self) -> None:
+        pipe = await _open(self.endpoint, self._push)
+        for channel in self.channels:  # each SUBSCRIBE is answered by one confirmation
+            await pipe.request(("SUBSCRIBE", channel))
+        self._pipe = pipe
+
+    async def _keep(self) -> None:
+        delay = 0.05
+        while True:
+            if self._pipe is not None:
+                await asyncio.shield(self._pipe.closed)  # (cancelling us must not cancel it)
+                self._pipe = None
+                log.warning("wake-up subscription lost; reconnecting", extra={"event": "wake_error"})
+                self.on_message(None, None)
+            try:
+                await self._subscribe()
+                delay = 0.05
+                self.on_message(None, None)  # anything published while we were away
+            except (RedisConnectionError, ResponseError) as exc:
+                log.warning("wake-up subscription failed: %s", exc, extra={"event": "wake_error"})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._pipe is not None and self._pipe.transport is not None:
+            self._pipe.transport.close()
+            await self._pipe.closed
+        self._pipe = None
