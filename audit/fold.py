@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import orjson
+
 from audit.records import AttemptRecord, AuditRecord, Outcome
 from audit.streamid import StreamId, parse_id
 import scheduler.outbox as outbox
@@ -26,7 +28,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FAILED_OUTCOMES: frozenset[str] = frozenset({"failed", "timed_out", "worker_lost"})
 _SUCCESS_OUTCOMES: frozenset[str] = frozenset({"succeeded", "no_listener"})
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
-# JSON that jsonb refuses: NUL characters and lone surrogates (as escapes, after ensure_ascii).
+# JSON that jsonb refuses: NUL characters and lone surrogates (as escapes).
 _BAD_JSON = re.compile(r"\\u0000|\\ud[89a-f][0-9a-f]{2}", re.IGNORECASE)
 
 
@@ -65,7 +67,15 @@ def _clean_json(value: object) -> object:
 
 
 def parse_json(text: str) -> object:
-    """A JSON field of an event; text that is not JSON is kept as a JSON string."""
+    """A JSON field of an event; text that is not JSON is kept as a JSON string.
+
+    orjson first (the relay parses every payload); the stdlib for what it refuses
+    but the engine may have written (integers beyond 64 bits, lone surrogates).
+    """
+    try:
+        return orjson.loads(text)
+    except ValueError:
+        pass
     try:
         value: object = json.loads(text)
     except ValueError:
@@ -74,11 +84,15 @@ def parse_json(text: str) -> object:
 
 
 def dump_json(value: object) -> str:
-    """Serialize for a jsonb column, replacing what jsonb cannot hold."""
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
-    if _BAD_JSON.search(text):
-        text = json.dumps(_clean_json(value), separators=(",", ":"), allow_nan=False, default=str)
-    return text
+    """Serialize for a jsonb column, replacing what jsonb cannot hold (orjson; the
+    stdlib, cleaned, for values orjson refuses or jsonb would)."""
+    try:
+        text: str = orjson.dumps(value, default=str).decode()
+        if not _BAD_JSON.search(text):
+            return text
+    except TypeError:  # lone surrogates, non-str keys, integers beyond 64 bits
+        pass
+    return json.dumps(_clean_json(value), separators=(",", ":"), allow_nan=False, default=str)
 
 
 def _int(value: str) -> int | None:
@@ -116,7 +130,7 @@ class JobFold:
     touched the job meanwhile (see audit.sink), else it folds from scratch.
     """
 
-    __slots__ = ("job", "rows", "last")
+    __slots__ = ("job", "rows", "last", "dropped")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
         self.job: dict[str, Any] = {
@@ -128,6 +142,9 @@ class JobFold:
         }
         self.rows: dict[int, dict[str, Any]] = {}
         self.last: StreamId | None = None  # stream id of the latest applied event
+        # An attempt row was removed since the relay last wrote this fold: the stored
+        # rows may hold one the fold no longer has (the relay deletes it, then clears this).
+        self.dropped = False
 
     def apply(self, e: OutboxEvent, stream_id: StreamId | None = None) -> None:
         """Apply one event that comes after every event applied so far."""
@@ -171,7 +188,9 @@ def _scheduled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # Redis retention dropped it): everything before it in the stream is history.
     metadata = parse_json(e.get("metadata")) if e.get("metadata") else None
     run_at = _int(e.get("run_at"))
-    b.rows.clear()
+    if b.rows:
+        b.rows.clear()
+        b.dropped = True
     b.job.update(
         topic=clean_text(e.get("topic")), status="active", attempts=0,
         max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
@@ -234,6 +253,7 @@ def _released(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     row = b.rows.get(e.attempt)
     if row is not None and row["outcome"] is None:
         del b.rows[e.attempt]
+        b.dropped = True
 
 
 def _log_only(b: JobFold, e: OutboxEvent, ts: datetime) -> None:

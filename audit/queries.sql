@@ -41,12 +41,23 @@ ON CONFLICT (job_id) DO NOTHING
 RETURNING job_id;
 
 -- name: lock_job_index
--- Serializes relays that touch the same job: a job's rows are rebuilt under this lock.
-SELECT job_id, created_at, sched_ms, sched_seq, applied_ms, applied_seq
+-- Serializes relays that touch the same job: a job's rows are rebuilt under this
+-- lock. Jobs whose index row this transaction inserted are not passed: they are
+-- ours already (another relay's insert waits on the unique index).
+SELECT job_id, created_at, sched_ms, sched_seq
 FROM schedule_job_index
 WHERE job_id = ANY($1::text[])
 ORDER BY job_id
 FOR UPDATE;
+
+-- name: job_applied
+-- The latest event folded into each job's row (migration 0002). A statement of its
+-- own, after lock_job_index: in READ COMMITTED it reads what the previous holder
+-- of a lock committed (a join in the locking statement would read its snapshot
+-- from before the wait).
+SELECT a.id AS job_id, a.applied_ms, a.applied_seq
+FROM unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
+JOIN schedule_audit AS a ON a.id = u.job_id AND a.created_at = u.created_at;
 
 -- name: move_job_index
 UPDATE schedule_job_index AS i
@@ -73,54 +84,63 @@ USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, old_created_at)
 WHERE a.job_id = u.job_id AND a.job_created_at = u.old_created_at;
 
 -- name: insert_events
--- The stream id is the idempotency key: a re-delivered event inserts nothing.
-INSERT INTO schedule_events
-    (stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
-SELECT u.stream_ms, u.stream_seq, u.job_id, u.event_type, u.attempt_no, u.ts, u.fields::jsonb, u.job_created_at
-FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::timestamptz[],
-            $7::text[], $8::timestamptz[])
-     AS u(stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
-ON CONFLICT (stream_ms, stream_seq, job_created_at) DO NOTHING
-RETURNING job_id, stream_ms, stream_seq;
+-- $1: a JSON array of events, one object each (keys as the record below; `fields`
+-- the event's own fields object, `ts_ms` epoch ms). One text parameter instead of
+-- eight arrays: asyncpg checks every array element in Python, PostgreSQL parses
+-- JSON in C. The stream id is the idempotency key: a re-delivered event inserts
+-- nothing. Returns the stream ids of the events that were new, as two arrays in
+-- one row (one row to decode, not one per event).
+WITH inserted AS (
+    INSERT INTO schedule_events
+        (stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
+    SELECT u.stream_ms, u.stream_seq, u.job_id, u.event_type, u.attempt_no,
+           'epoch'::timestamptz + u.ts_ms * interval '1 millisecond', u.fields::jsonb, u.job_created_at
+    FROM json_to_recordset($1::json)
+         AS u(stream_ms bigint, stream_seq bigint, job_id text, event_type text, attempt_no integer, ts_ms bigint,
+              fields json, job_created_at timestamptz)
+    ON CONFLICT (stream_ms, stream_seq, job_created_at) DO NOTHING
+    RETURNING stream_ms, stream_seq
+)
+SELECT coalesce(array_agg(stream_ms), ARRAY[]::bigint[]) AS stream_ms,
+       coalesce(array_agg(stream_seq), ARRAY[]::bigint[]) AS stream_seq
+FROM inserted;
 
 -- name: job_events
 SELECT e.job_id, e.stream_ms, e.stream_seq, e.fields::text AS fields
 FROM unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
 JOIN schedule_events AS e ON e.job_id = u.job_id AND e.job_created_at = u.created_at;
 
--- name: set_applied
--- The latest event folded into each job's rows (see migration 0002).
-UPDATE schedule_job_index AS i
-SET applied_ms = u.applied_ms, applied_seq = u.applied_seq
-FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(job_id, applied_ms, applied_seq)
-WHERE i.job_id = u.job_id;
 -- name: upsert_jobs
+-- $1: a JSON array of job rows, one object each with the columns as keys (see insert_events).
 INSERT INTO schedule_audit AS a
     (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
-     payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at)
+     payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at,
+     applied_ms, applied_seq)
 SELECT u.id, u.topic, u.status, u.attempts, u.max_attempts, u.backoff_type, u.backoff_delay_ms,
        u.last_error::jsonb, u.run_at, u.tz, u.payload::jsonb, u.metadata::jsonb, u.trace_id, u.cron_name,
-       u.created_at, u.updated_at, u.completed_at, u.failed_at, u.cancelled_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::text[], $7::bigint[],
-            $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-            $15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[])
-     AS u(id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
-          payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at)
+       u.created_at, u.updated_at, u.completed_at, u.failed_at, u.cancelled_at, u.applied_ms, u.applied_seq
+FROM json_to_recordset($1::json)
+     AS u(id text, topic text, status text, attempts integer, max_attempts integer, backoff_type text,
+          backoff_delay_ms bigint, last_error json, run_at timestamptz, tz text, payload json, metadata json,
+          trace_id text, cron_name text, created_at timestamptz, updated_at timestamptz,
+          completed_at timestamptz, failed_at timestamptz, cancelled_at timestamptz, applied_ms bigint,
+          applied_seq bigint)
 ON CONFLICT (id, created_at) DO UPDATE SET
     topic = EXCLUDED.topic, status = EXCLUDED.status, attempts = EXCLUDED.attempts,
     max_attempts = EXCLUDED.max_attempts, backoff_type = EXCLUDED.backoff_type,
     backoff_delay_ms = EXCLUDED.backoff_delay_ms, last_error = EXCLUDED.last_error, run_at = EXCLUDED.run_at,
     tz = EXCLUDED.tz, payload = EXCLUDED.payload, metadata = EXCLUDED.metadata, trace_id = EXCLUDED.trace_id,
     cron_name = EXCLUDED.cron_name, updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at,
-    failed_at = EXCLUDED.failed_at, cancelled_at = EXCLUDED.cancelled_at
+    failed_at = EXCLUDED.failed_at, cancelled_at = EXCLUDED.cancelled_at, applied_ms = EXCLUDED.applied_ms,
+    applied_seq = EXCLUDED.applied_seq
 WHERE (a.topic, a.status, a.attempts, a.max_attempts, a.backoff_type, a.backoff_delay_ms, a.last_error,
        a.run_at, a.tz, a.payload, a.metadata, a.trace_id, a.cron_name, a.updated_at, a.completed_at,
-       a.failed_at, a.cancelled_at)
+       a.failed_at, a.cancelled_at, a.applied_ms, a.applied_seq)
       IS DISTINCT FROM
       (EXCLUDED.topic, EXCLUDED.status, EXCLUDED.attempts, EXCLUDED.max_attempts, EXCLUDED.backoff_type,
        EXCLUDED.backoff_delay_ms, EXCLUDED.last_error, EXCLUDED.run_at, EXCLUDED.tz, EXCLUDED.payload,
        EXCLUDED.metadata, EXCLUDED.trace_id, EXCLUDED.cron_name, EXCLUDED.updated_at, EXCLUDED.completed_at,
-       EXCLUDED.failed_at, EXCLUDED.cancelled_at);
+       EXCLUDED.failed_at, EXCLUDED.cancelled_at, EXCLUDED.applied_ms, EXCLUDED.applied_seq);
 
 -- name: delete_stale_attempts
 -- Attempt rows the rebuilt job no longer has (an attempt given back by attempt_released).
@@ -132,11 +152,16 @@ WHERE a.job_id = u.job_id AND a.job_created_at = u.created_at
       WHERE k.job_id = a.job_id AND k.attempt_no = a.attempt_no);
 
 -- name: upsert_attempts
+-- $1: a JSON array of attempt rows, one object each (keys as the record below).
 INSERT INTO schedule_attempts AS a
     (job_id, attempt_no, worker_id, started_at, finished_at, outcome, error_type, error_message,
      duration_ms, lateness_ms, job_created_at)
-SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-                     $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[])
+SELECT u.job_id, u.attempt, u.worker, u.started_at, u.finished_at, u.outcome, u.error_type, u.error_message,
+       u.duration_ms, u.lateness_ms, u.job_created_at
+FROM json_to_recordset($1::json)
+     AS u(job_id text, attempt integer, worker text, started_at timestamptz, finished_at timestamptz,
+          outcome text, error_type text, error_message text, duration_ms bigint, lateness_ms bigint,
+          job_created_at timestamptz)
 ON CONFLICT (job_id, attempt_no, job_created_at) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
     outcome = EXCLUDED.outcome, error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message,

@@ -12,6 +12,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -111,6 +112,10 @@ class BatchWriter:
             self._pool = await asyncpg.create_pool(
                 self._url, min_size=0, max_size=self._options.pool_max_size,
                 timeout=self._options.connect_timeout_s, command_timeout=self._options.command_timeout_s,
+                # The batch statements take arrays and JSON documents, so a custom plan is no
+                # better than the generic one, but planning against every partition costs
+                # more than running them: plan each once per connection.
+                server_settings={"plan_cache_mode": "force_generic_plan"},
             )
         return self._pool
 
@@ -178,10 +183,10 @@ class BatchWriter:
         fresh = {r["job_id"] for r in await conn.fetch(
             query("insert_job_index"), ids, [placements[j].created_at for j in ids],
             [_ms(placements[j].sched) for j in ids], [_seq(placements[j].sched) for j in ids])}
-        index: dict[str, datetime] = {}
-        applied: dict[str, StreamId | None] = {}
+        index = {j: placements[j].created_at for j in fresh}
         moves: list[tuple[str, datetime, datetime, StreamId]] = []
-        for row in await conn.fetch(query("lock_job_index"), ids):
+        known_ids = [j for j in ids if j not in fresh]
+        for row in await conn.fetch(query("lock_job_index"), known_ids) if known_ids else ():
             job_id, created = row["job_id"], row["created_at"]
             known = (row["sched_ms"], row["sched_seq"]) if row["sched_ms"] is not None else None
             sched = placements[job_id].sched
@@ -189,45 +194,61 @@ class BatchWriter:
                 moves.append((job_id, created, placements[job_id].created_at, sched))
                 created = placements[job_id].created_at
             index[job_id] = created
-            applied[job_id] = (row["applied_ms"], row["applied_seq"]) if row["applied_ms"] is not None else None
         missing = {month_start(c) for c in index.values()} - self._months
         if missing:
             raise _MissingPartitions(missing)
         moved = await self._move(conn, moves)
         sids = [parse_id(e.stream_id) for e in events]
-        inserted = await conn.fetch(
-            query("insert_events"),
-            [sid[0] for sid in sids], [sid[1] for sid in sids],
-            [e.job_id for e in events], [e.type for e in events], [e.attempt for e in events],
-            [ms_to_datetime(e.ts_ms) for e in events], [dump_json(e.fields) for e in events],
-            [index[e.job_id] for e in events],
-        )
-        new: dict[str, list[StreamId]] = defaultdict(list)
-        for r in inserted:
-            new[r["job_id"]].append((r["stream_ms"], r["stream_seq"]))
+        inserted = await conn.fetchrow(query("insert_events"), dump_json([
+            {"stream_ms": sid[0], "stream_seq": sid[1], "job_id": e.job_id, "event_type": e.type,
+             "attempt_no": e.attempt, "ts_ms": e.ts_ms, "fields": e.fields, "job_created_at": index[e.job_id]}
+            for sid, e in zip(sids, events)]))
+        fresh_sids = list(zip(inserted["stream_ms"], inserted["stream_seq"]))
+        if len(fresh_sids) < len(sids):  # some were in Postgres already: fold only the new ones
+            fresh_set = set(fresh_sids)
+            pairs = [(sid, e) for sid, e in zip(sids, events) if sid in fresh_set]
+        else:
+            pairs = list(zip(sids, events))
+        pairs.sort(key=lambda pair: pair[0])  # stream order
+        new: dict[str, list[tuple[StreamId, OutboxEvent]]] = defaultdict(list)
+        for sid, e in pairs:
+            new[e.job_id].append((sid, e))
         touched = sorted(set(new) | moved)
         if not touched:
             return 0
-        by_sid = dict(zip(sids, events))
         folds: dict[str, JobFold] = {}
         stale: dict[str, datetime] = {}
+        cached = [j for j in touched if j not in fresh and j not in moved and j in self._folds]
+        applied = await self._applied(conn, cached, index) if cached else {}
         for job_id in touched:
+            mine = new.get(job_id, [])
             if job_id in fresh:  # its index row is this batch's: no event of it is stored yet
                 fold: JobFold | None = JobFold(job_id, index[job_id])
+            elif job_id in moved:
+                fold = None
             else:
-                fold = self._folds.resume(job_id, index[job_id], applied[job_id], new.get(job_id, ()))
-            if fold is None or job_id in moved:
+                fold = self._folds.resume(job_id, index[job_id], applied.get(job_id), [sid for sid, _ in mine])
+            if fold is None:
                 stale[job_id] = index[job_id]
                 continue
-            for sid in sorted(new[job_id]):
-                fold.apply(by_sid[sid], sid)
+            for sid, e in mine:
+                fold.apply(e, sid)
             folds[job_id] = fold
         if stale:
-            folds.update(await self._refold(conn, stale))
+            refolded = await self._refold(conn, stale)
+            for fold in refolded.values():
+                fold.dropped = True  # its stored attempt rows are unknown: check them all
+            folds.update(refolded)
         await self._write_rows(conn, [folds[j] for j in touched], index)
         for job_id in touched:
             self._folds.keep(folds[job_id])
-        return len(inserted)
+        return len(pairs)
+
+    async def _applied(self, conn: asyncpg.Connection, ids: list[str],
+                       index: dict[str, datetime]) -> dict[str, StreamId]:
+        """The latest event folded into each job's stored row (read after the locks)."""
+        rows = await conn.fetch(query("job_applied"), ids, [index[j] for j in ids])
+        return {r["job_id"]: (r["applied_ms"], r["applied_seq"]) for r in rows if r["applied_ms"] is not None}
 
     async def _move(self, conn: asyncpg.Connection, moves: list[tuple[str, datetime, datetime, StreamId]]) -> set[str]:
         """Re-home jobs whose `scheduled` arrived after other events (rare)."""
@@ -252,48 +273,42 @@ class BatchWriter:
         return {j: fold_new(j, jobs[j], by_job[j]) for j in ids}
 
     async def _write_rows(self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]) -> None:
-        """Upsert the folded rows of these jobs and remember the last event folded into each."""
-        folded = [f.result() for f in folds]
-        rows = [f.job for f in folded]
-        await conn.execute(
-            query("upsert_jobs"),
-            [r.id for r in rows], [r.topic for r in rows], [r.status for r in rows], [r.attempts for r in rows],
-            [r.max_attempts for r in rows], [r.backoff_type for r in rows], [r.backoff_delay_ms for r in rows],
-            [_json(r.last_error) for r in rows], [r.run_at for r in rows], [r.tz for r in rows],
-            [_json(r.payload) for r in rows], [_json(r.metadata) for r in rows], [r.trace_id for r in rows],
-            [r.cron_name for r in rows], [r.created_at for r in rows], [r.updated_at for r in rows],
-            [r.completed_at for r in rows], [r.failed_at for r in rows], [r.cancelled_at for r in rows],
-        )
-        ids = [r.id for r in rows]
-        attempts = [(a, index[f.job.id]) for f in folded for a in f.attempts]
-        await conn.execute(query("delete_stale_attempts"), ids, [index[j] for j in ids],
-                           [a.job_id for a, _ in attempts], [a.attempt for a, _ in attempts])
-        if attempts:
-            await conn.execute(
-                query("upsert_attempts"),
-                [a.job_id for a, _ in attempts], [a.attempt for a, _ in attempts], [a.worker for a, _ in attempts],
-                [a.started_at for a, _ in attempts], [a.finished_at for a, _ in attempts],
-                [a.outcome for a, _ in attempts], [a.error_type for a, _ in attempts],
-                [a.error_message for a, _ in attempts], [a.duration_ms for a, _ in attempts],
-                [a.lateness_ms for a, _ in attempts], [c for _, c in attempts],
-            )
-        lasts = [f.last for f in folds]
-        await conn.execute(query("set_applied"), ids, [_ms(sid) for sid in lasts], [_seq(sid) for sid in lasts])
+        """Upsert the folded rows of these jobs and remember the last event folded into each.
+
+        The rows go as one JSON document per table, straight from the folds' dicts
+        (no record objects, no per-column arrays: this runs for every job of every batch)."""
+        await conn.execute(query("upsert_jobs"), dump_json([
+            {**f.job, "applied_ms": _ms(f.last), "applied_seq": _seq(f.last)} for f in folds]))
+        rows = [{**row, "job_created_at": index[row["job_id"]]} for f in folds for row in f.rows.values()]
+        dropped = [f for f in folds if f.dropped]
+        if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
+            ids = [f.job["id"] for f in dropped]
+            kept = [(row["job_id"], row["attempt"]) for f in dropped for row in f.rows.values()]
+            await conn.execute(query("delete_stale_attempts"), ids, [index[j] for j in ids],
+                               [k[0] for k in kept], [k[1] for k in kept])
+            for f in dropped:
+                f.dropped = False
+        if rows:
+            await conn.execute(query("upsert_attempts"), dump_json(rows))
 
 
 class FoldCache:
     """The folds of jobs this relay wrote last, so the next batch of a job resumes its
     fold instead of re-reading and re-folding all of the job's stored events.
 
-    A fold is only resumed when the job's index row (read under its lock) says the
-    latest event folded into its rows is the fold's own last event: anything another
-    relay or a rolled-back batch did since shows up there as a mismatch. Finished jobs
-    are dropped (they rarely get another event); the rest are evicted oldest first.
+    A fold is only resumed when the job's audit row (read once its index row is
+    locked) says the latest event folded into it is the fold's own last event:
+    anything another relay or a rolled-back batch did since shows up there as a
+    mismatch. Finished jobs are dropped (they rarely get another event); the rest
+    are evicted oldest first.
     """
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._folds: OrderedDict[str, JobFold] = OrderedDict()
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._folds
 
     def resume(self, job_id: str, created_at: datetime, applied: StreamId | None,
                new: Iterable[StreamId]) -> JobFold | None:
@@ -325,8 +340,6 @@ def _seq(sid: StreamId | None) -> int | None:
     return sid[1] if sid is not None else None
 
 
-def _json(value: object) -> str | None:
-    return None if value is None else dump_json(value)
 
 
 class AuditRelay:
@@ -447,6 +460,7 @@ class AuditRelay:
                     await self.stream.delete_consumer()
             except RedisError as exc:
                 log.debug("audit relay: could not remove consumer %s: %s", self.consumer, exc)
+        await self.stream.aclose()
         await self.writer.close()
 
     async def _loop(self) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -15,6 +16,7 @@ from redis.exceptions import ResponseError
 from audit.streamid import GroupPosition, StreamId, format_id, parse_id, trim_point
 from scheduler.keys import Keys
 from scheduler.outbox import OutboxEvent, event_from_fields
+from scheduler.wire import Endpoint, WireConnection
 
 log = logging.getLogger("horae.audit")
 
@@ -56,6 +58,14 @@ def _fields(raw: object) -> dict[str, str] | None:
     return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 
 
+def _wire_entries(raw: list[list[Any]]) -> list[Entry]:
+    """Entries of a RESP2 XREADGROUP reply decoded to str: [[id, [k, v, ...] or nil], ...]."""
+    out = []
+    for sid, flat in raw:
+        out.append(Entry(sid, None if flat is None else dict(zip(flat[::2], flat[1::2]))))
+    return out
+
+
 def _entries(raw: object) -> list[Entry]:
     out: list[Entry] = []
     for item in raw or []:  # type: ignore[attr-defined]
@@ -93,6 +103,10 @@ class OutboxStream:
         # Our own client object on the caller's connection pool, so the raw
         # XAUTOCLAIM reply callback below never changes the caller's client.
         self._r = aioredis.Redis(connection_pool=redis.connection_pool)
+        # The hot pair (read, ack) on a connection of this consumer's own: hiredis
+        # decodes the entries straight to str (scheduler/wire.py). It may block in
+        # XREADGROUP, so nothing else may share it.
+        self._wire = WireConnection(Endpoint.of_pool(redis.connection_pool), decode=True)
         self._r.set_response_callback("XAUTOCLAIM", _raw_reply)
         self.key = Keys(namespace).outbox
         self.group = group
@@ -109,19 +123,16 @@ class OutboxStream:
 
     async def read(self, count: int, block_ms: int | None) -> list[Entry]:
         """New entries for this consumer (XREADGROUP >); block_ms None returns at once."""
+        block = () if block_ms is None else ("BLOCK", block_ms)
         try:
-            reply = await self._r.xreadgroup(self.group, self.consumer, {self.key: ">"}, count=count,
-                                             block=block_ms)
+            reply = await self._wire.call("XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count, *block,
+                                          "STREAMS", self.key, ">")
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             await self.ensure_group()  # the stream was deleted under us
             return []
-        if not reply:
-            return []
-        if isinstance(reply, Mapping):  # RESP3: {stream: [entries]}
-            return [e for value in reply.values() for e in _entries(value[0] if value else [])]
-        return [e for _, raw in reply for e in _entries(raw)]
+        return [e for _, raw in reply or () for e in _wire_entries(raw)]
 
     async def claim(self, min_idle_ms: int, count: int) -> list[Entry]:
         """Take over entries another consumer left pending longer than min_idle_ms.
@@ -160,7 +171,11 @@ class OutboxStream:
     async def ack(self, ids: Sequence[str]) -> None:
         """XACK entries whose events are committed (or can never be)."""
         if ids:
-            await self._r.xack(self.key, self.group, *ids)
+            await self._wire.call("XACK", self.key, self.group, *ids)
+
+    async def aclose(self) -> None:
+        """Close this consumer's own connection (the shared pool stays open)."""
+        await self._wire.aclose()
 
     async def _groups(self) -> list[dict[str, object]] | None:
         try:

@@ -70,9 +70,10 @@ class Endpoint:
 class _Pipe(asyncio.Protocol):
     """Requests written per loop turn, replies matched to waiters in order."""
 
-    def __init__(self, on_push: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, on_push: Callable[[Any], None] | None = None, decode: bool = False) -> None:
         self.transport: asyncio.Transport | None = None
-        self._reader = hiredis.Reader(replyError=ResponseError)
+        self._reader = (hiredis.Reader(replyError=ResponseError, encoding="utf-8", errors="replace") if decode
+                        else hiredis.Reader(replyError=ResponseError))
         self._waiting: deque[asyncio.Future[Any]] = deque()
         self._out: list[bytes] = []
         self._flush_pending = False
@@ -126,11 +127,11 @@ class _Pipe(asyncio.Protocol):
             self.transport.write(data)
 
 
-async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None) -> _Pipe:
+async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None, decode: bool = False) -> _Pipe:
     loop = asyncio.get_running_loop()
 
     def factory() -> _Pipe:
-        return _Pipe(on_push)
+        return _Pipe(on_push, decode)
 
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
@@ -149,10 +150,14 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
 
 
 class WireConnection:
-    """One pipelined connection, opened on first use and again after a break."""
+    """One pipelined connection, opened on first use and again after a break.
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    `decode`: bulk replies come back as str (UTF-8, invalid bytes replaced), not bytes.
+    """
+
+    def __init__(self, endpoint: Endpoint, decode: bool = False) -> None:
         self.endpoint = endpoint
+        self.decode = decode
         self._pipe: _Pipe | None = None
         self._opening: asyncio.Task[_Pipe] | None = None
 
@@ -171,7 +176,7 @@ class WireConnection:
     async def _connect(self) -> _Pipe:
         # Callers that find no connection share one attempt (no stampede of sockets).
         if self._opening is None or self._opening.done():
-            self._opening = asyncio.ensure_future(_open(self.endpoint))
+            self._opening = asyncio.ensure_future(_open(self.endpoint, decode=self.decode))
         self._pipe = await asyncio.shield(self._opening)
         return self._pipe
 

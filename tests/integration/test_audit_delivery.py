@@ -344,9 +344,29 @@ async def test_a_relay_resumes_its_own_fold_across_batches(outbox: Any, relay: A
     for entry in entries:  # one event per batch: every batch after the first resumes the kept fold
         assert await relay.write_batch([entry]) == 1
     got = without_versions(await dump(db))
-    index = await db.fetchrow("SELECT applied_ms, applied_seq FROM schedule_job_index")
+    index = await db.fetchrow("SELECT applied_ms, applied_seq FROM schedule_audit")
     assert (index["applied_ms"], index["applied_seq"]) == parse_id(entries[-1].stream_id)
     for table in TABLES:
         await db.execute(f"TRUNCATE {table}")
     await relay.write_batch(entries)
     assert without_versions(await dump(db)) == got
+
+
+async def test_an_attempt_row_dropped_in_a_later_batch_is_deleted(outbox: Any, relay: AuditRelay,
+                                                                   redis: aioredis.Redis,
+                                                                   db: asyncpg.Connection) -> None:
+    """The relay writes the running attempt's row, then a later batch says the attempt was
+    given back and the job cancelled: the resumed fold has no row, so neither may the table."""
+    due = outbox.now + 1_000
+    await outbox.scheduled("gone", run_at=due)
+    await outbox.started("gone", 1, due)
+    first = await all_entries(redis, outbox.key)
+    assert await relay.write_batch(first) == 2
+    assert await db.fetchval("SELECT count(*) FROM schedule_attempts") == 1
+    outbox.tick()
+    await outbox.released("gone", 1)
+    await outbox.cancelled("gone", 0, running=False)
+    rest = (await all_entries(redis, outbox.key))[2:]
+    assert await relay.write_batch(rest) == 2
+    assert await db.fetchval("SELECT count(*) FROM schedule_attempts") == 0
+    assert await db.fetchval("SELECT status FROM schedule_audit WHERE id = 'gone'") == "cancelled"

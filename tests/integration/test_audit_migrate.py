@@ -24,6 +24,7 @@ EXPECTED_COLUMNS = {
         ("cron_name", "text", "YES"), ("created_at", "timestamp with time zone", "NO"),
         ("updated_at", "timestamp with time zone", "NO"), ("completed_at", "timestamp with time zone", "YES"),
         ("failed_at", "timestamp with time zone", "YES"), ("cancelled_at", "timestamp with time zone", "YES"),
+        ("applied_ms", "bigint", "YES"), ("applied_seq", "bigint", "YES"),
     ],
     "schedule_attempts": [
         ("job_id", "text", "NO"), ("attempt_no", "integer", "NO"), ("worker_id", "text", "YES"),
@@ -40,7 +41,7 @@ EXPECTED_COLUMNS = {
     ],
     "schedule_job_index": [
         ("job_id", "text", "NO"), ("created_at", "timestamp with time zone", "NO"), ("sched_ms", "bigint", "YES"),
-        ("sched_seq", "bigint", "YES"), ("applied_ms", "bigint", "YES"), ("applied_seq", "bigint", "YES"),
+        ("sched_seq", "bigint", "YES"),
     ],
     "schema_version": [
         ("version", "integer", "NO"), ("name", "text", "NO"), ("checksum", "text", "NO"),
@@ -99,7 +100,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
         nxt = add_months(this, 1)
         assert got["partitions"] == month_names(datetime(this.year, this.month, 1), datetime(nxt.year, nxt.month, 1))
         versions = await conn.fetch("SELECT version, name FROM schema_version")
-        assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "job_index_applied")]
+        assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "audit_applied")]
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)

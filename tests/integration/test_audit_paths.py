@@ -12,6 +12,7 @@ import pytest
 
 from audit.fold import ms_to_datetime as at
 from audit.sink import AuditRelay
+from audit.streamid import parse_id
 
 T0 = 1_800_000_000_000  # conftest.START_MS: the `scheduled` ts of every job here
 RUN_AT = T0 + 1_000
@@ -198,9 +199,11 @@ SCENARIOS: list[Scenario] = [
 
 
 async def fetch_rows(db: asyncpg.Connection, job_id: str) -> tuple[Row | None, list[Row]]:
+    """The job's rows, without the relay's bookkeeping (applied_*: see test_path_rows)."""
     job = await db.fetchrow("SELECT * FROM schedule_audit WHERE id = $1", job_id)
     attempts = await db.fetch("SELECT * FROM schedule_attempts WHERE job_id = $1 ORDER BY attempt_no", job_id)
-    return (dict(job) if job else None), [dict(a) for a in attempts]
+    row = {k: v for k, v in job.items() if k not in ("applied_ms", "applied_seq")} if job else None
+    return row, [dict(a) for a in attempts]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
@@ -209,6 +212,8 @@ async def test_path_rows(scenario: Scenario, outbox: Any, relay: AuditRelay, db:
     expected_job, expected_attempts = await scenario(outbox, "job-1")
     assert await drain(relay) == len(outbox.ids)
     job, attempts = await fetch_rows(db, "job-1")
+    applied = await db.fetchrow("SELECT applied_ms, applied_seq FROM schedule_audit WHERE id = 'job-1'")
+    assert tuple(applied) == parse_id(outbox.ids[-1]), "the last event folded into the row"
     assert job == expected_job
     assert attempts == expected_attempts
     logged = await db.fetch("SELECT stream_ms || '-' || stream_seq AS sid FROM schedule_events "
