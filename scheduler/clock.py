@@ -18,7 +18,8 @@ class Clock(Protocol):
         """Current epoch milliseconds on the shared (Redis) clock."""
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
-        """Return at deadline_ms on this clock, or earlier when `wake` is set."""
+        """Return at deadline_ms on this clock, or earlier when `wake` is set (an
+        implementation may set `wake` itself at the deadline: callers clear it)."""
 
 
 class SystemClock:
@@ -49,7 +50,10 @@ class SystemClock:
         delay = (deadline_ms - self.now_ms()) / 1000
         if delay <= 0 or wake.is_set():
             return
+        # A timer that sets `wake` (the caller clears it before it re-plans) instead of
+        # wait_for, which wraps the wait in a task of its own every time.
+        timer = asyncio.get_running_loop().call_later(delay, wake.set)
         try:
-            await asyncio.wait_for(wake.wait(), timeout=delay)
-        except TimeoutError:
-            pass
+            await wake.wait()
+        finally:
+            timer.cancel()
