@@ -27,6 +27,8 @@ from scheduler.outbox import OutboxEvent
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FAILED_OUTCOMES: frozenset[str] = frozenset({"failed", "timed_out", "worker_lost"})
 _SUCCESS_OUTCOMES: frozenset[str] = frozenset({"succeeded", "no_listener"})
+# Keys of a fold's row dicts that are written but are not part of the records.
+_BOOKKEEPING: frozenset[str] = frozenset({"applied_ms", "applied_seq", "job_created_at"})
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 # JSON that jsonb refuses: NUL characters and lone surrogates (as escapes).
 _BAD_JSON = re.compile(r"\\u0000|\\ud[89a-f][0-9a-f]{2}", re.IGNORECASE)
@@ -133,12 +135,15 @@ class JobFold:
     __slots__ = ("job", "rows", "last", "dropped")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
+        # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
+        # the stream id of the latest event folded in (migration 0002; not in AuditRecord).
         self.job: dict[str, Any] = {
             "id": job_id, "topic": "", "status": "active", "attempts": 0, "max_attempts": None,
             "backoff_type": None, "backoff_delay_ms": None, "last_error": None, "run_at": None, "tz": None,
             "payload": None, "metadata": None, "trace_id": None, "cron_name": None,
             "created_at": created_at, "updated_at": created_at,
             "completed_at": None, "failed_at": None, "cancelled_at": None,
+            "applied_ms": None, "applied_seq": None,
         }
         self.rows: dict[int, dict[str, Any]] = {}
         self.last: StreamId | None = None  # stream id of the latest applied event
@@ -156,19 +161,22 @@ class JobFold:
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
         self.last = sid
+        self.job["applied_ms"], self.job["applied_seq"] = sid
 
     def result(self) -> FoldedJob:
         """The frozen rows as they stand."""
-        return FoldedJob(AuditRecord(**self.job),
-                         tuple(AttemptRecord(**self.rows[a]) for a in sorted(self.rows)))
+        job = {k: v for k, v in self.job.items() if k not in _BOOKKEEPING}
+        return FoldedJob(AuditRecord(**job), tuple(
+            AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
+            for a in sorted(self.rows)))
 
     def row(self, attempt: int) -> dict[str, Any]:
         found = self.rows.get(attempt)
         if found is None:
-            found = self.rows[attempt] = {
+            found = self.rows[attempt] = {  # schedule_attempts' columns (job_created_at: not in AttemptRecord)
                 "job_id": self.job["id"], "attempt": attempt, "worker": None, "started_at": None,
                 "finished_at": None, "outcome": None, "error_type": None, "error_message": None,
-                "duration_ms": None, "lateness_ms": None,
+                "duration_ms": None, "lateness_ms": None, "job_created_at": self.job["created_at"],
             }
         return found
 

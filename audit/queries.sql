@@ -84,20 +84,20 @@ USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, old_created_at)
 WHERE a.job_id = u.job_id AND a.job_created_at = u.old_created_at;
 
 -- name: insert_events
--- $1: a JSON array of events, one object each (keys as the record below; `fields`
--- the event's own fields object, `ts_ms` epoch ms). One text parameter instead of
--- eight arrays: asyncpg checks every array element in Python, PostgreSQL parses
--- JSON in C. The stream id is the idempotency key: a re-delivered event inserts
--- nothing. Returns the stream ids of the events that were new, as two arrays in
--- one row (one row to decode, not one per event).
+-- $1: a JSON array of events, each [stream_ms, stream_seq, job_id, event_type,
+-- attempt_no, ts_ms, fields, job_created_at] (fields: the event's own object). One
+-- text parameter instead of eight arrays: asyncpg checks every array element in
+-- Python, PostgreSQL parses the document in C, and positions instead of keys make
+-- it smaller (about a fifth less server time per event than named objects). The
+-- stream id is the idempotency key: a re-delivered event inserts nothing. Returns
+-- the stream ids of the events that were new, as two arrays in one row (one row to
+-- decode, not one per event).
 WITH inserted AS (
     INSERT INTO schedule_events
         (stream_ms, stream_seq, job_id, event_type, attempt_no, ts, fields, job_created_at)
-    SELECT u.stream_ms, u.stream_seq, u.job_id, u.event_type, u.attempt_no,
-           'epoch'::timestamptz + u.ts_ms * interval '1 millisecond', u.fields::jsonb, u.job_created_at
-    FROM json_to_recordset($1::json)
-         AS u(stream_ms bigint, stream_seq bigint, job_id text, event_type text, attempt_no integer, ts_ms bigint,
-              fields json, job_created_at timestamptz)
+    SELECT (e->>0)::bigint, (e->>1)::bigint, e->>2, e->>3, (e->>4)::integer,
+           'epoch'::timestamptz + (e->>5)::bigint * interval '1 millisecond', e->6, (e->>7)::timestamptz
+    FROM jsonb_array_elements($1::jsonb) AS e
     ON CONFLICT (stream_ms, stream_seq, job_created_at) DO NOTHING
     RETURNING stream_ms, stream_seq
 )
@@ -111,7 +111,8 @@ FROM unnest($1::text[], $2::timestamptz[]) AS u(job_id, created_at)
 JOIN schedule_events AS e ON e.job_id = u.job_id AND e.job_created_at = u.created_at;
 
 -- name: upsert_jobs
--- $1: a JSON array of job rows, one object each with the columns as keys (see insert_events).
+-- $1: a JSON array of job rows, one object each with the columns as keys (one
+-- text parameter, see insert_events).
 INSERT INTO schedule_audit AS a
     (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
      payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at,
@@ -152,7 +153,8 @@ WHERE a.job_id = u.job_id AND a.job_created_at = u.created_at
       WHERE k.job_id = a.job_id AND k.attempt_no = a.attempt_no);
 
 -- name: upsert_attempts
--- $1: a JSON array of attempt rows, one object each (keys as the record below).
+-- $1: a JSON array of attempt rows, one object each (keys as the record below; one
+-- text parameter, see insert_events).
 INSERT INTO schedule_attempts AS a
     (job_id, attempt_no, worker_id, started_at, finished_at, outcome, error_type, error_message,
      duration_ms, lateness_ms, job_created_at)

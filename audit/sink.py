@@ -80,18 +80,20 @@ class _MissingPartitions(Exception):
         self.months = months
 
 
-def _placements(events: Sequence[OutboxEvent]) -> dict[str, _Placement]:
-    by_job: dict[str, list[OutboxEvent]] = defaultdict(list)
-    for e in events:
-        by_job[e.job_id].append(e)
+def _placements(events: dict[StreamId, OutboxEvent]) -> dict[str, _Placement]:
+    """Where each job of the batch belongs: its latest `scheduled` here, else its earliest event."""
+    first_ms: dict[str, int] = {}
+    scheduled: dict[str, tuple[StreamId, int]] = {}
+    for sid, e in events.items():
+        if e.type == SCHEDULED and (e.job_id not in scheduled or sid > scheduled[e.job_id][0]):
+            scheduled[e.job_id] = (sid, e.ts_ms)
+        if e.ts_ms < first_ms.get(e.job_id, e.ts_ms + 1):
+            first_ms[e.job_id] = e.ts_ms
     out: dict[str, _Placement] = {}
-    for job_id, evs in by_job.items():
-        scheduled = [e for e in evs if e.type == SCHEDULED]
-        if scheduled:
-            latest = max(scheduled, key=lambda e: parse_id(e.stream_id))
-            out[job_id] = _Placement(ms_to_datetime(latest.ts_ms), parse_id(latest.stream_id))
-        else:
-            out[job_id] = _Placement(ms_to_datetime(min(e.ts_ms for e in evs)), None)
+    for job_id, ts_ms in first_ms.items():
+        found = scheduled.get(job_id)
+        out[job_id] = (_Placement(ms_to_datetime(found[1]), found[0]) if found is not None
+                       else _Placement(ms_to_datetime(ts_ms), None))
     return out
 
 
@@ -139,15 +141,16 @@ class BatchWriter:
             await ensure_partitions(conn, missing)
             self._months |= missing
 
-    async def write(self, events: Sequence[OutboxEvent]) -> int:
-        """Apply events in one transaction; return how many were new (not yet in Postgres).
+    async def write(self, events: Sequence[tuple[StreamId, OutboxEvent]]) -> int:
+        """Apply (stream id, event) pairs in one transaction; return how many were new
+        (not yet in Postgres).
 
         Raises:
             PostgresUnavailable: the server is unreachable or the connection died
                 (the batch may or may not have committed; writing it again is harmless).
             asyncpg.PostgresError: anything else (a bug); nothing was committed.
         """
-        unique = list({e.stream_id: e for e in events}.values())
+        unique = dict(events)
         if not unique:
             return 0
         placements = _placements(unique)
@@ -177,7 +180,7 @@ class BatchWriter:
                 raise
         raise StorageError("audit batch kept missing partitions after 5 tries")
 
-    async def _apply(self, conn: asyncpg.Connection, events: list[OutboxEvent],
+    async def _apply(self, conn: asyncpg.Connection, events: dict[StreamId, OutboxEvent],
                      placements: dict[str, _Placement]) -> int:
         ids = sorted(placements)
         fresh = {r["job_id"] for r in await conn.fetch(
@@ -198,17 +201,14 @@ class BatchWriter:
         if missing:
             raise _MissingPartitions(missing)
         moved = await self._move(conn, moves)
-        sids = [parse_id(e.stream_id) for e in events]
         inserted = await conn.fetchrow(query("insert_events"), dump_json([
-            {"stream_ms": sid[0], "stream_seq": sid[1], "job_id": e.job_id, "event_type": e.type,
-             "attempt_no": e.attempt, "ts_ms": e.ts_ms, "fields": e.fields, "job_created_at": index[e.job_id]}
-            for sid, e in zip(sids, events)]))
-        fresh_sids = list(zip(inserted["stream_ms"], inserted["stream_seq"]))
-        if len(fresh_sids) < len(sids):  # some were in Postgres already: fold only the new ones
-            fresh_set = set(fresh_sids)
-            pairs = [(sid, e) for sid, e in zip(sids, events) if sid in fresh_set]
+            (sid[0], sid[1], e.job_id, e.type, e.attempt, e.ts_ms, e.fields, index[e.job_id])
+            for sid, e in events.items()]))
+        if len(inserted["stream_ms"]) < len(events):  # some were in Postgres already: fold only the new ones
+            fresh_sids = set(zip(inserted["stream_ms"], inserted["stream_seq"]))
+            pairs = [(sid, e) for sid, e in events.items() if sid in fresh_sids]
         else:
-            pairs = list(zip(sids, events))
+            pairs = list(events.items())
         pairs.sort(key=lambda pair: pair[0])  # stream order
         new: dict[str, list[tuple[StreamId, OutboxEvent]]] = defaultdict(list)
         for sid, e in pairs:
@@ -273,13 +273,12 @@ class BatchWriter:
         return {j: fold_new(j, jobs[j], by_job[j]) for j in ids}
 
     async def _write_rows(self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]) -> None:
-        """Upsert the folded rows of these jobs and remember the last event folded into each.
+        """Upsert the folded rows of these jobs, with the last event folded into each.
 
         The rows go as one JSON document per table, straight from the folds' dicts
         (no record objects, no per-column arrays: this runs for every job of every batch)."""
-        await conn.execute(query("upsert_jobs"), dump_json([
-            {**f.job, "applied_ms": _ms(f.last), "applied_seq": _seq(f.last)} for f in folds]))
-        rows = [{**row, "job_created_at": index[row["job_id"]]} for f in folds for row in f.rows.values()]
+        await conn.execute(query("upsert_jobs"), dump_json([f.job for f in folds]))
+        rows = [row for f in folds for row in f.rows.values()]
         dropped = [f for f in folds if f.dropped]
         if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
             ids = [f.job["id"] for f in dropped]
@@ -385,8 +384,7 @@ class AuditRelay:
 
     async def write_batch(self, entries: Sequence[Entry]) -> int:
         """Commit the events of these entries to Postgres (no ack); return how many were new."""
-        events = [e for e in (decode(x) for x in entries) if e is not None]
-        return await self.writer.write(events)
+        return await self.writer.write([pair for pair in map(decode, entries) if pair is not None])
 
     async def ack(self, entries: Sequence[Entry]) -> None:
         """Acknowledge entries (only ever after their batch committed)."""

@@ -75,21 +75,22 @@ def _entries(raw: object) -> list[Entry]:
     return out
 
 
-def decode(entry: Entry) -> OutboxEvent | None:
-    """An entry as an event, or None when it can never be written (logged)."""
+def decode(entry: Entry) -> tuple[StreamId, OutboxEvent] | None:
+    """An entry as (stream id, event), or None when it can never be written (logged)."""
     try:
         if entry.fields is None:
             raise ValueError("entry was deleted from the stream")
-        event = event_from_fields(entry.stream_id, dict(entry.fields))
+        fields = entry.fields if isinstance(entry.fields, dict) else dict(entry.fields)
+        event = event_from_fields(entry.stream_id, fields)
         if not event.job_id or "\x00" in event.job_id or not 0 <= event.ts_ms <= _MAX_TS_MS \
                 or not 0 <= event.attempt < 2**31:
             raise ValueError("job id, ts or attempt out of range")
-        parse_id(event.stream_id)
+        sid = parse_id(event.stream_id)
     except (ValueError, KeyError) as exc:
         log.error("skipping malformed outbox entry %s: %s", entry.stream_id, exc,
                   extra={"event": "audit.malformed", "stream_id": entry.stream_id})
         return None
-    return event
+    return sid, event
 
 
 def _raw_reply(response: object, **options: object) -> object:

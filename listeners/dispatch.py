@@ -4,6 +4,7 @@ their errors. Knows nothing of Redis, Postgres or retries."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,9 +42,24 @@ def qualified_name(fn: Listener) -> str:
     return f"{module}.{name}"
 
 
+def _is_async(fn: Listener) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+_is_async_cached = functools.lru_cache(maxsize=1024)(_is_async)
+
+
+def is_async(fn: Listener) -> bool:
+    """Whether calling fn returns a coroutine (asked once per listener, not per call)."""
+    try:
+        return _is_async_cached(fn)
+    except TypeError:  # an unhashable callable object
+        return _is_async(fn)
+
+
 async def call_listener(fn: Listener, event: Any) -> None:
     """Run one listener: async ones on the loop, sync ones in a thread."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if is_async(fn):
         await fn(event)  # type: ignore[misc]
         return
     # A sync listener runs in a thread so it cannot block the worker's loop; on timeout

@@ -269,7 +269,7 @@ class Scheduler:
             run_at_ms=run_at_ms,
             tz=tz,
             payload_json=_to_json(payload, "payload"),
-            metadata_json=_to_json(dict(metadata or {}), "metadata"),
+            metadata_json=_to_json(dict(metadata), "metadata") if metadata else "{}",
             max_attempts=policy.attempts,
             backoff_type=policy.backoff.type,
             backoff_delay_ms=policy.backoff.delay_ms,

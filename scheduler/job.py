@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import secrets
-import string
+import base64
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, Mapping
 
 
-_ID_ALPHABET = string.digits + string.ascii_letters  # base62: safe in keys, URLs and shell args
-_ID_LEN = 16
-_ID_SPACE = len(_ID_ALPHABET) ** _ID_LEN  # 62**16, about 2**95.3
+_ID_BYTES = 12  # 96 random bits = exactly 16 base64 characters
+_NOT_BASE62 = frozenset("-_")
 
 
 def new_job_id() -> str:
@@ -27,13 +26,15 @@ def new_job_id() -> str:
     good, so count every id ever generated, not only those in Redis). A
     collision would make the second schedule a no-op, as with a reused
     idempotency key. It never starts with "-", so it is a safe CLI argument.
+
+    Drawn as 16 base64url characters (each uniform and independent) until none is
+    "-" or "_": then each is uniform over the 62 others (1.7 draws on average,
+    a few µs less per job than dividing a big random integer by 62 sixteen times).
     """
-    n = secrets.randbelow(_ID_SPACE)
-    chars = []
-    for _ in range(_ID_LEN):
-        n, r = divmod(n, 62)
-        chars.append(_ID_ALPHABET[r])
-    return "".join(chars)
+    while True:
+        text = base64.urlsafe_b64encode(os.urandom(_ID_BYTES)).decode()
+        if _NOT_BASE62.isdisjoint(text):
+            return text
 
 
 class JobState(str, Enum):

@@ -55,7 +55,9 @@ class RedisStore:
         self._scripts = Scripts(audit)
         # Script calls (every state change) go over the lean pipelined connection;
         # reads and admin commands over redis-py (see scheduler/wire.py).
-        self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool))
+        # Replies come back as str (hiredis decodes them), as every script returns text or numbers.
+        self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool),
+                                                                 decode=True)
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         script = self._scripts[name]
@@ -99,7 +101,7 @@ class RedisStore:
         next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []
         for i in range(2, len(raw), CLAIM_FIELDS):
-            f = [_s(v) for v in raw[i : i + CLAIM_FIELDS]]
+            f = raw[i : i + CLAIM_FIELDS]  # str (the wire decodes), numbers as str or int
             jobs.append(
                 ClaimedJob(
                     id=f[0], attempt=int(f[1]), token=f[2], topic=f[3], payload_json=f[4], metadata_json=f[5],

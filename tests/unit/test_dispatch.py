@@ -49,3 +49,21 @@ async def test_many_listeners_run_concurrently_and_errors_are_collected() -> Non
 async def test_no_listener_is_ok_with_zero_listeners() -> None:
     result = await dispatch([], object(), timeout=1)
     assert result.ok and result.listeners == 0
+
+
+async def test_callable_objects_sync_and_async_even_unhashable_ones() -> None:
+    seen: list[str] = []
+
+    class AsyncHandler:
+        __hash__ = None  # type: ignore[assignment]  # e.g. a dataclass with eq=True
+
+        async def __call__(self, event: object) -> None:
+            seen.append("async object")
+
+    def sync_fn(event: object) -> None:
+        seen.append("sync function")
+
+    for _ in range(2):  # the second time the answer comes from the cache where there is one
+        assert (await dispatch([AsyncHandler()], object(), timeout=5)).ok
+        assert (await dispatch([sync_fn], object(), timeout=5)).ok
+    assert seen == ["async object", "sync function"] * 2

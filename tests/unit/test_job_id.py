@@ -11,3 +11,13 @@ def test_generated_ids_are_16_base62_characters_and_distinct() -> None:
     ids = [new_job_id() for _ in range(10_000)]
     assert len(set(ids)) == len(ids)
     assert all(len(i) == 16 and set(i) <= set(string.digits + string.ascii_letters) for i in ids)
+
+
+def test_every_character_is_equally_likely() -> None:
+    counts: dict[str, int] = {}
+    for _ in range(20_000):
+        for ch in new_job_id():
+            counts[ch] = counts.get(ch, 0) + 1
+    mean = 20_000 * 16 / 62  # ~5,161 per character
+    assert len(counts) == 62
+    assert all(abs(n - mean) < 0.1 * mean for n in counts.values()), counts  # ~7 standard deviations
