@@ -462,15 +462,21 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             f"{fmt(v)} B vs {peer} {fmt(pv)} B = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("memory", {}).get("status", "not run"),
             None if v is None or pv is None else v <= pv)
-    ceiling = max((c.get("redis_cmds_per_s") or 0 for c in ceilings), default=0) or None
-    for sc, label in (("claim", "claim.lua alone"), ("drain", "whole drain (claim + settle + housekeeping)")):
+    # The ceiling is redis-benchmark's EVALSHA rate (a bare `return 1`: one
+    # Redis command per call). A script making 10 calls, counted as 11 commands, is a
+    # stricter reference (cheap HINCRBYs inside one call), shown beside it.
+    plain = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands") == 0), None)
+    inner = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands")), None)
+    checks = (("claim", "claim.lua alone", plain, "EVALSHA ceiling", True),
+              ("claim", "claim.lua alone", inner, "10-call script ceiling (stricter reference)", True),
+              ("drain", "whole drain, claim + settle + handlers (context only)", plain, "EVALSHA ceiling", False))
+    for sc, label, ceiling, name, judged in checks:
         v = median_of(summary, "horae", sc, "redis_cmds_per_s")
         busy = median_of(summary, "horae", sc, "redis_busy")
         busy_note = f" (Redis's thread busy {busy:.0%} of the time)" if busy is not None else ""
-        add(f"claim path ≥ 50% of EVALSHA ceiling (Redis commands/s): {label}",
-            f"{fmt(v)} cmds/s vs ceiling {fmt(ceiling)} = {ratio(v, ceiling)}{busy_note}" if v is not None
-            else "not run",
-            None if v is None or ceiling is None else v >= 0.5 * ceiling)
+        add(f"claim path ≥ 50% of {name} (Redis commands/s): {label}",
+            f"{fmt(v)} cmds/s vs {fmt(ceiling)} = {ratio(v, ceiling)}{busy_note}" if v is not None else "not run",
+            None if v is None or ceiling is None or not judged else v >= 0.5 * ceiling)
     return rows
 
 
