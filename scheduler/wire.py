@@ -1,5 +1,6 @@
-"""The engine's hot path to Redis: one pipelined connection per process for every
-script call, and one for the wake-up subscription.
+"""The engine's hot path to Redis: one pipelined connection per Scheduler for every
+script call, one per audit relay for reading the outbox, and one for a worker's
+wake-up subscription.
 
 Why not redis-py here: a script call through redis-py costs ~70-100 µs of client
 CPU (pool checkout, per-call timeout, Python encoder, stream reader), which was
@@ -200,7 +201,6 @@ class Subscription:
                  on_message: Callable[[bytes | None, bytes | None], None]) -> None:
         self.endpoint, self.channels, self.on_message = endpoint, list(channels), on_message
         self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
         self._pipe: _Pipe | None = None
 
     def _push(self, reply: list[Any]) -> None:
