@@ -45,7 +45,8 @@ class ScriptCode(IntEnum):
 
 
 def script_source(name: str, audit: bool = True) -> str:
-    """The full source of a script as sent to Redis (audit flag + defaults + chunk field names + helpers + body).
+    """The full source of a script as sent to Redis (audit flag + defaults + chunk field names + claim
+    fields per job + helpers + body).
 
     The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
     nothing for the outbox. Every process of a namespace must use the same setting.
@@ -54,7 +55,9 @@ def script_source(name: str, audit: bool = True) -> str:
     flag = f"local AUDIT = {'true' if audit else 'false'}\n"
     defaults = "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n"
     chunks = "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n"
-    return flag + defaults + chunks + (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    claim_fields = f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n"
+    return (flag + defaults + chunks + claim_fields + (lua / "_lib.lua").read_text() + "\n"
+            + (lua / f"{name}.lua").read_text())
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@
 -- cron tick, so the worker knows when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now_s, deadline = ARGV[1], tostring(now + lease)  -- formatted once, not per job (see move_count)
 local worker, prefix = ARGV[4], ARGV[5]
 local serve = nil
 if #ARGV > 5 then
@@ -23,31 +24,37 @@ if #ARGV > 5 then
 end
 
 local out = { -1, -1 }
+local n = 2  -- #out, kept by hand (the fields of each job are written in place)
 local taken = 0
 local window = limit
 if serve then window = 1000 end
-local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, window)
+local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', 0, window)
 for _, id in ipairs(ids) do
   if taken >= limit then break end
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'topic', 'meta', 'run_at', 'due', 'max',
-    'btype', 'bdelay', 'timeout', 'trace', 'cron', 'state', unpack(CHUNK_FIELDS))
-  if not f[1] then
+  -- HGETALL and a table, not HMGET of every possible field: most are absent (left
+  -- out while default), and each absent one is a full scan of the listpack.
+  local raw = redis.call('HGETALL', key)
+  local h = {}
+  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+  local topic = h.topic
+  if not topic then
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
-  elseif serve == nil or serve[f[1]] then
+  elseif serve == nil or serve[topic] then
     local attempt = redis.call('HINCRBY', key, 'attempts', 1)
     local token = worker .. ':' .. attempt
     redis.call('ZREM', due, id)
-    redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now)
-    redis.call('ZADD', active, now + lease, id)
-    move_count(counts, f[1], f[11], 'running')
-    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now, 'a', attempt,
-      'worker', worker, 'due', f[4] or f[3], 'topic', f[1])
-    local payload = read_payload(key, f, 12)
-    local row = { id, attempt, token, f[1], payload, f[2] or DEFAULTS.meta, f[3], f[4] or f[3],
-      f[5] or DEFAULTS.max, f[6] or DEFAULTS.btype, f[7] or DEFAULTS.bdelay, f[8], f[9] or DEFAULTS.trace,
-      f[10] or DEFAULTS.cron }
-    for _, v in ipairs(row) do out[#out + 1] = v end
+    redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
+    redis.call('ZADD', active, deadline, id)
+    move_count(counts, topic, h.state, 'running')
+    local job_due = h.due or h.run_at
+    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt,
+      'worker', worker, 'due', job_due, 'topic', topic)
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
+    out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
+    out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
+    out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
+    n = n + CLAIM_FIELDS
     taken = taken + 1
   end
 end

@@ -11,6 +11,7 @@
 -- recovered the job; this late result is ignored).
 local active, completed, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
 for i = 4, #ARGV, 3 do
   local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -21,17 +22,17 @@ for i = 4, #ARGV, 3 do
   else
     redis.call('ZREM', active, id)
     local duration = now - tonumber(f[6] or now)
-    redis.call('HSET', key, 'token', '', 'finished', now)
+    redis.call('HSET', key, 'token', '', 'finished', now_s)
     if f[2] == 'cancelled' then
-      redis.call('ZADD', cancelled, now, id)
-      emit(outbox, 'e', 'attempt_succeeded', 'id', id, 'ts', now, 'a', f[4],
+      redis.call('ZADD', cancelled, now_s, id)
+      emit(outbox, 'e', 'attempt_succeeded', 'id', id, 'ts', now_s, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
       res[#res + 1] = 2
     else
       redis.call('HSET', key, 'state', 'completed')
-      redis.call('ZADD', completed, now, id)
+      redis.call('ZADD', completed, now_s, id)
       move_count(counts, f[3], f[2], 'completed')
-      emit(outbox, 'e', 'completed', 'id', id, 'ts', now, 'a', f[4],
+      emit(outbox, 'e', 'completed', 'id', id, 'ts', now_s, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
       res[#res + 1] = 1
     end

@@ -15,6 +15,7 @@
 local active, due, failed, cancelled, outbox, counts, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now, prefix = tonumber(ARGV[1]), ARGV[2]
+local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
 for i = 3, #ARGV, 6 do
   local id, token, require_expired, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -30,26 +31,26 @@ for i = 3, #ARGV, 6 do
     local attempt = f[4]
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'token', '', 'last_error', err)
-    emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now, 'a', attempt,
+    emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
       'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', now - tonumber(f[6] or now))
     if f[2] == 'cancelled' then
-      redis.call('HSET', key, 'finished', now)
-      redis.call('ZADD', cancelled, now, id)
+      redis.call('HSET', key, 'finished', now_s)
+      redis.call('ZADD', cancelled, now_s, id)
       res[#res + 1] = 2
     elseif retry_at >= 0 then
       redis.call('HSET', key, 'state', 'retrying', 'due', retry_at)
       redis.call('ZADD', due, retry_at, id)
       move_count(counts, f[3], f[2], 'retrying')
-      emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now, 'a', attempt,
+      emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now_s, 'a', attempt,
         'next_at', retry_at)
       wake_if_first(due, wake, id, retry_at)
       res[#res + 1] = 3
     else
-      redis.call('HSET', key, 'state', 'failed', 'finished', now)
-      redis.call('ZADD', failed, now, id)
+      redis.call('HSET', key, 'state', 'failed', 'finished', now_s)
+      redis.call('ZADD', failed, now_s, id)
       move_count(counts, f[3], f[2], 'failed')
-      emit(outbox, 'e', 'failed', 'id', id, 'ts', now, 'a', attempt, 'error', err)
-      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now, 'a', attempt,
+      emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err)
+      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt,
         'payload', '{"scheduledJobId":' .. cjson.encode(id) .. ',"topic":' .. cjson.encode(f[3]) ..
         ',"lastError":' .. err .. ',"attempts":' .. attempt .. ',"metadata":' .. (f[7] or DEFAULTS.meta) .. '}')
       res[#res + 1] = 4
