@@ -220,13 +220,21 @@ class RedisStore:
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
-        """Jobs per state currently held in Redis (all topics, or one)."""
-        fields = [s.value if topic is None else f"{topic}|{s.value}" for s in JobState]
+        """Jobs per state currently held in Redis (all topics, or one). The counts hash
+        keeps <topic>|<state> fields only; the totals are their sums."""
         try:
-            values = await self.redis.hmget(self.keys.counts, fields)
+            if topic is not None:
+                values = await self.redis.hmget(self.keys.counts, [f"{topic}|{s.value}" for s in JobState])
+                return {s.value: int(v or 0) for s, v in zip(JobState, values)}
+            counts = await self.redis.hgetall(self.keys.counts)
         except RedisError as exc:
             raise StorageError(f"redis read of counts failed: {exc}") from exc
-        return {s.value: int(v or 0) for s, v in zip(JobState, values)}
+        totals = {s.value: 0 for s in JobState}
+        for name, value in counts.items():
+            _, sep, state = _s(name).rpartition("|")
+            if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
+                totals[state] += int(value)
+        return totals
 
     # ------------------------------------------------------------------ cron
     async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:

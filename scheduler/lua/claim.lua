@@ -15,7 +15,7 @@
 -- cron tick, so the worker knows when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local now_s, deadline = ARGV[1], tostring(now + lease)  -- formatted once, not per job (see move_count)
+local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
 local worker, prefix = ARGV[4], ARGV[5]
 local serve = nil
 if #ARGV > 5 then
@@ -28,7 +28,7 @@ local n = 2  -- #out, kept by hand (the fields of each job are written in place)
 local taken = 0
 local window = limit
 if serve then window = 1000 end
-local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', 0, window)
+local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', '0', int(window))
 for _, id in ipairs(ids) do
   if taken >= limit then break end
   local key = prefix .. id
@@ -42,13 +42,14 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
   elseif serve == nil or serve[topic] then
     local attempt = redis.call('HINCRBY', key, 'attempts', 1)
-    local token = worker .. ':' .. attempt
+    local attempt_s = int(attempt)
+    local token = worker .. ':' .. attempt_s
     redis.call('ZREM', due, id)
     redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
     redis.call('ZADD', active, deadline, id)
     move_count(counts, topic, h.state, 'running')
     local job_due = h.due or h.run_at
-    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt,
+    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt_s,
       'worker', worker, 'due', job_due, 'topic', topic)
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
     out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
@@ -60,15 +61,15 @@ for _, id in ipairs(ids) do
 end
 
 if serve == nil then
-  local nxt = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  local nxt = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
   if nxt[2] then out[1] = tonumber(nxt[2]) end
 else
-  local scan = redis.call('ZRANGE', due, 0, window - 1, 'WITHSCORES')
+  local scan = redis.call('ZRANGE', due, '0', int(window - 1), 'WITHSCORES')
   for i = 1, #scan, 2 do
     local topic = redis.call('HGET', prefix .. scan[i], 'topic')
     if topic and serve[topic] then out[1] = tonumber(scan[i + 1]); break end
   end
 end
-local cron = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+local cron = redis.call('ZRANGE', KEYS[5], '0', '0', 'WITHSCORES')
 if cron[2] then out[2] = tonumber(cron[2]) end
 return out

@@ -21,7 +21,7 @@ for i = 4, #ARGV, 3 do
     res[#res + 1] = -1
   else
     redis.call('ZREM', active, id)
-    local duration = now - tonumber(f[6] or now)
+    local duration = int(now - tonumber(f[6] or now))
     redis.call('HSET', key, 'token', '', 'finished', now_s)
     if f[2] == 'cancelled' then
       redis.call('ZADD', cancelled, now_s, id)
@@ -41,7 +41,7 @@ end
 -- Keep only the newest `keep` completed jobs (age is pruned by prune.lua).
 local extra = redis.call('ZCARD', completed) - keep
 if extra > 0 then
-  local old = redis.call('ZPOPMIN', completed, math.min(extra, 1000))
+  local old = redis.call('ZPOPMIN', completed, int(math.min(extra, 1000)))
   for j = 1, #old, 2 do
     local key = prefix .. old[j]
     local topic = redis.call('HGET', key, 'topic')

@@ -9,12 +9,13 @@
 -- while the heartbeat was on its way (token cleared) is not counted.
 local active = KEYS[1]
 local now, lease, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local deadline = int(now + lease)
 local lost = 0
 for i = 4, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local current = redis.call('HGET', prefix .. id, 'token')
   if current == token then
-    redis.call('ZADD', active, 'XX', now + lease, id)
+    redis.call('ZADD', active, 'XX', deadline, id)
   elseif current and current ~= '' then
     lost = lost + 1
   end

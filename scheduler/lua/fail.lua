@@ -19,7 +19,8 @@ local now_s = ARGV[1]  -- stored and scored as given (no number formatting per j
 local res = {}
 for i = 3, #ARGV, 6 do
   local id, token, require_expired, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local retry_at = tonumber(ARGV[i + 5])
+  local retry_at_s = ARGV[i + 5]
+  local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'meta')
   local lease = redis.call('ZSCORE', active, id)
@@ -32,18 +33,18 @@ for i = 3, #ARGV, 6 do
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'token', '', 'last_error', err)
     emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
-      'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', now - tonumber(f[6] or now))
+      'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', int(now - tonumber(f[6] or now)))
     if f[2] == 'cancelled' then
       redis.call('HSET', key, 'finished', now_s)
       redis.call('ZADD', cancelled, now_s, id)
       res[#res + 1] = 2
     elseif retry_at >= 0 then
-      redis.call('HSET', key, 'state', 'retrying', 'due', retry_at)
-      redis.call('ZADD', due, retry_at, id)
+      redis.call('HSET', key, 'state', 'retrying', 'due', retry_at_s)
+      redis.call('ZADD', due, retry_at_s, id)
       move_count(counts, f[3], f[2], 'retrying')
       emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now_s, 'a', attempt,
-        'next_at', retry_at)
-      wake_if_first(due, wake, id, retry_at)
+        'next_at', retry_at_s)
+      wake_if_first(due, wake, id, retry_at_s)
       res[#res + 1] = 3
     else
       redis.call('HSET', key, 'state', 'failed', 'finished', now_s)

@@ -498,3 +498,17 @@ async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: s
         await s.store.claim(clock.now_ms(), 10, 30_000, "w2")
         leases = [(j.id, j.token) for j in jobs]
         assert await s.store.extend_leases(leases, clock.now_ms(), 30_000) == 1, "only the stolen one"
+
+
+async def test_state_totals_are_the_sums_over_topics_and_a_topic_may_contain_a_bar(
+        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
+        for topic in ("a", "a", "b|c", "d"):
+            await s.schedule_in(topic, 60)
+        cancel_me = await s.schedule_in("d", 60)
+        assert await s.cancel(cancel_me)
+        await redis.hset(Keys(namespace).counts, "scheduled", 99)  # an older layout's bare total: not summed
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 4, "cancelled": 1}
+        assert (await s.stats(topic="b|c"))["scheduled"] == 1
+        assert (await s.stats(topic="d")) == {**{st.value: 0 for st in JobState}, "scheduled": 1, "cancelled": 1}
