@@ -47,7 +47,8 @@ class SystemClock:
         return int(time.time() * 1000 + self.offset_ms)
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
-        delay = (deadline_ms - self.now_ms()) / 1000
+        # From the unrounded time: now_ms() truncates, which would wake up to 1 ms late.
+        delay = (deadline_ms - (time.time() * 1000 + self.offset_ms)) / 1000
         if delay <= 0 or wake.is_set():
             return
         # A timer that sets `wake` (the caller clears it before it re-plans) instead of
