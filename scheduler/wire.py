@@ -141,6 +141,13 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
     return pipe
 
 
+async def _close(pipe: _Pipe | None) -> None:
+    """Close a pipe's connection and wait until it is gone (its waiters failed)."""
+    if pipe is not None and pipe.transport is not None:
+        pipe.transport.close()
+        await pipe.closed
+
+
 class WireConnection:
     """One pipelined connection, opened on first use and again after a break.
 
@@ -186,9 +193,7 @@ class WireConnection:
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
             await asyncio.gather(self._opening, return_exceptions=True)
-        if self._pipe is not None and self._pipe.transport is not None:
-            self._pipe.transport.close()
-            await self._pipe.closed
+        await _close(self._pipe)
         self._pipe = None
 
 
@@ -238,7 +243,5 @@ class Subscription:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._pipe is not None and self._pipe.transport is not None:
-            self._pipe.transport.close()
-            await self._pipe.closed
+        await _close(self._pipe)
         self._pipe = None
