@@ -150,6 +150,7 @@ async def test_dead_consumer_batch_applied_after_later_one(outbox: Any, relay: A
         assert await drain(live) == 2
     finally:
         await live.stop()
+        await dead.stream.aclose()  # a dead process's connections go with it (it deregisters nothing)
     row = await db.fetchrow("SELECT * FROM schedule_audit")
     assert (row["status"], row["attempts"], row["topic"], row["created_at"], row["completed_at"]) == (
         "completed", 1, "billing.charge", at(1_800_000_000_000), at(due + 40))
@@ -304,6 +305,7 @@ async def test_malformed_and_deleted_entries_are_skipped_not_retried_forever(
     gone = await outbox.completed("good", 1)
     dead = AuditRelay(redis, namespace, database_url, relay_options)
     assert len(await dead.read_batch()) == 5  # ... and dies; then the last entry is deleted from the stream
+    await dead.stream.aclose()  # (its connections go with it)
     await redis.xdel(outbox.key, gone)
     await asyncio.sleep(relay_options.claim_idle_ms / 1000 + 0.1)
     assert await drain(relay) == 5
