@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import replace
@@ -91,6 +92,7 @@ class Scheduler:
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | None = None
         self._audit: AuditTrail | None = None
+        self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
         self.default_retry = RetryPolicy(
@@ -239,7 +241,17 @@ class Scheduler:
                                                                JOB_TZ: tz}))
         with span:
             trace = current_traceparent()
-            created = await self.store.enqueue(replace(job, trace=trace) if trace else job, now)
+            if trace:
+                job = replace(job, trace=trace)
+            local = self._local_worker(job) if job.due_ms <= now else None
+            if local is None:
+                created = await self.store.enqueue(job, now)
+            else:
+                leased = None
+                try:
+                    created, leased = await self.store.enqueue_for(job, now, local.id, self.settings.worker.lease_ms)
+                finally:
+                    local.adopt(leased)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
@@ -383,12 +395,24 @@ class Scheduler:
             pending, age = await self._audit.relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
 
+    def _local_worker(self, job: NewJob) -> Worker | None:
+        """A running worker of this scheduler with a slot reserved for `job` (local handoff), or None."""
+        if not self.settings.worker.local_handoff:
+            return None
+        for worker in self._workers:
+            if worker.reserve(job.topic):
+                return worker
+        return None
+
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
-        """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too."""
+        """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
+        While it runs, jobs this scheduler schedules for now may be leased to it directly
+        (settings.worker.local_handoff)."""
         worker = Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
             cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
         )
+        self._workers.add(worker)
         if self._audit is not None:
             worker.on_start = self._start_relay
             worker.on_housekeeping = self._observe_audit_lag

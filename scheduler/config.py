@@ -51,6 +51,7 @@ class WorkerSettings(_Section):
     timeout_ms: int = Field(900_000, ge=1)
     grace_s: float = Field(30.0, ge=0)
     recover_interval_s: float = Field(1.0, gt=0)
+    local_handoff: bool = True
 
 
 class CronSettings(_Section):

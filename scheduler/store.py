@@ -78,15 +78,33 @@ class RedisStore:
 
     async def enqueue(self, job: NewJob, now_ms: int) -> bool:
         """Store a new job; False when a job with this id already exists."""
+        created, _ = await self.enqueue_for(job, now_ms, "", 0)
+        return created
+
+    async def enqueue_for(self, job: NewJob, now_ms: int, worker_id: str,
+                          lease_ms: int) -> tuple[bool, ClaimedJob | None]:
+        """Store a new job and, when it is due now and no other job is, lease it to
+        `worker_id` in the same call (the caller's own worker: no wake-up, no claim).
+
+        Returns whether it was created, and the leased attempt (None: queued as usual).
+        """
         k = self.keys
-        code = await self._run(
+        res = await self._run(
             "enqueue",
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake],
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
             [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
              job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
-             job.trace, job.cron],
+             job.trace, job.cron, worker_id, lease_ms],
         )
-        return int(code) == 1
+        code = int(res[0])
+        if code != 2:
+            return code == 1, None
+        return True, ClaimedJob(
+            id=job.id, attempt=int(res[1]), token=res[2], topic=job.topic, payload_json=job.payload_json,
+            metadata_json=job.metadata_json, run_at_ms=job.run_at_ms, due_ms=job.due_ms,
+            max_attempts=job.max_attempts, backoff_type=job.backoff_type, backoff_delay_ms=job.backoff_delay_ms,
+            timeout_ms=job.timeout_ms, trace=job.trace, cron=job.cron,
+        )
 
     async def claim(
         self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = ()

@@ -98,6 +98,8 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count)
+        self._started = False
+        self._reserved = 0  # slots held for jobs this process is scheduling (reserve/adopt)
         self._subscription: Subscription | None = None
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
         self.on_start: Callable[[], Awaitable[None]] | None = None
@@ -110,6 +112,7 @@ class Worker:
             await self.on_start()
         self._subscription = await self.store.subscribe_wake(self._wake.set)
         self._settler.start()
+        self._started = True
         for name, loop in (
             ("claim", self._claim_loop),
             ("heartbeat", self._heartbeat_loop),
@@ -154,9 +157,39 @@ class Worker:
         return len(self._running)
 
     # ------------------------------------------------------------------ claiming
+    def reserve(self, topic: str) -> bool:
+        """Hold a slot for a job of `topic` that this process is about to schedule for
+        now, so that it can be leased to this worker in the same call (see adopt)."""
+        if not self._started or self._stopping or (self.topics and topic not in self.topics):
+            return False
+        if len(self._running) + self._reserved >= self.concurrency:
+            return False
+        self._reserved += 1
+        return True
+
+    def adopt(self, job: ClaimedJob | None) -> None:
+        """Run a job leased to this worker by the call that scheduled it (None: it was
+        queued instead); ends the reservation either way."""
+        self._reserved -= 1
+        if job is None:
+            return
+        if self._stopping:  # stopped while the call was in flight: give it back, uncounted
+            self._spawn(self._give_back(job))
+            return
+        self._start(job)
+
+    async def _give_back(self, job: ClaimedJob) -> None:
+        await self.store.release([(job.id, job.token)], self.clock.now_ms())
+
+    def _start(self, job: ClaimedJob) -> None:
+        self._leases[job.id] = job.token
+        task = asyncio.create_task(self._run(job), name=f"horae-attempt-{job.id}")
+        self._running[task] = job
+        self.metrics.active_attempts.add(1)
+
     async def _claim_loop(self) -> None:
         while not self._stopping:
-            free = self.concurrency - len(self._running)
+            free = self.concurrency - len(self._running) - self._reserved
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
@@ -174,10 +207,7 @@ class Worker:
                 await asyncio.sleep(0.5)
                 continue
             for job in jobs:
-                self._leases[job.id] = job.token
-                task = asyncio.create_task(self._run(job), name=f"horae-attempt-{job.id}")
-                self._running[task] = job
-                self.metrics.active_attempts.add(1)
+                self._start(job)
             if len(jobs) == limit or self._stopping:
                 continue
             now = self.clock.now_ms()

@@ -105,7 +105,8 @@ end
 
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the
 -- job's fields (see enqueue.lua). Returns false when the id exists already.
-local function create_job(job, due, outbox, counts, wake, now, j)
+-- The caller wakes workers (wake_if_first) unless it leases the job itself.
+local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then
     return false
   end
@@ -124,6 +125,22 @@ local function create_job(job, due, outbox, counts, wake, now, j)
     'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,
     'backoff_type', j.btype, 'backoff_delay', j.bdelay, 'timeout_ms', j.timeout,
     'trace', j.trace, 'cron', j.cron)
-  wake_if_first(due, wake, j.id, j.due)
   return true
+end
+
+-- Lease a due job to `worker` and start an attempt: attempts + 1, state
+-- running with the worker's token, out of the due set and into the active
+-- one until `deadline` (the lease), and `attempt_started`. `state` is the
+-- job's state before, `job_due` its due ms. Returns the attempt and the token.
+local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline, due, active, outbox, counts)
+  local attempt = redis.call('HINCRBY', key, 'attempts', '1')
+  local attempt_s = int(attempt)
+  local token = worker .. ':' .. attempt_s
+  redis.call('ZREM', due, id)
+  redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
+  redis.call('ZADD', active, deadline, id)
+  move_count(counts, topic, state, 'running')
+  emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt_s,
+    'worker', worker, 'due', job_due, 'topic', topic)
+  return attempt, token
 end

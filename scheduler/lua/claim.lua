@@ -41,16 +41,9 @@ for _, id in ipairs(ids) do
   if not topic then
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
   elseif serve == nil or serve[topic] then
-    local attempt = redis.call('HINCRBY', key, 'attempts', 1)
-    local attempt_s = int(attempt)
-    local token = worker .. ':' .. attempt_s
-    redis.call('ZREM', due, id)
-    redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
-    redis.call('ZADD', active, deadline, id)
-    move_count(counts, topic, h.state, 'running')
     local job_due = h.due or h.run_at
-    emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt_s,
-      'worker', worker, 'due', job_due, 'topic', topic)
+    local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
+      outbox, counts)
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
     out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
     out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout

@@ -32,7 +32,10 @@ while i <= #ARGV do
       local tick, id, trace = ARGV[i + 4 + 3 * t], ARGV[i + 5 + 3 * t], ARGV[i + 6 + 3 * t]
       local job = { id = id, due = tick, run_at = tick, topic = f[3], payload = f[4], meta = f[5], tz = f[6],
         max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name }
-      if create_job(jprefix .. id, due, outbox, counts, wake, now, job) then created = created + 1 end
+      if create_job(jprefix .. id, due, outbox, counts, now, job) then
+        created = created + 1
+        wake_if_first(due, wake, id, tick)
+      end
       last = tick
     end
     redis.call('HSET', key, 'next', new_next)

@@ -1,0 +1,139 @@
+"""Local handoff on a real Redis: a job a process schedules for now is leased to that
+process's own running worker in the scheduling call (no wake-up, no claim), only
+when the worker has a free slot, serves the topic and no other job is due; every
+other case takes the ordinary path through the due set."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent
+from scheduler import JobState, Scheduler
+from scheduler.job import ClaimedJob, NewJob
+from scheduler.keys import Keys
+from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+
+
+def count_claims(s: Scheduler) -> list[str]:
+    """Ids of the jobs the worker's claim calls returned (a spy on our own store)."""
+    claimed: list[str] = []
+    claim = s.store.claim
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        result = await claim(*args, **kwargs)
+        claimed.extend(job.id for job in result[0])
+        return result
+
+    s.store.claim = spy  # type: ignore[method-assign]
+    return claimed
+
+
+def new_job(job_id: str, due_ms: int, topic: str = "t") -> NewJob:
+    return NewJob(id=job_id, topic=topic, due_ms=due_ms, run_at_ms=due_ms, tz="UTC", payload_json='{"n":1}',
+                  metadata_json="{}", max_attempts=3, backoff_type="fixed", backoff_delay_ms=1_000, timeout_ms=60_000)
+
+
+async def completed(s: Scheduler, job_id: str) -> bool:
+    info = await s.get_job(job_id)
+    return info is not None and info.state is JobState.COMPLETED
+
+
+async def test_a_job_for_now_goes_straight_to_the_idle_local_worker(redis_url: str, namespace: str,
+                                                                    redis: aioredis.Redis) -> None:
+    reg, seen = ListenerRegistry(), []
+
+    @reg.on_event("t")
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        seen.append((event.scheduled_job_id, event.attempt, event.payload))
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        claimed = count_claims(s)
+        async with s.worker(concurrency=2) as w:
+            job_id = await s.schedule_in("t", 0, payload={"k": 1})
+            await eventually(lambda: completed(s, job_id), what="the handed-off job completed")
+        assert seen == [(job_id, 1, {"k": 1})]
+        assert job_id not in claimed, "leased by the scheduling call, not by a claim"
+        info = await s.get_job(job_id)
+        assert info is not None and (info.attempts, info.state) == (1, JobState.COMPLETED)
+        events = await redis.xrange(Keys(namespace).outbox)
+        started = [f for _, f in events if f[b"e"] == b"attempt_started" and f[b"id"] == job_id.encode()]
+        assert [f[b"worker"] for f in started] == [w.id.encode()]
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "completed": 1}
+
+
+async def test_the_ordinary_path_when_handoff_is_off_busy_or_for_another_topic(
+        redis_url: str, namespace: str) -> None:
+    reg, gate, ran = ListenerRegistry(), asyncio.Event(), []
+
+    @reg.on_event("t")
+    async def blocking(event: ScheduleArrivedEvent) -> None:
+        ran.append(event.scheduled_job_id)
+        await gate.wait()
+
+    @reg.on_event("other")
+    async def other(event: ScheduleArrivedEvent) -> None:
+        ran.append(event.scheduled_job_id)
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        claimed = count_claims(s)
+        async with s.worker(concurrency=1, topics=["t"]):
+            first = await s.schedule_in("t", 0)  # handed off: the one slot is now taken
+            second = await s.schedule_in("t", 0)  # no free slot: queued, claimed later
+            await s.schedule_in("other", 0)  # a topic this worker does not serve: queued
+            await eventually(lambda: _true(ran == [first]), what="the first job running")
+            gate.set()
+            await eventually(lambda: completed(s, second), what="the queued job completed")
+        assert first not in claimed and second in claimed
+    async with make_scheduler(redis_url, namespace, reg, worker={"local_handoff": False}) as s:
+        claimed = count_claims(s)
+        async with s.worker():
+            third = await s.schedule_in("t", 0)
+            await eventually(lambda: completed(s, third), what="the job completed")
+        assert third in claimed
+
+
+async def test_a_job_never_jumps_ahead_of_one_already_due(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        now = s.clock.now_ms()
+        assert await s.store.enqueue(new_job("waiting", now - 5), now)
+        created, leased = await s.store.enqueue_for(new_job("newer", now), now, "w", 30_000)
+        assert created and leased is None, "queued behind the one already due"
+        created, leased = await s.store.enqueue_for(new_job("later", now + 60_000), now, "w", 30_000)
+        assert created and leased is None, "not due yet"
+        claim = await s.store.claim(now, 10, 30_000, "w")
+        assert [j.id for j in claim[0]] == ["waiting", "newer"]
+        created, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        assert created and isinstance(leased, ClaimedJob)
+        assert (leased.id, leased.attempt, leased.token, leased.payload_json) == ("alone", 1, "w:1", '{"n":1}')
+        created, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        assert not created and leased is None, "an existing id is left alone"
+
+
+async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncounted(
+        redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        worker = s.make_worker()
+        await worker.start()
+        assert worker.reserve("t")
+        await worker.stop(grace=0)
+        assert not worker.reserve("t"), "a stopped worker takes nothing"
+        now = s.clock.now_ms()
+        _, leased = await s.store.enqueue_for(new_job("late", now), now, worker.id, 30_000)
+        assert leased is not None
+        worker.adopt(leased)
+
+        async def back_in_line() -> bool:
+            info = await s.get_job("late")
+            return info is not None and info.state is JobState.SCHEDULED
+
+        await eventually(back_in_line, what="the job given back")
+        info = await s.get_job("late")
+        assert info is not None and info.attempts == 0
+        assert [j.id for j in (await s.store.claim(START_MS + 10, 10, 30_000, "w2"))[0]] == ["late"]
+
+
+async def _true(value: bool) -> bool:
+    return value
