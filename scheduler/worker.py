@@ -171,6 +171,8 @@ class Worker:
         """Run a job leased to this worker by the call that scheduled it (None: it was
         queued instead); ends the reservation either way."""
         self._reserved -= 1
+        if job is None or self._stopping:
+            self._slot_free.set()  # the claim loop may be waiting for the slot this held
         if job is None:
             return
         if self._stopping:  # stopped while the call was in flight: give it back, uncounted

@@ -137,3 +137,22 @@ async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncou
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loop(
+        redis_url: str, namespace: str) -> None:
+    reg, ran = ListenerRegistry(), []
+
+    @reg.on_event("t")
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        ran.append(event.scheduled_job_id)
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        async with s.worker(concurrency=1) as w:
+            assert w.reserve("t")  # the one slot, held for a scheduling call in flight ...
+            now = s.clock.now_ms()
+            assert await s.store.enqueue(new_job("queued", now), now)  # ... while another job comes due
+            await asyncio.sleep(0.05)  # the claim loop wakes and finds no free slot
+            assert ran == []
+            w.adopt(None)  # the call queued its job instead: the slot is free again
+            await eventually(lambda: _true(ran == ["queued"]), what="the queued job claimed")
