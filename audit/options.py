@@ -19,6 +19,7 @@ class RelayOptions:
     retry_max_s: float = 5.0
     retry_initial_s: float = 0.05
     trim_interval_s: float = 2.0
+    trim_after_entries: int = 2_000  # ... or as soon as this many entries were acknowledged since the last trim
     trim_approximate: bool = True  # whole stream nodes only: cheaper, keeps a few acked entries longer
     drain_timeout_s: float = 5.0
     consumer_gc_idle_ms: int = 3_600_000
@@ -30,8 +31,8 @@ class RelayOptions:
     consumer: str | None = None  # default: unique per process (host:pid:random)
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1:
-            raise ValueError("batch_size, block_ms and claim_idle_ms must be positive")
+        if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1 or self.trim_after_entries < 1:
+            raise ValueError("batch_size, block_ms, claim_idle_ms and trim_after_entries must be positive")
         if self.linger_ms < 0:
             raise ValueError("linger_ms must not be negative")
         if self.retry_max_s <= 0 or self.retry_initial_s <= 0:

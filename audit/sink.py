@@ -463,7 +463,7 @@ class AuditRelay:
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        next_trim = 0.0
+        next_trim, acked_since_trim = 0.0, 0
         redis_failures = 0
         while True:
             try:
@@ -482,10 +482,16 @@ class AuditRelay:
                     # Under a steady trickle, one transaction per few events would cost more in
                     # round trips than the events themselves: let a batch gather (audit lags by ms).
                     await asyncio.sleep(self.options.linger_ms / 1000)
-                if loop.time() >= next_trim and not self._stopping:
-                    next_trim = loop.time() + self.options.trim_interval_s
+                acked_since_trim += settled
+                # Acknowledged entries still take Redis memory until trimmed: trim on a timer, and
+                # under load as soon as a batch's worth is acknowledged (the outbox stays small).
+                due = loop.time() >= next_trim
+                if (due or acked_since_trim >= self.options.trim_after_entries) and not self._stopping:
                     await self.trim()
-                    await self.stream.forget_dead_consumers(self.options.consumer_gc_idle_ms)
+                    acked_since_trim = 0
+                    if due:
+                        next_trim = loop.time() + self.options.trim_interval_s
+                        await self.stream.forget_dead_consumers(self.options.consumer_gc_idle_ms)
                 self._redis_up(loop.time())
                 redis_failures = 0
             except (RedisError, OSError) as exc:

@@ -23,6 +23,7 @@ from audit.sink import AuditRelay
 from audit.stream import Entry
 from audit.streamid import next_id, parse_id
 from scheduler.keys import Keys
+from tests.integration.engine_fixtures import eventually
 
 Drain = Callable[[AuditRelay], Awaitable[int]]
 TABLES = ("schedule_audit", "schedule_attempts", "schedule_events", "schedule_job_index")
@@ -246,6 +247,25 @@ async def test_stop_drains_and_leaves_no_consumer(outbox: Any, relay: AuditRelay
     assert await db.fetchval("SELECT count(*) FROM schedule_audit") == 20
     info = await redis.xinfo_groups(outbox.key)
     assert info[0]["pending"] == 0 and info[0]["consumers"] == 0
+
+
+async def test_a_running_relay_trims_once_enough_entries_are_acknowledged(
+        outbox: Any, redis: aioredis.Redis, namespace: str, database_url: str,
+        relay_options: RelayOptions) -> None:
+    """Under load the outbox is trimmed well before the timer (acknowledged entries still take memory)."""
+    opts = replace(relay_options, trim_interval_s=3600, trim_after_entries=10, batch_size=5)
+    relay = AuditRelay(redis, namespace, database_url, opts)
+    await relay.start()  # its timer trims once now, then not for an hour
+    try:
+        for i in range(30):
+            await outbox.scheduled(f"m{i}")
+        await AuditTrail(redis, namespace, database_url, opts).flush(timeout=20)
+
+        async def trimmed() -> bool:
+            return int(await redis.xlen(outbox.key)) < 10
+        await eventually(trimmed, what="fewer than trim_after_entries entries left in the outbox")
+    finally:
+        await relay.stop()
 
 
 async def test_two_relays_share_a_busy_stream(outbox: Any, redis: aioredis.Redis, namespace: str,
