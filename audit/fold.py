@@ -132,7 +132,7 @@ class JobFold:
     touched the job meanwhile (see audit.sink), else it folds from scratch.
     """
 
-    __slots__ = ("job", "rows", "last", "dropped")
+    __slots__ = ("job", "rows", "dropped")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
@@ -146,7 +146,6 @@ class JobFold:
             "applied_ms": None, "applied_seq": None,
         }
         self.rows: dict[int, dict[str, Any]] = {}
-        self.last: StreamId | None = None  # stream id of the latest applied event
         # An attempt row was removed since the relay last wrote this fold: the stored
         # rows may hold one the fold no longer has (the relay deletes it, then clears this).
         self.dropped = False
@@ -154,14 +153,20 @@ class JobFold:
     def apply(self, e: OutboxEvent, stream_id: StreamId | None = None) -> None:
         """Apply one event that comes after every event applied so far."""
         sid = stream_id if stream_id is not None else parse_id(e.stream_id)
-        if self.last is not None and sid <= self.last:
-            raise ValueError(f"event {e.stream_id} is not after {self.last} (fold from scratch instead)")
+        last = self.last
+        if last is not None and sid <= last:
+            raise ValueError(f"event {e.stream_id} is not after {last} (fold from scratch instead)")
         ts = ms_to_datetime(e.ts_ms)
         _HANDLERS.get(e.type, _log_only)(self, e, ts)
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
-        self.last = sid
         self.job["applied_ms"], self.job["applied_seq"] = sid
+
+    @property
+    def last(self) -> StreamId | None:
+        """The stream id of the latest applied event (the row's applied_ms/applied_seq)."""
+        ms = self.job["applied_ms"]
+        return None if ms is None else (ms, self.job["applied_seq"])
 
     def result(self) -> FoldedJob:
         """The frozen rows as they stand."""

@@ -339,8 +339,6 @@ def _seq(sid: StreamId | None) -> int | None:
     return sid[1] if sid is not None else None
 
 
-
-
 class AuditRelay:
     """Moves outbox events into Postgres; run one in every worker process.
 

@@ -50,10 +50,7 @@ def _fields(raw: object) -> dict[str, str] | None:
     if raw is None:
         return None
     if isinstance(raw, Mapping):
-        try:  # bytes, as redis-py returns them without decode_responses
-            return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
-        except AttributeError:
-            return {_text(k): _text(v) for k, v in raw.items()}
+        return {_text(k): _text(v) for k, v in raw.items()}
     items = list(raw)  # type: ignore[call-overload]
     return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 

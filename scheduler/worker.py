@@ -171,14 +171,12 @@ class Worker:
         """Run a job leased to this worker by the call that scheduled it (None: it was
         queued instead); ends the reservation either way."""
         self._reserved -= 1
-        if job is None or self._stopping:
-            self._slot_free.set()  # the claim loop may be waiting for the slot this held
-        if job is None:
+        if job is not None and not self._stopping:
+            self._start(job)
             return
-        if self._stopping:  # stopped while the call was in flight: give it back, uncounted
+        self._slot_free.set()  # the claim loop may be waiting for the slot this held
+        if job is not None:  # stopped while the call was in flight: give it back, uncounted
             self._spawn(self._give_back(job))
-            return
-        self._start(job)
 
     async def _give_back(self, job: ClaimedJob) -> None:
         await self.store.release([(job.id, job.token)], self.clock.now_ms())
