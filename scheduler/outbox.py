@@ -20,7 +20,8 @@ per event type (all values are strings; ms are integers, json is JSON text)
     retry_scheduled    next_at ms (when attempt a+1 is due)
     completed          worker, outcome (succeeded|no_listener), duration_ms
     failed             error json (the last error); terminal
-    schedule.failed    payload json: {scheduledJobId, topic, lastError, attempts, metadata}
+    schedule.failed    no fields of its own: the job failed for good and the worker
+                       delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
                        as attempt_succeeded/attempt_failed and does not change the status)
     attempt_succeeded  worker, outcome (succeeded|no_listener), duration_ms; only for
@@ -36,8 +37,9 @@ go back; cancelled wins over a later completion".
 
 from __future__ import annotations
 
+import traceback as _traceback
 from dataclasses import dataclass
-from typing import Final, Mapping
+from typing import Final, Literal, Mapping, TypedDict
 
 SCHEDULED: Final = "scheduled"
 ATTEMPT_STARTED: Final = "attempt_started"
@@ -65,8 +67,51 @@ EVENT_TYPES: Final = frozenset(
     }
 )
 
+# The topic a terminal failure is delivered on, in-process (the listeners' word for it).
+SCHEDULE_FAILED_TOPIC: Final = SCHEDULE_FAILED
+
 # Attempt outcomes as recorded by attempt_failed / attempt_succeeded / completed.
-OUTCOMES: Final = frozenset({"succeeded", "failed", "timed_out", "worker_lost", "no_listener"})
+SUCCEEDED: Final = "succeeded"
+NO_LISTENER: Final = "no_listener"
+ATTEMPT_FAILED_OUTCOME: Final = "failed"
+TIMED_OUT: Final = "timed_out"
+WORKER_LOST: Final = "worker_lost"
+Outcome = Literal["succeeded", "no_listener", "failed", "timed_out", "worker_lost"]
+SUCCESS_OUTCOMES: Final = (SUCCEEDED, NO_LISTENER)
+FAILED_OUTCOMES: Final = (ATTEMPT_FAILED_OUTCOME, TIMED_OUT, WORKER_LOST)
+
+# A job's status in the audit trail: active while waiting, running or retrying.
+ACTIVE: Final = "active"
+STATUS_COMPLETED: Final = COMPLETED
+STATUS_FAILED: Final = FAILED
+STATUS_CANCELLED: Final = CANCELLED
+Status = Literal["active", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES: Final = frozenset({STATUS_COMPLETED, STATUS_FAILED, STATUS_CANCELLED})
+
+
+class ErrorRecord(TypedDict, total=False):
+    """The serialized error of a failed attempt (`error` json, `last_error`).
+
+    type, message and traceback are always present; `listener` names the listener
+    that raised and `other_failures` lists the others when several did.
+    """
+
+    type: str
+    message: str
+    traceback: str
+    listener: str
+    other_failures: list[str]
+
+
+def error_record(type_: str, message: str, traceback: str = "") -> ErrorRecord:
+    """An error record of the given type and message (traceback optional)."""
+    return {"type": type_, "message": message, "traceback": traceback}
+
+
+def error_of(exc: BaseException, frames: int = 5) -> ErrorRecord:
+    """The error record of an exception: its type, message and the tail of its traceback."""
+    tail = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__)[-frames:])
+    return error_record(type(exc).__name__, str(exc), tail[-2000:])
 
 
 @dataclass(frozen=True)

@@ -87,9 +87,12 @@ def parse_duration(value: timedelta | float | int | str, field: str = "delay") -
     return seconds
 
 
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def ms_to_utc(ms: int) -> datetime:
-    """Epoch ms → aware UTC datetime."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    """Epoch ms → aware UTC datetime (exact: no float rounding). The one such helper."""
+    return _EPOCH_UTC + timedelta(milliseconds=ms)
 
 
 def utc_to_ms(when: datetime) -> int:
