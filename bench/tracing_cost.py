@@ -180,8 +180,8 @@ def time_sdk_steps() -> dict[str, list[float]]:
     wrap(sdk._Span, "set_attribute", "Span.set_attribute (outcome)")  # noqa: SLF001
     wrap(context, "attach", "context.attach (span made current)")
     wrap(context, "detach", "context.detach")
-    wrap(ours, "parse_traceparent", "ours: parse stored traceparent")
-    ours.context_from.__wrapped__.__globals__["parse_traceparent"] = ours.parse_traceparent  # type: ignore[attr-defined]
+    wrap(ours, "span_context_of", "ours: parse stored traceparent")
+    ours.context_from.__wrapped__.__globals__["span_context_of"] = ours.span_context_of  # type: ignore[attr-defined]
     wrap(ours, "traceparent_of", "ours: format traceparent")
     return steps
 

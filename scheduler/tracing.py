@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from scheduler.traceparent import parse_traceparent
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
@@ -50,7 +51,6 @@ LISTENER: Final = "horae.listener"
 
 EVENT_SCHEDULE_FAILED: Final = "schedule.failed"
 
-_HEX_OR_DASH: Final = frozenset("0123456789abcdef-")
 _EMPTY: Final = otel_context.Context()
 
 
@@ -83,26 +83,12 @@ def current_traceparent() -> str:
     return traceparent_of(trace.get_current_span())
 
 
-def parse_traceparent(value: str) -> SpanContext | None:
-    """The remote SpanContext a W3C traceparent names, or None when it is not valid.
-
-    As the W3C Trace Context spec parses it: lowercase hex fields 2-32-16-2; version ff
-    is invalid; version 00 is exactly 55 characters, a later version may carry more after
-    a "-"; an all-zero trace id or parent id is invalid. (No regex: this runs per attempt.)
-    """
-    if len(value) < 55 or value[2] != "-" or value[35] != "-" or value[52] != "-":
+def span_context_of(value: str) -> SpanContext | None:
+    """The remote SpanContext a W3C traceparent names, or None when it is not valid."""
+    parsed = parse_traceparent(value)
+    if parsed is None:
         return None
-    head = value[:55]
-    if head.count("-") != 3 or not _HEX_OR_DASH.issuperset(head):
-        return None
-    version = head[:2]
-    if version == "ff" or (len(value) > 55 and (version == "00" or value[55] != "-")):
-        return None
-    trace_id = int(head[3:35], 16)
-    span_id = int(head[36:52], 16)
-    if not trace_id or not span_id:
-        return None
-    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(int(head[53:55], 16)))
+    return SpanContext(parsed.trace_id, parsed.span_id, is_remote=True, trace_flags=TraceFlags(parsed.flags))
 
 
 @lru_cache(maxsize=256)
@@ -113,7 +99,7 @@ def context_from(traceparent: str) -> otel_context.Context | None:
     costs one insert. (A bigger one buys nothing: under load most traceparents are seen
     once.) Contexts are immutable, so sharing one between attempts is safe.
     """
-    span_context = parse_traceparent(traceparent) if traceparent else None
+    span_context = span_context_of(traceparent) if traceparent else None
     if span_context is None:
         return None
     return trace.set_span_in_context(NonRecordingSpan(span_context), _EMPTY)
@@ -162,7 +148,7 @@ def producer_span(tracer: Tracer, topic: str, operation: str = "send",
     }
     if attributes:
         attrs.update(attributes)
-    linked = parse_traceparent(link_to) if link_to else None
+    linked = span_context_of(link_to) if link_to else None
     links = (Link(linked),) if linked is not None else ()
     span = tracer.start_span(f"schedule {topic}", context=_EMPTY if new_trace else None, kind=SpanKind.PRODUCER,
                              attributes=attrs, links=links)

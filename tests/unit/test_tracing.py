@@ -28,7 +28,7 @@ from scheduler.tracing import (
     get_tracer,
     is_noop,
     listener_span,
-    parse_traceparent,
+    span_context_of,
     producer_span,
     traceparent_of,
 )
@@ -54,11 +54,11 @@ def test_tracer_without_sdk_is_noop_and_sdk_tracer_is_not() -> None:
 
 
 def test_parse_reads_a_valid_traceparent_as_the_propagator_does() -> None:
-    ours = parse_traceparent(VALID)
+    ours = span_context_of(VALID)
     theirs = trace.get_current_span(TraceContextTextMapPropagator().extract({"traceparent": VALID})).get_span_context()
     assert ours == theirs
     assert ours is not None and ours.is_remote and ours.trace_flags.sampled
-    assert parse_traceparent(VALID[:-2] + "00").trace_flags.sampled is False  # type: ignore[union-attr]
+    assert span_context_of(VALID[:-2] + "00").trace_flags.sampled is False  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("value", [
@@ -75,12 +75,12 @@ def test_parse_reads_a_valid_traceparent_as_the_propagator_does() -> None:
     "01" + VALID[2:] + "x",                                        # later version: more fields follow a dash
 ])
 def test_parse_rejects_what_the_spec_calls_invalid(value: str) -> None:
-    assert parse_traceparent(value) is None
+    assert span_context_of(value) is None
     assert context_from(value) is None
 
 
 def test_a_later_version_keeps_its_first_four_fields() -> None:
-    ctx = parse_traceparent("cc" + VALID[2:] + "-what-comes-next")
+    ctx = span_context_of("cc" + VALID[2:] + "-what-comes-next")
     assert ctx is not None and f"{ctx.trace_id:032x}" == VALID[3:35]
 
 
@@ -90,7 +90,7 @@ def test_format_round_trips_and_matches_the_propagator(sdk: tuple[trace.Tracer, 
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier)
         assert current_traceparent() == traceparent_of(span) == carrier["traceparent"]
-        assert parse_traceparent(traceparent_of(span)) is not None
+        assert span_context_of(traceparent_of(span)) is not None
     assert current_traceparent() == "", "the scope restores the previous context"
     assert traceparent_of(trace.INVALID_SPAN) == ""
 
@@ -150,5 +150,5 @@ def test_a_cron_tick_starts_a_new_trace_linked_to_its_schedule(
             pass
     tick_span = exporter.get_finished_spans()[0]
     assert tick_span.parent is None and tick_span.context.trace_id != int(VALID[3:35], 16)
-    assert [link.context for link in tick_span.links] == [parse_traceparent(VALID)]
+    assert [link.context for link in tick_span.links] == [span_context_of(VALID)]
     assert tick.get_span_context() == tick_span.context
