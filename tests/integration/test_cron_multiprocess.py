@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from tests.integration.engine_fixtures import eventually
 from tests.procs import WorkerProcesses, app_key, producer
 from tests.procs.worker_app import COUNT_TOPIC
 
@@ -44,7 +45,12 @@ async def test_each_tick_runs_exactly_once_across_three_processes(
         paused_at = time.time()
         for name in names:
             await s.pause_cron(name)
-        await asyncio.sleep(1.0)  # let the last ticks' jobs finish
+
+        async def ticks_settled() -> bool:  # every tick job fired so far has finished
+            counts = await s.stats()
+            return counts["scheduled"] + counts["running"] + counts["retrying"] == 0
+
+        await eventually(ticks_settled, timeout=20, what=f"the last ticks' jobs to finish\n{workers.logs()}")
         stopped_at = time.time()
         for p in procs:
             p.signal(signal.SIGTERM)
