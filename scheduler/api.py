@@ -4,7 +4,6 @@ the Redis store, the worker, the listeners and (when enabled) the audit trail.""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -17,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
-from listeners import SCHEDULE_FAILED_TOPIC, ListenerRegistry, default_registry
+from listeners import ListenerRegistry, default_registry
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
-from scheduler.errors import InvalidCron, InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
-from scheduler.cron import MISFIRE_MODES, next_fire, parse_cron
-from scheduler.job import CronInfo, JobInfo, NewCron, NewJob, new_job_id
+from scheduler.errors import InvalidCron, SchedulerError, StorageError
+from scheduler.cron import next_fire, parse_cron
+from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.metrics import Metrics
-from scheduler.retry import Backoff, RetryPolicy, parse_retry
+from scheduler.retry import Backoff, RetryPolicy
 from scheduler.store import RedisStore
-from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms, zone
+from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import (
     CRON_NAME,
     JOB_RUN_AT,
@@ -37,32 +36,13 @@ from scheduler.tracing import (
     is_noop,
     producer_span,
 )
+from scheduler.validation import build_job, check_cron_name, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
     from audit import AuditTrail
 
 log = logging.getLogger("horae")
-
-MAX_TOPIC_LEN = 200
-MAX_ID_LEN = 200
-
-
-def _check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not topic.strip():
-        raise InvalidTopic(f"topic must be a non-empty string; got {topic!r}", field="topic")
-    if len(topic) > MAX_TOPIC_LEN:
-        raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
-    if topic == SCHEDULE_FAILED_TOPIC:
-        raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
-    return topic
-
-
-def _to_json(value: Any, field: str) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
 
 
 class Scheduler:
@@ -260,34 +240,10 @@ class Scheduler:
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
         job_id: str | None, cron: str, *, now_ms: int = 0,
     ) -> NewJob:
-        """Validate everything before anything is written."""
-        topic = _check_topic(topic)
-        zone(tz)
-        policy = parse_retry(retry, self.default_retry)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidPayload(f"metadata must be a mapping (JSON object); got {metadata!r}", field="metadata")
-        if metadata is not None and not all(isinstance(k, str) for k in metadata):
-            raise InvalidPayload("metadata keys must be strings", field="metadata")
-        timeout_s = self.settings.worker.timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
-        if timeout_s <= 0:
-            raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
-        if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
-            raise InvalidTopic(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
-                               f"got {job_id!r}", field="job_id")
-        return NewJob(
-            id=job_id or new_job_id(),
-            topic=topic,
-            due_ms=max(run_at_ms, now_ms),  # a past time runs at once
-            run_at_ms=run_at_ms,
-            tz=tz,
-            payload_json=_to_json(payload, "payload"),
-            metadata_json=_to_json(dict(metadata), "metadata") if metadata else "{}",
-            max_attempts=policy.attempts,
-            backoff_type=policy.backoff.type,
-            backoff_delay_ms=policy.backoff.delay_ms,
-            timeout_ms=max(1, int(timeout_s * 1000)),
-            cron=cron,
-        )
+        """Validate everything before anything is written (defaults from settings)."""
+        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
+                         default_retry=self.default_retry, default_timeout_ms=self.settings.worker.timeout_ms,
+                         now_ms=now_ms)
 
     # ---------------------------------------------------------------------- cron
     async def schedule_cron(
@@ -318,12 +274,8 @@ class Scheduler:
         Raises:
             ScheduleError: a subclass naming the field; nothing is stored.
         """
-        if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
-            raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
-                              field="name")
-        mode = misfire or self.settings.cron.misfire
-        if mode not in MISFIRE_MODES:
-            raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
+        check_cron_name(name)
+        mode = check_misfire(misfire or self.settings.cron.misfire)
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
         job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
