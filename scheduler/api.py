@@ -223,15 +223,9 @@ class Scheduler:
             trace = current_traceparent()
             if trace:
                 job = replace(job, trace=trace)
-            local = self._local_worker(job) if job.due_ms <= now else None
-            if local is None:
+            created = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            if created is None:
                 created = await self.store.enqueue(job, now)
-            else:
-                leased = None
-                try:
-                    created, leased = await self.store.enqueue_for(job, now, local.id, self.settings.worker.lease_ms)
-                finally:
-                    local.adopt(leased)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
@@ -347,13 +341,15 @@ class Scheduler:
             pending, age = await self._audit.relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
 
-    def _local_worker(self, job: NewJob) -> Worker | None:
-        """A running worker of this scheduler with a slot reserved for `job` (local handoff), or None."""
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+        """Hand a job due now to a running worker of this scheduler with a free slot (local
+        handoff); whether it was created, or None when no worker took it (nothing written)."""
         if not self.settings.worker.local_handoff:
             return None
-        for worker in self._workers:
-            if worker.reserve(job.topic):
-                return worker
+        for worker in list(self._workers):
+            created = await worker.enqueue_local(job, now_ms)
+            if created is not None:
+                return created
         return None
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
