@@ -24,6 +24,7 @@ from scheduler.cron import next_fire, parse_cron
 from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy
+from scheduler.scripts import CancelCode, PauseCode
 from scheduler.store import RedisStore
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import (
@@ -301,7 +302,7 @@ class Scheduler:
             raise InvalidCron(f"no cron schedule named {name!r}", field="name")
         now = self.clock.now_ms()
         next_ms = next_fire(parse_cron(info.cron, info.tz), now)
-        return await self.store.set_cron_paused(name, paused, next_ms, now) == 1
+        return await self.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule: name, cron, tz, topic, next_run_at (aware UTC), paused, last_run_at."""
@@ -322,9 +323,10 @@ class Scheduler:
         A running attempt finishes (its outcome is recorded) but the job ends cancelled.
         """
         code = await self.store.cancel(job_id, self.clock.now_ms())
-        if code > 0:
+        cancelled = code in (CancelCode.CANCELLED, CancelCode.CANCELLED_RUNNING)
+        if cancelled:
             self.metrics.cancelled.add(1)
-        return code > 0
+        return cancelled
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
         """Jobs per state currently in Redis."""
