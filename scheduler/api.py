@@ -1,5 +1,6 @@
-"""The Scheduler facade: the composition root that validates requests, wires
-the Redis store, the worker, the listeners and (when enabled) the audit trail."""
+"""The Scheduler facade: the composition root that checks requests (through
+scheduler/validation.py) and wires the Redis store, the worker, the listeners
+and (when enabled) the audit trail."""
 
 from __future__ import annotations
 
@@ -231,6 +232,17 @@ class Scheduler:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
 
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+        """Hand a job due now to a running worker of this scheduler with a free slot (local
+        handoff); whether it was created, or None when no worker took it (nothing written)."""
+        if not self.settings.worker.local_handoff:
+            return None
+        for worker in list(self._workers):
+            created = await worker.enqueue_local(job, now_ms)
+            if created is not None:
+                return created
+        return None
+
     def _build_job(
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
         job_id: str | None, cron: str, *, now_ms: int = 0,
@@ -342,17 +354,6 @@ class Scheduler:
         if self._audit is not None and self._audit.relay is not None:
             pending, age = await self._audit.relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
-
-    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
-        """Hand a job due now to a running worker of this scheduler with a free slot (local
-        handoff); whether it was created, or None when no worker took it (nothing written)."""
-        if not self.settings.worker.local_handoff:
-            return None
-        for worker in list(self._workers):
-            created = await worker.enqueue_local(job, now_ms)
-            if created is not None:
-                return created
-        return None
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
