@@ -26,7 +26,7 @@ from scheduler.housekeeping import Housekeeping
 from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
 from scheduler.outbox import NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
-from scheduler.scripts import ScriptCode, SettleCode, SettleReply, settle_reply
+from scheduler.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.settler import Settler
 from scheduler.store import RedisStore
 from scheduler.wire import Subscription
