@@ -5,15 +5,13 @@ from listeners.dispatch import (
     DispatchResult,
     ListenerFailure,
     call_listener,
-    describe_error,
     dispatch,
     qualified_name,
 )
-from listeners.events import SCHEDULE_FAILED_TOPIC, ScheduleArrivedEvent, ScheduleFailedEvent
+from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
 
 __all__ = [
-    "SCHEDULE_FAILED_TOPIC",
     "call_listener",
     "DispatchResult",
     "Listener",
@@ -22,7 +20,6 @@ __all__ = [
     "ScheduleArrivedEvent",
     "ScheduleFailedEvent",
     "default_registry",
-    "describe_error",
     "dispatch",
     "on_event",
     "qualified_name",

@@ -6,9 +6,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-SCHEDULE_FAILED_TOPIC = "schedule.failed"
-
-
 @dataclass(frozen=True)
 class ScheduleArrivedEvent:
     """A scheduled job is due: every listener of `topic` receives this once per attempt."""
@@ -24,7 +21,8 @@ class ScheduleArrivedEvent:
 
 @dataclass(frozen=True)
 class ScheduleFailedEvent:
-    """A job used up its attempts; delivered to listeners of "schedule.failed"."""
+    """A job failed for good; delivered to the listeners of the topic the scheduler names for it
+    ("schedule.failed")."""
 
     scheduled_job_id: str
     topic: str

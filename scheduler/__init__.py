@@ -1,27 +1,61 @@
 """horae: schedule a topic at an instant in a time zone; every @on_event
 listener of the topic runs in a worker, with bounded retries and an audit trail.
 
-The public API is what `__all__` lists; modules below are not public.
+The public API is what `__all__` lists; modules below are not public. Names load
+lazily (PEP 562), so `from scheduler.errors import ...` in the audit, the
+migrations or the Spark child does not import redis, hiredis or OpenTelemetry.
 """
 
-from scheduler.api import Scheduler
-from scheduler.errors import (
-    ConfigError,
-    DoNotRetry,
-    InvalidCron,
-    InvalidDelay,
-    InvalidPayload,
-    InvalidTimezone,
-    InvalidTopic,
-    Retry,
-    RetryPolicyInvalid,
-    ScheduleError,
-    SchedulerError,
-    StorageError,
-)
-from scheduler.job import JobInfo, JobState
-from scheduler.retry import Backoff, RetryPolicy
-from scheduler.worker import Worker
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.api import Scheduler
+    from scheduler.errors import (
+        ConfigError,
+        DoNotRetry,
+        InvalidCron,
+        InvalidDelay,
+        InvalidJobId,
+        InvalidPayload,
+        InvalidTimezone,
+        InvalidTopic,
+        Retry,
+        RetryPolicyInvalid,
+        ScheduleError,
+        SchedulerError,
+        StorageError,
+    )
+    from scheduler.job import JobInfo, JobState
+    from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+    from scheduler.retry import Backoff, RetryPolicy
+    from scheduler.worker import Worker
+
+# Public name -> the module defining it.
+_SOURCES = {
+    "Backoff": "scheduler.retry",
+    "ConfigError": "scheduler.errors",
+    "DoNotRetry": "scheduler.errors",
+    "InvalidCron": "scheduler.errors",
+    "InvalidDelay": "scheduler.errors",
+    "InvalidJobId": "scheduler.errors",
+    "InvalidPayload": "scheduler.errors",
+    "InvalidTimezone": "scheduler.errors",
+    "InvalidTopic": "scheduler.errors",
+    "JobInfo": "scheduler.job",
+    "JobState": "scheduler.job",
+    "Retry": "scheduler.errors",
+    "RetryPolicy": "scheduler.retry",
+    "RetryPolicyInvalid": "scheduler.errors",
+    "SCHEDULE_FAILED_TOPIC": "scheduler.outbox",
+    "ScheduleError": "scheduler.errors",
+    "Scheduler": "scheduler.api",
+    "SchedulerError": "scheduler.errors",
+    "StorageError": "scheduler.errors",
+    "Worker": "scheduler.worker",
+}
 
 __all__ = [
     "Backoff",
@@ -29,6 +63,7 @@ __all__ = [
     "DoNotRetry",
     "InvalidCron",
     "InvalidDelay",
+    "InvalidJobId",
     "InvalidPayload",
     "InvalidTimezone",
     "InvalidTopic",
@@ -37,9 +72,24 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "RetryPolicyInvalid",
+    "SCHEDULE_FAILED_TOPIC",
     "ScheduleError",
     "Scheduler",
     "SchedulerError",
     "StorageError",
     "Worker",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+    value = getattr(import_module(source), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,10 +1,10 @@
-"""The Scheduler facade: the composition root that validates requests, wires
-the Redis store, the worker, the listeners and (when enabled) the audit trail."""
+"""The Scheduler facade: the composition root that checks requests (through
+scheduler/validation.py) and wires the Redis store, the worker, the listeners
+and (when enabled) the audit trail."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
-from listeners import SCHEDULE_FAILED_TOPIC, ListenerRegistry, default_registry
+from listeners import ListenerRegistry, default_registry
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
-from scheduler.errors import InvalidCron, InvalidDelay, InvalidPayload, InvalidTopic, SchedulerError, StorageError
-from scheduler.cron import MISFIRE_MODES, next_fire, parse_cron
-from scheduler.job import CronInfo, JobInfo, NewCron, NewJob, new_job_id
+from scheduler.errors import InvalidCron, SchedulerError, StorageError
+from scheduler.cron import next_fire, parse_cron
+from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.metrics import Metrics
-from scheduler.retry import Backoff, RetryPolicy, parse_retry
+from scheduler.retry import Backoff, RetryPolicy
+from scheduler.scripts import CancelCode, PauseCode
 from scheduler.store import RedisStore
-from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms, zone
+from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import (
     CRON_NAME,
     JOB_RUN_AT,
@@ -37,32 +38,13 @@ from scheduler.tracing import (
     is_noop,
     producer_span,
 )
+from scheduler.validation import build_job, check_cron_name, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
     from audit import AuditTrail
 
 log = logging.getLogger("horae")
-
-MAX_TOPIC_LEN = 200
-MAX_ID_LEN = 200
-
-
-def _check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not topic.strip():
-        raise InvalidTopic(f"topic must be a non-empty string; got {topic!r}", field="topic")
-    if len(topic) > MAX_TOPIC_LEN:
-        raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
-    if topic == SCHEDULE_FAILED_TOPIC:
-        raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
-    return topic
-
-
-def _to_json(value: Any, field: str) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
 
 
 class Scheduler:
@@ -243,51 +225,32 @@ class Scheduler:
             trace = current_traceparent()
             if trace:
                 job = replace(job, trace=trace)
-            local = self._local_worker(job) if job.due_ms <= now else None
-            if local is None:
+            created = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            if created is None:
                 created = await self.store.enqueue(job, now)
-            else:
-                leased = None
-                try:
-                    created, leased = await self.store.enqueue_for(job, now, local.id, self.settings.worker.lease_ms)
-                finally:
-                    local.adopt(leased)
         if created:
             self.metrics.scheduled.add(1, {"topic": job.topic})
         return job.id
+
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+        """Hand a job due now to a running worker of this scheduler with a free slot (local
+        handoff); whether it was created, or None when no worker took it (nothing written)."""
+        if not self.settings.worker.local_handoff:
+            return None
+        for worker in list(self._workers):
+            created = await worker.enqueue_local(job, now_ms)
+            if created is not None:
+                return created
+        return None
 
     def _build_job(
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
         job_id: str | None, cron: str, *, now_ms: int = 0,
     ) -> NewJob:
-        """Validate everything before anything is written."""
-        topic = _check_topic(topic)
-        zone(tz)
-        policy = parse_retry(retry, self.default_retry)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidPayload(f"metadata must be a mapping (JSON object); got {metadata!r}", field="metadata")
-        if metadata is not None and not all(isinstance(k, str) for k in metadata):
-            raise InvalidPayload("metadata keys must be strings", field="metadata")
-        timeout_s = self.settings.worker.timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
-        if timeout_s <= 0:
-            raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
-        if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
-            raise InvalidTopic(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
-                               f"got {job_id!r}", field="job_id")
-        return NewJob(
-            id=job_id or new_job_id(),
-            topic=topic,
-            due_ms=max(run_at_ms, now_ms),  # a past time runs at once
-            run_at_ms=run_at_ms,
-            tz=tz,
-            payload_json=_to_json(payload, "payload"),
-            metadata_json=_to_json(dict(metadata), "metadata") if metadata else "{}",
-            max_attempts=policy.attempts,
-            backoff_type=policy.backoff.type,
-            backoff_delay_ms=policy.backoff.delay_ms,
-            timeout_ms=max(1, int(timeout_s * 1000)),
-            cron=cron,
-        )
+        """Validate everything before anything is written (defaults from settings)."""
+        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
+                         default_retry=self.default_retry, default_timeout_ms=self.settings.worker.timeout_ms,
+                         now_ms=now_ms)
 
     # ---------------------------------------------------------------------- cron
     async def schedule_cron(
@@ -318,12 +281,8 @@ class Scheduler:
         Raises:
             ScheduleError: a subclass naming the field; nothing is stored.
         """
-        if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
-            raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
-                              field="name")
-        mode = misfire or self.settings.cron.misfire
-        if mode not in MISFIRE_MODES:
-            raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
+        check_cron_name(name)
+        mode = check_misfire(misfire or self.settings.cron.misfire)
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
         job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
@@ -355,7 +314,7 @@ class Scheduler:
             raise InvalidCron(f"no cron schedule named {name!r}", field="name")
         now = self.clock.now_ms()
         next_ms = next_fire(parse_cron(info.cron, info.tz), now)
-        return await self.store.set_cron_paused(name, paused, next_ms, now) == 1
+        return await self.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule: name, cron, tz, topic, next_run_at (aware UTC), paused, last_run_at."""
@@ -376,9 +335,10 @@ class Scheduler:
         A running attempt finishes (its outcome is recorded) but the job ends cancelled.
         """
         code = await self.store.cancel(job_id, self.clock.now_ms())
-        if code > 0:
+        cancelled = code in (CancelCode.CANCELLED, CancelCode.CANCELLED_RUNNING)
+        if cancelled:
             self.metrics.cancelled.add(1)
-        return code > 0
+        return cancelled
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
         """Jobs per state currently in Redis."""
@@ -394,15 +354,6 @@ class Scheduler:
         if self._audit is not None and self._audit.relay is not None:
             pending, age = await self._audit.relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
-
-    def _local_worker(self, job: NewJob) -> Worker | None:
-        """A running worker of this scheduler with a slot reserved for `job` (local handoff), or None."""
-        if not self.settings.worker.local_handoff:
-            return None
-        for worker in self._workers:
-            if worker.reserve(job.topic):
-                return worker
-        return None
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.

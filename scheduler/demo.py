@@ -16,6 +16,7 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEven
 from scheduler.api import Scheduler
 from scheduler.config import Settings
 from scheduler.job import JobInfo
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 
 FAST_RETRY = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}}
 
@@ -37,7 +38,7 @@ def demo_registry(failures: list[ScheduleFailedEvent]) -> ListenerRegistry:
     async def export(event: ScheduleArrivedEvent) -> None:
         raise ValueError(f"report template {event.payload['template']!r} not found")
 
-    @reg.on_event("schedule.failed")
+    @reg.on_event(SCHEDULE_FAILED_TOPIC)
     async def on_failed(event: ScheduleFailedEvent) -> None:
         failures.append(event)
 

@@ -6,11 +6,11 @@
     │   ├── InvalidTimezone
     │   ├── InvalidPayload
     │   ├── InvalidTopic
+    │   ├── InvalidJobId
     │   ├── InvalidDelay
     │   └── InvalidCron
     ├── ConfigError                a setting in a file or env var is wrong
-    ├── StorageError               Redis or PostgreSQL failed underneath us
-    └── ScriptError                a Lua script refused a transition (see scripts.ScriptCode)
+    └── StorageError               Redis or PostgreSQL failed underneath us
 
 Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
 fail the job at once; neither is an error of ours, they are decisions.
@@ -60,6 +60,12 @@ class InvalidTopic(ScheduleError):
     code = "SCHEDULE_TOPIC_INVALID"
 
 
+class InvalidJobId(ScheduleError):
+    """The job id is not a non-empty string of at most 200 characters."""
+
+    code = "SCHEDULE_JOB_ID_INVALID"
+
+
 class InvalidDelay(ScheduleError):
     """The run time, delay or timeout is not usable."""
 
@@ -78,10 +84,6 @@ class ConfigError(SchedulerError):
 
 class StorageError(SchedulerError):
     """The storage backend (Redis or PostgreSQL) failed."""
-
-
-class ScriptError(SchedulerError):
-    """A Lua script refused the requested transition."""
 
 
 class Retry(Exception):  # noqa: N818 - a decision, raised by listeners

@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, Mapping
 
+from scheduler.outbox import (
+    STATUS_CANCELLED,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    TERMINAL_STATUSES,
+    ErrorRecord,
+    Outcome,
+)
 
 _ID_BYTES = 12  # 96 random bits = exactly 16 base64 characters
 _NOT_BASE62 = frozenset("-_")
@@ -18,18 +27,16 @@ _NOT_BASE62 = frozenset("-_")
 def new_job_id() -> str:
     """A random job id: 16 base62 characters (about 95 bits, uniform).
 
-    Half the length of a uuid4 hex because a waiting job stores its id twice (in
-    its hash key and as its due-set member), so every character costs memory per
-    job. It is still collision-safe: by the birthday bound, the chance that any
-    two of n generated ids are equal is about n**2 / 2**96.3, i.e. 1e-11 for a
-    billion ids and 1e-7 for a hundred billion (the audit trail keeps ids for
-    good, so count every id ever generated, not only those in Redis). A
-    collision would make the second schedule a no-op, as with a reused
-    idempotency key. It never starts with "-", so it is a safe CLI argument.
+    Short because a waiting job stores its id twice (in its hash key and as its
+    due-set member), so every character costs memory per job; still
+    collision-safe by the birthday bound (the audit trail keeps ids for good,
+    so count every id ever generated). A collision would make the second
+    schedule a no-op, as with a reused idempotency key. It never starts with
+    "-", so it is a safe CLI argument.
 
-    Drawn as 16 base64url characters (each uniform and independent) until none is
-    "-" or "_": then each is uniform over the 62 others (1.7 draws on average,
-    a few µs less per job than dividing a big random integer by 62 sixteen times).
+    Drawn as 16 base64url characters (each uniform and independent) until none
+    is "-" or "_": then each is uniform over the 62 others, and no big-integer
+    division is needed.
     """
     while True:
         text = base64.urlsafe_b64encode(os.urandom(_ID_BYTES)).decode()
@@ -43,13 +50,13 @@ class JobState(str, Enum):
     SCHEDULED = "scheduled"
     RUNNING = "running"
     RETRYING = "retrying"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+    COMPLETED = STATUS_COMPLETED
+    FAILED = STATUS_FAILED
+    CANCELLED = STATUS_CANCELLED
 
     @property
     def terminal(self) -> bool:
-        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+        return self.value in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -116,14 +123,19 @@ class NewJob:
 
 @dataclass(frozen=True)
 class Settlement:
-    """The outcome of one attempt, to be written by complete.lua or fail.lua."""
+    """The outcome of one attempt, to be written by complete.lua (no error) or fail.lua."""
 
     job_id: str
     token: str
-    outcome: str  # succeeded | no_listener | failed | timed_out | worker_lost
-    error_json: str = ""
+    outcome: Outcome
+    error: ErrorRecord | None = None  # None: the attempt succeeded
     retry_at_ms: int = -1  # fail only: -1 = terminal
     require_expired: bool = False  # fail only: lease recovery
+
+    @property
+    def error_json(self) -> str:
+        """The error record as stored in last_error and the outbox ("" for none)."""
+        return "" if self.error is None else json.dumps(self.error, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

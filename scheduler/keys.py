@@ -58,7 +58,8 @@ class Keys:
 
     @property
     def counts(self) -> str:
-        """Hash of job counts: field `state` and `t:<topic>\\x00<state>`."""
+        """Hash of job counts: one field `<topic>|<state>` per topic and state (no totals:
+        store.stats() sums them per state)."""
         return f"{self.prefix}counts"
 
     @property

@@ -34,7 +34,7 @@ PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
 
 class ScriptCode(IntEnum):
-    """Negative returns of the scripts (documented in each script's header)."""
+    """Negative returns of the scripts: a refused transition (documented in each script's header)."""
 
     LEASE_LOST = -1
     LEASE_ALIVE = -2
@@ -42,6 +42,52 @@ class ScriptCode(IntEnum):
     FINISHED = -4
     STALE = -5
     DUPLICATE = -10
+
+
+class SettleCode(IntEnum):
+    """What complete.lua and fail.lua did with one attempt (a refusal is a ScriptCode)."""
+
+    COMPLETED = 1
+    CANCELLED = 2  # the job was cancelled while the attempt ran: it stays cancelled
+    RETRY_SCHEDULED = 3
+    FAILED = 4  # for good: no attempt left, or DoNotRetry
+
+
+class EnqueueCode(IntEnum):
+    """What enqueue.lua did with a new job (an existing id is ScriptCode.DUPLICATE)."""
+
+    QUEUED = 1
+    LEASED = 2  # leased to the caller's own worker at once
+
+
+class CancelCode(IntEnum):
+    """What cancel.lua did (an unknown or finished job is a ScriptCode)."""
+
+    CANCELLED = 1  # it was waiting or retrying
+    CANCELLED_RUNNING = 2  # an attempt is in flight: it finishes, the job stays cancelled
+
+
+class UpsertCode(IntEnum):
+    """What upsert_cron.lua did with a schedule."""
+
+    UPDATED = 0  # same expression and zone: the next fire is kept
+    CREATED = 1
+    RESCHEDULED = 2  # expression or zone changed: the next fire is recomputed
+
+
+class PauseCode(IntEnum):
+    """What set_cron_paused.lua did (an unknown schedule is ScriptCode.NOT_FOUND)."""
+
+    UNCHANGED = 0
+    CHANGED = 1
+
+
+SettleReply = SettleCode | ScriptCode
+
+
+def settle_reply(code: int) -> SettleReply:
+    """The enum member of a complete/fail reply (the store hands back plain ints)."""
+    return SettleCode(code) if code > 0 else ScriptCode(code)
 
 
 def script_source(name: str, audit: bool = True) -> str:

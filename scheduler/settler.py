@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from scheduler.clock import Clock
 from scheduler.job import Settlement
+from scheduler.scripts import SettleReply, settle_reply
 from scheduler.store import RedisStore
 
 
@@ -22,14 +23,20 @@ class Settler:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Start writing batches in the background."""
         self._task = asyncio.create_task(self._loop(), name="horae-settler")
 
-    async def settle(self, item: Settlement, ok: bool) -> int:
-        """Queue one settlement; returns the script's code for it once written."""
+    async def settle(self, item: Settlement) -> SettleReply:
+        """Queue one settlement (complete.lua without an error, fail.lua with one); returns
+        the script's reply for it once written.
+
+        Raises:
+            StorageError: the batch holding it could not be written.
+        """
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        (self._complete if ok else self._fail).append((item, fut))
+        (self._complete if item.error is None else self._fail).append((item, fut))
         self._ready.set()
-        return await fut
+        return settle_reply(await fut)
 
     async def _flush(self) -> None:
         complete, self._complete = self._complete, []

@@ -30,7 +30,7 @@ def _tick(tracer: Tracer, row: dict[str, str], tick_ms: int) -> tuple[int, str, 
 
 @lru_cache(maxsize=4096)
 def _spec(expr: str, tz: str) -> CronSpec:
-    """Parsing validates every field with croniter (~1 ms): once per distinct schedule."""
+    """Parsing validates every field with croniter, which is slow: once per distinct schedule."""
     return parse_cron(expr, tz)
 
 

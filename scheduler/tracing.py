@@ -49,8 +49,6 @@ ATTEMPT_OUTCOME: Final = "horae.attempt.outcome"
 CRON_NAME: Final = "horae.cron.name"
 LISTENER: Final = "horae.listener"
 
-EVENT_SCHEDULE_FAILED: Final = "schedule.failed"
-
 _EMPTY: Final = otel_context.Context()
 
 
@@ -96,8 +94,8 @@ def context_from(traceparent: str) -> otel_context.Context | None:
     """A context whose span is the remote parent traceparent names, or None (none or invalid).
 
     A small cache: a job retried soon after its last attempt parses nothing; a unique value
-    costs one insert. (A bigger one buys nothing: under load most traceparents are seen
-    once.) Contexts are immutable, so sharing one between attempts is safe.
+    costs one insert (a bigger one buys nothing: under load most traceparents are seen
+    once). Contexts are immutable, so sharing one between attempts is safe.
     """
     span_context = span_context_of(traceparent) if traceparent else None
     if span_context is None:
@@ -109,7 +107,7 @@ class SpanScope:
     """Makes a started span current for a `with` block and ends it on exit.
 
     What `start_as_current_span` does, without its two generator context managers
-    (per span that was a few µs of a ~15 µs SDK span). An exception of type `record`
+    (a noticeable share of an SDK span's cost). An exception of type `record`
     is recorded on the span and sets ERROR status; None leaves both to the caller.
     """
 

@@ -1,6 +1,8 @@
-"""The worker: sleep until the earliest due job (or a wake-up), claim a batch,
-run each attempt's listeners under its timeout while a heartbeat keeps the
-lease, then settle in batches. Also recovers expired leases and prunes."""
+"""The worker: its lifecycle and claim loop (sleep until the earliest due job or a
+wake-up, claim a batch), the local handoff of jobs its own process schedules
+(enqueue_local), and the running of each attempt in its span with its metrics,
+settled in batches. Attempts: scheduler/attempt.py; leases and pruning:
+scheduler/housekeeping.py."""
 
 from __future__ import annotations
 
@@ -16,47 +18,26 @@ from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
-from listeners import (
-    SCHEDULE_FAILED_TOPIC,
-    Listener,
-    call_listener,
-    qualified_name,
-    ListenerRegistry,
-    ScheduleArrivedEvent,
-    ScheduleFailedEvent,
-    describe_error,
-    dispatch,
-)
-from listeners.dispatch import DispatchResult
+from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, call_listener, dispatch, qualified_name
+from scheduler.attempt import run_attempt
 from scheduler.clock import Clock
 from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
-from scheduler.job import ClaimedJob, Settlement
+from scheduler.housekeeping import Housekeeping
+from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
-from scheduler.retry import Backoff, RetryPolicy
-from scheduler.scripts import ScriptCode
+from scheduler.outbox import NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
+from scheduler.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.settler import Settler
 from scheduler.store import RedisStore
 from scheduler.wire import Subscription
 from scheduler.ticker import fire_due_crons
-from scheduler.tracing import (
-    ATTEMPT_OUTCOME,
-    EVENT_SCHEDULE_FAILED,
-    JOB_ATTEMPT,
-    JOB_ID,
-    attempt_span,
-    get_tracer,
-    is_noop,
-    listener_span,
-)
-from scheduler.timeutil import ms_to_utc
+from scheduler.tracing import ATTEMPT_OUTCOME, JOB_ATTEMPT, JOB_ID, attempt_span, get_tracer, is_noop, listener_span
 
 log = logging.getLogger("horae.worker")
 
 # Safety net only: pub/sub is at-most-once, so an idle worker re-plans this often
 # even if a wake-up message was lost. Due jobs are never timed by this.
 IDLE_RECHECK_MS = 5_000
-
-RETRY_SCHEDULED, FAILED_FOR_GOOD = 3, 4
 
 
 def new_worker_id() -> str:
@@ -99,8 +80,10 @@ class Worker:
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count)
         self._started = False
-        self._reserved = 0  # slots held for jobs this process is scheduling (reserve/adopt)
+        self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local)
         self._subscription: Subscription | None = None
+        self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
+                                          self._after_failure)
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
@@ -114,11 +97,11 @@ class Worker:
         self._settler.start()
         self._started = True
         for name, loop in (
-            ("claim", self._claim_loop),
-            ("heartbeat", self._heartbeat_loop),
-            ("housekeeping", self._housekeeping_loop),
+            ("claim", self._claim_loop()),
+            ("heartbeat", self._housekeeping.heartbeat_loop()),
+            ("housekeeping", self._housekeeping.loop(self.on_housekeeping)),
         ):
-            self._tasks.append(asyncio.create_task(loop(), name=f"horae-{name}"))
+            self._tasks.append(asyncio.create_task(loop, name=f"horae-{name}"))
         log.info("worker started", extra={"event": "worker_started", "worker": self.id})
 
     async def stop(self, grace: float | None = None) -> None:
@@ -156,10 +139,34 @@ class Worker:
         """Attempts running now."""
         return len(self._running)
 
-    # ------------------------------------------------------------------ claiming
-    def reserve(self, topic: str) -> bool:
-        """Hold a slot for a job of `topic` that this process is about to schedule for
-        now, so that it can be leased to this worker in the same call (see adopt)."""
+    async def recover_expired(self) -> int:
+        """Fail attempts whose lease expired (their worker died): 'worker lost'. Returns how many."""
+        return await self._housekeeping.recover_expired()
+
+    async def prune(self) -> int:
+        """Delete finished jobs past retention; returns how many."""
+        return await self._housekeeping.prune()
+
+    # ------------------------------------------------------------- local handoff
+    async def enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+        """Store `job`, due now, and lease it to this worker in the same call when the worker
+        runs, serves its topic and has a free slot (and no other job is due): no wake-up
+        message, no claim round trip.
+
+        Returns:
+            Whether the job was created; None when this worker cannot take it (nothing written).
+        """
+        if not self._reserve(job.topic):
+            return None
+        leased = None
+        try:
+            created, leased = await self.store.enqueue_for(job, now_ms, self.id, self.settings.lease_ms)
+        finally:
+            self._adopt(leased)
+        return created
+
+    def _reserve(self, topic: str) -> bool:
+        """Hold a slot for a job of `topic` while the call that stores it is in flight."""
         if not self._started or self._stopping or (self.topics and topic not in self.topics):
             return False
         if len(self._running) + self._reserved >= self.concurrency:
@@ -167,9 +174,9 @@ class Worker:
         self._reserved += 1
         return True
 
-    def adopt(self, job: ClaimedJob | None) -> None:
-        """Run a job leased to this worker by the call that scheduled it (None: it was
-        queued instead); ends the reservation either way."""
+    def _adopt(self, job: ClaimedJob | None) -> None:
+        """Run a job leased to this worker by enqueue_local (None: it was queued instead);
+        ends the reservation either way."""
         self._reserved -= 1
         if job is not None and not self._stopping:
             self._start(job)
@@ -225,7 +232,7 @@ class Worker:
 
     async def _attempt(self, job: ClaimedJob) -> None:
         lateness_ms = max(0, self.clock.now_ms() - job.due_ms)
-        if is_noop(self.tracer):  # no SDK: a no-op span still costs ~a fifth of an attempt
+        if is_noop(self.tracer):  # no SDK: skip even a no-op span, a real cost on the hot path
             await self._attempt_in_span(job, INVALID_SPAN, lateness_ms)
             return
         with attempt_span(self.tracer, job.topic, job.trace, job.id, job.attempt, job.max_attempts,
@@ -240,78 +247,58 @@ class Worker:
         attrs = {"topic": job.topic}
         started = time.monotonic()
         self.metrics.lateness.record(lateness_ms / 1000, attrs)
-        listeners = self.registry.listeners(job.topic)
-        event = ScheduleArrivedEvent(
-            scheduled_job_id=job.id,
-            topic=job.topic,
-            payload=json.loads(job.payload_json),
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            run_at=ms_to_utc(job.run_at_ms),
-            metadata=json.loads(job.metadata_json),
-        )
         call = self._call_traced if span.is_recording() else call_listener
-        result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
+        settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call)
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
-        if result.ok:
-            outcome = "succeeded" if result.listeners else "no_listener"
-            if not result.listeners:
-                log.warning(
-                    "no listener for topic %r; job %s completed", job.topic, job.id,
-                    extra={"event": "no_listener", "job_id": job.id, "topic": job.topic},
-                )
-                self.metrics.no_listener.add(1, attrs)
-            self.metrics.attempts.add(1, {**attrs, "outcome": outcome})
-            span.set_attribute(ATTEMPT_OUTCOME, outcome)
-            code = await self._settler.settle(Settlement(job.id, job.token, outcome), ok=True)
-            if code == 1:
-                self.metrics.completed.add(1, attrs)
-            self._log_lost(job, code)
-            return
-        await self._settle_failure(job, result, event.metadata, span)
+        span.set_attribute(ATTEMPT_OUTCOME, settlement.outcome)
+        self.metrics.attempts.add(1, {**attrs, "outcome": settlement.outcome})
+        if settlement.error is None:
+            await self._settle_success(job, settlement)
+        else:
+            await self._settle_failure(job, settlement, settlement.error, span)
 
-    async def _settle_failure(self, job: ClaimedJob, result: DispatchResult, metadata: Any, span: Span) -> None:
-        outcome = "timed_out" if result.timed_out else "failed"
-        error, exc = _error_record(job, result)
-        span.set_attribute(ATTEMPT_OUTCOME, outcome)
+    async def _settle_success(self, job: ClaimedJob, settlement: Settlement) -> None:
+        if settlement.outcome == NO_LISTENER:
+            log.warning(
+                "no listener for topic %r; job %s completed", job.topic, job.id,
+                extra={"event": "no_listener", "job_id": job.id, "topic": job.topic},
+            )
+            self.metrics.no_listener.add(1, {"topic": job.topic})
+        reply = await self._settler.settle(settlement)
+        if reply is SettleCode.COMPLETED:
+            self.metrics.completed.add(1, {"topic": job.topic})
+        elif isinstance(reply, ScriptCode):
+            self._log_lost(job.id, reply)
+
+    async def _settle_failure(self, job: ClaimedJob, settlement: Settlement, error: ErrorRecord,
+                              span: Span) -> None:
         span.set_status(Status(StatusCode.ERROR, f"{error['type']}: {error['message']}"))
-        policy = RetryPolicy(job.max_attempts, Backoff(job.backoff_type, job.backoff_delay_ms))  # type: ignore[arg-type]
-        decision = policy.decide(job.attempt, exc)
-        retry_at = -1 if decision is None else self.clock.now_ms() + decision.delay_ms
-        error_json = json.dumps(error, separators=(",", ":"))
-        self.metrics.attempts.add(1, {"topic": job.topic, "outcome": outcome})
-        code = await self._settler.settle(
-            Settlement(job.id, job.token, outcome, error_json=error_json, retry_at_ms=retry_at), ok=False
-        )
+        reply = await self._settler.settle(settlement)
         log.info(
-            "attempt %d of job %s %s: %s", job.attempt, job.id, outcome, error["message"],
-            extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": outcome},
+            "attempt %d of job %s %s: %s", job.attempt, job.id, settlement.outcome, error["message"],
+            extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": settlement.outcome},
         )
-        if code == FAILED_FOR_GOOD:
-            span.add_event(EVENT_SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt,
-                                                   "error.type": str(error["type"])})
-        self._after_failure(job.id, job.topic, job.attempt, error, metadata, code)
+        if reply is SettleCode.FAILED:
+            span.add_event(SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]})
+        self._after_failure(job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply)
 
-    def _after_failure(self, job_id: str, topic: str, attempt: int, error: dict[str, Any], metadata: Any,
-                       code: int) -> None:
+    def _after_failure(self, job_id: str, topic: str, attempt: int, error: ErrorRecord, metadata: Any,
+                       reply: SettleReply) -> None:
+        """Count a written failure; a job failed for good is delivered on SCHEDULE_FAILED_TOPIC."""
         attrs = {"topic": topic}
-        if code == RETRY_SCHEDULED:
+        if reply is SettleCode.RETRY_SCHEDULED:
             self.metrics.retries.add(1, attrs)
-        elif code == FAILED_FOR_GOOD:
+        elif reply is SettleCode.FAILED:
             self.metrics.failed.add(1, attrs)
-            failed = ScheduleFailedEvent(job_id, topic, error, attempt, metadata)
+            failed = ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)
             self._spawn(self._emit_failed(failed))
-        elif code < 0:
-            self._log_lost_code(job_id, code)
+        elif isinstance(reply, ScriptCode):
+            self._log_lost(job_id, reply)
 
-    def _log_lost(self, job: ClaimedJob, code: int) -> None:
-        if code < 0:
-            self._log_lost_code(job.id, code)
-
-    def _log_lost_code(self, job_id: str, code: int) -> None:
+    def _log_lost(self, job_id: str, reply: ScriptCode) -> None:
         log.warning(
-            "result for job %s ignored: %s", job_id, ScriptCode(code).name,
+            "result for job %s ignored: %s", job_id, reply.name,
             extra={"event": "lease_lost", "job_id": job_id},
         )
 
@@ -329,100 +316,3 @@ class Worker:
                 "schedule.failed listener %s raised: %r", failure.listener, failure.exception,
                 extra={"event": "schedule_failed_listener_error", "job_id": event.scheduled_job_id},
             )
-
-    # -------------------------------------------------------------- housekeeping
-    async def _heartbeat_loop(self) -> None:
-        interval = self.settings.lease_ms / 3000
-        while True:
-            await asyncio.sleep(interval)
-            leases = list(self._leases.items())
-            if not leases:
-                continue
-            try:
-                lost = await self.store.extend_leases(leases, self.clock.now_ms(), self.settings.lease_ms)
-            except Exception as exc:  # noqa: BLE001 - next beat tries again
-                log.warning("heartbeat failed: %s", exc, extra={"event": "heartbeat_error"})
-                continue
-            if lost:
-                log.warning("%d leases were lost to recovery", lost, extra={"event": "lease_lost"})
-
-    async def _housekeeping_loop(self) -> None:
-        last_prune = 0.0
-        while True:
-            await asyncio.sleep(self.settings.recover_interval_s)
-            try:
-                self.metrics.jobs_by_state = await self.store.stats()
-                if self.on_housekeeping is not None:
-                    await self.on_housekeeping()
-                await self.recover_expired()
-                if time.monotonic() - last_prune >= self.retention.prune_interval_s:
-                    last_prune = time.monotonic()
-                    await self.prune()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again next round
-                log.warning("housekeeping failed: %s", exc, extra={"event": "housekeeping_error"})
-
-    async def recover_expired(self) -> int:
-        """Fail attempts whose lease expired (their worker died): 'worker lost'."""
-        now = self.clock.now_ms()
-        rows = await self.store.expired_leases(now)
-        items, infos = [], []
-        for row in rows:
-            if not row.get("token"):
-                continue
-            attempt = int(row["attempts"])
-            error = {
-                "type": "WorkerLost",
-                "message": f"worker {row.get('worker', '?')} lost its lease during attempt {attempt}",
-                "traceback": "",
-            }
-            policy = RetryPolicy(int(row["max"]), Backoff(row["btype"], int(row["bdelay"])))  # type: ignore[arg-type]
-            decision = policy.decide(attempt)
-            retry_at = -1 if decision is None else now + decision.delay_ms
-            items.append(Settlement(row["id"], row["token"], "worker_lost", json.dumps(error), retry_at, True))
-            infos.append((row, attempt, error))
-        if not items:
-            return 0
-        codes = await self.store.fail(items, now)
-        recovered = 0
-        for (row, attempt, error), code in zip(infos, codes):
-            if code == ScriptCode.LEASE_ALIVE or code == ScriptCode.LEASE_LOST:
-                continue
-            recovered += 1
-            self.metrics.attempts.add(1, {"topic": row["topic"], "outcome": "worker_lost"})
-            log.warning(
-                "job %s: attempt %d lost its worker", row["id"], attempt,
-                extra={"event": "worker_lost", "job_id": row["id"]},
-            )
-            self._after_failure(row["id"], row["topic"], attempt, error, json.loads(row.get("meta", "{}")), code)
-        return recovered
-
-    async def prune(self) -> int:
-        """Delete finished jobs past retention (loops while a batch comes back full)."""
-        total = 0
-        r = self.retention
-        while True:
-            n = await self.store.prune(
-                self.clock.now_ms(), r.completed_age_s * 1000, r.failed_age_s * 1000, r.cancelled_age_s * 1000
-            )
-            total += n
-            if n < 500:
-                return total
-
-
-def _error_record(job: ClaimedJob, result: DispatchResult) -> tuple[dict[str, Any], BaseException | None]:
-    """The serialized last_error of a failed attempt and the exception behind it."""
-    if result.timed_out:
-        err = {
-            "type": "TimeoutError",
-            "message": f"attempt {job.attempt} timed out after {job.timeout_ms / 1000:g} s",
-            "traceback": "",
-        }
-        return err, None
-    first = result.failures[0]
-    record: dict[str, Any] = {**describe_error(first.exception), "listener": first.listener}
-    if len(result.failures) > 1:
-        record["other_failures"] = [f"{f.listener}: {f.exception!r}" for f in result.failures[1:]]
-    return record, first.exception
-

@@ -23,9 +23,9 @@ local function emit(outbox, ...)
   end
 end
 
--- Numbers handed to redis.call are formatted with sprintf("%.14g"), a tenth of a
--- claim's instructions under callgrind: pass strings where one is at hand, and
--- computed integers through int() (integer formatting is a fraction of the cost).
+-- Numbers handed to redis.call are formatted with sprintf("%.14g"), a large share
+-- of a claim's cost: pass strings where one is at hand, and computed integers
+-- through int() (integer formatting is much cheaper).
 local function int(n)
   return string.format('%d', n)
 end
@@ -52,8 +52,8 @@ end
 -- most CHUNK bytes, joined back on read: Redis keeps a small hash whose
 -- fields and values are all <= hash-max-listpack-value (64 by default) in one
 -- compact listpack, and a single longer value would turn the whole hash into
--- a hashtable, doubling a job's memory. One key per job instead of a hash
--- plus a payload string saves a key's overhead (~90 B per delayed job).
+-- a hashtable, costing far more memory per job. One key per job instead of a
+-- hash plus a payload string saves a key's overhead per delayed job.
 -- A payload over INLINE_CHUNKS chunks (512 B), where chunk overhead and
 -- listpack scans stop paying off, goes to a string key beside the hash:
 -- {ns}:p:<id> for {ns}:j:<id> (the namespace cannot contain '}', so the first

@@ -6,7 +6,8 @@
 -- KEYS[5] counts hash
 -- ARGV[1] id  ARGV[2] now_ms
 --
--- Returns 1 cancelled (waiting), 2 cancelled (attempt in flight),
+-- Returns (scripts.CancelCode, ScriptCode) CANCELLED (1) cancelled while waiting or
+-- retrying, CANCELLED_RUNNING (2) cancelled with an attempt in flight,
 -- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
 local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, now = ARGV[1], ARGV[2]

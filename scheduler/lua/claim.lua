@@ -8,8 +8,9 @@
 -- ARGV[6..] topics this worker serves (none = every topic)
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
--- 14 fields per job (FIELDS in scripts.py): id, attempt, token, topic, payload, meta, run_at, due,
--- max, btype, bdelay, timeout, trace, cron (fields the hash leaves out filled back in).
+-- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
+-- meta, run_at, due, max, btype, bdelay, timeout, trace, cron (fields the hash leaves out
+-- filled back in).
 -- next_due_ms is the earliest due job left (of the served topics when a topic
 -- filter is given, within the scanned window) and next_cron_ms the earliest
 -- cron tick, so the worker knows when to wake without polling.

@@ -6,7 +6,8 @@
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
 -- ARGV[4..] groups of 3: id, token, outcome (succeeded|no_listener)
 --
--- Returns one code per job: 1 completed, 2 finished as cancelled,
+-- Returns one code per job (scripts.SettleCode, ScriptCode): COMPLETED (1),
+-- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
 -- LEASE_LOST (-1) when the token no longer holds the lease (another worker
 -- recovered the job; this late result is ignored).
 local active, completed, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

@@ -11,9 +11,10 @@
 -- ARGV[15] worker id to lease the job to when it is due now and no other job
 --          is due ("" for none: always queue)  ARGV[16] lease_ms
 --
--- Returns { 1 } when created and queued, { 2, attempt, token } when created and
--- leased to ARGV[15], or { DUPLICATE (-10) } when a job with this id exists
--- (its fields are left untouched: ids are idempotency keys).
+-- Returns (scripts.EnqueueCode, ScriptCode) { QUEUED (1) } when created and queued,
+-- { LEASED (2), attempt, token } when created and leased to ARGV[15], or
+-- { DUPLICATE (-10) } when a job with this id exists (its fields are left
+-- untouched: ids are idempotency keys).
 local job = {
   id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
   tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],

@@ -9,9 +9,11 @@
 --   error json, retry_at_ms (-1 = terminal). The retry decision is made in
 --   Python (scheduler.retry) from the attempt number this token proves.
 --
--- Returns one code per job: 3 retry scheduled, 4 failed (terminal),
--- 2 finished as cancelled, LEASE_LOST (-1) token mismatch, LEASE_ALIVE (-2)
--- the lease was renewed meanwhile (recovery skipped).
+-- Returns one code per job (scripts.SettleCode, ScriptCode): RETRY_SCHEDULED (3),
+-- FAILED (4) for good (then `failed` and `schedule.failed` are recorded),
+-- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
+-- LEASE_LOST (-1) token mismatch, LEASE_ALIVE (-2) the lease was renewed
+-- meanwhile (recovery skipped).
 local active, due, failed, cancelled, outbox, counts, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now, prefix = tonumber(ARGV[1]), ARGV[2]
@@ -22,7 +24,7 @@ for i = 3, #ARGV, 6 do
   local retry_at_s = ARGV[i + 5]
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'meta')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started')
   local lease = redis.call('ZSCORE', active, id)
   if f[1] ~= token then
     res[#res + 1] = -1
@@ -51,9 +53,7 @@ for i = 3, #ARGV, 6 do
       redis.call('ZADD', failed, now_s, id)
       move_count(counts, f[3], f[2], 'failed')
       emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err)
-      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt,
-        'payload', '{"scheduledJobId":' .. cjson.encode(id) .. ',"topic":' .. cjson.encode(f[3]) ..
-        ',"lastError":' .. err .. ',"attempts":' .. attempt .. ',"metadata":' .. (f[7] or DEFAULTS.meta) .. '}')
+      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt)
       res[#res + 1] = 4
     end
   end

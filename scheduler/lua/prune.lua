@@ -7,15 +7,19 @@
 -- Returns the number of jobs deleted (call again while it returns the limit).
 local counts = KEYS[4]
 local now, prefix, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[6])
-local states = { 'completed', 'failed', 'cancelled' }
+local sets = {  -- sorted set, state, retention age ms
+  { KEYS[1], 'completed', tonumber(ARGV[3]) },
+  { KEYS[2], 'failed', tonumber(ARGV[4]) },
+  { KEYS[3], 'cancelled', tonumber(ARGV[5]) },
+}
 local deleted = 0
-for s = 1, 3 do
-  local set, age = KEYS[s], tonumber(ARGV[2 + s])
+for _, s in ipairs(sets) do
+  local set, state, age = s[1], s[2], s[3]
   local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - age, 'LIMIT', 0, limit)
   for _, id in ipairs(old) do
     local key = prefix .. id
     local topic = redis.call('HGET', key, 'topic')
-    if topic then move_count(counts, topic, states[s], nil) end
+    if topic then move_count(counts, topic, state, nil) end
     delete_job(key)
     redis.call('ZREM', set, id)
     deleted = deleted + 1

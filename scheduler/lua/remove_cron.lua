@@ -3,7 +3,7 @@
 -- KEYS[1] cron hash  KEYS[2] crons zset  KEYS[3] names set
 -- ARGV[1] name
 --
--- Returns 1 removed, 0 no such schedule.
+-- Returns the number of schedules deleted: 1, or 0 when there was none.
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
 return redis.call('DEL', KEYS[1])

@@ -5,7 +5,8 @@
 -- ARGV[1] name  ARGV[2] "1" pause / "0" resume  ARGV[3] next fire ms (resume)
 -- ARGV[4] now_ms
 --
--- Returns 1 changed, 0 already in that state, NOT_FOUND (-3) no such schedule.
+-- Returns (scripts.PauseCode, ScriptCode) CHANGED (1), UNCHANGED (0) already in
+-- that state, NOT_FOUND (-3) no such schedule.
 local cron, crons, wake = KEYS[1], KEYS[2], KEYS[3]
 local name, pause, next_ms = ARGV[1], ARGV[2], ARGV[3]
 local paused = redis.call('HGET', cron, 'paused')

@@ -11,7 +11,8 @@
 -- ARGV[12] misfire (coalesce|skip|all)  ARGV[13] next fire ms for a new/changed schedule
 -- ARGV[14] traceparent of the upsert (ticks link their new traces to it)
 --
--- Returns 1 created, 2 rescheduled (expression or zone changed), 0 updated in place.
+-- Returns (scripts.UpsertCode) CREATED (1), RESCHEDULED (2) expression or zone
+-- changed, UPDATED (0) updated in place.
 local cron, crons, names, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local name, now, expr, tz, next_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[13]
 local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused')

@@ -117,13 +117,14 @@ async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncou
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         worker = s.make_worker()
         await worker.start()
-        assert worker.reserve("t")
+        assert worker._reserve("t")  # a scheduling call's handoff is in flight ...
         await worker.stop(grace=0)
-        assert not worker.reserve("t"), "a stopped worker takes nothing"
+        assert await worker.enqueue_local(new_job("other", s.clock.now_ms()), s.clock.now_ms()) is None, \
+            "a stopped worker takes nothing"
         now = s.clock.now_ms()
         _, leased = await s.store.enqueue_for(new_job("late", now), now, worker.id, 30_000)
         assert leased is not None
-        worker.adopt(leased)
+        worker._adopt(leased)  # ... and lands after the stop
 
         async def back_in_line() -> bool:
             info = await s.get_job("late")
@@ -149,10 +150,11 @@ async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loo
 
     async with make_scheduler(redis_url, namespace, reg) as s:
         async with s.worker(concurrency=1) as w:
-            assert w.reserve("t")  # the one slot, held for a scheduling call in flight ...
+            assert w._reserve("t")  # the one slot, held for a scheduling call in flight ...
             now = s.clock.now_ms()
             assert await s.store.enqueue(new_job("queued", now), now)  # ... while another job comes due
-            await asyncio.sleep(0.05)  # the claim loop wakes and finds no free slot
+            # The wake-up arrived and stays unconsumed: the claim loop has no slot to claim with.
+            await eventually(lambda: _true(w._wake.is_set()), what="the wake-up for the queued job")
             assert ran == []
-            w.adopt(None)  # the call queued its job instead: the slot is free again
+            w._adopt(None)  # the call queued its job instead: the slot is free again
             await eventually(lambda: _true(ran == ["queued"]), what="the queued job claimed")

@@ -1,39 +1,97 @@
-"""Every Lua script documents its KEYS, ARGV and returns, and its error codes match ScriptCode."""
+"""Every Lua script's header documents each KEYS and ARGV index its body uses (and no
+other), and each return code: labels match the enums in scheduler.scripts, and every
+literal code the body returns is documented."""
 
 from __future__ import annotations
 
 import re
+from enum import IntEnum
 from importlib import resources
 
 import pytest
 
-from scheduler.scripts import SCRIPT_NAMES, ScriptCode, script_source
+from scheduler.scripts import (
+    SCRIPT_NAMES,
+    CancelCode,
+    EnqueueCode,
+    PauseCode,
+    ScriptCode,
+    SettleCode,
+    UpsertCode,
+    script_source,
+)
 
 LUA = resources.files("scheduler") / "lua"
 
+# The enum of each script's non-negative reply codes (negative ones are ScriptCode).
+REPLIES: dict[str, type[IntEnum]] = {
+    "complete": SettleCode,
+    "fail": SettleCode,
+    "enqueue": EnqueueCode,
+    "cancel": CancelCode,
+    "upsert_cron": UpsertCode,
+    "set_cron_paused": PauseCode,
+}
+
+LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
+LITERAL_RETURN = re.compile(r"(?:\breturn\s+\{?\s*|res\[#res \+ 1\] = )(-?\d+)\b")
+
+
+def split(name: str) -> tuple[str, str]:
+    """(header, body): the opening comment block, and the code after it without comments."""
+    lines = (LUA / f"{name}.lua").read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if not line.startswith("--"))
+    body = "\n".join(re.sub(r"--.*$", "", line) for line in lines[n:])
+    return "\n".join(lines[:n]), body
+
+
+def indexes(pattern: str, text: str) -> set[int]:
+    return {int(i) for i in re.findall(pattern, text)}
+
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_header_documents_keys_argv_and_returns(name: str) -> None:
-    text = (LUA / f"{name}.lua").read_text()
-    header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+def test_header_names_the_script_and_documents_its_returns(name: str) -> None:
+    header, _ = split(name)
     assert header.startswith(f"-- {name}:"), "header opens with the script name and purpose"
-    used_keys = set(re.findall(r"KEYS\[(\d+)\]", text.replace(header, "")))
-    for index in used_keys:
-        assert f"KEYS[{index}]" in header, f"KEYS[{index}] used but not documented"
-    assert "ARGV[1]" in header and "Returns" in header
+    assert "-- Returns" in header
+
+
+@pytest.mark.parametrize("table", ["KEYS", "ARGV"])
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_every_index_used_is_documented_and_every_documented_one_used(name: str, table: str) -> None:
+    header, body = split(name)
+    used = indexes(rf"\b{table}\[(\d+)\]", body)
+    documented = indexes(rf"\b{table}\[(\d+)\]", header)
+    open_ranges = indexes(rf"\b{table}\[(\d+)\.\.\]", header)  # ARGV[n..]: repeated groups from n
+    for index in used - documented:
+        assert any(index >= start for start in open_ranges), f"{name}: {table}[{index}] used but not documented"
+    for index in documented:
+        assert index in used, f"{name}: {table}[{index}] documented but not used"
+    for start in open_ranges:
+        assert re.search(rf"\bi = {start}\b", body), f"{name}: {table}[{start}..] documented but not read"
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_error_codes_in_headers_match_the_enum(name: str) -> None:
-    header = (LUA / f"{name}.lua").read_text()
-    for label, code in re.findall(r"([A-Z_]{4,}) \((-\d+)\)", header):
-        assert ScriptCode[label] == int(code), f"{name}: {label} ({code})"
+def test_return_codes_match_the_enums_and_every_literal_return_is_documented(name: str) -> None:
+    header, body = split(name)
+    documented = {int(code) for _, code in LABEL.findall(header)}
+    replies = REPLIES.get(name)
+    for label, code in LABEL.findall(header):
+        enum: type[IntEnum] | None = ScriptCode if int(code) < 0 else replies
+        assert enum is not None, f"{name}: {label} ({code}) has no enum"
+        assert enum[label] == int(code), f"{name}: {label} ({code}) is not {enum.__name__}.{label}"
+    for code in LITERAL_RETURN.findall(body):
+        assert int(code) in documented, f"{name}: returns {code}, not documented in its header"
 
 
-def test_every_enum_code_is_documented_somewhere() -> None:
-    headers = "".join((LUA / f"{n}.lua").read_text() for n in SCRIPT_NAMES)
+def test_every_enum_code_is_documented_by_a_script_that_returns_it() -> None:
+    headers = "".join(split(n)[0] for n in SCRIPT_NAMES)
     for code in ScriptCode:
         assert f"{code.name} ({code.value})" in headers
+    for enum in set(REPLIES.values()):
+        headers = "".join(split(n)[0] for n, e in REPLIES.items() if e is enum)
+        for member in enum:
+            assert f"{member.name} ({member.value})" in headers, f"{member!r} not documented"
 
 
 def test_no_script_calls_time_or_uses_newer_commands() -> None:

@@ -1,0 +1,112 @@
+"""One attempt of a job, apart from Redis: the event its listeners receive, their
+dispatch under the job's timeout, and the settlement that follows (outcome,
+error record, retry decision). Also the settlement of an attempt whose worker died."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
+
+from listeners import DispatchResult, Listener, ScheduleArrivedEvent, call_listener, dispatch
+from scheduler.job import ClaimedJob, Settlement
+from scheduler.outbox import (
+    ATTEMPT_FAILED_OUTCOME,
+    NO_LISTENER,
+    SUCCEEDED,
+    TIMED_OUT,
+    WORKER_LOST,
+    ErrorRecord,
+    error_of,
+    error_record,
+)
+from scheduler.retry import Backoff, BackoffType, RetryPolicy
+from scheduler.timeutil import ms_to_utc
+
+CallListener = Callable[[Listener, Any], Awaitable[None]]
+
+
+def arrival(job: ClaimedJob) -> ScheduleArrivedEvent:
+    """The event every listener of the job's topic receives for this attempt."""
+    return ScheduleArrivedEvent(
+        scheduled_job_id=job.id,
+        topic=job.topic,
+        payload=json.loads(job.payload_json),
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        run_at=ms_to_utc(job.run_at_ms),
+        metadata=json.loads(job.metadata_json),
+    )
+
+
+async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Callable[[], int],
+                      call: CallListener = call_listener) -> Settlement:
+    """Run every listener of the job under its timeout and settle the attempt.
+
+    Args:
+        job: the leased attempt.
+        listeners: the listeners of job.topic (none: the job completes as no_listener).
+        now_ms: the clock; read once the listeners are done, to place a retry.
+        call: runs one listener (the worker passes one that adds a span).
+
+    Returns:
+        The settlement to write (see settlement()).
+    """
+    result = await dispatch(listeners, arrival(job), job.timeout_ms / 1000, call)
+    return settlement(job, result, now_ms())
+
+
+def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int) -> Settlement:
+    """The settlement of a dispatched attempt: succeeded or no_listener; else failed or
+    timed_out with its error record and the retry decision (retry_at_ms -1: for good)."""
+    if result.ok:
+        return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER)
+    error, exc = failure_record(job, result)
+    return Settlement(
+        job.id, job.token, TIMED_OUT if result.timed_out else ATTEMPT_FAILED_OUTCOME, error,
+        retry_at(job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.attempt, exc, now_ms),
+    )
+
+
+def failure_record(job: ClaimedJob, result: DispatchResult) -> tuple[ErrorRecord, BaseException | None]:
+    """The error record of a failed attempt and the exception behind it (None on timeout).
+
+    The first failing listener names the error; the others are listed in other_failures.
+    """
+    if result.timed_out:
+        message = f"attempt {job.attempt} timed out after {job.timeout_ms / 1000:g} s"
+        return error_record("TimeoutError", message), None
+    first = result.failures[0]
+    record = error_of(first.exception)
+    record["listener"] = first.listener
+    if len(result.failures) > 1:
+        record["other_failures"] = [f"{f.listener}: {f.exception!r}" for f in result.failures[1:]]
+    return record, first.exception
+
+
+def retry_at(max_attempts: int, backoff_type: str, backoff_delay_ms: int, attempt: int,
+             exc: BaseException | None, now_ms: int) -> int:
+    """When the next attempt is due after attempt `attempt` failed with `exc`; -1 when none is.
+
+    The policy is the job's stored one; a listener's Retry(delay=) or DoNotRetry decides first.
+    """
+    backoff = Backoff(cast(BackoffType, backoff_type), backoff_delay_ms)
+    decision = RetryPolicy(max_attempts, backoff).decide(attempt, exc)
+    return -1 if decision is None else now_ms + decision.delay_ms
+
+
+def lost_settlement(lease: Mapping[str, str], now_ms: int) -> Settlement:
+    """The settlement of an attempt whose lease expired (its worker died): a failed attempt
+    (WorkerLost) under the job's retry rules, written only if the lease is still expired.
+
+    Args:
+        lease: the running job's fields as store.expired_leases returns them.
+        now_ms: the clock at recovery.
+    """
+    attempt = int(lease["attempts"])
+    error = error_record("WorkerLost", f"worker {lease.get('worker', '?')} lost its lease during attempt {attempt}")
+    return Settlement(
+        lease["id"], lease["token"], WORKER_LOST, error,
+        retry_at(int(lease["max"]), lease["btype"], int(lease["bdelay"]), attempt, None, now_ms),
+        require_expired=True,
+    )

@@ -1,0 +1,109 @@
+"""A worker's housekeeping: the heartbeat that keeps its running attempts' leases,
+and the periodic round that refreshes the job gauges, recovers attempts whose
+worker died and prunes finished jobs past retention."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from scheduler.attempt import lost_settlement
+from scheduler.clock import Clock
+from scheduler.config import RetentionSettings, WorkerSettings
+from scheduler.metrics import Metrics
+from scheduler.outbox import WORKER_LOST, ErrorRecord
+from scheduler.scripts import ScriptCode, SettleReply, settle_reply
+from scheduler.store import RedisStore
+
+log = logging.getLogger("horae.worker")
+
+PRUNE_BATCH = 500  # store.prune's limit per set: a full batch means there may be more
+
+# After a failed attempt is written: (job id, topic, attempt, error, metadata, reply).
+OnFailure = Callable[[str, str, int, ErrorRecord, Any, SettleReply], None]
+
+
+class Housekeeping:
+    """The heartbeat and housekeeping loops of one worker, and the recovery and pruning they run."""
+
+    def __init__(self, store: RedisStore, clock: Clock, settings: WorkerSettings, retention: RetentionSettings,
+                 metrics: Metrics, leases: Mapping[str, str], on_failure: OnFailure) -> None:
+        self.store, self.clock, self.settings, self.retention = store, clock, settings, retention
+        self.metrics = metrics
+        self._leases = leases  # the worker's running attempts: job id -> token
+        self._on_failure = on_failure
+
+    async def heartbeat_loop(self) -> None:
+        """Extend the leases of running attempts three times per lease, until cancelled."""
+        interval = self.settings.lease_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            leases = list(self._leases.items())
+            if not leases:
+                continue
+            try:
+                lost = await self.store.extend_leases(leases, self.clock.now_ms(), self.settings.lease_ms)
+            except Exception as exc:  # noqa: BLE001 - next beat tries again
+                log.warning("heartbeat failed: %s", exc, extra={"event": "heartbeat_error"})
+                continue
+            if lost:
+                log.warning("%d leases were lost to recovery", lost, extra={"event": "lease_lost"})
+
+    async def loop(self, on_round: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Every recover_interval_s: gauges, `on_round`, recovery; prune every prune_interval_s."""
+        last_prune = 0.0
+        while True:
+            await asyncio.sleep(self.settings.recover_interval_s)
+            try:
+                self.metrics.jobs_by_state = await self.store.stats()
+                if on_round is not None:
+                    await on_round()
+                await self.recover_expired()
+                if time.monotonic() - last_prune >= self.retention.prune_interval_s:
+                    last_prune = time.monotonic()
+                    await self.prune()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - try again next round
+                log.warning("housekeeping failed: %s", exc, extra={"event": "housekeeping_error"})
+
+    async def recover_expired(self) -> int:
+        """Fail attempts whose lease expired (their worker died) as WorkerLost; returns how many."""
+        now = self.clock.now_ms()
+        rows = [row for row in await self.store.expired_leases(now) if row.get("token")]
+        if not rows:
+            return 0
+        items = [lost_settlement(row, now) for row in rows]
+        codes = await self.store.fail(items, now)
+        recovered = 0
+        for row, item, code in zip(rows, items, codes):
+            reply = settle_reply(code)
+            if reply in (ScriptCode.LEASE_ALIVE, ScriptCode.LEASE_LOST):
+                continue
+            recovered += 1
+            attempt = int(row["attempts"])
+            self.metrics.attempts.add(1, {"topic": row["topic"], "outcome": WORKER_LOST})
+            log.warning(
+                "job %s: attempt %d lost its worker", row["id"], attempt,
+                extra={"event": "worker_lost", "job_id": row["id"]},
+            )
+            assert item.error is not None
+            self._on_failure(row["id"], row["topic"], attempt, item.error, json.loads(row.get("meta", "{}")), reply)
+        return recovered
+
+    async def prune(self) -> int:
+        """Delete finished jobs past retention (loops while a batch comes back full)."""
+        total = 0
+        r = self.retention
+        while True:
+            n = await self.store.prune(
+                self.clock.now_ms(), r.completed_age_s * 1000, r.failed_age_s * 1000, r.cancelled_age_s * 1000,
+                PRUNE_BATCH,
+            )
+            total += n
+            if n < PRUNE_BATCH:
+                return total

@@ -1,0 +1,134 @@
+"""Input checks of the scheduling API: a request becomes a NewJob, or is refused
+with a ScheduleError naming the field, before anything is written. Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.cron import MISFIRE_MODES
+from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic
+from scheduler.job import NewJob, new_job_id
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.retry import RetryPolicy, parse_retry
+from scheduler.timeutil import parse_duration, zone
+
+MAX_TOPIC_LEN = 200
+MAX_ID_LEN = 200
+
+
+def check_topic(topic: object) -> str:
+    """The topic, when it is a usable, unreserved name.
+
+    Raises:
+        InvalidTopic: empty, too long, not a string, or the terminal-failure topic.
+    """
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidTopic(f"topic must be a non-empty string; got {topic!r}", field="topic")
+    if len(topic) > MAX_TOPIC_LEN:
+        raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
+    if topic == SCHEDULE_FAILED_TOPIC:
+        raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
+    return topic
+
+
+def check_job_id(job_id: object) -> str | None:
+    """A caller's job id (an idempotency key), or None to generate one.
+
+    Raises:
+        InvalidJobId: not a non-empty string of at most MAX_ID_LEN characters.
+    """
+    if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
+        raise InvalidJobId(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
+                           f"got {job_id!r}", field="job_id")
+    return job_id
+
+
+def check_metadata(metadata: object) -> Mapping[str, Any] | None:
+    """Metadata as a mapping with string keys, or None.
+
+    Raises:
+        InvalidPayload: not a mapping, or a key that is not a string.
+    """
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise InvalidPayload(f"metadata must be a mapping (JSON object); got {metadata!r}", field="metadata")
+    if not all(isinstance(k, str) for k in metadata):
+        raise InvalidPayload("metadata keys must be strings", field="metadata")
+    return metadata
+
+
+def check_cron_name(name: object) -> str:
+    """A schedule name (tick job ids are cron:{name}:{tick ms}).
+
+    Raises:
+        InvalidCron: not a non-empty string of at most MAX_ID_LEN characters.
+    """
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
+        raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
+                          field="name")
+    return name
+
+
+def check_misfire(mode: str) -> str:
+    """A misfire mode (coalesce, skip or all).
+
+    Raises:
+        InvalidCron: any other value.
+    """
+    if mode not in MISFIRE_MODES:
+        raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
+    return mode
+
+
+def to_json(value: Any, field: str) -> str:
+    """Compact JSON text of value.
+
+    Raises:
+        InvalidPayload: naming `field`, when value is not JSON-serializable (NaN included).
+    """
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
+
+
+def build_job(
+    topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
+    job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
+) -> NewJob:
+    """Validate every part of a request and build the job to store.
+
+    Args:
+        topic, tz, payload, retry, metadata, timeout, job_id: as given to Scheduler.schedule_at.
+        run_at_ms: the requested time; a past one is due at `now_ms`.
+        cron: the schedule's name for a cron template ("" for none).
+        default_retry, default_timeout_ms: what an omitted retry or timeout means.
+
+    Raises:
+        ScheduleError: a subclass naming the first invalid field.
+    """
+    topic = check_topic(topic)
+    zone(tz)
+    policy = parse_retry(retry, default_retry)
+    meta = check_metadata(metadata)
+    timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
+    if timeout_s <= 0:
+        raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
+    given_id = check_job_id(job_id)
+    return NewJob(
+        id=given_id or new_job_id(),
+        topic=topic,
+        due_ms=max(run_at_ms, now_ms),  # a past time runs at once
+        run_at_ms=run_at_ms,
+        tz=tz,
+        payload_json=to_json(payload, "payload"),
+        metadata_json=to_json(dict(meta), "metadata") if meta else "{}",
+        max_attempts=policy.attempts,
+        backoff_type=policy.backoff.type,
+        backoff_delay_ms=policy.backoff.delay_ms,
+        timeout_ms=max(1, int(timeout_s * 1000)),
+        cron=cron,
+    )

@@ -1,0 +1,113 @@
+"""One attempt without Redis: the event listeners receive, the outcome, the error
+record and the retry decision of the settlement it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from listeners import ScheduleArrivedEvent
+from scheduler import DoNotRetry, Retry
+from scheduler.attempt import lost_settlement, run_attempt
+from scheduler.job import ClaimedJob
+
+NOW = 1_800_000_000_000
+
+JOB = ClaimedJob(
+    id="j1", attempt=1, token="w:1", topic="billing.charge", payload_json='{"invoice":"i-1"}',
+    metadata_json='{"tenant":"acme"}', run_at_ms=NOW - 500, due_ms=NOW - 500, max_attempts=3,
+    backoff_type="exponential", backoff_delay_ms=10_000, timeout_ms=5_000, trace="", cron="",
+)
+
+
+def clock() -> int:
+    return NOW
+
+
+async def test_success_hands_listeners_the_event_and_settles_succeeded() -> None:
+    seen: list[ScheduleArrivedEvent] = []
+
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        seen.append(event)
+
+    settlement = await run_attempt(JOB, [listener], clock)
+    assert (settlement.job_id, settlement.token, settlement.outcome) == ("j1", "w:1", "succeeded")
+    assert settlement.error is None and settlement.error_json == ""
+    assert seen == [ScheduleArrivedEvent("j1", "billing.charge", {"invoice": "i-1"}, 1, 3,
+                                         datetime.fromtimestamp((NOW - 500) / 1000, timezone.utc),
+                                         {"tenant": "acme"})]
+
+
+async def test_no_listener_completes_as_no_listener() -> None:
+    settlement = await run_attempt(JOB, [], clock)
+    assert settlement.outcome == "no_listener" and settlement.error is None
+
+
+async def fails(event: Any) -> None:
+    raise ValueError("card declined")
+
+
+async def test_a_failure_is_retried_after_the_backoff() -> None:
+    settlement = await run_attempt(replace(JOB, attempt=2), [fails], clock)
+    assert settlement.outcome == "failed"
+    assert settlement.retry_at_ms == NOW + 20_000, "exponential: 10 s, then 20 s after attempt 2"
+    error = settlement.error
+    assert error is not None and (error["type"], error["message"]) == ("ValueError", "card declined")
+    assert error["listener"].endswith("fails") and "card declined" in error["traceback"]
+    assert "other_failures" not in error
+    assert json.loads(settlement.error_json) == error
+
+
+async def test_the_last_attempt_fails_for_good() -> None:
+    settlement = await run_attempt(replace(JOB, attempt=3), [fails], clock)
+    assert settlement.outcome == "failed" and settlement.retry_at_ms == -1
+
+
+async def test_a_timeout_has_its_own_outcome_and_error_record() -> None:
+    async def slow(event: Any) -> None:
+        await asyncio.sleep(5)
+
+    settlement = await run_attempt(replace(JOB, timeout_ms=20), [slow], clock)
+    assert settlement.outcome == "timed_out" and settlement.retry_at_ms == NOW + 10_000
+    assert settlement.error == {"type": "TimeoutError", "message": "attempt 1 timed out after 0.02 s",
+                                "traceback": ""}
+
+
+async def test_retry_with_a_delay_picks_the_delay_and_do_not_retry_ends_the_job() -> None:
+    async def later(event: Any) -> None:
+        raise Retry(delay=2.5)
+
+    async def never(event: Any) -> None:
+        raise DoNotRetry("gone")
+
+    assert (await run_attempt(JOB, [later], clock)).retry_at_ms == NOW + 2_500
+    doomed = await run_attempt(JOB, [never], clock)
+    assert doomed.retry_at_ms == -1 and doomed.error is not None and doomed.error["type"] == "DoNotRetry"
+
+
+async def test_the_first_failing_listener_names_the_error_and_the_others_are_listed() -> None:
+    async def also_fails(event: Any) -> None:
+        raise KeyError("missing")
+
+    async def fine(event: Any) -> None:
+        pass
+
+    settlement = await run_attempt(JOB, [fails, fine, also_fails], clock)
+    error = settlement.error
+    assert error is not None and error["type"] == "ValueError" and error["listener"].endswith(".fails")
+    assert len(error["other_failures"]) == 1
+    assert error["other_failures"][0].endswith("also_fails: KeyError('missing')")
+
+
+def test_a_lost_worker_is_a_failed_attempt_under_the_jobs_retry_rules() -> None:
+    lease = {"id": "j1", "token": "w:2", "attempts": "2", "worker": "host:1:abc", "topic": "t", "meta": "{}",
+             "max": "5", "btype": "fixed", "bdelay": "4000"}
+    settlement = lost_settlement(lease, NOW)
+    assert (settlement.outcome, settlement.retry_at_ms, settlement.require_expired) == ("worker_lost", NOW + 4_000,
+                                                                                        True)
+    assert settlement.error == {"type": "WorkerLost", "message": "worker host:1:abc lost its lease during attempt 2",
+                                "traceback": ""}
+    assert lost_settlement({**lease, "attempts": "5"}, NOW).retry_at_ms == -1
