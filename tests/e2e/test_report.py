@@ -23,7 +23,9 @@ from click.testing import CliRunner
 from audit.analytics.cli import register
 from audit.analytics.nightly import run_report_subprocess
 from audit.analytics.testing import require_spark, spark_session
+from audit.options import RelayOptions
 from audit.reader import AuditTrail
+from audit.relay import AuditRelay
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
 from scheduler.config import Settings, load_settings
@@ -102,13 +104,13 @@ async def relay_baseline(redis: aioredis.Redis, settings: Settings, day: date) -
         ]
         for event in events:
             await redis.xadd(key, {"id": job, **{k: str(v) for k, v in event.items()}})
-    trail = AuditTrail(redis, settings.namespace, str(settings.database_url))
-    await trail.open()
-    await trail.start_relay()
+    options = RelayOptions.from_settings(settings.audit)
+    relay = AuditRelay(redis, settings.namespace, str(settings.database_url), options)
+    await relay.start()
     try:
-        await trail.flush(timeout=30)
+        await AuditTrail(redis, settings.namespace, str(settings.database_url), options).flush(timeout=30)
     finally:
-        await trail.close()
+        await relay.stop()
 
 
 JOBS_SQL = """

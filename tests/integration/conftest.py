@@ -11,7 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
-from audit.sink import AuditRelay
+from audit.relay import AuditRelay
+from scheduler.config import AuditSettings
 from scheduler.keys import Keys
 
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
@@ -90,22 +91,6 @@ class Outbox:
     async def released(self, job_id: str, attempt: int, worker: str = "w1") -> str:
         return await self.add("attempt_released", job_id, attempt, worker=worker)
 
-    async def run_attempt(self, job_id: str, attempt: int, due: int, *, fail: bool, final: bool = False,
-                          outcome: str = "failed", message: str = "boom", retry_in: int = 1_000) -> None:
-        """started, then either completed or attempt_failed + retry_scheduled/failed(+schedule.failed)."""
-        self.now = max(self.now, due) + 5
-        await self.started(job_id, attempt, due)
-        self.tick(20)
-        if not fail:
-            await self.completed(job_id, attempt)
-            return
-        await self.attempt_failed(job_id, attempt, outcome=outcome, message=message)
-        if final:
-            await self.failed(job_id, attempt, message=message)
-            await self.schedule_failed(job_id, attempt)
-        else:
-            await self.retry_scheduled(job_id, attempt, self.now + retry_in)
-
 
 @pytest.fixture
 def outbox(redis: aioredis.Redis, namespace: str) -> Outbox:
@@ -116,9 +101,9 @@ def outbox(redis: aioredis.Redis, namespace: str) -> Outbox:
 def relay_options() -> RelayOptions:
     """Small timeouts so claims, retries and drains happen within a test."""
     # claim_idle_ms leaves room for a loaded 2-core machine between a read and the "not idle yet" check.
-    return RelayOptions(block_ms=50, claim_idle_ms=800, retry_initial_s=0.02, retry_max_s=0.2,
-                        trim_interval_s=0.1, trim_approximate=False, drain_timeout_s=5.0,
-                        connect_timeout_s=2.0, command_timeout_s=10.0)
+    return RelayOptions.from_settings(AuditSettings(), block_ms=50, claim_idle_ms=800, retry_initial_s=0.02,
+                                      retry_max_s=0.2, trim_interval_s=0.1, trim_approximate=False,
+                                      drain_timeout_s=5.0, connect_timeout_s=2.0, command_timeout_s=10.0)
 
 
 @pytest.fixture
@@ -139,12 +124,13 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 async def _drain(relay: AuditRelay) -> int:
     total = 0
-    while n := await relay.run_once():
+    while n := await relay.step():
         total += n
     return total
 
 
 @pytest.fixture
 def drain() -> Callable[[AuditRelay], Awaitable[int]]:
-    """`await drain(relay)`: run_once until nothing is left; returns the entries settled."""
+    """`await drain(relay)`: the relay's own loop step (read, commit, ack, trim) until a
+    step finds nothing within block_ms; returns the entries settled. The relay must not be started."""
     return _drain

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from audit.cli import register
 from audit.options import RelayOptions
-from audit.sink import AuditRelay
+from audit.reader import AuditTrail
+from audit.relay import AuditRelay
+from scheduler.config import AuditSettings
 from scheduler.keys import Keys
 
 
@@ -38,15 +40,16 @@ async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> N
     await redis.xadd(key, {"e": "attempt_failed", "id": "cli-job", "ts": t + 9, "a": 1, "worker": "worker-7",
                            "outcome": "failed", "error": '{"type": "KeyError", "message": "missing-key"}',
                            "duration_ms": 4})
-    relay = AuditRelay(redis, namespace, database_url, RelayOptions(block_ms=10))
-    while await relay.run_once():
-        pass
+    relay = AuditRelay(redis, namespace, database_url, RelayOptions.from_settings(AuditSettings(), block_ms=10))
+    await relay.start()
+    await AuditTrail(redis, namespace, database_url, relay.options).flush(timeout=10)
     await relay.stop()
     await redis.aclose()
 
 
 def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None:
-    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace))
+    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings()))
     runner = CliRunner()
     result = runner.invoke(cli, ["migrate"])
     assert result.exit_code == 0 and "applied migrations: [1, 2]" in result.output, result.output
@@ -71,7 +74,8 @@ def test_cli_accepts_a_lazy_resolver(redis_url: str, namespace: str, database_ur
 
     def resolve() -> SimpleNamespace:
         calls.append(1)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings())
 
     result = CliRunner().invoke(host(resolve), ["migrate"])
     assert result.exit_code == 0 and calls == [1], result.output
@@ -86,7 +90,8 @@ def test_cli_with_an_explicit_resolver(redis_url: str, namespace: str, database_
 
     def resolve(ctx: click.Context) -> SimpleNamespace:
         seen.append(ctx.find_root().obj)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings())
 
     register(cli, resolve)
     result = CliRunner().invoke(cli, ["migrate"], obj="host settings")

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from audit.migrate import add_months, load_migrations, migrate, migrate_url, month_start, prune
-from audit.sink import AuditRelay
+from audit.relay import AuditRelay
 from scheduler.errors import StorageError
 
 EXPECTED_COLUMNS = {
