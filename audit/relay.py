@@ -39,7 +39,6 @@ class AuditRelay:
         self.consumer = self.options.consumer or default_consumer_name()
         self.stream = OutboxStream(redis, namespace, self.consumer)
         self.writer = BatchWriter(database_url, self.options, FoldCache(self.options.fold_cache))
-        self.settled = 0  # entries acknowledged since start (a signal for whoever waits on the relay)
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False
         self._group_ready = False
@@ -141,7 +140,6 @@ class AuditRelay:
                 self._held_written = True
             await self.ack(self._held)
         settled, self._held = len(self._held or ()), None
-        self.settled += settled
         if 0 < settled < self.options.batch_size and not self._stopping and self.options.linger_ms:
             # Under a steady trickle, one transaction per few events would cost more in
             # round trips than the events themselves: let a batch gather (audit lags by ms).

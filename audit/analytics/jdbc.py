@@ -21,7 +21,6 @@ from audit.analytics.sql import query
 from audit.analytics.window import ReportWindow
 
 DRIVER: Final = "org.postgresql.Driver"
-DEBIAN_JAR: Final = "/usr/share/java/postgresql.jar"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from typing import Final, Literal
 from audit.analytics.window import ReportWindow
 
 AlertKind = Literal["failure_rate_above_baseline", "no_runs"]
-ALERT_KINDS: Final = ("failure_rate_above_baseline", "no_runs")
 
 
 def ratio(numerator: int, denominator: int) -> float | None:

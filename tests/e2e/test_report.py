@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from audit.analytics.cli import register
 from audit.analytics.nightly import run_report_subprocess
-from audit.analytics.testing import require_spark, spark_session
+from tests.analytics_helpers import require_spark, spark_session
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay import AuditRelay

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.analytics import metrics
-from audit.analytics.testing import spark_session
+from tests.analytics_helpers import spark_session
 
 pytestmark = pytest.mark.spark
 
