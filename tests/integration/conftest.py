@@ -1,11 +1,12 @@
 """Fixtures of the audit integration tests: an outbox writer that XADDs events
-in the documented format (scheduler/outbox.py) with a controlled clock, a
-relay with small timeouts, and a connection to the test's own database."""
+exactly as the Lua scripts do (test_audit_outbox_helper.py proves it against the
+real engine) with a controlled clock, a relay with small timeouts, and a
+connection to the test's own database."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
@@ -14,8 +15,21 @@ from audit.options import RelayOptions
 from audit.relay import AuditRelay
 from scheduler.config import AuditSettings
 from scheduler.keys import Keys
+from scheduler.outbox import ErrorRecord, error_record
 
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+
+
+def _json(value: object) -> str:
+    """JSON text as the engine writes it into the outbox (compact)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _error(error_type: str, message: str, traceback: str, listener: str | None) -> ErrorRecord:
+    error = error_record(error_type, message, traceback)
+    if listener is not None:
+        error["listener"] = listener
+    return error
 
 
 class Outbox:
@@ -41,15 +55,15 @@ class Outbox:
         return text
 
     async def scheduled(self, job_id: str, *, topic: str = "billing.charge", run_at: int | None = None,
-                        max_attempts: int = 3, payload: object = None, metadata: object = None,
-                        backoff: str = "exponential", delay: int = 1_000, tz: str = "Europe/Paris",
-                        trace: str = "", cron: str = "") -> str:
+                        due: int | None = None, max_attempts: int = 3, payload: object = None,
+                        metadata: object = None, backoff: str = "exponential", delay: int = 1_000,
+                        tz: str = "Europe/Paris", timeout_ms: int = 60_000, trace: str = "", cron: str = "") -> str:
         run = self.now + 1_000 if run_at is None else run_at
         return await self.add(
-            "scheduled", job_id, 0, topic=topic, run_at=run, due=run, tz=tz,
-            payload=json.dumps({"invoice": job_id} if payload is None else payload),
-            metadata=json.dumps({"tenant": "acme"} if metadata is None else metadata),
-            max_attempts=max_attempts, backoff_type=backoff, backoff_delay=delay, timeout_ms=60_000,
+            "scheduled", job_id, 0, topic=topic, run_at=run, due=run if due is None else due, tz=tz,
+            payload=_json({"invoice": job_id} if payload is None else payload),
+            metadata=_json({"tenant": "acme"} if metadata is None else metadata),
+            max_attempts=max_attempts, backoff_type=backoff, backoff_delay=delay, timeout_ms=timeout_ms,
             trace=trace, cron=cron,
         )
 
@@ -59,8 +73,8 @@ class Outbox:
 
     async def attempt_failed(self, job_id: str, attempt: int, *, outcome: str = "failed",
                              error_type: str = "ValueError", message: str = "boom", worker: str = "w1",
-                             duration: int = 20) -> str:
-        error = json.dumps({"type": error_type, "message": message, "traceback": "Traceback ..."})
+                             duration: int = 20, traceback: str = "Traceback ...", listener: str | None = None) -> str:
+        error = _json(_error(error_type, message, traceback, listener))
         return await self.add("attempt_failed", job_id, attempt, worker=worker, outcome=outcome, error=error,
                               duration_ms=duration)
 
@@ -76,14 +90,15 @@ class Outbox:
                               duration_ms=duration)
 
     async def failed(self, job_id: str, attempt: int, *, error_type: str = "ValueError",
-                     message: str = "boom") -> str:
-        error = json.dumps({"type": error_type, "message": message, "traceback": "Traceback ..."})
-        return await self.add("failed", job_id, attempt, error=error)
+                     message: str = "boom", traceback: str = "Traceback ...", listener: str | None = None) -> str:
+        return await self.add("failed", job_id, attempt, error=_json(_error(error_type, message, traceback, listener)))
 
-    async def schedule_failed(self, job_id: str, attempt: int, topic: str = "billing.charge") -> str:
-        payload = {"scheduledJobId": job_id, "topic": topic, "lastError": {"type": "ValueError"},
-                   "attempts": attempt, "metadata": {"tenant": "acme"}}
-        return await self.add("schedule.failed", job_id, attempt, payload=json.dumps(payload))
+    async def schedule_failed(self, job_id: str, attempt: int, topic: str = "billing.charge", *,
+                              last_error: Mapping[str, object] | None = None, metadata: object = None) -> str:
+        payload = {"scheduledJobId": job_id, "topic": topic,
+                   "lastError": {"type": "ValueError"} if last_error is None else last_error,
+                   "attempts": attempt, "metadata": {"tenant": "acme"} if metadata is None else metadata}
+        return await self.add("schedule.failed", job_id, attempt, payload=_json(payload))
 
     async def cancelled(self, job_id: str, attempt: int, running: bool) -> str:
         return await self.add("cancelled", job_id, attempt, running=1 if running else 0)
