@@ -16,7 +16,7 @@ from scheduler.keys import Keys
 from scheduler.outbox import EVENT_TYPES
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.testing import FakeClock
-from tests.integration.conftest import Outbox
+from tests.audit_outbox import Outbox
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 Fields = dict[str, str]
