@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import date
-from typing import Final, Literal
+from typing import Literal
 
 from audit.analytics.window import ReportWindow
 
