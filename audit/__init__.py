@@ -11,11 +11,11 @@ if TYPE_CHECKING:
     from audit.options import RelayOptions
     from audit.reader import AuditTrail
     from audit.records import AttemptRecord, AuditRecord
-    from audit.sink import AuditRelay
+    from audit.relay import AuditRelay
 
 _EXPORTS = {
     "AuditTrail": "audit.reader",
-    "AuditRelay": "audit.sink",
+    "AuditRelay": "audit.relay",
     "RelayOptions": "audit.options",
     "AuditRecord": "audit.records",
     "AttemptRecord": "audit.records",

@@ -1,7 +1,7 @@
 """`horae audit ...` and `horae migrate`: thin commands over the audit package.
 
 The host CLI calls `register(cli, resolve)`; commands get `redis_url`,
-`database_url` and `namespace` from `resolve(ctx)` (default: ctx.obj, or a
+`database_url`, `namespace` and the `[audit]` settings from `resolve(ctx)` (default: ctx.obj, or a
 zero-argument callable stored there, called on first use so servers start
 only when a command needs them).
 """
@@ -26,7 +26,8 @@ from audit.migrate import migrate_url, prune
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
-from audit.sink import AuditRelay
+from audit.relay import AuditRelay
+from scheduler.config import AuditSettings
 from scheduler.errors import SchedulerError, StorageError
 
 T = TypeVar("T")
@@ -43,6 +44,9 @@ class Connections(Protocol):
 
     @property
     def namespace(self) -> str: ...
+
+    @property
+    def audit(self) -> AuditSettings: ...
 
 
 def _need(value: str | None, what: str) -> str:
@@ -97,7 +101,8 @@ async def _show(conn: Connections, job_id: str, events: bool) -> bool:
     console = Console()
     redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
     try:
-        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL")) as trail:
+        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
+                              RelayOptions.from_settings(conn.audit)) as trail:
             row = await trail.get(job_id)
             if row is None:
                 return False
@@ -148,7 +153,7 @@ async def _prune(database_url: str, months: int) -> list[str]:
 async def _lag(conn: Connections) -> tuple[int, float | None]:
     redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
     try:
-        trail = AuditTrail(redis, conn.namespace, conn.database_url or "")
+        trail = AuditTrail(redis, conn.namespace, conn.database_url or "", RelayOptions.from_settings(conn.audit))
         return await trail.lag()
     finally:
         await redis.aclose()
@@ -164,7 +169,7 @@ def _from_obj(ctx: click.Context) -> Connections:
         obj = obj()
         ctx.find_root().obj = obj
     if obj is None or not hasattr(obj, "database_url"):
-        raise click.ClickException("no settings: ctx.obj needs redis_url, database_url and namespace")
+        raise click.ClickException("no settings: ctx.obj needs redis_url, database_url, namespace and audit")
     return obj  # type: ignore[no-any-return]
 
 
@@ -185,14 +190,17 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
             raise click.ClickException(f"job {job_id!r} is not in the audit trail")
 
     @audit_group.command("relay")
-    @click.option("--batch-size", type=click.IntRange(1, 50_000), default=2_000, show_default=True)
-    @click.option("--block-ms", type=click.IntRange(1), default=1_000, show_default=True)
-    @click.option("--claim-idle-ms", type=click.IntRange(100), default=30_000, show_default=True)
+    @click.option("--batch-size", type=click.IntRange(1, 50_000), default=None, help="Default: audit.batch_size.")
+    @click.option("--block-ms", type=click.IntRange(1), default=None, help="Default: audit.block_ms.")
+    @click.option("--claim-idle-ms", type=click.IntRange(100), default=None, help="Default: audit.claim_idle_ms.")
     @click.pass_context
-    def relay_command(ctx: click.Context, batch_size: int, block_ms: int, claim_idle_ms: int) -> None:
-        """Run the outbox -> Postgres relay until SIGINT/SIGTERM."""
-        options = RelayOptions(batch_size=batch_size, block_ms=block_ms, claim_idle_ms=claim_idle_ms)
-        _run(_relay(resolve(ctx), options))
+    def relay_command(ctx: click.Context, batch_size: int | None, block_ms: int | None,
+                      claim_idle_ms: int | None) -> None:
+        """Run the outbox -> Postgres relay until SIGINT/SIGTERM (the rest of its tuning: [audit])."""
+        conn = resolve(ctx)
+        options = RelayOptions.from_settings(conn.audit, batch_size=batch_size, block_ms=block_ms,
+                                             claim_idle_ms=claim_idle_ms)
+        _run(_relay(conn, options))
 
     @audit_group.command("prune")
     @click.option("--months", type=click.IntRange(1), default=None,
@@ -201,7 +209,7 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     def prune_command(ctx: click.Context, months: int | None) -> None:
         """Drop whole monthly partitions of jobs created before the retention window."""
         conn = resolve(ctx)
-        keep = months if months is not None else int(getattr(getattr(conn, "audit", None), "retention_months", 12))
+        keep = months if months is not None else conn.audit.retention_months
         dropped = _run(_prune(_need(conn.database_url, "database URL"), keep))
         Console().print(f"dropped {len(dropped)} partitions" + (": " + ", ".join(dropped) if dropped else ""))
 
@@ -227,9 +235,9 @@ def register(cli: click.Group, resolve: Resolver | None = None) -> None:
 
     Args:
         cli: the host group.
-        resolve: ctx -> object with `redis_url`, `database_url`, `namespace`
-            (and optionally `audit.retention_months`). Default: ctx.obj, or the
-            result of calling ctx.obj when it is a zero-argument callable.
+        resolve: ctx -> object with `redis_url`, `database_url`, `namespace` and
+            `audit` (the project's Settings). Default: ctx.obj, or the result of
+            calling ctx.obj when it is a zero-argument callable.
     """
     group, migrate = build_commands(resolve or _from_obj)
     cli.add_command(group)

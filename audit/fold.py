@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import orjson
 
-from audit.records import AttemptRecord, AuditRecord, Outcome
+from audit.records import AttemptRecord, AuditRecord
 from audit.streamid import StreamId, parse_id
 import scheduler.outbox as outbox
-from scheduler.outbox import OutboxEvent
+from scheduler.outbox import OutboxEvent, Outcome
+from scheduler.timeutil import ms_to_utc
+from scheduler.traceparent import parse_traceparent
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_FAILED_OUTCOMES: frozenset[str] = frozenset({"failed", "timed_out", "worker_lost"})
-_SUCCESS_OUTCOMES: frozenset[str] = frozenset({"succeeded", "no_listener"})
 # Keys of a fold's row dicts that are written but are not part of the records.
 _BOOKKEEPING: frozenset[str] = frozenset({"applied_ms", "applied_seq", "job_created_at"})
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 # JSON that jsonb refuses: NUL characters and lone surrogates (as escapes).
 _BAD_JSON = re.compile(r"\\u0000|\\ud[89a-f][0-9a-f]{2}", re.IGNORECASE)
 
@@ -40,11 +39,6 @@ class FoldedJob:
 
     job: AuditRecord
     attempts: tuple[AttemptRecord, ...]
-
-
-def ms_to_datetime(ms: int) -> datetime:
-    """Epoch ms -> aware UTC datetime (exact, no float rounding)."""
-    return EPOCH + timedelta(milliseconds=ms)
 
 
 def clean_text(value: str) -> str:
@@ -118,9 +112,10 @@ def _error(text: str) -> dict[str, object] | None:
 
 
 def _trace_id(traceparent: str) -> str | None:
-    match = _TRACEPARENT.match(traceparent.strip().lower())
-    if match:
-        return match.group(1)
+    """The trace id of a valid traceparent; anything else is kept as the text it is."""
+    parsed = parse_traceparent(traceparent.strip().lower())
+    if parsed is not None:
+        return parsed.trace_id_hex
     return clean_text(traceparent) or None
 
 
@@ -129,7 +124,7 @@ class JobFold:
 
     Apply events in stream order (apply() refuses one that is not after `last`);
     the relay keeps a JobFold between batches and resumes it when nothing else
-    touched the job meanwhile (see audit.sink), else it folds from scratch.
+    touched the job meanwhile (see audit.relay), else it folds from scratch.
     """
 
     __slots__ = ("job", "rows", "dropped")
@@ -138,7 +133,7 @@ class JobFold:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
         # the stream id of the latest event folded in (migration 0002; not in AuditRecord).
         self.job: dict[str, Any] = {
-            "id": job_id, "topic": "", "status": "active", "attempts": 0, "max_attempts": None,
+            "id": job_id, "topic": "", "status": outbox.ACTIVE, "attempts": 0, "max_attempts": None,
             "backoff_type": None, "backoff_delay_ms": None, "last_error": None, "run_at": None, "tz": None,
             "payload": None, "metadata": None, "trace_id": None, "cron_name": None,
             "created_at": created_at, "updated_at": created_at,
@@ -156,7 +151,7 @@ class JobFold:
         last = self.last
         if last is not None and sid <= last:
             raise ValueError(f"event {e.stream_id} is not after {last} (fold from scratch instead)")
-        ts = ms_to_datetime(e.ts_ms)
+        ts = ms_to_utc(e.ts_ms)
         _HANDLERS.get(e.type, _log_only)(self, e, ts)
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
@@ -196,19 +191,19 @@ class JobFold:
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
 
 
-def _scheduled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # A `scheduled` starts the job's life (again, if an id is reused after
     # Redis retention dropped it): everything before it in the stream is history.
     metadata = parse_json(e.get("metadata")) if e.get("metadata") else None
     run_at = _int(e.get("run_at"))
-    if b.rows:
-        b.rows.clear()
-        b.dropped = True
-    b.job.update(
-        topic=clean_text(e.get("topic")), status="active", attempts=0,
+    if fold.rows:
+        fold.rows.clear()
+        fold.dropped = True
+    fold.job.update(
+        topic=clean_text(e.get("topic")), status=outbox.ACTIVE, attempts=0,
         max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
         backoff_delay_ms=_int(e.get("backoff_delay")), last_error=None,
-        run_at=ms_to_datetime(run_at) if run_at is not None else None, tz=_opt(e.get("tz")),
+        run_at=ms_to_utc(run_at) if run_at is not None else None, tz=_opt(e.get("tz")),
         payload=parse_json(e.get("payload")) if e.get("payload") else None,
         metadata=metadata if isinstance(metadata, dict) else None,
         trace_id=_trace_id(e.get("trace")), cron_name=_opt(e.get("cron")),
@@ -216,60 +211,60 @@ def _scheduled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
     )
 
 
-def _started(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+def _started(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     due = _int(e.get("due"))
-    b.rows.pop(e.attempt, None)
-    row = b.row(e.attempt)
+    fold.rows.pop(e.attempt, None)
+    row = fold.row(e.attempt)
     row["worker"] = _opt(e.get("worker"))
     row["started_at"] = ts
     row["lateness_ms"] = e.ts_ms - due if due is not None else None
-    if not b.job["topic"] and e.get("topic"):
-        b.job["topic"] = clean_text(e.get("topic"))
+    if not fold.job["topic"] and e.get("topic"):
+        fold.job["topic"] = clean_text(e.get("topic"))
 
 
-def _attempt_failed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    outcome = e.get("outcome") if e.get("outcome") in _FAILED_OUTCOMES else "failed"
+def _attempt_failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    outcome = e.get("outcome") if e.get("outcome") in outbox.FAILED_OUTCOMES else outbox.ATTEMPT_FAILED_OUTCOME
     error = _error(e.get("error"))
-    b.finish(e, ts, cast(Outcome, outcome), error)
+    fold.finish(e, ts, cast(Outcome, outcome), error)
     if error is not None:
-        b.job["last_error"] = error
+        fold.job["last_error"] = error
 
 
-def _attempt_succeeded(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    outcome = e.get("outcome") if e.get("outcome") in _SUCCESS_OUTCOMES else "succeeded"
-    b.finish(e, ts, cast(Outcome, outcome), None)
+def _attempt_succeeded(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    outcome = e.get("outcome") if e.get("outcome") in outbox.SUCCESS_OUTCOMES else outbox.SUCCEEDED
+    fold.finish(e, ts, cast(Outcome, outcome), None)
 
 
-def _completed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    _attempt_succeeded(b, e, ts)
-    if b.job["status"] == "active":  # terminal states never go back; cancelled stays cancelled
-        b.job.update(status="completed", completed_at=ts)
+def _completed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    _attempt_succeeded(fold, e, ts)
+    if fold.job["status"] == outbox.ACTIVE:  # terminal states never go back; cancelled stays cancelled
+        fold.job.update(status=outbox.STATUS_COMPLETED, completed_at=ts)
 
 
-def _failed(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    b.job["attempts"] = max(b.job["attempts"], e.attempt)
-    b.job["last_error"] = _error(e.get("error")) or b.job["last_error"]
-    if b.job["status"] == "active":
-        b.job.update(status="failed", failed_at=ts, completed_at=None)
+def _failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    fold.job["attempts"] = max(fold.job["attempts"], e.attempt)
+    fold.job["last_error"] = _error(e.get("error")) or fold.job["last_error"]
+    if fold.job["status"] == outbox.ACTIVE:
+        fold.job.update(status=outbox.STATUS_FAILED, failed_at=ts, completed_at=None)
 
 
-def _cancelled(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+def _cancelled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # Cancelled wins: the engine refuses to cancel a finished job, so a cancel
     # in the stream always ends the job, whatever follows it.
-    if b.job["status"] != "cancelled":
-        b.job.update(status="cancelled", cancelled_at=ts, completed_at=None, failed_at=None)
+    if fold.job["status"] != outbox.STATUS_CANCELLED:
+        fold.job.update(status=outbox.STATUS_CANCELLED, cancelled_at=ts, completed_at=None, failed_at=None)
 
 
-def _released(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+def _released(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # The attempt was given back unfinished and starts again under the same
     # number: drop its row so the re-run fills it afresh.
-    row = b.rows.get(e.attempt)
+    row = fold.rows.get(e.attempt)
     if row is not None and row["outcome"] is None:
-        del b.rows[e.attempt]
-        b.dropped = True
+        del fold.rows[e.attempt]
+        fold.dropped = True
 
 
-def _log_only(b: JobFold, e: OutboxEvent, ts: datetime) -> None:
+def _log_only(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     """retry_scheduled and schedule.failed change no row; schedule_events keeps them."""
 
 
@@ -287,17 +282,6 @@ _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
 }
 
 
-def fold_job(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -> FoldedJob:
-    """The job row and attempt rows that `events` (all known events of the job) imply.
-
-    Args:
-        job_id: the job.
-        created_at: the job's partition key (from schedule_job_index).
-        events: every event of the job, in any order, duplicates allowed.
-    """
-    return fold_new(job_id, created_at, events).result()
-
-
 def fold_new(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -> JobFold:
     """A JobFold of `events` (any order, duplicates allowed), ready to resume."""
     unique = {parse_id(e.stream_id): e for e in events}
@@ -305,3 +289,43 @@ def fold_new(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -
     for sid in sorted(unique):
         fold.apply(unique[sid], sid)
     return fold
+
+
+class FoldCache:
+    """The folds of jobs this relay wrote last, so the next batch of a job resumes its
+    fold instead of re-reading and re-folding all of the job's stored events.
+
+    A fold is only resumed when the job's audit row (read once its index row is
+    locked) says the latest event folded into it is the fold's own last event:
+    anything another relay or a rolled-back batch did since shows up there as a
+    mismatch. Finished jobs are dropped (they rarely get another event); the rest
+    are evicted oldest first.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._folds: OrderedDict[str, JobFold] = OrderedDict()
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._folds
+
+    def resume(self, job_id: str, created_at: datetime, applied: StreamId | None,
+               new: Iterable[StreamId]) -> JobFold | None:
+        """The cached fold if it can take `new` as they stand, else None (fold from scratch)."""
+        fold = self._folds.pop(job_id, None)
+        if fold is None or applied is None or fold.last != applied or fold.job["created_at"] != created_at:
+            return None
+        if any(sid <= applied for sid in new):  # an older event arrived late
+            return None
+        return fold
+
+    def keep(self, fold: JobFold) -> None:
+        """Remember a fold just written (called before commit: resume() re-checks it)."""
+        job_id = fold.job["id"]
+        if fold.job["status"] in outbox.TERMINAL_STATUSES or self._size <= 0:
+            self._folds.pop(job_id, None)
+            return
+        self._folds[job_id] = fold
+        self._folds.move_to_end(job_id)
+        while len(self._folds) > self._size:
+            self._folds.popitem(last=False)

@@ -1,21 +1,27 @@
-"""Tuning of the audit relay (defaults suit a relay inside a worker process)."""
+"""Tuning of the audit relay: what `[audit]` configures comes from Settings
+(`RelayOptions.from_settings`); the rest are the relay's internal timings."""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+from scheduler.config import AuditSettings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RelayOptions:
-    """Tuning of one relay; the defaults suit a worker process."""
+    """Tuning of one relay. The first five fields are `[audit]` settings (no defaults
+    here: build with from_settings); the rest suit a relay inside a worker process."""
 
-    batch_size: int = 2_000
-    block_ms: int = 1_000
-    linger_ms: int = 20  # after a batch that was not full, wait this long so the next one is bigger
-    claim_idle_ms: int = 30_000
+    batch_size: int
+    block_ms: int
+    linger_ms: int  # after a batch that was not full, wait this long so the next one is bigger
+    claim_idle_ms: int
+    fold_cache: int  # jobs whose fold is kept between batches (0: always re-read a job's events)
     retry_max_s: float = 5.0
     retry_initial_s: float = 0.05
     trim_interval_s: float = 2.0
@@ -25,7 +31,6 @@ class RelayOptions:
     consumer_gc_idle_ms: int = 3_600_000
     lag_scan_limit: int = 2_000
     pool_max_size: int = 2
-    fold_cache: int = 20_000  # jobs whose fold is kept between batches (0: always re-read a job's events)
     connect_timeout_s: float = 5.0
     command_timeout_s: float = 30.0
     consumer: str | None = None  # default: unique per process (host:pid:random)
@@ -37,6 +42,17 @@ class RelayOptions:
             raise ValueError("linger_ms must not be negative")
         if self.retry_max_s <= 0 or self.retry_initial_s <= 0:
             raise ValueError("retry delays must be positive")
+
+    @classmethod
+    def from_settings(cls, audit: AuditSettings, **overrides: Any) -> RelayOptions:
+        """The options of `[audit]`, with `overrides` (None values ignored) on top.
+
+        Raises:
+            ValueError: for an invalid combination.
+        """
+        base = cls(batch_size=audit.batch_size, block_ms=audit.block_ms, linger_ms=audit.linger_ms,
+                   claim_idle_ms=audit.claim_idle_ms, fold_cache=audit.fold_cache)
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def default_consumer_name() -> str:

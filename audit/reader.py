@@ -1,5 +1,5 @@
 """The audit trail's read side (`Scheduler.audit`): flush, get, attempts,
-failures; it also owns the process's relay when the facade runs one."""
+events, failures and lag. It runs no relay: the composition root does."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import redis.asyncio as aioredis
 
 from audit.migrate import migrate
 from audit.options import RelayOptions
-from audit.records import AttemptRecord, AuditRecord, Outcome, Status
-from audit.sink import AuditRelay, is_outage
+from audit.records import AttemptRecord, AuditRecord
 from audit.sql import query
 from audit.stream import OutboxStream
+from audit.writer import is_outage
 from scheduler.errors import StorageError
+from scheduler.outbox import Outcome, Status
 
 log = logging.getLogger("horae.audit")
 
@@ -55,24 +56,20 @@ def _attempt(row: asyncpg.Record) -> AttemptRecord:
 
 
 class AuditTrail:
-    """Read the audit trail, and run this process's relay.
+    """Read the audit trail.
 
     Args:
-        redis: the application's Redis client (flush and the relay use it).
+        redis: the application's Redis client (flush and lag use it).
         namespace: the scheduler namespace whose outbox feeds this trail.
         database_url: the audit database.
-        options: relay tuning.
+        options: timeouts and the lag scan limit (RelayOptions.from_settings).
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str,
-                 options: RelayOptions | None = None) -> None:
-        self._redis = redis
-        self._namespace = namespace
+    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions) -> None:
         self._url = database_url
-        self.options = options or RelayOptions()
+        self.options = options
         self._stream = OutboxStream(redis, namespace, consumer="flush")
         self._pool: asyncpg.Pool | None = None
-        self.relay: AuditRelay | None = None
 
     async def __aenter__(self) -> AuditTrail:
         await self.open()
@@ -106,24 +103,10 @@ class AuditTrail:
                         "when it answers", exc, extra={"event": "audit.postgres_down"})
 
     async def close(self) -> None:
-        """Stop the relay (if running here) and close the pool."""
-        await self.stop_relay()
+        """Close the pool."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
-
-    async def start_relay(self) -> AuditRelay:
-        """Start a relay in this process (idempotent); returns it."""
-        if self.relay is None:
-            self.relay = AuditRelay(self._redis, self._namespace, self._url, self.options)
-        await self.relay.start()
-        return self.relay
-
-    async def stop_relay(self) -> None:
-        """Stop this process's relay, draining what it can."""
-        if self.relay is not None:
-            relay, self.relay = self.relay, None
-            await relay.stop()
 
     async def flush(self, timeout: float = 10) -> None:
         """Return once every outbox event written before the call is committed in Postgres.

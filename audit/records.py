@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal
 
-Status = Literal["active", "completed", "failed", "cancelled"]
-Outcome = Literal["succeeded", "failed", "timed_out", "worker_lost", "no_listener"]
-
-STATUSES: Final = ("active", "completed", "failed", "cancelled")
-TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+from scheduler.outbox import Outcome, Status
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Writes the Grafana dashboards (schemaVersion 39) from a compact panel list.
 
-Run `python dashboards/generate.py` after editing; tests/unit/test_dashboards.py
+Run `python dashboards/generate.py` after editing; tests/integration/test_dashboards.py
 checks the JSON files match this output and query only emitted metrics.
 """
 

@@ -42,7 +42,7 @@ from scheduler.validation import build_job, check_cron_name, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
-    from audit import AuditTrail
+    from audit import AuditRelay, AuditTrail
 
 log = logging.getLogger("horae")
 
@@ -115,13 +115,13 @@ class Scheduler:
             raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
         self._store = RedisStore(self._redis, s.namespace, audit=s.audit.enabled)
         if self._audit_on:
-            from audit import AuditTrail, RelayOptions
+            from audit import AuditRelay, AuditTrail, RelayOptions
 
-            a = s.audit
-            self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, RelayOptions(
-                batch_size=a.batch_size, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms,
-                linger_ms=a.linger_ms, fold_cache=a.fold_cache))
+            options = RelayOptions.from_settings(s.audit)
+            self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, options)
             await self._audit.open()
+            # This process's relay: started by its first worker (_start_relay), stopped by close().
+            self._relay = AuditRelay(self._redis, s.namespace, urls.database_url, options)
 
     @property
     def _audit_on(self) -> bool:
@@ -139,6 +139,9 @@ class Scheduler:
 
     async def close(self) -> None:
         """Stop the relay, close connections (embedded servers keep running for the next process)."""
+        if self._relay is not None:
+            relay, self._relay = self._relay, None
+            await relay.stop()
         if self._audit is not None:
             await self._audit.close()
             self._audit = None
@@ -345,14 +348,16 @@ class Scheduler:
         return await self.store.stats(topic)
 
     # ------------------------------------------------------------------- workers
+    _relay: AuditRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
+
     async def _start_relay(self) -> None:
         """Every worker process relays the outbox (idempotent per Scheduler)."""
-        if self._audit is not None:
-            await self._audit.start_relay()
+        if self._relay is not None:
+            await self._relay.start()
 
     async def _observe_audit_lag(self) -> None:
-        if self._audit is not None and self._audit.relay is not None:
-            pending, age = await self._audit.relay.lag()
+        if self._relay is not None and self._relay.running:
+            pending, age = await self._relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:

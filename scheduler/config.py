@@ -72,7 +72,6 @@ class TelemetrySettings(_Section):
     metrics_port: int = Field(0, ge=0, le=65_535)
     service_name: str = "horae"
     json_logs: bool = False
-    debug_spans: bool = False
 
 
 class AnalyticsSettings(_Section):

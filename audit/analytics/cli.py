@@ -1,6 +1,6 @@
 """`horae report`: export, analyze and publish a window with a Rich progress
 display, then print the alerts. `register(cli)` adds it to the horae group;
-`main` is the same command standalone (python -m audit.analytics, spark-submit)."""
+`main` is a thin entry to the same command (python -m audit.analytics, spark-submit)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from audit.analytics.location import DatasetLocation
-from audit.analytics.options import AnalyticsConfig, config_from
+from audit.analytics.options import AnalyticsConfig
 from audit.analytics.results import AlertRule, ratio
 from audit.analytics.window import ReportWindow, check_zone, parse_day, yesterday
 from scheduler.errors import SchedulerError
 
 if TYPE_CHECKING:  # the pipeline (pyarrow, and pyspark when it runs) is imported by the command only
     from audit.analytics.pipeline import ReportRequest, ReportResult
+    from scheduler.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,16 +86,19 @@ def report_options(func: F) -> F:
         click.option("--until", callback=_day, help="Last day, inclusive (default: --since)."),
         click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                      help="Output directory (default: <report_dir>/<since>[_<until>])."),
-        click.option("--master", help="Spark master (default from config: local[*]; spark-submit's own)."),
-        click.option("--zone", help="IANA zone the days are counted in (default from config: UTC)."),
-        click.option("--dataset", help="Exported dataset URI: a path, s3a://, hdfs://... (default from config)."),
-        click.option("--baseline-days", type=click.IntRange(0, 90), help="Trailing baseline length (default 7)."),
+        click.option("--master", help="Spark master (default: analytics.master; under spark-submit its own)."),
+        click.option("--zone", help="IANA zone the days are counted in (default: analytics.zone)."),
+        click.option("--dataset", help="Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri)."),
+        click.option("--baseline-days", type=click.IntRange(0, 90),
+                     help="Trailing baseline length (default: analytics.baseline_days)."),
         click.option("--alert-margin", type=click.FloatRange(0, 1),
-                     help="Alert when failure rate > baseline + margin (default 0.10)."),
-        click.option("--alert-min-jobs", type=click.IntRange(0), help="Only topics with this many jobs alert."),
-        click.option("--top-errors", type=click.IntRange(1, 1000), help="Error signatures in the summary."),
+                     help="Alert when failure rate > baseline + margin (default: analytics.alert_margin)."),
+        click.option("--alert-min-jobs", type=click.IntRange(0),
+                     help="Only topics with this many jobs alert (default: analytics.alert_min_jobs)."),
+        click.option("--top-errors", type=click.IntRange(1, 1000),
+                     help="Error signatures in the summary (default: analytics.top_errors)."),
         click.option("--source", type=click.Choice(["parquet", "jdbc"]),
-                     help="parquet: export then read the dataset (default); jdbc: Spark reads PostgreSQL."),
+                     help="parquet: export then read the dataset; jdbc: Spark reads PostgreSQL (default: analytics.source)."),
         click.option("--jars", help="spark.jars, e.g. /usr/share/java/postgresql.jar for --source jdbc."),
         click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeat)."),
         click.option("--no-export", is_flag=True, help="Analyze the dataset as it is (no Postgres export)."),
@@ -188,43 +192,41 @@ def execute(config: AnalyticsConfig, database_url: str | None, opts: dict[str, A
     return result
 
 
-def _database_url(settings: object) -> str:
-    url = getattr(settings, "database_url", None)
-    if url:
-        return str(url)
+def _database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
     from scheduler.servers import ensure_postgres  # no URL configured: the embedded server, as everywhere
 
-    return ensure_postgres(Path(str(getattr(settings, "data_dir", ".horae"))))
+    return ensure_postgres(Path(settings.data_dir))
 
 
 @click.command("report")
 @report_options
-@click.pass_context
-def report(ctx: click.Context, /, **opts: Any) -> None:
+@click.pass_obj
+def report(settings: Settings, /, **opts: Any) -> None:
     """Failure analytics of a window: export, analyze (Spark), publish; prints the alerts."""
-    settings = ctx.obj
     url = None if opts.get("no_export") and opts.get("no_db") and opts.get("source") != "jdbc" \
         else _database_url(settings)
-    execute(config_from(settings), url, opts)
+    execute(AnalyticsConfig.from_settings(settings), url, opts)
 
 
 def register(cli: click.Group) -> None:
-    """Add `report` to the horae command group (its ctx.obj has database_url and data_dir)."""
+    """Add `report` to the horae command group (its ctx.obj is the project's Settings)."""
     cli.add_command(report)
 
 
-@click.command("report")
+@click.command("report", help=report.help)
 @click.option("--database-url", envvar="HORAE_DATABASE_URL", help="PostgreSQL URL (env HORAE_DATABASE_URL).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="horae TOML config file.")
 @report_options
-def main(database_url: str | None, config_path: str | None, **opts: Any) -> None:
-    """Failure analytics of a window (standalone: python -m audit.analytics, spark-submit)."""
+@click.pass_context
+def main(ctx: click.Context, /, database_url: str | None, config_path: str | None, **opts: Any) -> None:
+    """`report` standalone (python -m audit.analytics, spark-submit): Settings from --config
+    and the environment, then the same command."""
     from scheduler.config import load_settings
 
     try:
-        settings = load_settings(config_path, database_url=database_url)
+        ctx.obj = load_settings(config_path, database_url=database_url)
     except SchedulerError as exc:
         raise click.ClickException(str(exc)) from exc
-    url = None if opts.get("no_export") and opts.get("no_db") and opts.get("source") != "jdbc" \
-        else _database_url(settings)
-    execute(config_from(settings), url, opts)
+    ctx.invoke(report, **opts)

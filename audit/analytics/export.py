@@ -216,15 +216,13 @@ async def export_days(database_url: str, location: DatasetLocation, days: Sequen
     results: list[ExportResult] = []
     conn = await pg.connect(database_url)
     try:
-        await conn.execute(pg.EXPORT_LOCK)
+        await pg.lock_exports(conn)
         with tempfile.TemporaryDirectory(prefix="horae-export-", dir=work_dir) as tmp:
             for table, schema in TABLES.items():
-                columns = [(f.name, f.type == TS) for f in schema]
-                sql = pg.copy_sql(EXPORT_QUERIES[table], columns)
                 for first, last in runs(days):
                     started = time.perf_counter()
                     csv_path = Path(tmp) / f"{table}-{first}.csv"
-                    await pg.copy_to_csv(conn, sql, day_start(first), day_start(last + timedelta(days=1)),
+                    await pg.copy_to_csv(conn, EXPORT_QUERIES[table], day_start(first), day_start(last + timedelta(days=1)),
                                          csv_path)
                     staging = f"{root}/{table}/_staging-{uuid.uuid4().hex}"
                     run_days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
@@ -239,7 +237,7 @@ async def export_days(database_url: str, location: DatasetLocation, days: Sequen
                                                 time.perf_counter() - started))
     finally:
         try:
-            await conn.execute(pg.EXPORT_UNLOCK)
+            await pg.unlock_exports(conn)
         finally:
             await conn.close()
     return results

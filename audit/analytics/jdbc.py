@@ -16,12 +16,11 @@ from pyspark.sql import functions as F
 
 from audit.analytics.errors import AnalyticsError
 from audit.analytics.export import EXPORT_QUERIES
-from audit.analytics.schema import TABLES
+from audit.analytics.schema import TABLES, TS
 from audit.analytics.sql import query
 from audit.analytics.window import ReportWindow
 
 DRIVER: Final = "org.postgresql.Driver"
-DEBIAN_JAR: Final = "/usr/share/java/postgresql.jar"
 
 
 @dataclass(frozen=True)
@@ -89,5 +88,11 @@ class JdbcSource:
         props = {**self.target.properties, "fetchsize": str(self.fetch_size)}
         frame = spark.read.jdbc(self.target.url, bounded_query(EXPORT_QUERIES[table], start, end),
                                 predicates=id_predicates(self.partitions), properties=props)
-        columns = [F.col(f.name) for f in TABLES[table]]
-        return frame.select(*columns, F.to_date(F.col("finished_at")).alias("day"))
+        return from_export_columns(frame, table)
+
+
+def from_export_columns(frame: DataFrame, table: str) -> DataFrame:
+    """An export query's rows as the dataset has them: epoch µs -> timestamps, day number -> date."""
+    columns = [F.timestamp_micros(F.col(f.name)).alias(f.name) if f.type == TS else F.col(f.name)
+               for f in TABLES[table]]
+    return frame.select(*columns, F.date_from_unix_date(F.col("day")).alias("day"))

@@ -23,18 +23,18 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit.analytics.signatures import (
-    FAILED_OUTCOMES,
     MAX_SIGNATURE_CHARS,
     MIN_OWN_ID_CHARS,
     OWN_ID,
     RULES,
     UNKNOWN_TYPE,
 )
+from scheduler import outbox
+from scheduler.outbox import FAILED_OUTCOMES
 
 PERCENTILES: Final = (0.5, 0.95, 0.99)
 JOB_COUNTS: Final = ("jobs", "completed", "failed", "cancelled", "with_failure", "recovered")
 ATTEMPT_COUNTS: Final = ("attempts", "failed_attempts", "timed_out", "worker_lost", "no_listener")
-PERCENTILE_COLUMNS: Final = tuple(f"p{int(p * 100)}_{m}_ms" for m in ("duration", "lateness") for p in PERCENTILES)
 
 
 def local_day(ts: Column | str, zone: str) -> Column:
@@ -57,11 +57,11 @@ def job_counts(jobs: DataFrame, keys: Sequence[str]) -> DataFrame:
     status, had_failure = F.col("status"), F.col("failed_attempts") > 0
     counts = jobs.groupBy(*keys).agg(
         F.count(F.lit(1)).cast("long").alias("jobs"),
-        _count_if(status == "completed").alias("completed"),
-        _count_if(status == "failed").alias("failed"),
-        _count_if(status == "cancelled").alias("cancelled"),
+        _count_if(status == outbox.STATUS_COMPLETED).alias("completed"),
+        _count_if(status == outbox.STATUS_FAILED).alias("failed"),
+        _count_if(status == outbox.STATUS_CANCELLED).alias("cancelled"),
         _count_if(had_failure).alias("with_failure"),
-        _count_if(had_failure & (status == "completed")).alias("recovered"),
+        _count_if(had_failure & (status == outbox.STATUS_COMPLETED)).alias("recovered"),
     )
     return counts.select(
         "*",
@@ -77,9 +77,9 @@ def attempt_counts(attempts: DataFrame, keys: Sequence[str], percentiles: bool =
     aggregates = [
         F.count(F.lit(1)).cast("long").alias("attempts"),
         _count_if(outcome.isin(*FAILED_OUTCOMES)).alias("failed_attempts"),
-        _count_if(outcome == "timed_out").alias("timed_out"),
-        _count_if(outcome == "worker_lost").alias("worker_lost"),
-        _count_if(outcome == "no_listener").alias("no_listener"),
+        _count_if(outcome == outbox.TIMED_OUT).alias("timed_out"),
+        _count_if(outcome == outbox.WORKER_LOST).alias("worker_lost"),
+        _count_if(outcome == outbox.NO_LISTENER).alias("no_listener"),
     ]
     if percentiles:
         aggregates += [

@@ -100,12 +100,12 @@ async def install_nightly(scheduler: Scheduler) -> None:
     audited job, and the listener runs the pipeline in a subprocess so the worker's
     event loop is never blocked. A failed report fails the attempt (and retries).
     """
-    from audit.analytics.options import config_from
+    from audit.analytics.options import AnalyticsConfig
 
     conf = scheduler.settings.analytics
     database_url = scheduler.services.database_url
     # The child reads no config of ours: hand it this process's dataset and zone.
-    extra = ("--dataset", config_from(scheduler.settings).dataset, "--zone", conf.zone)
+    extra = ("--dataset", AnalyticsConfig.from_settings(scheduler.settings).dataset, "--zone", conf.zone)
 
     async def nightly_report(event: ScheduleArrivedEvent) -> None:
         since, until = nightly_window(event.run_at, conf.zone)

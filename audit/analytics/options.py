@@ -1,34 +1,47 @@
-"""The analytics settings, read from the application's Settings object when it
-has an `analytics` section (see README: the wanted config keys), with defaults."""
+"""The options of `horae report` and of the nightly run, built from the
+application's Settings (`[analytics]` and `data_dir`): Settings hold the defaults."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from scheduler.config import Settings
 
 SourceKind = Literal["parquet", "jdbc"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnalyticsConfig:
-    """Defaults of `horae report` and of the nightly run."""
+    """What `horae report` and the nightly run fall back to (see AnalyticsSettings)."""
 
-    report_dir: str = "reports"
-    dataset_uri: str = ""  # "" = <data_dir>/analytics
-    master: str = "local[*]"
-    zone: str = "UTC"
-    baseline_days: int = 7
-    alert_margin: float = 0.10
-    alert_min_jobs: int = 20
-    top_errors: int = 20
-    signatures_per_day: int = 50
-    source: SourceKind = "parquet"
-    jdbc_partitions: int = 4
-    spark_jars: str = ""
-    spark_conf: Mapping[str, str] = field(default_factory=dict)
-    data_dir: str = ".horae"
+    report_dir: str
+    dataset_uri: str  # "" = <data_dir>/analytics
+    master: str
+    zone: str
+    baseline_days: int
+    alert_margin: float
+    alert_min_jobs: int
+    top_errors: int
+    signatures_per_day: int
+    source: SourceKind
+    jdbc_partitions: int
+    spark_jars: str
+    spark_conf: Mapping[str, str]
+    data_dir: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnalyticsConfig:
+        """The `[analytics]` section of `settings`, with its `data_dir`."""
+        a = settings.analytics
+        return cls(report_dir=a.report_dir, dataset_uri=a.dataset_uri, master=a.master, zone=a.zone,
+                   baseline_days=a.baseline_days, alert_margin=a.alert_margin, alert_min_jobs=a.alert_min_jobs,
+                   top_errors=a.top_errors, signatures_per_day=a.signatures_per_day, source=a.source,
+                   jdbc_partitions=a.jdbc_partitions, spark_jars=a.spark_jars, spark_conf=dict(a.spark_conf),
+                   data_dir=settings.data_dir)
 
     @property
     def dataset(self) -> str:
@@ -41,22 +54,3 @@ class AnalyticsConfig:
         if self.spark_jars:
             conf["spark.jars"] = self.spark_jars
         return conf
-
-
-def config_from(settings: object) -> AnalyticsConfig:
-    """AnalyticsConfig from the CLI's ctx.obj (the project's Settings) or None.
-
-    Reads `settings.analytics.<field>` where present (the section is optional) and
-    `settings.data_dir`.
-    """
-    values: dict[str, object] = {}
-    section = getattr(settings, "analytics", None)
-    for name in AnalyticsConfig.__dataclass_fields__:
-        if section is not None and hasattr(section, name):
-            values[name] = getattr(section, name)
-    data_dir = getattr(settings, "data_dir", None)
-    if isinstance(data_dir, str):
-        values["data_dir"] = data_dir
-    if "spark_conf" in values:
-        values["spark_conf"] = dict(cast(Mapping[str, str], values["spark_conf"]))
-    return AnalyticsConfig(**values)  # type: ignore[arg-type]

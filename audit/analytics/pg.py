@@ -1,5 +1,6 @@
 """All of the pipeline's PostgreSQL I/O: COPY of the export queries to a CSV
-file, and the publish step's transaction (tables, replace the window's rows)."""
+file, and the publish step's transaction (replace the window's rows). Named
+queries with bound parameters only (sql/queries.sql)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,14 @@ import asyncpg
 
 from audit.analytics.errors import AnalyticsError
 from audit.analytics.results import Signature, Stats
-from audit.analytics.sql import query, tables_ddl
-
-EXPORT_LOCK: Final = "SELECT pg_advisory_lock(hashtext('horae.analytics.export'))"
-EXPORT_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtext('horae.analytics.export'))"
-_EPOCH_US = "(extract(epoch FROM {0}) * 1000000)::bigint"
-_DAY = "((x.finished_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01')"
+from audit.analytics.sql import query
+from audit.migrate import migrate
 
 STATS_COLUMNS: Final = (
     "topic", "day", "jobs", "completed", "failed", "cancelled", "failure_rate", "attempts", "failed_attempts",
     "attempt_failure_rate", "retry_recovery_rate", "p50_duration_ms", "p95_duration_ms", "p99_duration_ms",
     "p50_lateness_ms", "p95_lateness_ms", "p99_lateness_ms", "timed_out", "worker_lost", "no_listener",
 )
-
-
-def copy_sql(name: str, columns: Sequence[tuple[str, bool]]) -> str:
-    """SELECT over a named export query with timestamps as epoch µs and the UTC day last, in day order.
-
-    Args:
-        name: export_jobs or export_attempts.
-        columns: (name, is_timestamp) in the order of the exported schema (constants, not input).
-    """
-    cols = [_EPOCH_US.format(f"x.{c}") if is_ts else f"x.{c}" for c, is_ts in columns]
-    return f"SELECT {', '.join(cols)}, {_DAY} FROM ({query(name)}) AS x ORDER BY x.finished_at"
 
 
 async def connect(database_url: str) -> asyncpg.Connection:
@@ -50,14 +36,24 @@ async def connect(database_url: str) -> asyncpg.Connection:
     return conn
 
 
-async def copy_to_csv(conn: asyncpg.Connection, sql: str, start: datetime, end: datetime, out: Path) -> None:
-    """COPY (sql with $1 = start, $2 = end) TO a CSV file.
+async def lock_exports(conn: asyncpg.Connection) -> None:
+    """Wait for other exports of this database (session advisory lock)."""
+    await conn.execute(query("export_lock"))
+
+
+async def unlock_exports(conn: asyncpg.Connection) -> None:
+    """Let the next export of this database run."""
+    await conn.execute(query("export_unlock"))
+
+
+async def copy_to_csv(conn: asyncpg.Connection, name: str, start: datetime, end: datetime, out: Path) -> None:
+    """COPY (the named export query with $1 = start, $2 = end) TO a CSV file.
 
     Raises:
         AnalyticsError: when the query fails.
     """
     try:
-        await conn.copy_from_query(sql, start, end, output=str(out), format="csv")
+        await conn.copy_from_query(query(name), start, end, output=str(out), format="csv")
     except asyncpg.PostgresError as exc:
         raise AnalyticsError(f"export query failed: {exc}") from exc
 
@@ -68,15 +64,16 @@ def _column(rows: Sequence[Stats], name: str) -> list[object]:
 
 async def publish(conn: asyncpg.Connection, first: date, last: date, daily: Sequence[Stats],
                   signatures: Sequence[Signature]) -> None:
-    """Create the tables if needed and replace the rows of days first..last, in one transaction.
+    """Replace the rows of days first..last, in one transaction (after applying any
+    migration the database lacks: the tables are audit migration 0003).
 
     Raises:
         AnalyticsError: when a statement fails.
     """
     try:
+        await migrate(conn)
         async with conn.transaction():
             await conn.execute(query("publish_lock"))
-            await conn.execute(tables_ddl())
             await conn.execute(query("delete_failure_stats"), first, last)
             await conn.execute(query("delete_error_signatures"), first, last)
             if daily:

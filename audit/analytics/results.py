@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import date
-from typing import Final, Literal
+from typing import Literal
 
 from audit.analytics.window import ReportWindow
 
 AlertKind = Literal["failure_rate_above_baseline", "no_runs"]
-ALERT_KINDS: Final = ("failure_rate_above_baseline", "no_runs")
 
 
 def ratio(numerator: int, denominator: int) -> float | None:

@@ -19,8 +19,8 @@ BASE_CONF: Final = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
     # The exact percentiles are object-hash aggregates; past 128 groups per task Spark's default
-    # falls back to sort-based aggregation, which made the daily metrics 1.6x-2.5x slower in
-    # bench/analytics (a report has at most topics x days groups per task).
+    # falls back to sort-based aggregation, which is much slower for the daily metrics
+    # (bench/analytics/README.md; a report has at most topics x days groups per task).
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "16384",
 }
 # Only when we start the JVM ourselves (not under spark-submit, which brings the cluster's).

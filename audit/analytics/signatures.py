@@ -15,7 +15,6 @@ from typing import Final
 
 MAX_SIGNATURE_CHARS: Final = 200
 UNKNOWN_TYPE: Final = "Error"
-FAILED_OUTCOMES: Final = ("failed", "timed_out", "worker_lost")
 # The failing job's own id is replaced wherever it appears in its message (before
 # the rules below: a random id need not look like one, e.g. a base62 id without a
 # digit); shorter ids ("1", "ab") are left to the rules, as they could be any token.

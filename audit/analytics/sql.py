@@ -1,5 +1,4 @@
-"""The package's SQL files: `sql/tables.sql` (DDL of the output tables) and the
-named queries of `sql/queries.sql`."""
+"""The named queries of `sql/queries.sql` (the output tables are audit migration 0003)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,3 @@ def query(name: str) -> str:
     """
     return _queries()[name]
 
-
-def tables_ddl() -> str:
-    """sql/tables.sql: CREATE TABLE IF NOT EXISTS of the two output tables."""
-    return _read("tables.sql")

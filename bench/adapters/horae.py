@@ -59,7 +59,7 @@ class HoraeAdapter(Adapter):
         st = self.s.settings
         return {
             "audit.enabled": st.audit.enabled,
-            "audit.relay": f"{st.audit.relay} (audit on: s.audit.start_relay() in this process before the clock; "
+            "audit.relay": f"{st.audit.relay} (audit on: the relay started in this process before the clock; "
                            "await s.audit.flush(timeout=300) inside the measured time)" if self.audit else st.audit.relay,
             "audit.batch_size": st.audit.batch_size,
             "audit.block_ms": st.audit.block_ms,
@@ -78,7 +78,7 @@ class HoraeAdapter(Adapter):
     async def connect(self) -> None:
         await self.s.connect()
         if self.audit:
-            await self.s.audit.start_relay()  # what Scheduler.worker() does: every worker process relays
+            await self.s._start_relay()  # what Scheduler.worker() does: every worker process relays
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None

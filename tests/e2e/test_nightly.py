@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from audit.analytics.nightly import NIGHTLY_TOPIC, install_nightly
-from audit.analytics.testing import require_spark
+from tests.analytics_helpers import require_spark
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
 from scheduler.config import load_settings

@@ -22,12 +22,14 @@ from click.testing import CliRunner
 
 from audit.analytics.cli import register
 from audit.analytics.nightly import run_report_subprocess
-from audit.analytics.testing import require_spark, spark_session
+from tests.analytics_helpers import require_spark, spark_session
+from tests.audit_outbox import Outbox
+from audit.options import RelayOptions
 from audit.reader import AuditTrail
+from audit.relay import AuditRelay
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
 from scheduler.config import Settings, load_settings
-from scheduler.keys import Keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -87,28 +89,26 @@ async def run_real_jobs(settings: Settings) -> None:
 
 
 async def relay_baseline(redis: aioredis.Redis, settings: Settings, day: date) -> None:
-    """Older history written as outbox events (the format of scheduler/outbox.py): pay.fatal used
-    to succeed (4 jobs), legacy.sync ran twice and has not run since."""
-    key = Keys(settings.namespace).outbox
+    """Older history written as outbox events (tests/audit_outbox.py, which writes what the scripts
+    write): pay.fatal used to succeed (4 jobs), legacy.sync ran twice and has not run since."""
+    outbox = Outbox(redis, settings.namespace)
     start = int(datetime(day.year, day.month, day.day, 12, tzinfo=UTC).timestamp() * 1000)
     for n, topic in enumerate(["pay.fatal"] * 4 + ["legacy.sync"] * 2):
-        job, ts = f"old-{n}", start + n * 60_000
-        events: list[dict[str, Any]] = [
-            {"e": "scheduled", "topic": topic, "run_at": ts, "due": ts, "tz": "UTC", "payload": "{}",
-             "metadata": "{}", "max_attempts": 2, "backoff_type": "fixed", "backoff_delay": 1000,
-             "timeout_ms": 1000, "trace": "", "cron": "", "a": 0, "ts": ts},
-            {"e": "attempt_started", "worker": "w-old", "due": ts, "topic": topic, "a": 1, "ts": ts + 5},
-            {"e": "completed", "worker": "w-old", "outcome": "succeeded", "duration_ms": 12, "a": 1, "ts": ts + 20},
-        ]
-        for event in events:
-            await redis.xadd(key, {"id": job, **{k: str(v) for k, v in event.items()}})
-    trail = AuditTrail(redis, settings.namespace, str(settings.database_url))
-    await trail.open()
-    await trail.start_relay()
+        job = f"old-{n}"
+        outbox.now = ts = start + n * 60_000
+        await outbox.scheduled(job, topic=topic, run_at=ts, max_attempts=2, payload={}, metadata={},
+                               backoff="fixed", tz="UTC", timeout_ms=1_000)
+        outbox.now = ts + 5
+        await outbox.started(job, 1, due=ts, worker="w-old", topic=topic)
+        outbox.now = ts + 20
+        await outbox.completed(job, 1, worker="w-old", duration=12)
+    options = RelayOptions.from_settings(settings.audit)
+    relay = AuditRelay(redis, settings.namespace, str(settings.database_url), options)
+    await relay.start()
     try:
-        await trail.flush(timeout=30)
+        await AuditTrail(redis, settings.namespace, str(settings.database_url), options).flush(timeout=30)
     finally:
-        await trail.close()
+        await relay.stop()
 
 
 JOBS_SQL = """

@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from audit.cli import register
 from audit.options import RelayOptions
-from audit.sink import AuditRelay
-from scheduler.keys import Keys
+from audit.reader import AuditTrail
+from audit.relay import AuditRelay
+from scheduler.config import AuditSettings
+from tests.audit_outbox import Outbox
 
 
 def host(obj: object) -> click.Group:
@@ -27,29 +29,27 @@ def host(obj: object) -> click.Group:
 
 async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> None:
     redis = aioredis.Redis.from_url(redis_url)
-    key = Keys(namespace).outbox
-    t = 1_800_000_000_000
-    await redis.xadd(key, {"e": "scheduled", "id": "cli-job", "ts": t, "a": 0, "topic": "reports.daily",
-                           "run_at": t, "due": t, "tz": "UTC", "payload": "{}", "metadata": "{}",
-                           "max_attempts": 2, "backoff_type": "fixed", "backoff_delay": 1000, "timeout_ms": 1000,
-                           "trace": "", "cron": ""})
-    await redis.xadd(key, {"e": "attempt_started", "id": "cli-job", "ts": t + 5, "a": 1, "worker": "worker-7",
-                           "due": t, "topic": "reports.daily"})
-    await redis.xadd(key, {"e": "attempt_failed", "id": "cli-job", "ts": t + 9, "a": 1, "worker": "worker-7",
-                           "outcome": "failed", "error": '{"type": "KeyError", "message": "missing-key"}',
-                           "duration_ms": 4})
-    relay = AuditRelay(redis, namespace, database_url, RelayOptions(block_ms=10))
-    while await relay.run_once():
-        pass
+    outbox = Outbox(redis, namespace)
+    await outbox.scheduled("cli-job", topic="reports.daily", run_at=outbox.now, max_attempts=2, payload={},
+                           metadata={}, backoff="fixed", tz="UTC", timeout_ms=1_000)
+    outbox.tick(5)
+    await outbox.started("cli-job", 1, due=outbox.now - 5, worker="worker-7", topic="reports.daily")
+    outbox.tick(4)
+    await outbox.attempt_failed("cli-job", 1, worker="worker-7", error_type="KeyError", message="missing-key",
+                                duration=4)
+    relay = AuditRelay(redis, namespace, database_url, RelayOptions.from_settings(AuditSettings(), block_ms=10))
+    await relay.start()
+    await AuditTrail(redis, namespace, database_url, relay.options).flush(timeout=10)
     await relay.stop()
     await redis.aclose()
 
 
 def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None:
-    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace))
+    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings()))
     runner = CliRunner()
     result = runner.invoke(cli, ["migrate"])
-    assert result.exit_code == 0 and "applied migrations: [1, 2]" in result.output, result.output
+    assert result.exit_code == 0 and "applied migrations: [1, 2, 3]" in result.output, result.output
     assert "up to date" in runner.invoke(cli, ["migrate"]).output
 
     asyncio.run(_relay_one_job(redis_url, namespace, database_url))
@@ -71,7 +71,8 @@ def test_cli_accepts_a_lazy_resolver(redis_url: str, namespace: str, database_ur
 
     def resolve() -> SimpleNamespace:
         calls.append(1)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings())
 
     result = CliRunner().invoke(host(resolve), ["migrate"])
     assert result.exit_code == 0 and calls == [1], result.output
@@ -86,7 +87,8 @@ def test_cli_with_an_explicit_resolver(redis_url: str, namespace: str, database_
 
     def resolve(ctx: click.Context) -> SimpleNamespace:
         seen.append(ctx.find_root().obj)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace)
+        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
+                               audit=AuditSettings())
 
     register(cli, resolve)
     result = CliRunner().invoke(cli, ["migrate"], obj="host settings")

@@ -16,10 +16,10 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from audit.fold import ms_to_datetime as at
+from scheduler.timeutil import ms_to_utc as at
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.sink import AuditRelay
+from audit.relay import AuditRelay
 from audit.stream import Entry
 from audit.streamid import next_id, parse_id
 from scheduler.keys import Keys
@@ -92,9 +92,9 @@ async def test_duplicate_delivery_changes_nothing(outbox: Any, relay: AuditRelay
     # a second relay claims the entries once they idle past claim_idle_ms and applies them again
     other = AuditRelay(redis, namespace, database_url, relay_options)
     try:
-        assert await other.run_once() == 0  # not idle long enough yet: nothing to claim
+        assert await other.step() == 0  # not idle long enough yet: nothing to claim
         await asyncio.sleep(relay_options.claim_idle_ms / 1000 + 0.1)
-        assert await other.run_once() == len(outbox.ids)
+        assert await drain(other) == len(outbox.ids)
         assert await relay.write_batch(batch) == 0  # and once more, directly
     finally:
         await other.stop()
@@ -225,7 +225,8 @@ async def test_flush_waits_for_commit(outbox: Any, redis: aioredis.Redis, namesp
         await outbox.scheduled("f1")
         with pytest.raises(TimeoutError, match="1 outbox events not yet committed"):
             await trail.flush(timeout=0.3)  # no relay runs anywhere
-        await trail.start_relay()
+        relay = AuditRelay(redis, namespace, database_url, relay_options)
+        await relay.start()
         for i in range(50):
             await outbox.scheduled(f"f{i + 2}")
         await trail.flush(timeout=5)
@@ -234,6 +235,7 @@ async def test_flush_waits_for_commit(outbox: Any, redis: aioredis.Redis, namesp
             row = await trail.get(f"f{i + 1}")
             assert row is not None and row.status == "active"
         assert await trail.lag() == (0, None)
+        await relay.stop()
     finally:
         await trail.close()
 

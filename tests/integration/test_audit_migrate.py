@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from audit.migrate import add_months, load_migrations, migrate, migrate_url, month_start, prune
-from audit.sink import AuditRelay
+from audit.relay import AuditRelay
 from scheduler.errors import StorageError
 
 EXPECTED_COLUMNS = {
@@ -43,6 +43,20 @@ EXPECTED_COLUMNS = {
         ("job_id", "text", "NO"), ("created_at", "timestamp with time zone", "NO"), ("sched_ms", "bigint", "YES"),
         ("sched_seq", "bigint", "YES"),
     ],
+    "schedule_error_signatures": [
+        ("day", "date", "NO"), ("topic", "text", "NO"), ("signature", "text", "NO"), ("count", "bigint", "NO"),
+        ("example_job_id", "text", "NO"),
+    ],
+    "schedule_failure_stats": [
+        ("topic", "text", "NO"), ("day", "date", "NO"), ("jobs", "bigint", "NO"), ("completed", "bigint", "NO"),
+        ("failed", "bigint", "NO"), ("cancelled", "bigint", "NO"), ("failure_rate", "double precision", "YES"),
+        ("attempts", "bigint", "NO"), ("failed_attempts", "bigint", "NO"),
+        ("attempt_failure_rate", "double precision", "YES"), ("retry_recovery_rate", "double precision", "YES"),
+        ("p50_duration_ms", "double precision", "YES"), ("p95_duration_ms", "double precision", "YES"),
+        ("p99_duration_ms", "double precision", "YES"), ("p50_lateness_ms", "double precision", "YES"),
+        ("p95_lateness_ms", "double precision", "YES"), ("p99_lateness_ms", "double precision", "YES"),
+        ("timed_out", "bigint", "NO"), ("worker_lost", "bigint", "NO"), ("no_listener", "bigint", "NO"),
+    ],
     "schema_version": [
         ("version", "integer", "NO"), ("name", "text", "NO"), ("checksum", "text", "NO"),
         ("applied_at", "timestamp with time zone", "NO"),
@@ -53,6 +67,8 @@ EXPECTED_KEYS = {
     "schedule_attempts": ["job_id", "attempt_no", "job_created_at"],
     "schedule_events": ["stream_ms", "stream_seq", "job_created_at"],
     "schedule_job_index": ["job_id"],
+    "schedule_error_signatures": ["day", "topic", "signature"],
+    "schedule_failure_stats": ["topic", "day"],
     "schema_version": ["version"],
 }
 PARTITIONED = {"schedule_audit": "created_at", "schedule_attempts": "job_created_at",
@@ -89,7 +105,7 @@ def month_names(*months: datetime) -> list[str]:
 
 async def test_empty_database_gets_the_expected_schema(database_url: str) -> None:
     now = datetime.now(UTC)
-    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2]
+    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3]
     conn = await asyncpg.connect(database_url)
     try:
         got = await schema(conn)
@@ -100,7 +116,8 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
         nxt = add_months(this, 1)
         assert got["partitions"] == month_names(datetime(this.year, this.month, 1), datetime(nxt.year, nxt.month, 1))
         versions = await conn.fetch("SELECT version, name FROM schema_version")
-        assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "audit_applied")]
+        assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "audit_applied"),
+                                                                  (3, "analytics_tables")]
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)
@@ -117,17 +134,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 2
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 3
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2]]
+    assert sorted(results) == [[], [], [1, 2, 3]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 2
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 3
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

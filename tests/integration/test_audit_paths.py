@@ -10,11 +10,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from audit.fold import ms_to_datetime as at
-from audit.sink import AuditRelay
+from scheduler.timeutil import ms_to_utc as at
+from audit.relay import AuditRelay
 from audit.streamid import parse_id
 
-T0 = 1_800_000_000_000  # conftest.START_MS: the `scheduled` ts of every job here
+T0 = 1_800_000_000_000  # audit_outbox.START_MS: the `scheduled` ts of every job here
 RUN_AT = T0 + 1_000
 
 Row = dict[str, Any]

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.analytics import metrics
-from audit.analytics.testing import spark_session
+from tests.analytics_helpers import spark_session
 
 pytestmark = pytest.mark.spark
 
@@ -179,3 +179,20 @@ def test_local_day_in_report_zone(spark: SparkSession) -> None:
 def test_ratio_is_null_on_zero_denominator(spark: SparkSession) -> None:
     frame = spark.createDataFrame([(1, 0), (1, 4)], "n int, d int")
     assert [r[0] for r in frame.select(metrics.ratio(F.col("n"), F.col("d"))).collect()] == [None, 0.25]
+
+
+def test_jdbc_rows_become_dataset_rows(spark: SparkSession) -> None:
+    """The export queries send timestamps as epoch µs and the day as a day number; the JDBC
+    source turns them back into what the Parquet dataset holds."""
+    from audit.analytics.jdbc import from_export_columns
+
+    finished = datetime(2026, 11, 21, 23, 59, 59, 123456, tzinfo=UTC)
+    us = int((finished - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+    row = ("j", 2, "t", "w", us - 1_000, us, "failed", "E", "m", 1, 0, us - 5_000_000, (D2 - date(1970, 1, 1)).days)
+    frame = spark.createDataFrame([row], "job_id string, attempt_no int, topic string, worker_id string, "
+                                         "started_at bigint, finished_at bigint, outcome string, error_type string, "
+                                         "error_message string, duration_ms bigint, lateness_ms bigint, "
+                                         "job_created_at bigint, day int")
+    got = from_export_columns(frame, "attempts").collect()[0]
+    assert got["day"] == D2 and got["attempt_no"] == 2
+    assert got["finished_at"].replace(tzinfo=None) == finished.replace(tzinfo=None)  # session zone: UTC

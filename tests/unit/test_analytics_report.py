@@ -18,7 +18,7 @@ from audit.analytics.location import DatasetLocation
 from audit.analytics.pipeline import ReportRequest, ReportResult, run_report
 from audit.analytics.results import AlertRule
 from audit.analytics.schema import ATTEMPTS, JOBS
-from audit.analytics.testing import spark_session
+from tests.analytics_helpers import spark_session
 from audit.analytics.window import ReportWindow, days_between
 
 pytestmark = pytest.mark.spark

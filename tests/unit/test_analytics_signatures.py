@@ -76,7 +76,7 @@ def test_spark_twin_agrees_with_python() -> None:
     from pyspark.sql import functions as F
 
     from audit.analytics.metrics import signature_column
-    from audit.analytics.testing import spark_session
+    from tests.analytics_helpers import spark_session
 
     spark = spark_session()
     rows = [("E", m, None) for m, _ in CASES] + [("E", m, j) for m, j, _ in OWN_ID_CASES] + [

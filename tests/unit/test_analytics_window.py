@@ -13,9 +13,10 @@ from audit.analytics.export import runs
 from audit.analytics.java import java_problem, parse_java_version
 from audit.analytics.location import DatasetLocation
 from audit.analytics.nightly import nightly_window, report_command
-from audit.analytics.options import AnalyticsConfig, config_from
+from audit.analytics.options import AnalyticsConfig
 from audit.analytics.results import AlertRule, Stats, add_up, find_alerts
 from audit.analytics.window import ReportWindow, yesterday
+from scheduler.config import AnalyticsSettings, Settings
 
 
 def test_window_days_baseline_and_utc_partitions() -> None:
@@ -128,35 +129,30 @@ def test_dataset_locations() -> None:
         DatasetLocation.parse(" ")
 
 
-def test_config_from_settings_section() -> None:
-    class Section:
-        zone = "Europe/Paris"
-        alert_min_jobs = 5
-        spark_conf = {"spark.executor.memory": "4g"}
-        spark_jars = "/usr/share/java/postgresql.jar"
-
-    class Settings:
-        analytics = Section()
-        data_dir = "/var/lib/horae"
-
-    config = config_from(Settings())
+def test_config_from_settings() -> None:
+    settings = Settings(data_dir="/var/lib/horae", analytics=AnalyticsSettings(
+        zone="Europe/Paris", alert_min_jobs=5, spark_conf={"spark.executor.memory": "4g"},
+        spark_jars="/usr/share/java/postgresql.jar"))
+    config = AnalyticsConfig.from_settings(settings)
     assert (config.zone, config.alert_min_jobs, config.report_dir) == ("Europe/Paris", 5, "reports")
     assert config.dataset == "/var/lib/horae/analytics"
     assert config.spark_settings() == {"spark.executor.memory": "4g", "spark.jars": "/usr/share/java/postgresql.jar"}
-    assert config_from(None) == AnalyticsConfig()
+
+
+DEFAULTS = AnalyticsConfig.from_settings(Settings())
 
 
 def test_build_request_defaults_to_yesterday_under_report_dir() -> None:
-    request = build_request(AnalyticsConfig(zone="UTC"), "postgresql://h/db", {"conf": ("a=b",)},
+    request = build_request(DEFAULTS, "postgresql://h/db", {"conf": ("a=b",)},
                             now=datetime(2026, 11, 22, 2, 30, tzinfo=UTC))
     assert (request.window.since, request.window.until) == (date(2026, 11, 21), date(2026, 11, 21))
     assert str(request.out) == "reports/2026-11-21"
     assert request.spark_conf["a"] == "b" and request.master == "local[*]"
-    explicit = build_request(AnalyticsConfig(), None, {"since": date(2026, 11, 1), "zone": "Asia/Tokyo",
+    explicit = build_request(DEFAULTS, None, {"since": date(2026, 11, 1), "zone": "Asia/Tokyo",
                                                        "alert_margin": 0.0, "no_db": True})
     assert (explicit.window.until, explicit.window.zone, explicit.rule.margin, explicit.publish_db) == (
         date(2026, 11, 1), "Asia/Tokyo", 0.0, False)
-    today = build_request(AnalyticsConfig(), None, {"since": "yesterday", "until": "today", "zone": "Asia/Tokyo"},
+    today = build_request(DEFAULTS, None, {"since": "yesterday", "until": "today", "zone": "Asia/Tokyo"},
                           now=datetime(2026, 11, 21, 16, tzinfo=UTC))  # 01:00 on 11-22 in Tokyo
     assert (today.window.since, today.window.until) == (date(2026, 11, 21), date(2026, 11, 22))
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import random
 
-from audit.fold import dump_json, fold_job, ms_to_datetime, parse_json
+from audit.fold import dump_json, fold_new, parse_json
 from scheduler.outbox import OutboxEvent, decode_entry
+from scheduler.timeutil import ms_to_utc
 
 T0 = 1_800_000_000_000
-CREATED = ms_to_datetime(T0)
+CREATED = ms_to_utc(T0)
 
 
 class Stream:
@@ -48,21 +49,21 @@ def test_success_after_failures_counts_finished_attempts_and_keeps_the_last_erro
         s.add("retry_scheduled", n, T0 + n * 100 + 10, next_at=T0 + (n + 1) * 100)
     s.add("attempt_started", 3, T0 + 300, worker="w", due=T0 + 300)
     s.add("completed", 3, T0 + 320, worker="w", outcome="succeeded", duration_ms=20)
-    out = fold_job("j", CREATED, s.events)
-    assert (out.job.status, out.job.attempts, out.job.completed_at) == ("completed", 3, ms_to_datetime(T0 + 320))
+    out = fold_new("j", CREATED, s.events).result()
+    assert (out.job.status, out.job.attempts, out.job.completed_at) == ("completed", 3, ms_to_utc(T0 + 320))
     assert out.job.last_error == {"type": "E", "message": "e2", "traceback": "tb"}
     assert [(a.attempt, a.outcome, a.error_message, a.lateness_ms) for a in out.attempts] == [
         (1, "failed", "e1", 3), (2, "failed", "e2", 3), (3, "succeeded", None, 0)]
-    assert out.job.updated_at == ms_to_datetime(T0 + 320)
+    assert out.job.updated_at == ms_to_utc(T0 + 320)
 
 
 def test_while_running_attempts_do_not_count_yet() -> None:
     s = Stream()
     s.scheduled()
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert (out.job.status, out.job.attempts) == ("active", 0)
-    assert out.attempts[0].outcome is None and out.attempts[0].started_at == ms_to_datetime(T0 + 100)
+    assert out.attempts[0].outcome is None and out.attempts[0].started_at == ms_to_utc(T0 + 100)
 
 
 def test_terminal_failure_has_no_completed_at() -> None:
@@ -72,9 +73,9 @@ def test_terminal_failure_has_no_completed_at() -> None:
     s.add("attempt_failed", 1, T0 + 110, worker="w", outcome="timed_out", error=s.error("slow"), duration_ms=10)
     s.add("failed", 1, T0 + 110, error=s.error("slow"))
     s.add("schedule.failed", 1, T0 + 110, payload="{}")
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert (out.job.status, out.job.attempts, out.job.completed_at) == ("failed", 1, None)
-    assert out.job.failed_at == ms_to_datetime(T0 + 110)
+    assert out.job.failed_at == ms_to_utc(T0 + 110)
     assert out.attempts[0].outcome == "timed_out"
 
 
@@ -84,9 +85,9 @@ def test_cancelled_wins_whatever_comes_after_it() -> None:
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
     s.add("cancelled", 1, T0 + 105, running=1)
     s.add("completed", 1, T0 + 120, worker="w", outcome="succeeded", duration_ms=20)  # a late completion
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert (out.job.status, out.job.cancelled_at, out.job.completed_at) == (
-        "cancelled", ms_to_datetime(T0 + 105), None)
+        "cancelled", ms_to_utc(T0 + 105), None)
     assert (out.job.attempts, out.attempts[0].outcome) == (1, "succeeded")
 
 
@@ -95,10 +96,10 @@ def test_cancel_after_a_terminal_state_still_wins_and_terminal_states_never_go_b
     s.scheduled()
     s.add("failed", 1, T0 + 100, error=s.error("x"))
     s.add("completed", 1, T0 + 110, outcome="succeeded")
-    assert fold_job("j", CREATED, s.events).job.status == "failed"
+    assert fold_new("j", CREATED, s.events).result().job.status == "failed"
     s.add("cancelled", 1, T0 + 120, running=0)
-    job = fold_job("j", CREATED, s.events).job
-    assert (job.status, job.failed_at, job.cancelled_at) == ("cancelled", None, ms_to_datetime(T0 + 120))
+    job = fold_new("j", CREATED, s.events).result().job
+    assert (job.status, job.failed_at, job.cancelled_at) == ("cancelled", None, ms_to_utc(T0 + 120))
 
 
 def test_released_attempt_is_refilled_by_its_rerun() -> None:
@@ -106,12 +107,12 @@ def test_released_attempt_is_refilled_by_its_rerun() -> None:
     s.scheduled()
     s.add("attempt_started", 1, T0 + 100, worker="stopping", due=T0 + 100)
     s.add("attempt_released", 1, T0 + 150, worker="stopping")
-    assert fold_job("j", CREATED, s.events).attempts == ()
+    assert fold_new("j", CREATED, s.events).result().attempts == ()
     s.add("attempt_started", 1, T0 + 200, worker="w2", due=T0 + 150)
     s.add("completed", 1, T0 + 210, worker="w2", outcome="no_listener", duration_ms=10)
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert [(a.worker, a.started_at, a.outcome, a.lateness_ms) for a in out.attempts] == [
-        ("w2", ms_to_datetime(T0 + 200), "no_listener", 50)]
+        ("w2", ms_to_utc(T0 + 200), "no_listener", 50)]
     assert out.job.attempts == 1
 
 
@@ -126,14 +127,14 @@ def test_any_order_and_duplicates_give_the_same_rows() -> None:
     s.add("attempt_started", 2, T0 + 220, worker="v", due=T0 + 210)
     s.add("cancelled", 2, T0 + 230, running=1)
     s.add("attempt_failed", 2, T0 + 240, worker="v", outcome="failed", error=s.error("late"), duration_ms=20)
-    expected = fold_job("j", CREATED, s.events)
+    expected = fold_new("j", CREATED, s.events).result()
     assert expected.job.trace_id == "0af7651916cd43dd8448eb211c80319c" and expected.job.cron_name == "nightly"
     assert (expected.job.status, expected.job.attempts) == ("cancelled", 2)
     rng = random.Random(7)
     for _ in range(200):
         events = s.events + rng.sample(s.events, 3)
         rng.shuffle(events)
-        assert fold_job("j", CREATED, events) == expected
+        assert fold_new("j", CREATED, events).result() == expected
 
 
 def test_a_reused_job_id_starts_a_new_life() -> None:
@@ -142,7 +143,7 @@ def test_a_reused_job_id_starts_a_new_life() -> None:
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
     s.add("completed", 1, T0 + 110, worker="w", outcome="succeeded")
     s.scheduled(ts=T0 + 10_000, topic="again")
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert (out.job.topic, out.job.status, out.job.attempts, out.job.completed_at, out.attempts) == (
         "again", "active", 0, None, ())
 
@@ -150,7 +151,7 @@ def test_a_reused_job_id_starts_a_new_life() -> None:
 def test_events_before_scheduled_make_a_stub_with_what_they_know() -> None:
     s = Stream()
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 90, topic="from-start")
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert (out.job.topic, out.job.status, out.job.max_attempts, out.job.payload) == ("from-start", "active", None,
                                                                                       None)
 
@@ -159,7 +160,7 @@ def test_unusual_values_never_poison_a_batch() -> None:
     s = Stream()
     s.scheduled(payload="not json", metadata="[1, 2]", max_attempts="many", run_at="", trace="garbage")
     s.add("attempt_failed", 1, T0 + 1, outcome="exploded", error='"just a string"', duration_ms="x")
-    out = fold_job("j", CREATED, s.events)
+    out = fold_new("j", CREATED, s.events).result()
     assert out.job.payload == "not json" and out.job.metadata is None and out.job.max_attempts is None
     assert out.job.run_at is None and out.job.trace_id == "garbage"
     assert out.job.last_error == {"type": None, "message": "just a string"}
@@ -173,3 +174,15 @@ def test_json_that_jsonb_refuses_is_cleaned() -> None:
     assert json.loads(text)["s"] == "?"
     assert json.loads(dump_json({"ok": "é"})) == {"ok": "é"}
     assert json.loads(dump_json({1: 2**70})) == {"1": 2**70}, "what orjson refuses, the stdlib writes"
+
+
+def test_trace_id_of_a_traceparent_else_the_text_as_it_is() -> None:
+    cases = {
+        " 00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01 ": "0af7651916cd43dd8448eb211c80319c",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        "": None,
+    }
+    for trace, want in cases.items():
+        s = Stream()
+        s.scheduled(trace=trace)
+        assert fold_new("j", CREATED, s.events).result().job.trace_id == want, trace

@@ -1,6 +1,14 @@
 -- Named queries of the analytics pipeline (split at `-- name:` like audit/queries.sql).
--- Export queries take $1 = start, $2 = end (timestamptz, half-open) and return
--- native types; export.py wraps them in COPY, jdbc.py hands them to Spark.
+-- Export queries take $1 = start, $2 = end (timestamptz, half-open) and return the
+-- columns of schema.py in its order, timestamps as epoch microseconds (nothing depends
+-- on the session's time zone), then `day`: the UTC day of finished_at as days since
+-- 1970-01-01, in finished_at order. export.py runs them in COPY, jdbc.py hands them to Spark.
+
+-- name: export_lock
+SELECT pg_advisory_lock(hashtext('horae.analytics.export'));
+
+-- name: export_unlock
+SELECT pg_advisory_unlock(hashtext('horae.analytics.export'));
 
 -- name: export_jobs
 -- Jobs that reached their terminal state in [$1, $2), with that instant and
@@ -8,10 +16,13 @@
 -- so its index bounds the scan; created_at < $2 prunes later partitions.
 SELECT j.id AS job_id, j.topic, j.status, j.attempts, j.max_attempts,
        coalesce(f.failed_attempts, 0)::integer AS failed_attempts,
-       j.created_at, j.run_at, t.finished_at,
+       (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_at,
+       (extract(epoch FROM j.run_at) * 1000000)::bigint AS run_at,
+       (extract(epoch FROM t.finished_at) * 1000000)::bigint AS finished_at,
        j.last_error ->> 'type' AS last_error_type,
        j.last_error ->> 'message' AS last_error_message,
-       j.cron_name
+       j.cron_name,
+       ((t.finished_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01') AS day
 FROM schedule_audit j
 CROSS JOIN LATERAL (
     SELECT CASE j.status WHEN 'completed' THEN j.completed_at
@@ -27,15 +38,21 @@ LEFT JOIN LATERAL (
 WHERE j.status <> 'active'
   AND j.updated_at >= $1 AND j.created_at < $2
   AND t.finished_at >= $1 AND t.finished_at < $2
+ORDER BY t.finished_at
 
 -- name: export_attempts
 -- Attempts that finished in [$1, $2), with their job's topic.
-SELECT a.job_id, a.attempt_no, j.topic, a.worker_id, a.started_at, a.finished_at, a.outcome,
-       a.error_type, a.error_message, a.duration_ms, a.lateness_ms, a.job_created_at
+SELECT a.job_id, a.attempt_no, j.topic, a.worker_id,
+       (extract(epoch FROM a.started_at) * 1000000)::bigint AS started_at,
+       (extract(epoch FROM a.finished_at) * 1000000)::bigint AS finished_at,
+       a.outcome, a.error_type, a.error_message, a.duration_ms, a.lateness_ms,
+       (extract(epoch FROM a.job_created_at) * 1000000)::bigint AS job_created_at,
+       ((a.finished_at AT TIME ZONE 'UTC')::date - DATE '1970-01-01') AS day
 FROM schedule_attempts a
 JOIN schedule_audit j ON j.id = a.job_id AND j.created_at = a.job_created_at
 WHERE a.finished_at >= $1 AND a.finished_at < $2 AND a.job_created_at < $2
   AND a.outcome IS NOT NULL
+ORDER BY a.finished_at
 
 -- name: publish_lock
 SELECT pg_advisory_xact_lock(hashtext('horae.analytics.publish'));

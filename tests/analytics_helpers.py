@@ -1,9 +1,9 @@
-"""Test helpers: one shared local SparkSession per test process (starting
-Spark costs seconds), the Java rule for Spark tests, and the `spark` marker.
+"""Spark test helpers: one shared local SparkSession per test process (starting
+Spark costs seconds) and the Java rule for Spark tests (the `spark` marker is
+registered in pyproject.toml).
 
 Rule: a Spark test skips only when Java is absent and HORAE_REQUIRE_SPARK is
 not "1" (CI sets it, so there a missing Java fails); a Java older than 17 fails.
-Register the marker with `-p audit.analytics.testing` or the ini `markers` line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pyspark.sql import SparkSession
 from audit.analytics.java import java_problem, java_version
 from audit.analytics.session import session_conf
 
-MARKER: Final = "spark: needs a JVM (Java 17+); skipped only when Java is absent and HORAE_REQUIRE_SPARK != 1"
 TEST_CONF: Final = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -29,11 +28,6 @@ TEST_CONF: Final = {
 }
 
 _session: list[SparkSession] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Registers the `spark` marker (when loaded as a plugin: -p audit.analytics.testing)."""
-    config.addinivalue_line("markers", MARKER)
 
 
 def require_spark() -> None:

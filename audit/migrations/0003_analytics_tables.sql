@@ -1,7 +1,6 @@
--- The nightly analytics' output tables, read by dashboards/horae-failure-analytics.json.
--- Applied by the publish step on every run (idempotent: IF NOT EXISTS), under
--- an advisory lock so concurrent reports never race on CREATE TABLE. Not an
--- audit migration: these tables are derived data that a report rebuilds.
+-- The nightly analytics' output tables, read by dashboards/horae-failure-analytics.json:
+-- derived data that a report rebuilds. IF NOT EXISTS: the report's publish step
+-- created them itself before they were a migration.
 --
 -- `day` is a day of the report zone (UTC by default); rates are in [0, 1],
 -- NULL where the denominator is 0; durations and lateness in milliseconds.
