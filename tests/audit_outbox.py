@@ -5,7 +5,6 @@ engine), with a controlled clock."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 
 import redis.asyncio as aioredis
 
@@ -88,12 +87,8 @@ class Outbox:
                      message: str = "boom", traceback: str = "Traceback ...", listener: str | None = None) -> str:
         return await self.add("failed", job_id, attempt, error=_json(_error(error_type, message, traceback, listener)))
 
-    async def schedule_failed(self, job_id: str, attempt: int, topic: str = "billing.charge", *,
-                              last_error: Mapping[str, object] | None = None, metadata: object = None) -> str:
-        payload = {"scheduledJobId": job_id, "topic": topic,
-                   "lastError": {"type": "ValueError"} if last_error is None else last_error,
-                   "attempts": attempt, "metadata": {"tenant": "acme"} if metadata is None else metadata}
-        return await self.add("schedule.failed", job_id, attempt, payload=_json(payload))
+    async def schedule_failed(self, job_id: str, attempt: int) -> str:
+        return await self.add("schedule.failed", job_id, attempt)
 
     async def cancelled(self, job_id: str, attempt: int, running: bool) -> str:
         return await self.add("cancelled", job_id, attempt, running=1 if running else 0)

@@ -63,9 +63,7 @@ async def _failed(ob: Outbox, f: Fields) -> str:
 
 
 async def _schedule_failed(ob: Outbox, f: Fields) -> str:
-    payload = json.loads(f["payload"])
-    return await ob.schedule_failed(f["id"], int(f["a"]), payload["topic"], last_error=payload["lastError"],
-                                    metadata=payload["metadata"])
+    return await ob.schedule_failed(f["id"], int(f["a"]))
 
 
 async def _cancelled(ob: Outbox, f: Fields) -> str:
