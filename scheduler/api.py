@@ -74,6 +74,7 @@ class Scheduler:
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | None = None
         self._audit: AuditTrail | None = None
+        self._relay: AuditRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
@@ -120,7 +121,7 @@ class Scheduler:
             options = RelayOptions.from_settings(s.audit)
             self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, options)
             await self._audit.open()
-            # This process's relay: started by its first worker (_start_relay), stopped by close().
+            # This process's relay: started by its first worker (start_relay), stopped by close().
             self._relay = AuditRelay(self._redis, s.namespace, urls.database_url, options)
 
     @property
@@ -348,10 +349,12 @@ class Scheduler:
         return await self.store.stats(topic)
 
     # ------------------------------------------------------------------- workers
-    _relay: AuditRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
+    async def start_relay(self) -> None:
+        """Relay the audit outbox to Postgres from this process (idempotent; no-op with the audit off).
 
-    async def _start_relay(self) -> None:
-        """Every worker process relays the outbox (idempotent per Scheduler)."""
+        Every worker started from this scheduler calls it; a process without a worker
+        may call it so that its own events reach Postgres without waiting for one.
+        """
         if self._relay is not None:
             await self._relay.start()
 
@@ -370,7 +373,7 @@ class Scheduler:
         )
         self._workers.add(worker)
         if self._audit is not None:
-            worker.on_start = self._start_relay
+            worker.on_start = self.start_relay
             worker.on_housekeeping = self._observe_audit_lag
         return worker
 

@@ -78,7 +78,7 @@ class HoraeAdapter(Adapter):
     async def connect(self) -> None:
         await self.s.connect()
         if self.audit:
-            await self.s._start_relay()  # what Scheduler.worker() does: every worker process relays
+            await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None
