@@ -1,5 +1,5 @@
-"""Listeners: `@on_event(topic)` registration, event types, and the dispatch of
-one event to its listeners. Imports nothing else of horae."""
+"""Listeners: `@on_event(topic, schema=...)` registration, payload schemas, event
+types, and the dispatch of one event to its listeners. Imports nothing else of horae."""
 
 from listeners.dispatch import (
     DispatchResult,
@@ -10,6 +10,7 @@ from listeners.dispatch import (
 )
 from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
+from listeners.schema import PayloadRejected, Schema, Validator, parse_payload
 
 __all__ = [
     "call_listener",
@@ -17,10 +18,14 @@ __all__ = [
     "Listener",
     "ListenerFailure",
     "ListenerRegistry",
+    "PayloadRejected",
     "ScheduleArrivedEvent",
     "ScheduleFailedEvent",
+    "Schema",
+    "Validator",
     "default_registry",
     "dispatch",
     "on_event",
+    "parse_payload",
     "qualified_name",
 ]

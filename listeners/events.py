@@ -8,7 +8,11 @@ from typing import Any, Mapping
 
 @dataclass(frozen=True)
 class ScheduleArrivedEvent:
-    """A scheduled job is due: every listener of `topic` receives this once per attempt."""
+    """A scheduled job is due: every listener of `topic` receives this once per attempt.
+
+    `payload` is the scheduled JSON value, or what the topic's schema parsed it into
+    (a model instance for a pydantic model).
+    """
 
     scheduled_job_id: str
     topic: str
