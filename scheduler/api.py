@@ -183,7 +183,8 @@ class Scheduler:
             topic: listeners registered with @on_event(topic) run.
             run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
             tz: IANA zone name for a naive run_at (and recorded with the job).
-            payload: JSON-serializable value handed to listeners.
+            payload: JSON-serializable value handed to listeners (checked against the
+                topic's schema when this process registered one: @on_event(topic, schema=)).
             retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms}}.
             metadata: JSON object kept with the job and its audit row.
             timeout: per-attempt limit (default from config).
@@ -251,10 +252,12 @@ class Scheduler:
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
         job_id: str | None, cron: str, *, now_ms: int = 0,
     ) -> NewJob:
-        """Validate everything before anything is written (defaults from settings)."""
+        """Validate everything before anything is written (defaults from settings; the
+        payload against the topic's schema when this process's registry has one)."""
+        validate = self.registry.validator(topic) if isinstance(topic, str) else None
         return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
                          default_retry=self.default_retry, default_timeout_ms=self.settings.worker.timeout_ms,
-                         now_ms=now_ms)
+                         now_ms=now_ms, validate=validate)
 
     # ---------------------------------------------------------------------- cron
     async def schedule_cron(

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from listeners import PayloadRejected, Validator, parse_payload
 from scheduler.cron import MISFIRE_MODES
 from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic
 from scheduler.job import NewJob, new_job_id
@@ -95,9 +96,25 @@ def to_json(value: Any, field: str) -> str:
         raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
 
 
+def check_payload(payload_json: str, validate: Validator | None) -> None:
+    """Check a payload against its topic's schema as a worker will see it (the JSON
+    text decoded again), so both sides judge the same value.
+
+    Raises:
+        InvalidPayload: field "payload", naming the field path, the value and the rule.
+    """
+    if validate is None:
+        return
+    try:
+        parse_payload(validate, json.loads(payload_json))
+    except PayloadRejected as exc:
+        raise InvalidPayload(f"payload refused by the topic's schema: {exc}", field="payload") from exc
+
+
 def build_job(
     topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
     job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
+    validate: Validator | None = None,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
@@ -106,6 +123,7 @@ def build_job(
         run_at_ms: the requested time; a past one is due at `now_ms`.
         cron: the schedule's name for a cron template ("" for none).
         default_retry, default_timeout_ms: what an omitted retry or timeout means.
+        validate: the topic's payload schema when this process knows one (None: unchecked).
 
     Raises:
         ScheduleError: a subclass naming the first invalid field.
@@ -118,13 +136,15 @@ def build_job(
     if timeout_s <= 0:
         raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
     given_id = check_job_id(job_id)
+    payload_json = to_json(payload, "payload")
+    check_payload(payload_json, validate)
     return NewJob(
         id=given_id or new_job_id(),
         topic=topic,
         due_ms=max(run_at_ms, now_ms),  # a past time runs at once
         run_at_ms=run_at_ms,
         tz=tz,
-        payload_json=to_json(payload, "payload"),
+        payload_json=payload_json,
         metadata_json=to_json(dict(meta), "metadata") if meta else "{}",
         max_attempts=policy.attempts,
         backoff_type=policy.backoff.type,
