@@ -232,7 +232,10 @@ def _attempt_failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 def _attempt_succeeded(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     outcome = e.get("outcome") if e.get("outcome") in outbox.SUCCESS_OUTCOMES else outbox.SUCCEEDED
-    fold.finish(e, ts, cast(Outcome, outcome), None)
+    error = _error(e.get("error"))  # invalid_payload: the schema's refusal
+    fold.finish(e, ts, cast(Outcome, outcome), error)
+    if error is not None:
+        fold.job["last_error"] = error
 
 
 def _completed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:

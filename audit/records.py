@@ -16,7 +16,8 @@ class AuditRecord:
     `attempts` counts attempts that finished (failed, timed out, lost, or
     succeeded); an attempt given back by a graceful stop does not count.
     `last_error` is the serialized error of the latest failed attempt
-    ({"type", "message", "traceback"}), kept after a later success.
+    ({"type", "message", "traceback"}), kept after a later success, or the
+    refusal of an attempt whose payload its topic's schema refused.
     """
 
     id: str
@@ -47,7 +48,8 @@ class AuditRecord:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One attempt of a job; `outcome` is None while it runs."""
+    """One attempt of a job; `outcome` is None while it runs. error_type/error_message
+    hold a failed attempt's error, or an invalid_payload attempt's refusal."""
 
     job_id: str
     attempt: int

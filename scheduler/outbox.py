@@ -18,13 +18,15 @@ per event type (all values are strings; ms are integers, json is JSON text)
     attempt_failed     worker, outcome (failed|timed_out|worker_lost),
                        error json {type, message, traceback}, duration_ms
     retry_scheduled    next_at ms (when attempt a+1 is due)
-    completed          worker, outcome (succeeded|no_listener), duration_ms
+    completed          worker, outcome (succeeded|no_listener|invalid_payload), duration_ms,
+                       error json (invalid_payload only: why the topic's schema refused
+                       the payload; the job completes without running listeners or retrying)
     failed             error json (the last error); terminal
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
                        as attempt_succeeded/attempt_failed and does not change the status)
-    attempt_succeeded  worker, outcome (succeeded|no_listener), duration_ms; only for
+    attempt_succeeded  worker, outcome, duration_ms and error as for completed; only for
                        an attempt that finished after its job was cancelled
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
                        not count, and attempt a will start again
@@ -76,8 +78,10 @@ NO_LISTENER: Final = "no_listener"
 ATTEMPT_FAILED_OUTCOME: Final = "failed"
 TIMED_OUT: Final = "timed_out"
 WORKER_LOST: Final = "worker_lost"
-Outcome = Literal["succeeded", "no_listener", "failed", "timed_out", "worker_lost"]
-SUCCESS_OUTCOMES: Final = (SUCCEEDED, NO_LISTENER)
+INVALID_PAYLOAD: Final = "invalid_payload"
+Outcome = Literal["succeeded", "no_listener", "failed", "timed_out", "worker_lost", "invalid_payload"]
+# The outcomes that complete the job (complete.lua); invalid_payload carries its refusal.
+SUCCESS_OUTCOMES: Final = (SUCCEEDED, NO_LISTENER, INVALID_PAYLOAD)
 FAILED_OUTCOMES: Final = (ATTEMPT_FAILED_OUTCOME, TIMED_OUT, WORKER_LOST)
 
 # A job's status in the audit trail: active while waiting, running or retrying.

@@ -105,7 +105,7 @@ def month_names(*months: datetime) -> list[str]:
 
 async def test_empty_database_gets_the_expected_schema(database_url: str) -> None:
     now = datetime.now(UTC)
-    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3]
+    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4]
     conn = await asyncpg.connect(database_url)
     try:
         got = await schema(conn)
@@ -117,7 +117,8 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
         assert got["partitions"] == month_names(datetime(this.year, this.month, 1), datetime(nxt.year, nxt.month, 1))
         versions = await conn.fetch("SELECT version, name FROM schema_version")
         assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "audit_applied"),
-                                                                  (3, "analytics_tables")]
+                                                                  (3, "analytics_tables"),
+                                                                  (4, "invalid_payload_outcome")]
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)
@@ -134,17 +135,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 3
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 4
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 3
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 4
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()
