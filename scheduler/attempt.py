@@ -1,6 +1,7 @@
-"""One attempt of a job, apart from Redis: the event its listeners receive, their
-dispatch under the job's timeout, and the settlement that follows (outcome,
-error record, retry decision). Also the settlement of an attempt whose worker died."""
+"""One attempt of a job, apart from Redis: the event its listeners receive (its
+payload checked against the topic's schema), their dispatch under the job's timeout,
+and the settlement that follows (outcome, error record, retry decision). Also the
+settlement of an attempt whose worker died."""
 
 from __future__ import annotations
 
@@ -8,10 +9,22 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from listeners import DispatchResult, Listener, ScheduleArrivedEvent, call_listener, dispatch
+from listeners import (
+    DispatchResult,
+    Listener,
+    ListenerFailure,
+    PayloadRejected,
+    ScheduleArrivedEvent,
+    Validator,
+    call_listener,
+    dispatch,
+    parse_payload,
+    qualified_name,
+)
 from scheduler.job import ClaimedJob, Settlement
 from scheduler.outbox import (
     ATTEMPT_FAILED_OUTCOME,
+    INVALID_PAYLOAD,
     NO_LISTENER,
     SUCCEEDED,
     TIMED_OUT,
@@ -26,12 +39,18 @@ from scheduler.timeutil import ms_to_utc
 CallListener = Callable[[Listener, Any], Awaitable[None]]
 
 
-def arrival(job: ClaimedJob) -> ScheduleArrivedEvent:
-    """The event every listener of the job's topic receives for this attempt."""
+def arrival(job: ClaimedJob, validate: Validator | None = None) -> ScheduleArrivedEvent:
+    """The event every listener of the job's topic receives for this attempt; its payload
+    is what `validate` (the topic's schema) parsed, when there is one.
+
+    Raises:
+        PayloadRejected: the schema refused the payload.
+    """
+    payload = json.loads(job.payload_json)
     return ScheduleArrivedEvent(
         scheduled_job_id=job.id,
         topic=job.topic,
-        payload=json.loads(job.payload_json),
+        payload=payload if validate is None else parse_payload(validate, payload),
         attempt=job.attempt,
         max_attempts=job.max_attempts,
         run_at=ms_to_utc(job.run_at_ms),
@@ -40,20 +59,37 @@ def arrival(job: ClaimedJob) -> ScheduleArrivedEvent:
 
 
 async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Callable[[], int],
-                      call: CallListener = call_listener) -> Settlement:
-    """Run every listener of the job under its timeout and settle the attempt.
+                      call: CallListener = call_listener, validate: Validator | None = None) -> Settlement:
+    """Check the payload, run every listener of the job under its timeout and settle the attempt.
 
     Args:
         job: the leased attempt.
         listeners: the listeners of job.topic (none: the job completes as no_listener).
         now_ms: the clock; read once the listeners are done, to place a retry.
         call: runs one listener (the worker passes one that adds a span).
+        validate: the topic's payload schema (None: the payload is handed on as stored).
 
     Returns:
-        The settlement to write (see settlement()).
+        The settlement to write: see settlement(); refused() when the schema refuses the
+        payload (no listener runs); a validator raising anything but ValueError/TypeError
+        is a failed attempt under the retry rules, like a listener raising it.
     """
-    result = await dispatch(listeners, arrival(job), job.timeout_ms / 1000, call)
+    try:
+        event = arrival(job, validate)
+    except PayloadRejected as exc:
+        return refused(job, exc)
+    except Exception as exc:  # noqa: BLE001 - a broken validator fails the attempt, as a listener would
+        failure = ListenerFailure(qualified_name(validate) if validate else "?", exc)
+        return settlement(job, DispatchResult(listeners=1, failures=(failure,)), now_ms())
+    result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
     return settlement(job, result, now_ms())
+
+
+def refused(job: ClaimedJob, exc: PayloadRejected) -> Settlement:
+    """The settlement of an attempt whose payload its topic's schema refused: the job completes
+    as invalid_payload (a retry would see the same payload), the refusal recorded with it."""
+    rejection = error_record(type(exc.cause).__name__, str(exc))
+    return Settlement(job.id, job.token, INVALID_PAYLOAD, rejection=rejection)
 
 
 def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int) -> Settlement:

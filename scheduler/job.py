@@ -80,6 +80,9 @@ class JobInfo:
     created_at: datetime | None = None
     finished_at: datetime | None = None
     cron: str | None = None
+    # How the job's last attempt ended, when that is not the default: invalid_payload
+    # (its topic's schema refused the payload; last_error says why). None otherwise.
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ class NewJob:
     cron: str = ""
 
 
+def _record_json(record: ErrorRecord | None) -> str:
+    return "" if record is None else json.dumps(record, separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class Settlement:
     """The outcome of one attempt, to be written by complete.lua (no error) or fail.lua."""
@@ -128,14 +135,20 @@ class Settlement:
     job_id: str
     token: str
     outcome: Outcome
-    error: ErrorRecord | None = None  # None: the attempt succeeded
+    error: ErrorRecord | None = None  # None: the attempt completes the job
     retry_at_ms: int = -1  # fail only: -1 = terminal
     require_expired: bool = False  # fail only: lease recovery
+    rejection: ErrorRecord | None = None  # complete only: why the schema refused the payload (invalid_payload)
 
     @property
     def error_json(self) -> str:
         """The error record as stored in last_error and the outbox ("" for none)."""
-        return "" if self.error is None else json.dumps(self.error, separators=(",", ":"))
+        return _record_json(self.error)
+
+    @property
+    def rejection_json(self) -> str:
+        """The refusal as complete.lua stores it in last_error and the outbox ("" for none)."""
+        return _record_json(self.rejection)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ class Metrics:
         self.no_listener = meter.create_counter(
             "app_schedule_job_no_listener_total", description="Jobs that arrived with no listener for their topic"
         )
+        self.invalid_payload = meter.create_counter(
+            "horae_jobs_invalid_payload_total",
+            description="Jobs completed without running listeners: their topic's schema refused the payload",
+        )
         self.scheduled = meter.create_counter("horae_jobs_scheduled_total", description="Jobs scheduled")
         self.attempts = meter.create_counter("horae_attempts_total", description="Attempts by outcome")
         self.completed = meter.create_counter("horae_jobs_completed_total", description="Jobs completed")

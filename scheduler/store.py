@@ -136,7 +136,7 @@ class RedisStore:
         k = self.keys
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
-            args += [s.job_id, s.token, s.outcome]
+            args += [s.job_id, s.token, s.outcome, s.rejection_json]
         return [int(c) for c in await self._run("complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts], args)]
 
     async def fail(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
@@ -235,6 +235,7 @@ class RedisStore:
             created_at=ms_to_utc(int(f["created"])),
             finished_at=ms_to_utc(int(f["finished"])) if f.get("finished") else None,
             cron=f.get("cron") or None,
+            outcome=f.get("outcome") or None,  # stored by complete.lua only when not the default
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

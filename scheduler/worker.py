@@ -25,7 +25,7 @@ from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.housekeeping import Housekeeping
 from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
-from scheduler.outbox import NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
+from scheduler.outbox import INVALID_PAYLOAD, NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
 from scheduler.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.settler import Settler
 from scheduler.store import RedisStore
@@ -248,7 +248,8 @@ class Worker:
         started = time.monotonic()
         self.metrics.lateness.record(lateness_ms / 1000, attrs)
         call = self._call_traced if span.is_recording() else call_listener
-        settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call)
+        settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call,
+                                       self.registry.validator(job.topic))
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
         span.set_attribute(ATTEMPT_OUTCOME, settlement.outcome)
@@ -265,6 +266,13 @@ class Worker:
                 extra={"event": "no_listener", "job_id": job.id, "topic": job.topic},
             )
             self.metrics.no_listener.add(1, {"topic": job.topic})
+        elif settlement.outcome == INVALID_PAYLOAD and settlement.rejection is not None:
+            message = settlement.rejection["message"]
+            log.warning(
+                "job %s (topic %r) completed without retry: invalid payload: %s", job.id, job.topic, message,
+                extra={"event": "invalid_payload", "job_id": job.id, "topic": job.topic, "error": message},
+            )
+            self.metrics.invalid_payload.add(1, {"topic": job.topic})
         reply = await self._settler.settle(settlement)
         if reply is SettleCode.COMPLETED:
             self.metrics.completed.add(1, {"topic": job.topic})

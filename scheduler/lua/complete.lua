@@ -1,10 +1,14 @@
--- complete: settle successful attempts (batch). A job cancelled while its
--- attempt ran records the attempt but stays cancelled (cancelled wins).
+-- complete: settle successful attempts (batch), and attempts whose payload the
+-- topic's schema refused (invalid_payload: the job completes, never retried). A
+-- job cancelled while its attempt ran records the attempt but stays cancelled
+-- (cancelled wins).
 --
 -- KEYS[1] active zset  KEYS[2] completed zset  KEYS[3] cancelled zset
 -- KEYS[4] outbox       KEYS[5] counts hash
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
--- ARGV[4..] groups of 3: id, token, outcome (succeeded|no_listener)
+-- ARGV[4..] groups of 4: id, token, outcome (succeeded|no_listener|invalid_payload),
+--   error json ("" for none; invalid_payload: the refusal, kept in the job's
+--   last_error with its outcome, so only such jobs pay for the two fields)
 --
 -- Returns one code per job (scripts.SettleCode, ScriptCode): COMPLETED (1),
 -- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
@@ -14,8 +18,8 @@ local active, completed, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], 
 local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
-for i = 4, #ARGV, 3 do
-  local id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 4, #ARGV, 4 do
+  local id, token, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started')
   if f[1] ~= token then
@@ -23,19 +27,28 @@ for i = 4, #ARGV, 3 do
   else
     redis.call('ZREM', active, id)
     local duration = int(now - tonumber(f[6] or now))
-    redis.call('HSET', key, 'token', '', 'finished', now_s)
+    if err == '' then
+      redis.call('HSET', key, 'token', '', 'finished', now_s)
+    else
+      redis.call('HSET', key, 'token', '', 'finished', now_s, 'outcome', outcome, 'last_error', err)
+    end
+    local kind = 'completed'
     if f[2] == 'cancelled' then
       redis.call('ZADD', cancelled, now_s, id)
-      emit(outbox, 'e', 'attempt_succeeded', 'id', id, 'ts', now_s, 'a', f[4],
-        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
+      kind = 'attempt_succeeded'
       res[#res + 1] = 2
     else
       redis.call('HSET', key, 'state', 'completed')
       redis.call('ZADD', completed, now_s, id)
       move_count(counts, f[3], f[2], 'completed')
-      emit(outbox, 'e', 'completed', 'id', id, 'ts', now_s, 'a', f[4],
-        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
       res[#res + 1] = 1
+    end
+    if err == '' then
+      emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
+    else
+      emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'error', err)
     end
   end
 end

@@ -1,5 +1,6 @@
-"""One attempt without Redis: the event listeners receive, the outcome, the error
-record and the retry decision of the settlement it returns."""
+"""One attempt without Redis: the event listeners receive (its payload checked by the
+topic's schema), the outcome, the error record and the retry decision of the
+settlement it returns."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
+
+from pydantic import BaseModel
 
 from listeners import ScheduleArrivedEvent
 from scheduler import DoNotRetry, Retry
@@ -111,3 +114,50 @@ def test_a_lost_worker_is_a_failed_attempt_under_the_jobs_retry_rules() -> None:
     assert settlement.error == {"type": "WorkerLost", "message": "worker host:1:abc lost its lease during attempt 2",
                                 "traceback": ""}
     assert lost_settlement({**lease, "attempts": "5"}, NOW).retry_at_ms == -1
+
+
+class Invoice(BaseModel):
+    invoice: str
+    cents: int = 0
+
+
+async def test_a_schema_hands_listeners_the_parsed_model() -> None:
+    seen: list[Any] = []
+
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        seen.append(event.payload)
+
+    settlement = await run_attempt(JOB, [listener], clock, validate=Invoice.model_validate)
+    assert settlement.outcome == "succeeded" and settlement.rejection is None and settlement.rejection_json == ""
+    assert seen == [Invoice(invoice="i-1")]
+
+
+async def test_a_refused_payload_completes_as_invalid_payload_without_running_listeners() -> None:
+    ran: list[Any] = []
+
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        ran.append(event)
+
+    job = replace(JOB, payload_json='{"invoice":7}')
+    settlement = await run_attempt(job, [listener], clock, validate=Invoice.model_validate)
+    assert ran == []
+    assert (settlement.outcome, settlement.error, settlement.retry_at_ms) == ("invalid_payload", None, -1)
+    rejection = settlement.rejection
+    assert rejection is not None and rejection["type"] == "ValidationError"
+    assert rejection["message"] == "payload.invoice: Input should be a valid string (got 7)"
+    assert json.loads(settlement.rejection_json)["message"] == rejection["message"]
+
+
+async def test_a_validator_raising_something_else_is_a_failed_attempt_under_the_retry_rules() -> None:
+    def broken(payload: Any) -> Any:
+        raise LookupError("schema registry down")
+
+    settlement = await run_attempt(JOB, [], clock, validate=broken)
+    assert settlement.outcome == "failed" and settlement.retry_at_ms == NOW + 10_000
+    assert settlement.error is not None and settlement.error["type"] == "LookupError"
+    assert settlement.error["listener"].endswith("broken")
+
+    def final(payload: Any) -> Any:
+        raise DoNotRetry("not today")
+
+    assert (await run_attempt(JOB, [], clock, validate=final)).retry_at_ms == -1
