@@ -131,11 +131,21 @@ class _Pipe(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
-    def request(self, args: Sequence[Any], raw: bool = False) -> asyncio.Future[Any]:
+    def request(self, args: tuple[Any, ...], raw: bool = False) -> asyncio.Future[Any]:
         """Send one command; its reply resolves the returned future (bytes when `raw`)."""
         if self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("connection to Redis is closed")
-        self.transport.write(hiredis.pack_command(tuple(args)))
+        self.transport.write(hiredis.pack_command(args))
+        return self._waiter(raw)
+
+    def request_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool]) -> list[asyncio.Future[Any]]:
+        """Send several commands in one write; a future per reply, in order."""
+        if self.transport is None or self.transport.is_closing():
+            raise RedisConnectionError("connection to Redis is closed")
+        self.transport.write(b"".join(map(hiredis.pack_command, commands)))
+        return [self._waiter(r) for r in raw]
+
+    def _waiter(self, raw: bool) -> asyncio.Future[Any]:
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
         if raw and self._decode:
@@ -200,7 +210,7 @@ class WireConnection:
             pipe = await self._connect()
         return await pipe.request(args, raw)
 
-    async def call_many(self, commands: Sequence[Sequence[Any]], raw: Sequence[bool] = ()) -> list[Any]:
+    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
         """Send several commands in one write and return their replies, in order.
 
         Args:
@@ -216,8 +226,8 @@ class WireConnection:
         pipe = self._pipe
         if pipe is None or pipe.transport is None or pipe.transport.is_closing():
             pipe = await self._connect()
-        flags = list(raw) + [False] * (len(commands) - len(raw))
-        return list(await asyncio.gather(*(pipe.request(c, r) for c, r in zip(commands, flags))))
+        flags = [*raw, *[False] * (len(commands) - len(raw))]
+        return list(await asyncio.gather(*pipe.request_many(commands, flags)))
 
     async def _connect(self) -> _Pipe:
         # Callers that find no connection share one attempt (no stampede of sockets).
