@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +16,8 @@ from redis.exceptions import ResponseError
 
 from audit.streamid import GroupPosition, StreamId, format_id, parse_id, trim_point
 from scheduler.keys import Keys
-from scheduler.outbox import OutboxEvent, event_from_fields
-from scheduler.wire import Endpoint, WireConnection
+from scheduler.outbox import OutboxEvent, decode_entry
+from scheduler.wire import Endpoint, WireConnection, as_map
 
 log = logging.getLogger("horae.audit")
 
@@ -40,36 +41,10 @@ class Lag:
     oldest_age_s: float | None
 
 
-def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _fields(raw: object) -> dict[str, str] | None:
-    if raw is None:
-        return None
-    if isinstance(raw, Mapping):
-        return {_text(k): _text(v) for k, v in raw.items()}
-    items = list(raw)  # type: ignore[call-overload]
-    return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
-
-
-def _wire_entries(raw: list[list[Any]]) -> list[Entry]:
-    """Entries of a RESP2 XREADGROUP reply decoded to str: [[id, [k, v, ...] or nil], ...]."""
-    out = []
-    for sid, flat in raw:
-        out.append(Entry(sid, None if flat is None else dict(zip(flat[::2], flat[1::2]))))
-    return out
-
-
-def _entries(raw: object) -> list[Entry]:
-    out: list[Entry] = []
-    for item in raw or []:  # type: ignore[attr-defined]
-        if item is None or item[0] is None:
-            continue
-        out.append(Entry(_text(item[0]), _fields(item[1])))
-    return out
+def _entries(raw: list[list[Any]] | None) -> list[Entry]:
+    """The entries of an XRANGE reply, or of one stream of an XREADGROUP reply, decoded to
+    text: [[id, [k, v, ...] or nil], ...] (nil: deleted, as 6.2 reports a pending one)."""
+    return [Entry(sid, None if flat is None else as_map(flat)) for sid, flat in raw or ()]
 
 
 def decode(entry: Entry) -> tuple[StreamId, OutboxEvent] | None:
@@ -77,8 +52,7 @@ def decode(entry: Entry) -> tuple[StreamId, OutboxEvent] | None:
     try:
         if entry.fields is None:
             raise ValueError("entry was deleted from the stream")
-        fields = entry.fields if isinstance(entry.fields, dict) else dict(entry.fields)
-        event = event_from_fields(entry.stream_id, fields)
+        event = decode_entry(entry.stream_id, entry.fields)
         if not event.job_id or "\x00" in event.job_id or not 0 <= event.ts_ms <= _MAX_TS_MS \
                 or not 0 <= event.attempt < 2**31:
             raise ValueError("job id, ts or attempt out of range")
@@ -90,31 +64,37 @@ def decode(entry: Entry) -> tuple[StreamId, OutboxEvent] | None:
     return sid, event
 
 
-def _raw_reply(response: object, **options: object) -> object:
-    return response
-
-
 class OutboxStream:
-    """Consumer-group operations on `Keys(namespace).outbox` for one consumer."""
+    """Consumer-group operations on `Keys(namespace).outbox` for one consumer.
+
+    Every command goes over scheduler/wire.py, replies decoded to text. The consumer
+    reads and acknowledges on a connection of its own (XREADGROUP may block, so
+    nothing else shares it) and administers the group (claim, trim, ...) on a second;
+    both stay open until aclose(). Observers (lag, wait_committed) connect for the
+    call: a stream used only to observe (the flush of AuditTrail) is never closed.
+    """
 
     def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP) -> None:
-        # Our own client object on the caller's connection pool, so the raw
-        # XAUTOCLAIM reply callback below never changes the caller's client.
-        self._r = aioredis.Redis(connection_pool=redis.connection_pool)
-        # The hot pair (read, ack) on a connection of this consumer's own: hiredis
-        # decodes the entries straight to str (scheduler/wire.py). It may block in
-        # XREADGROUP, so nothing else may share it.
-        self._wire = WireConnection(Endpoint.of_pool(redis.connection_pool), decode=True)
-        self._r.set_response_callback("XAUTOCLAIM", _raw_reply)
+        self._endpoint = Endpoint.of_pool(redis.connection_pool)  # where the caller's client connects
+        self._wire = WireConnection(self._endpoint, decode=True)
+        self._admin = WireConnection(self._endpoint, decode=True)
         self.key = Keys(namespace).outbox
         self.group = group
         self.consumer = consumer
         self._claim_cursor = "0-0"
 
+    @asynccontextmanager
+    async def _observing(self) -> AsyncIterator[WireConnection]:
+        conn = WireConnection(self._endpoint, decode=True)
+        try:
+            yield conn
+        finally:
+            await conn.aclose()
+
     async def ensure_group(self) -> None:
         """Create the group at the start of the stream (MKSTREAM); an existing one is kept."""
         try:
-            await self._r.xgroup_create(self.key, self.group, id="0", mkstream=True)
+            await self._admin.call("XGROUP", "CREATE", self.key, self.group, "0", "MKSTREAM")
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -130,7 +110,7 @@ class OutboxStream:
                 raise
             await self.ensure_group()  # the stream was deleted under us
             return []
-        return [e for _, raw in reply or () for e in _wire_entries(raw)]
+        return [e for _, raw in reply or () for e in _entries(raw)]
 
     async def claim(self, min_idle_ms: int, count: int) -> list[Entry]:
         """Take over entries another consumer left pending longer than min_idle_ms.
@@ -139,32 +119,26 @@ class OutboxStream:
         entry as nil without its id, which would leave it pending forever.
         """
         try:
-            reply = await self._r.xautoclaim(self.key, self.group, self.consumer, min_idle_ms,
-                                             start_id=self._claim_cursor, count=count, justid=True)
+            reply = await self._admin.call("XAUTOCLAIM", self.key, self.group, self.consumer, min_idle_ms,
+                                           self._claim_cursor, "COUNT", count, "JUSTID")
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             await self.ensure_group()
             return []
-        parts = list(reply)
-        self._claim_cursor = _text(parts[0])
-        ids = [_text(i) for i in parts[1] or []]
+        self._claim_cursor = reply[0]
+        ids: list[str] = reply[1] or []
         # Redis >= 7 drops deleted entries from the PEL itself and lists them third:
         # report them like 6.2's, so a lost entry is logged on every version.
-        deleted = [Entry(_text(i), None) for i in (parts[2] if len(parts) > 2 else None) or []]
-        if not ids:
-            return deleted
-        pipe = self._r.pipeline(transaction=False)
-        for sid in ids:
-            pipe.xrange(self.key, sid, sid)
-        found = await pipe.execute()
+        deleted = [Entry(sid, None) for sid in (reply[2] if len(reply) > 2 else None) or []]
+        found = await self._admin.call_many([("XRANGE", self.key, sid, sid) for sid in ids])
         return [Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(ids, found)] + deleted
 
     async def touch(self, ids: Sequence[str]) -> None:
         """Reset the idle time of entries we hold (XCLAIM to ourselves), so that
         while Postgres is down no other relay claims a batch we are still retrying."""
         if ids:
-            await self._r.xclaim(self.key, self.group, self.consumer, 0, list(ids), justid=True)
+            await self._admin.call("XCLAIM", self.key, self.group, self.consumer, 0, *ids, "JUSTID")
 
     async def ack(self, ids: Sequence[str]) -> None:
         """XACK entries whose events are committed (or can never be)."""
@@ -172,23 +146,23 @@ class OutboxStream:
             await self._wire.call("XACK", self.key, self.group, *ids)
 
     async def aclose(self) -> None:
-        """Close this consumer's own connection (the shared pool stays open)."""
+        """Close this consumer's connections."""
         await self._wire.aclose()
+        await self._admin.aclose()
 
-    async def _groups(self) -> list[dict[str, object]] | None:
+    async def _groups(self, conn: WireConnection) -> list[dict[str, Any]] | None:
+        """XINFO GROUPS, each group a dict (name, pending, last-delivered-id, lag on Redis >= 7)."""
         try:
-            groups = await self._r.xinfo_groups(self.key)
+            groups = await conn.call("XINFO", "GROUPS", self.key)
         except ResponseError as exc:
             if "no such key" in str(exc).lower():
                 return None
             raise
-        return [{_text(k): v for k, v in g.items()} for g in groups]
+        return [as_map(g) for g in groups]
 
-    async def _first_pending(self, group: str) -> StreamId | None:
-        summary = await self._r.xpending(self.key, group)
-        if not summary or not summary.get("pending") or summary.get("min") is None:
-            return None
-        return parse_id(_text(summary["min"]))
+    async def _first_pending(self, conn: WireConnection, group: str) -> StreamId | None:
+        count, first, _, _ = await conn.call("XPENDING", self.key, group)
+        return parse_id(first) if count and first is not None else None
 
     async def trim(self, approximate: bool = True) -> StreamId | None:
         """XTRIM MINID behind every group's oldest unfinished entry; return the MINID used.
@@ -196,25 +170,20 @@ class OutboxStream:
         Reads each group's last-delivered id BEFORE its pending list: entries
         only move forward, so the point computed can only be too low (safe).
         """
-        groups = await self._groups()
+        groups = await self._groups(self._admin)
         if not groups:
             return None
         positions: list[GroupPosition] = []
         for g in groups:
-            name = _text(g["name"])
-            pending = int(_text(g["pending"]))
+            pending = int(g["pending"])
             positions.append(GroupPosition(
-                name, parse_id(_text(g["last-delivered-id"])), pending,
-                await self._first_pending(name) if pending else None,
+                g["name"], parse_id(g["last-delivered-id"]), pending,
+                await self._first_pending(self._admin, g["name"]) if pending else None,
             ))
         point = trim_point(positions)
         if point is not None:
-            await self._r.xtrim(self.key, minid=format_id(point), approximate=approximate)
+            await self._admin.call("XTRIM", self.key, "MINID", *(("~",) if approximate else ()), format_id(point))
         return point
-
-    async def _redis_now_ms(self) -> int:
-        seconds, micros = await self._r.time()
-        return int(seconds) * 1000 + int(micros) // 1000
 
     async def lag(self, scan_limit: int = 2000) -> Lag:
         """Entries not yet committed (undelivered + pending) and the oldest one's age.
@@ -223,64 +192,68 @@ class OutboxStream:
         6.2 from short XRANGE scans (exact while either the backlog or the
         not-yet-trimmed head is under scan_limit, else a safe overestimate).
         """
-        groups = await self._groups()
+        async with self._observing() as conn:
+            return await self._lag(conn, scan_limit)
+
+    async def _lag(self, conn: WireConnection, scan_limit: int) -> Lag:
+        groups = await self._groups(conn)
         if groups is None:
             return Lag(0, None)
-        mine = next((g for g in groups if _text(g["name"]) == self.group), None)
-        now_ms = await self._redis_now_ms()
+        mine = next((g for g in groups if g["name"] == self.group), None)
+        seconds, micros = await conn.call("TIME")
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
         if mine is None:
-            length = int(await self._r.xlen(self.key))
-            first = _entries(await self._r.xrange(self.key, "-", "+", count=1))
+            length = int(await conn.call("XLEN", self.key))
+            first = _entries(await conn.call("XRANGE", self.key, "-", "+", "COUNT", 1))
             oldest = parse_id(first[0].stream_id) if first else None
             return Lag(length, max(0.0, (now_ms - oldest[0]) / 1000) if oldest else None)
-        pending = int(_text(mine["pending"]))
-        after = "(" + _text(mine["last-delivered-id"])
-        undelivered_head = _entries(await self._r.xrange(self.key, after, "+", count=1))
+        pending = int(mine["pending"])
+        after = "(" + mine["last-delivered-id"]
+        undelivered_head = _entries(await conn.call("XRANGE", self.key, after, "+", "COUNT", 1))
         raw_lag = mine.get("lag")
         if raw_lag is not None:
-            undelivered = int(_text(raw_lag))
+            undelivered = int(raw_lag)
         elif not undelivered_head:
             undelivered = 0
         else:
-            undelivered = await self._count_undelivered(after, pending, scan_limit)
-        oldest = await self._first_pending(self.group) if pending else None
+            undelivered = await self._count_undelivered(conn, after, pending, scan_limit)
+        oldest = await self._first_pending(conn, self.group) if pending else None
         if oldest is None and undelivered_head:
             oldest = parse_id(undelivered_head[0].stream_id)
         age = max(0.0, (now_ms - oldest[0]) / 1000) if oldest is not None else None
         return Lag(pending + undelivered, age)
 
-    async def _count_undelivered(self, after: str, pending: int, scan_limit: int) -> int:
+    async def _count_undelivered(self, conn: WireConnection, after: str, pending: int, scan_limit: int) -> int:
         """Redis 6.2: count the entries after last-delivered, or the length minus those
         before it, whichever scan is short; failing both, XLEN - pending (never too low)."""
-        tail = await self._r.xrange(self.key, after, "+", count=scan_limit + 1)
-        if len(tail or []) <= scan_limit:
-            return len(tail or [])
-        length = int(await self._r.xlen(self.key))
-        head = await self._r.xrange(self.key, "-", after[1:], count=scan_limit + 1)
-        if len(head or []) <= scan_limit:
-            return max(length - len(head or []), scan_limit + 1)
+        tail = await conn.call("XRANGE", self.key, after, "+", "COUNT", scan_limit + 1)
+        if len(tail) <= scan_limit:
+            return len(tail)
+        length = int(await conn.call("XLEN", self.key))
+        head = await conn.call("XRANGE", self.key, "-", after[1:], "COUNT", scan_limit + 1)
+        if len(head) <= scan_limit:
+            return max(length - len(head), scan_limit + 1)
         return max(length - pending, scan_limit + 1)
 
-    async def last_generated(self) -> StreamId | None:
+    async def _last_generated(self, conn: WireConnection) -> StreamId | None:
         """The id of the last entry ever added (survives trimming); None without a stream."""
         try:
-            info = await self._r.xinfo_stream(self.key)
+            info = as_map(await conn.call("XINFO", "STREAM", self.key))
         except ResponseError as exc:
             if "no such key" in str(exc).lower():
                 return None
             raise
-        return parse_id(_text(info["last-generated-id"]))
+        return parse_id(info["last-generated-id"])
 
-    async def committed_through(self, target: StreamId) -> bool:
+    async def _committed_through(self, conn: WireConnection, target: StreamId) -> bool:
         """Whether the group has delivered past `target` and has nothing pending at or below it."""
-        groups = await self._groups()
-        mine = next((g for g in groups or [] if _text(g["name"]) == self.group), None)
-        if mine is None or parse_id(_text(mine["last-delivered-id"])) < target:
+        groups = await self._groups(conn)
+        mine = next((g for g in groups or [] if g["name"] == self.group), None)
+        if mine is None or parse_id(mine["last-delivered-id"]) < target:
             return False
-        if int(_text(mine["pending"])) == 0:
+        if int(mine["pending"]) == 0:
             return True
-        first = await self._r.xpending_range(self.key, self.group, min="-", max=format_id(target), count=1)
-        return not first
+        return not await conn.call("XPENDING", self.key, self.group, "-", format_id(target), 1)
 
     async def wait_committed(self, timeout: float, poll_s: float = 0.02) -> None:
         """Return once every entry added before the call is committed (acked after commit).
@@ -288,44 +261,41 @@ class OutboxStream:
         Raises:
             TimeoutError: naming the lag, when that does not happen within `timeout`.
         """
-        target = await self.last_generated()
-        if target is None or target == (0, 0):
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not await self.committed_through(target):
-            if loop.time() >= deadline:
-                lag = await self.lag()
-                age = f"{lag.oldest_age_s:.1f}s" if lag.oldest_age_s is not None else "n/a"
-                raise TimeoutError(
-                    f"audit flush timed out after {timeout}s: {lag.pending} outbox events not yet "
-                    f"committed to Postgres (oldest {age}); is an audit relay running and Postgres up?"
-                )
-            await asyncio.sleep(poll_s)
+        async with self._observing() as conn:
+            target = await self._last_generated(conn)
+            if target is None or target == (0, 0):
+                return
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while not await self._committed_through(conn, target):
+                if loop.time() >= deadline:
+                    lag = await self._lag(conn, 2000)
+                    age = f"{lag.oldest_age_s:.1f}s" if lag.oldest_age_s is not None else "n/a"
+                    raise TimeoutError(
+                        f"audit flush timed out after {timeout}s: {lag.pending} outbox events not yet "
+                        f"committed to Postgres (oldest {age}); is an audit relay running and Postgres up?"
+                    )
+                await asyncio.sleep(poll_s)
 
     async def pending_of_self(self) -> int:
         """How many entries this consumer holds unacknowledged."""
-        summary = await self._r.xpending(self.key, self.group)
-        for c in (summary or {}).get("consumers", []):
-            if _text(c["name"]) == self.consumer:
-                return int(c["pending"])
-        return 0
+        _, _, _, consumers = await self._admin.call("XPENDING", self.key, self.group)
+        return next((int(n) for name, n in consumers or () if name == self.consumer), 0)
 
     async def delete_consumer(self, name: str | None = None) -> None:
         """XGROUP DELCONSUMER (callers check it holds nothing pending first)."""
-        await self._r.xgroup_delconsumer(self.key, self.group, name or self.consumer)
+        await self._admin.call("XGROUP", "DELCONSUMER", self.key, self.group, name or self.consumer)
 
     async def forget_dead_consumers(self, idle_ms: int) -> list[str]:
         """Delete consumers idle longer than idle_ms that hold nothing (names are per process)."""
         try:
-            consumers = await self._r.xinfo_consumers(self.key, self.group)
+            consumers = await self._admin.call("XINFO", "CONSUMERS", self.key, self.group)
         except ResponseError:
             return []
         gone: list[str] = []
-        for c in consumers:
-            info = {_text(k): v for k, v in c.items()}
-            name = _text(info["name"])
-            if name != self.consumer and int(_text(info["pending"])) == 0 and int(_text(info["idle"])) > idle_ms:
+        for info in map(as_map, consumers):
+            name = info["name"]
+            if name != self.consumer and int(info["pending"]) == 0 and int(info["idle"]) > idle_ms:
                 await self.delete_consumer(name)
                 gone.append(name)
         return gone

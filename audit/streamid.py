@@ -9,14 +9,13 @@ from dataclasses import dataclass
 StreamId = tuple[int, int]
 
 
-def parse_id(value: bytes | str) -> StreamId:
+def parse_id(value: str) -> StreamId:
     """`"1700000000000-3"` -> (1700000000000, 3); a bare ms means seq 0.
 
     Raises:
         ValueError: for anything else.
     """
-    text = value.decode() if isinstance(value, bytes) else value
-    ms, sep, seq = text.partition("-")
+    ms, sep, seq = value.partition("-")
     return int(ms), int(seq) if sep else 0
 
 

@@ -134,24 +134,14 @@ class OutboxEvent:
         return self.fields.get(name, default)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def decode_entry(stream_id: bytes | str, raw: Mapping[bytes, bytes] | Mapping[str, str]) -> OutboxEvent:
-    """Decode one XREADGROUP entry into an OutboxEvent.
+def decode_entry(stream_id: str, fields: Mapping[str, str]) -> OutboxEvent:
+    """The event of one outbox entry, whatever it was read from (XREADGROUP, XAUTOCLAIM
+    and XRANGE replies decoded to text, or the fields the audit trail stored). The
+    fields are kept, not copied.
 
     Raises:
-        ValueError: when a common field is missing or the type is unknown.
-    """
-    return event_from_fields(_text(stream_id), {_text(k): _text(v) for k, v in raw.items()})
-
-
-def event_from_fields(stream_id: str, fields: dict[str, str]) -> OutboxEvent:
-    """An OutboxEvent of fields already decoded to text (kept, not copied).
-
-    Raises:
-        ValueError: when a common field is missing or the type is unknown.
+        ValueError: when the type is unknown, or ts or a is not a number.
+        KeyError: when the id or ts field is missing.
     """
     kind = fields.get("e", "")
     if kind not in EVENT_TYPES:

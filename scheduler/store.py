@@ -1,5 +1,5 @@
 """RedisStore: the only module that talks to Redis. One async method per Lua
-script (each a single round trip, over scheduler/wire.py), plus plain reads."""
+script (each a single round trip), plus plain reads, all over scheduler/wire.py."""
 
 from __future__ import annotations
 
@@ -15,34 +15,24 @@ from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, New
 from scheduler.keys import Keys
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, Scripts
 from scheduler.timeutil import ms_to_utc
-from scheduler.wire import Endpoint, Subscription, WireConnection
-
-TERMINAL_SETS = ("completed", "failed", "cancelled")
-
-# A job hash holds its payload JSON as chunk fields p1..p8, or, when too big to
-# inline, a separate string key holds it (layout and reasons: lua/_lib.lua).
-PAYLOAD_CHUNKS = tuple(f.encode() for f in PAYLOAD_CHUNK_FIELDS)
+from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay")
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str | None) -> str | None:
+    """A job's payload JSON: its hash's chunk fields p1..p8 (taken out of `fields`), or,
+    when too big to inline, its separate string key (layout and reasons: lua/_lib.lua).
 
-
-def _pop_payload(raw: dict[bytes, bytes], separate: bytes | None) -> str | None:
-    """A job's payload JSON, taking its chunk fields out of `raw`. Chunks are joined
-    as bytes before decoding: a chunk boundary may split a UTF-8 character."""
-    chunks = []
-    for name in PAYLOAD_CHUNKS:
-        chunk = raw.pop(name, None)
-        if chunk is None:
-            break
-        chunks.append(chunk)
-    if chunks:
-        return b"".join(chunks).decode()
-    return None if separate is None else _s(separate)
+    `chunks` are the chunk fields read as bytes: a chunk boundary may split a UTF-8
+    character, so they are joined before decoding."""
+    for name in PAYLOAD_CHUNK_FIELDS:
+        fields.pop(name, None)
+    present = [c for c in chunks if c is not None]
+    if present:
+        return b"".join(present).decode()
+    return separate
 
 
 class RedisStore:
@@ -50,12 +40,11 @@ class RedisStore:
 
     def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
                  wire: WireConnection | None = None) -> None:
-        self.redis = redis
+        self.redis = redis  # the owner's client: the wire connects where its URL says
         self.keys = Keys(namespace)
         self._scripts = Scripts(audit)
-        # Script calls (every state change) go over the lean pipelined connection;
-        # reads and admin commands over redis-py (see scheduler/wire.py).
-        # Replies come back as str (hiredis decodes them), as every script returns text or numbers.
+        # Script calls and reads share one pipelined connection (none of them blocks).
+        # Replies come back as str (hiredis decodes them): keys, fields and values are text.
         self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool),
                                                                  decode=True)
 
@@ -186,35 +175,31 @@ class RedisStore:
     async def expired_leases(self, now_ms: int, limit: int = 100) -> list[dict[str, str]]:
         """Running jobs whose lease passed (their worker is gone), with what recovery needs."""
         try:
-            ids = await self.redis.zrangebyscore(self.keys.active, "-inf", now_ms, start=0, num=limit)
-            if not ids:
-                return []
-            pipe = self.redis.pipeline(transaction=False)
-            for raw_id in ids:
-                pipe.hmget(self.keys.job(_s(raw_id)), LEASE_FIELDS)
-            rows = await pipe.execute()
+            ids = await self.wire.call("ZRANGEBYSCORE", self.keys.active, "-inf", now_ms, "LIMIT", 0, limit)
+            rows = await self.wire.call_many([("HMGET", self.keys.job(i), *LEASE_FIELDS) for i in ids])
         except RedisError as exc:
             raise StorageError(f"redis read of expired leases failed: {exc}") from exc
         out = []
-        for raw_id, row in zip(ids, rows):
+        for job_id, row in zip(ids, rows):
             if row[0] is not None:  # no topic: the job's hash is gone
-                stored = {name: _s(v) for name, v in zip(LEASE_FIELDS, row) if v is not None}
-                out.append({**JOB_DEFAULTS, **stored, "id": _s(raw_id)})  # fields left out hold their default
+                stored = {name: v for name, v in zip(LEASE_FIELDS, row) if v is not None}
+                out.append({**JOB_DEFAULTS, **stored, "id": job_id})  # fields left out hold their default
         return out
 
     async def get_job(self, job_id: str) -> JobInfo | None:
         """A snapshot of the job, or None when unknown (or pruned)."""
+        key = self.keys.job(job_id)
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hgetall(self.keys.job(job_id))
-            pipe.get(self.keys.payload(job_id))
-            raw, separate = await pipe.execute()
+            flat, chunks, separate = await self.wire.call_many(
+                [("HGETALL", key), ("HMGET", key, *PAYLOAD_CHUNK_FIELDS), ("GET", self.keys.payload(job_id))],
+                raw=(False, True, False))
         except RedisError as exc:
             raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
-        if not raw:
+        if not flat:
             return None
-        payload = _pop_payload(raw, separate)
-        f = {**JOB_DEFAULTS, **{_s(a): _s(b) for a, b in raw.items()}}  # fields left out hold their default
+        stored = as_map(flat)
+        payload = _payload(stored, chunks, separate)
+        f = {**JOB_DEFAULTS, **stored}  # fields left out hold their default
         state = JobState(f["state"])
         waiting = state in (JobState.SCHEDULED, JobState.RETRYING)
         return JobInfo(
@@ -243,14 +228,14 @@ class RedisStore:
         keeps <topic>|<state> fields only; the totals are their sums."""
         try:
             if topic is not None:
-                values = await self.redis.hmget(self.keys.counts, [f"{topic}|{s.value}" for s in JobState])
+                values = await self.wire.call("HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState))
                 return {s.value: int(v or 0) for s, v in zip(JobState, values)}
-            counts = await self.redis.hgetall(self.keys.counts)
+            counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
         except RedisError as exc:
             raise StorageError(f"redis read of counts failed: {exc}") from exc
         totals = {s.value: 0 for s in JobState}
         for name, value in counts.items():
-            _, sep, state = _s(name).rpartition("|")
+            _, sep, state = name.rpartition("|")
             if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
                 totals[state] += int(value)
         return totals
@@ -269,24 +254,17 @@ class RedisStore:
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
         """Schedules whose next fire is due, with their fields (O(due), not O(all))."""
         try:
-            names = await self.redis.zrangebyscore(self.keys.crons_due, "-inf", now_ms, start=0, num=limit)
-            rows = await self._cron_rows([_s(n) for n in names])
+            names = await self.wire.call("ZRANGEBYSCORE", self.keys.crons_due, "-inf", now_ms, "LIMIT", 0, limit)
+            rows = await self._cron_rows(names)
         except RedisError as exc:
             raise StorageError(f"redis read of due crons failed: {exc}") from exc
         return rows
 
     async def _cron_rows(self, names: Sequence[str]) -> list[dict[str, str]]:
-        if not names:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        for name in names:
-            pipe.hgetall(self.keys.cron(name))
         out = []
-        for name, row in zip(names, await pipe.execute()):
-            if row:
-                fields = {_s(a): _s(b) for a, b in row.items()}
-                fields["name"] = name
-                out.append(fields)
+        for name, flat in zip(names, await self.wire.call_many([("HGETALL", self.keys.cron(n)) for n in names])):
+            if flat:
+                out.append({**as_map(flat), "name": name})
         return out
 
     async def fire_crons(self, fires: Sequence[CronFire], now_ms: int) -> list[int]:
@@ -321,7 +299,7 @@ class RedisStore:
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule, by name."""
         try:
-            names = sorted(_s(n) for n in await self.redis.smembers(self.keys.cron_names))
+            names = sorted(await self.wire.call("SMEMBERS", self.keys.cron_names))
             rows = await self._cron_rows(names)
         except RedisError as exc:
             raise StorageError(f"redis read of crons failed: {exc}") from exc

@@ -1,20 +1,22 @@
-"""The engine's hot path to Redis: one pipelined connection per Scheduler for every
-script call, one per audit relay for reading the outbox, and one for a worker's
-wake-up subscription.
+"""The one way the engine and the audit relay talk to Redis: pipelined connections
+for every command of the store (script calls and reads) and of the outbox stream,
+and the wake-up subscription.
 
-Why not redis-py here: a script call through redis-py costs ~70-100 µs of client
-CPU (pool checkout, per-call timeout, Python encoder, stream reader), which was
-most of a job's cost in a worker (bench/README.md). Here a command is packed by
-hiredis (in C) and written at once, without waiting for earlier replies; replies
-are parsed by hiredis and handed to the waiting callers in order, so a call costs
-a future and a few µs. Writes are not held back to batch a loop turn's commands:
-Redis answers a client's pipelined commands together, so a scheduling call
-written with a worker's claim and settlement waits for all three (measured: e2e
-~7,100 jobs/s written at once vs ~6,600 batched per turn). redis-py still
-resolves the address and credentials (the same URL and pool settings) and serves
-every other command.
+Why not redis-py here: its per-call client CPU (pool checkout, per-call timeout,
+Python encoder, stream reader) was most of a job's cost in a worker (numbers:
+bench/README.md). Here a command is packed by hiredis (in C) and written at once,
+without waiting for earlier replies; replies are parsed by hiredis and handed to
+the waiting callers in order, so a call costs little more than a future. Writes
+are not held back to batch a loop turn's commands: Redis answers a client's
+pipelined commands together, so a scheduling call written with a worker's claim
+and settlement would wait for all three. redis-py only resolves the URL (address,
+TLS, credentials, database: `Endpoint.of_pool`), so both agree on the server.
 
-Only non-blocking commands may use a WireConnection: a blocking one would hold up
+A connection either decodes replies (bulk strings come back as str, UTF-8 with
+invalid bytes replaced) or not; a call may ask for bytes on a decoding connection
+(`raw=True`: a value whose parts must be joined before decoding).
+
+Only non-blocking commands may share a WireConnection: a blocking one holds up
 every caller behind it. A connection that breaks fails the calls in flight with
 redis.exceptions.ConnectionError (their outcome is unknown) and the next call
 reconnects; nothing is retried here, because scripts are not all idempotent.
@@ -72,27 +74,46 @@ class Endpoint:
         return out
 
 
+def as_map(flat: Sequence[Any] | None) -> dict[Any, Any]:
+    """A RESP2 map reply (HGETALL, XINFO, stream entry fields: [k1, v1, k2, v2, ...]) as a dict."""
+    return dict(zip(flat[::2], flat[1::2])) if flat else {}
+
+
 class _Pipe(asyncio.Protocol):
     """Requests written as they come, replies matched to waiters in order."""
 
     def __init__(self, on_push: Callable[[Any], None] | None = None, decode: bool = False) -> None:
         self.transport: asyncio.Transport | None = None
+        self._decode = decode
         self._reader = (hiredis.Reader(replyError=ResponseError, encoding="utf-8", errors="replace") if decode
                         else hiredis.Reader(replyError=ResponseError))
         self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._raw: set[asyncio.Future[Any]] = set()  # waiters that want bytes from a decoding reader
+        self._reading_bytes = False  # the reader's mode: switched only between replies
         self._on_push = on_push  # subscription mode: every reply goes here, none is awaited
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
+    def _parse_next_as_bytes(self, as_bytes: bool) -> None:
+        if as_bytes != self._reading_bytes:
+            self._reader.set_encoding(None if as_bytes else "utf-8", None if as_bytes else "replace")
+            self._reading_bytes = as_bytes
+
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
-        while (reply := self._reader.gets()) is not False:
+        while True:
+            if self._raw or self._reading_bytes:  # (the common case skips this)
+                self._parse_next_as_bytes(bool(self._waiting) and self._waiting[0] in self._raw)
+            reply = self._reader.gets()
+            if reply is False:
+                return
             if self._on_push is not None and type(reply) is list and reply and reply[0] == b"message":
                 self._on_push(reply)  # a published message: nobody awaits it
                 continue
             waiter = self._waiting.popleft()
+            self._raw.discard(waiter)
             if waiter.done():  # its caller was cancelled; the reply is dropped
                 continue
             if isinstance(reply, ResponseError):
@@ -102,6 +123,7 @@ class _Pipe(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         error = RedisConnectionError(f"connection to Redis lost: {exc or 'closed'}")
+        self._raw.clear()
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
@@ -109,13 +131,25 @@ class _Pipe(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
-    def request(self, args: tuple[Any, ...]) -> asyncio.Future[Any]:
-        """Send one command; its reply resolves the returned future."""
+    def request(self, args: tuple[Any, ...], raw: bool = False) -> asyncio.Future[Any]:
+        """Send one command; its reply resolves the returned future (bytes when `raw`)."""
         if self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("connection to Redis is closed")
         self.transport.write(hiredis.pack_command(args))
+        return self._waiter(raw)
+
+    def request_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool]) -> list[asyncio.Future[Any]]:
+        """Send several commands in one write; a future per reply, in order."""
+        if self.transport is None or self.transport.is_closing():
+            raise RedisConnectionError("connection to Redis is closed")
+        self.transport.write(b"".join(map(hiredis.pack_command, commands)))
+        return [self._waiter(r) for r in raw]
+
+    def _waiter(self, raw: bool) -> asyncio.Future[Any]:
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
+        if raw and self._decode:
+            self._raw.add(waiter)
         return waiter
 
 
@@ -160,8 +194,12 @@ class WireConnection:
         self._pipe: _Pipe | None = None
         self._opening: asyncio.Task[_Pipe] | None = None
 
-    async def call(self, *args: Any) -> Any:
-        """Send one command and return its reply (bytes, int, list, None).
+    async def call(self, *args: Any, raw: bool = False) -> Any:
+        """Send one command and return its reply (str or bytes, int, list, None).
+
+        Args:
+            args: the command and its arguments.
+            raw: bulk strings as bytes even on a decoding connection.
 
         Raises:
             redis.exceptions.ResponseError: Redis answered with an error.
@@ -170,7 +208,26 @@ class WireConnection:
         pipe = self._pipe
         if pipe is None or pipe.transport is None or pipe.transport.is_closing():
             pipe = await self._connect()
-        return await pipe.request(args)
+        return await pipe.request(args, raw)
+
+    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
+        """Send several commands in one write and return their replies, in order.
+
+        Args:
+            commands: each a command and its arguments.
+            raw: per command, bulk strings as bytes (missing entries: False).
+
+        Raises:
+            redis.exceptions.ResponseError: the first error reply (every reply was read).
+            redis.exceptions.ConnectionError: no connection, or it broke before the replies.
+        """
+        if not commands:
+            return []
+        pipe = self._pipe
+        if pipe is None or pipe.transport is None or pipe.transport.is_closing():
+            pipe = await self._connect()
+        flags = [*raw, *[False] * (len(commands) - len(raw))]
+        return list(await asyncio.gather(*pipe.request_many(commands, flags)))
 
     async def _connect(self) -> _Pipe:
         # Callers that find no connection share one attempt (no stampede of sockets).

@@ -36,7 +36,7 @@ from tests.integration.engine_fixtures import START_MS, eventually, make_schedul
 
 async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
     entries = await redis.xrange(Keys(namespace).outbox)
-    events = [decode_entry(i, f) for i, f in entries]
+    events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
     return [e for e in events if e.job_id == job_id]
 
 

@@ -1,6 +1,7 @@
-"""The pipelined script connection and the wake-up subscription (scheduler/wire.py)
-on a real Redis: replies reach the right callers, errors and broken connections
-fail exactly the calls they concern, and the handshake honours the URL."""
+"""The pipelined connection and the wake-up subscription (scheduler/wire.py) on a
+real Redis: replies reach the right callers (as text or bytes, as asked), errors
+and broken connections fail exactly the calls they concern, and the handshake
+honours the URL."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from scheduler.servers import _redis_binary
-from scheduler.wire import Endpoint, Subscription, WireConnection
+from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
 from tests.integration.engine_fixtures import eventually
 
 
@@ -88,6 +89,27 @@ async def test_a_cancelled_caller_does_not_shift_the_replies(wire: WireConnectio
     assert await asyncio.gather(slow, return_exceptions=True) != [b"second"]
 
 
+async def test_a_decoding_connection_gives_text_and_bytes_to_a_caller_that_asks(
+        redis: aioredis.Redis, namespace: str) -> None:
+    conn = WireConnection(Endpoint.of_pool(redis.connection_pool), decode=True)
+    k, e = key(namespace, "h"), "é".encode()
+    try:
+        await conn.call("HSET", k, "a", e[:1], "b", e[1:], "c", "é")
+        # one write; a raw reply between decoded ones, and an error that fails nothing else
+        replies = conn.call_many([("HGET", k, "c"), ("HMGET", k, "a", "b"), ("INCR", k), ("HGETALL", k)],
+                                 raw=[False, True])
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await replies
+        text, parts, _, flat = await conn.call_many([("HGET", k, "c"), ("HMGET", k, "a", "b"), ("HGET", k, "a"),
+                                                     ("HGETALL", k)], raw=[False, True])
+        assert (text, b"".join(parts).decode()) == ("é", "é"), "bytes joined before decoding"
+        assert as_map(flat)["c"] == "é" and as_map(flat)["a"] == "\ufffd", "invalid UTF-8 replaced"
+        assert await conn.call("ECHO", "x") == "x" and await conn.call("ECHO", "x", raw=True) == b"x"
+        assert await conn.call_many([]) == []
+    finally:
+        await conn.aclose()
+
+
 async def test_the_url_database_is_selected(redis_url: str, namespace: str) -> None:
     db3 = aioredis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/3")
     k = key(namespace, "db3")
@@ -151,7 +173,8 @@ async def test_subscription_delivers_messages_and_reports_a_lost_connection(
         await eventually(lambda: _true(seen[-1] == (channel.encode(), b"2")), what="a message after")
     finally:
         await sub.aclose()
-    assert await redis.publish(channel, "3") == 0, "closed: nobody listens"
+    # (the server drops the subscriber when it reads the close: a moment after aclose returns)
+    await eventually(lambda: _nobody_listens(redis, channel), what="closed: nobody listens")
 
 
 async def _true(value: bool) -> bool:
@@ -160,3 +183,7 @@ async def _true(value: bool) -> bool:
 
 async def _published(redis: aioredis.Redis, channel: str) -> bool:
     return bool(await redis.publish(channel, "2"))
+
+
+async def _nobody_listens(redis: aioredis.Redis, channel: str) -> bool:
+    return await redis.publish(channel, "3") == 0

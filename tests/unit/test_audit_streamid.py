@@ -8,7 +8,7 @@ from audit.streamid import GroupPosition, format_id, next_id, parse_id, trim_poi
 
 
 def test_ids_compare_numerically() -> None:
-    assert parse_id(b"1700000000000-10") > parse_id("1700000000000-9")
+    assert parse_id("1700000000000-10") > parse_id("1700000000000-9")
     assert parse_id("5") == (5, 0)
     assert format_id(next_id(parse_id("7-3"))) == "7-4"
     with pytest.raises(ValueError):
