@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from scheduler.errors import StorageError
 from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, NewCron, NewJob, Settlement
 from scheduler.keys import Keys
-from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, Scripts
+from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, EnqueueCode, Scripts
 from scheduler.timeutil import ms_to_utc
 from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
 
@@ -86,8 +86,8 @@ class RedisStore:
              job.trace, job.cron, worker_id, lease_ms],
         )
         code = int(res[0])
-        if code != 2:
-            return code == 1, None
+        if code != EnqueueCode.LEASED:
+            return code == EnqueueCode.QUEUED, None
         return True, ClaimedJob(
             id=job.id, attempt=int(res[1]), token=res[2], topic=job.topic, payload_json=job.payload_json,
             metadata_json=job.metadata_json, run_at_ms=job.run_at_ms, due_ms=job.due_ms,
@@ -289,7 +289,8 @@ class RedisStore:
     async def remove_cron(self, name: str) -> bool:
         """Delete a schedule; False when there was none."""
         k = self.keys
-        return int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names], [name])) == 1
+        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names], [name]))
+        return deleted > 0  # remove_cron.lua replies with the number of schedules deleted
 
     async def get_cron(self, name: str) -> CronInfo | None:
         """One schedule, or None."""
