@@ -1,0 +1,28 @@
+"""Paths, the systems compared and the Pythons that run them: shared by the bench scripts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+VENVS = BENCH / ".venvs"
+RESULTS = BENCH / "results"
+README = BENCH / "README.md"
+DATA = BENCH / ".data"
+
+PEERS = ("bullmq", "arq", "saq")
+ALL_SYSTEMS = ("horae", "horae+audit", *PEERS)
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def python_of(system: str) -> Path:
+    """The Python that runs `system`: the project venv for horae (HORAE_PYTHON overrides), a peer's own venv."""
+    if system.startswith("horae"):
+        env = os.environ.get("HORAE_PYTHON")
+        return Path(env) if env else ROOT / ".venv" / "bin" / "python"
+    return VENVS / system / "bin" / "python"

@@ -1,0 +1,241 @@
+"""Turn a benchmark run into medians, targets and the markdown table of bench/README.md."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from common import ALL_SYSTEMS, PEERS, README
+
+TABLE_START, TABLE_END = "<!-- bench:table:start -->", "<!-- bench:table:end -->"
+
+# (scenario, metric path, label, higher is better)
+TABLE_METRICS: list[tuple[str, str, str, bool]] = [
+    ("enqueue", "jobs_per_s", "enqueue jobs/s (one await at a time)", True),
+    ("enqueue_bulk", "jobs_per_s", "enqueue jobs/s (bulk API)", True),
+    ("drain", "jobs_per_s", "drain jobs/s (concurrency 50)", True),
+    ("drain", "redis_cmds_per_s", "drain Redis commands/s", True),
+    ("e2e", "jobs_per_s", "e2e jobs/s", True),
+    ("e2e", "latency.p50_ms", "e2e latency p50 ms", False),
+    ("e2e", "latency.p99_ms", "e2e latency p99 ms", False),
+    ("paced", "latency.p50_ms", "paced 200/s latency p50 ms", False),
+    ("paced", "latency.p99_ms", "paced 200/s latency p99 ms", False),
+    ("delayed_burst", "lateness.p50_ms", "delayed_burst lateness p50 ms", False),
+    ("delayed_burst", "lateness.p99_ms", "delayed_burst lateness p99 ms", False),
+    ("delayed_burst", "lateness.max_ms", "delayed_burst lateness max ms", False),
+    ("delayed_spread", "lateness.p50_ms", "delayed_spread lateness p50 ms", False),
+    ("delayed_spread", "lateness.p99_ms", "delayed_spread lateness p99 ms", False),
+    ("delayed_spread", "lateness.max_ms", "delayed_spread lateness max ms", False),
+    ("retry", "seconds", "retry total s (fixed 1 s delay)", False),
+    ("memory", "bytes_per_job", "memory bytes per delayed job", False),
+    ("claim", "redis_cmds_per_s", "claim path alone: Redis commands/s (horae)", True),
+]
+
+
+def get(metrics: dict[str, Any], path: str) -> float | None:
+    cur: Any = metrics
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return float(cur) if isinstance(cur, (int, float)) else None
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per (system, scenario): median / min / max of every numeric metric; statuses."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["system"], r["scenario"]), []).append(r)
+    out: dict[str, Any] = {}
+    for (system, scenario), rs in groups.items():
+        ok = [r for r in rs if r.get("status") == "ok"]
+        entry: dict[str, Any] = {"reps_ok": len(ok), "reps": len(rs),
+                                 "status": "ok" if ok else (rs[0].get("status") or "?")}
+        paths = set()
+        for r in ok:
+            paths |= set(_paths(r.get("metrics", {})))
+        for p in sorted(paths):
+            vals = [v for r in ok if (v := get(r["metrics"], p)) is not None]
+            if vals:
+                entry[p] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+        if scenario == "retry" and ok:
+            entry["exactly_twice_all_reps"] = all(r["metrics"].get("exactly_twice") for r in ok)
+        out.setdefault(system, {})[scenario] = entry
+    return out
+
+
+def _paths(d: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _paths(v, f"{prefix}{k}.")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(prefix + k)
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "–"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def cell(summary: dict[str, Any], system: str, scenario: str, path: str) -> str:
+    e = summary.get(system, {}).get(scenario)
+    if e is None:
+        return "not run"
+    if path not in e:
+        return e.get("status", "–") if e.get("status") != "ok" else "–"
+    m = e[path]
+    if m["min"] == m["max"]:
+        return fmt(m["median"])
+    return f"{fmt(m['median'])} ({fmt(m['min'])}–{fmt(m['max'])})"
+
+
+def median_of(summary: dict[str, Any], system: str, scenario: str, path: str) -> float | None:
+    e = summary.get(system, {}).get(scenario, {})
+    return e[path]["median"] if path in e else None
+
+
+def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool) -> tuple[str | None, float | None]:
+    vals = [(p, v) for p in PEERS if (v := median_of(summary, p, scenario, path)) is not None]
+    if not vals:
+        return None, None
+    return (max if higher else min)(vals, key=lambda pv: pv[1])
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or b == 0:
+        return "–"
+    return f"{a / b:.2f}×"
+
+
+def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dict[str, str]]:
+    rows = []
+
+    def add(name: str, measured: str, met: bool | None) -> None:
+        rows.append({"target": name, "measured": measured,
+                     "met": "n/a" if met is None else ("met" if met else "NOT met")})
+
+    for sc in ("e2e", "drain"):
+        peer, pv = best_peer(summary, sc, "jobs_per_s", True)
+        on = median_of(summary, "horae+audit", sc, "jobs_per_s")
+        off = median_of(summary, "horae", sc, "jobs_per_s")
+        st = summary.get("horae+audit", {}).get(sc, {}).get("status", "not run")
+        if on is None:
+            add(f"{sc} jobs/s audit ON ≥ 1.5× best peer",
+                f"audit on: {st}; audit off {fmt(off)} vs {peer} {fmt(pv)} = {ratio(off, pv)}", None)
+        else:
+            add(f"{sc} jobs/s audit ON ≥ 1.5× best peer", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}",
+                pv is not None and on >= 1.5 * pv)
+    for system in ("horae", "horae+audit"):
+        tag = "" if system == "horae" else " (audit on)"
+        v = median_of(summary, system, "delayed_spread", "lateness.p99_ms")
+        add(f"delayed_spread lateness p99 ≤ 5 ms{tag}", f"{fmt(v)} ms" if v is not None else
+            summary.get(system, {}).get("delayed_spread", {}).get("status", "not run"),
+            None if v is None else v <= 5)
+        v = median_of(summary, system, "delayed_burst", "lateness.p99_ms")
+        peer, pv = best_peer(summary, "delayed_burst", "lateness.p99_ms", False)
+        add(f"delayed_burst lateness p99 ≤ 0.5× best peer{tag}",
+            f"{fmt(v)} ms vs {peer} {fmt(pv)} ms = {ratio(v, pv)}" if v is not None else
+            summary.get(system, {}).get("delayed_burst", {}).get("status", "not run"),
+            None if v is None or pv is None else v <= 0.5 * pv)
+        v = median_of(summary, system, "paced", "latency.p99_ms")
+        add(f"paced latency p99 ≤ 2 ms{tag}", f"{fmt(v)} ms" if v is not None else
+            summary.get(system, {}).get("paced", {}).get("status", "not run"), None if v is None else v <= 2)
+        v = median_of(summary, system, "retry", "seconds")
+        peer, pv = best_peer(summary, "retry", "seconds", False)
+        twice = summary.get(system, {}).get("retry", {}).get("exactly_twice_all_reps")
+        add(f"retry total ≤ best peer, each job exactly 2 runs{tag}",
+            f"{fmt(v)} s vs {peer} {fmt(pv)} s = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
+            summary.get(system, {}).get("retry", {}).get("status", "not run"),
+            None if v is None or pv is None else (v <= pv and bool(twice)))
+        v = median_of(summary, system, "memory", "bytes_per_job")
+        peer, pv = best_peer(summary, "memory", "bytes_per_job", False)
+        add(f"memory bytes/delayed job ≤ leanest peer{tag}",
+            f"{fmt(v)} B vs {peer} {fmt(pv)} B = {ratio(v, pv)}" if v is not None else
+            summary.get(system, {}).get("memory", {}).get("status", "not run"),
+            None if v is None or pv is None else v <= pv)
+    # The issue's ceiling is redis-benchmark's EVALSHA rate (a bare `return 1`: one
+    # Redis command per call). A script making 10 calls, counted as 11 commands, is a
+    # stricter reference (cheap HINCRBYs inside one call), shown beside it.
+    plain = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands") == 0), None)
+    inner = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands")), None)
+    checks = (("claim", "claim.lua alone", plain, "EVALSHA ceiling", True),
+              ("claim", "claim.lua alone", inner, "10-call script ceiling (stricter reference)", True),
+              ("drain", "whole drain, claim + settle + handlers (context only)", plain, "EVALSHA ceiling", False))
+    for sc, label, ceiling, name, judged in checks:
+        v = median_of(summary, "horae", sc, "redis_cmds_per_s")
+        busy = median_of(summary, "horae", sc, "redis_busy")
+        busy_note = f" (Redis's thread busy {busy:.0%} of the time)" if busy is not None else ""
+        add(f"claim path ≥ 50% of {name} (Redis commands/s): {label}",
+            f"{fmt(v)} cmds/s vs {fmt(ceiling)} = {ratio(v, ceiling)}{busy_note}" if v is not None else "not run",
+            None if v is None or ceiling is None or not judged else v >= 0.5 * ceiling)
+    return rows
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s = report["summary"]
+    systems = [x for x in ALL_SYSTEMS if x in s]
+    m = report["machine"]
+    lines = [
+        f"Run {report['date']} · {m['cores']} cores ({m['cpu']}) · Python {m['python']} · "
+        f"Redis {report['redis']['version']} ({report['redis']['binary']}, persistence off) · "
+        f"scale {report['scale']} · {report['reps']} reps · horae at {report.get('horae_revision_at_start', '?')}"
+        + (f" → {report['horae_revision_at_end']} (the engine changed during the run)"
+           if report.get("horae_revision_at_end", report.get("horae_revision_at_start"))
+           != report.get("horae_revision_at_start") else "")
+        + f" · `{report['command']}`",
+        "",
+        "Versions: " + "; ".join(f"{k}: " + ", ".join(f"{a} {b}" for a, b in v.items())
+                                 for k, v in report["versions"].items()) + ".",
+        "",
+        "Cells: median (min–max) over the repetitions; ratio = horae median ÷ best peer median "
+        "(for jobs/s higher is better, for everything else lower is better).",
+        "",
+        "| metric | N | " + " | ".join(systems) + " | best peer | horae ÷ best | horae+audit ÷ best |",
+        "|---|---|" + "---|" * len(systems) + "---|---|---|",
+    ]
+    for sc, path, label, higher in TABLE_METRICS:
+        if not any(sc in s.get(x, {}) for x in systems):
+            continue
+        peer, pv = best_peer(s, sc, path, higher)
+        n = report["n"].get(sc, "")
+        row = [label, f"{n:,}" if isinstance(n, int) else str(n)] + [cell(s, x, sc, path) for x in systems]
+        row += [f"{peer} {fmt(pv)}" if peer else "–",
+                ratio(median_of(s, "horae", sc, path), pv), ratio(median_of(s, "horae+audit", sc, path), pv)]
+        lines.append("| " + " | ".join(row) + " |")
+    twice = {x: s.get(x, {}).get("retry", {}).get("exactly_twice_all_reps") for x in systems if "retry" in s.get(x, {})}
+    if twice:
+        lines += ["", "retry: every job ran exactly twice in every rep: " +
+                  ", ".join(f"{k} {v}" for k, v in twice.items()) + "."]
+    if report["ceilings"]:
+        lines += ["", "redis-benchmark ceilings (-c 50 -P 16, same server): " + "; ".join(
+            f"{c['label']}: {fmt(c.get('calls_per_s'))} calls/s = {fmt(c.get('redis_cmds_per_s'))} Redis commands/s"
+            for c in report["ceilings"] if c.get("calls_per_s")) + "."]
+    foreign = [r["cpu"]["foreign_cores"] for r in report["runs"] if r.get("cpu")]
+    if foreign:
+        lines += ["", f"CPU used by processes other than the benchmark's own (other sessions' tests etc.) "
+                      f"during the runs: median {statistics.median(foreign):.2f} cores, max {max(foreign):.2f} "
+                      f"of {m['cores']} (per run in the JSON, `cpu.foreign_cores`)."]
+    lines += ["", "| target | measured | |", "|---|---|---|"]
+    for t in report["targets"]:
+        lines.append(f"| {t['target']} | {t['measured']} | {t['met']} |")
+    return "\n".join(lines)
+
+
+def write_readme(md: str) -> None:
+    text = README.read_text() if README.exists() else f"# bench\n\n{TABLE_START}\n{TABLE_END}\n"
+    if TABLE_START not in text:
+        text += f"\n{TABLE_START}\n{TABLE_END}\n"
+    head, _, rest = text.partition(TABLE_START)
+    _, _, tail = rest.partition(TABLE_END)
+    README.write_text(f"{head}{TABLE_START}\n{md}\n{TABLE_END}{tail}")
