@@ -78,9 +78,8 @@ class Scheduler:
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
-        self.default_retry = RetryPolicy(
-            self.settings.retry.attempts, Backoff(self.settings.retry.backoff, self.settings.retry.delay_ms)
-        )
+        r = self.settings.retry
+        self.default_retry = RetryPolicy(r.attempts, Backoff(r.backoff, r.delay_ms, r.max_delay_ms, r.jitter))
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Scheduler:
