@@ -149,6 +149,8 @@ def build_job(
         max_attempts=policy.attempts,
         backoff_type=policy.backoff.type,
         backoff_delay_ms=policy.backoff.delay_ms,
+        backoff_max_delay_ms=policy.backoff.max_delay_ms,
+        backoff_jitter=policy.backoff.jitter,
         timeout_ms=max(1, int(timeout_s * 1000)),
         cron=cron,
     )
