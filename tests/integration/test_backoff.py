@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import Backoff, JobState, RetryPolicy
+from scheduler import Backoff, JobState, RetryPolicy, RetryPolicyInvalid
 from scheduler.attempt import lost_settlement
 from scheduler.keys import Keys
 from scheduler.scripts import SettleCode
@@ -124,3 +125,18 @@ async def test_a_lost_worker_is_retried_under_the_jobs_cap(redis_url: str, names
 async def _lease(s: Any, now: int, job_id: str) -> dict[str, str]:
     [row] = [r for r in await s.store.expired_leases(now) if r["id"] == job_id]
     return row
+
+
+async def test_a_cron_schedule_refuses_a_cap_or_jitter_its_ticks_cannot_carry(
+    redis_url: str, namespace: str
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        for retry, field in (({"backoff": {"max_delay": 60_000}}, "backoff.max_delay"),
+                             ({"backoff": {"jitter": "full"}}, "backoff.jitter")):
+            with pytest.raises(RetryPolicyInvalid) as info:
+                await s.schedule_cron("nightly", "0 3 * * *", topic="t", retry=retry)
+            assert (info.value.code, info.value.field) == ("SCHEDULE_RETRY_POLICY_INVALID", field)
+            assert await s.store.get_cron("nightly") is None
+        info_ok = await s.schedule_cron("nightly", "0 3 * * *", topic="t",
+                                        retry=RetryPolicy(3, Backoff("fixed", 5_000)))
+        assert info_ok.max_attempts == 3
