@@ -31,6 +31,15 @@ async def _retrying(s: Any, job_id: str, attempts: int) -> bool:
     return info is not None and info.state is JobState.RETRYING and info.attempts == attempts
 
 
+async def _retried_within(s: Any, clock: FakeClock, job_id: str, attempts: int, high_ms: int) -> None:
+    """Wait for the job to be retrying after `attempts`, due 1 s..high_ms after the clock."""
+    await eventually(lambda: _retrying(s, job_id, attempts), what=f"retrying after attempt {attempts}")
+    info = await s.get_job(job_id)
+    assert info is not None and info.next_attempt_at is not None
+    failed_at = clock.now_ms()
+    assert ms_to_utc(failed_at + 1_000) <= info.next_attempt_at <= ms_to_utc(failed_at + high_ms)
+
+
 async def test_the_cap_and_jitter_are_stored_only_when_not_the_default(
     redis_url: str, namespace: str, redis: aioredis.Redis
 ) -> None:
@@ -87,19 +96,11 @@ async def test_a_failed_attempt_is_rescheduled_within_the_capped_jittered_window
         job_id = await s.schedule_in("flaky", "1s", retry=CUSTOM)
         async with s.worker():
             clock.advance(1)
-            await eventually(lambda: _retrying(s, job_id, 1), what="retrying after attempt 1")
             # retry 1: 20 s, full jitter: uniform(0, 20 s), at least 1 s
-            info = await s.get_job(job_id)
-            assert info is not None and info.next_attempt_at is not None
-            failed_at = clock.now_ms()
-            assert ms_to_utc(failed_at + 1_000) <= info.next_attempt_at <= ms_to_utc(failed_at + 20_000)
+            await _retried_within(s, clock, job_id, 1, 20_000)
             clock.advance(20)
-            await eventually(lambda: _retrying(s, job_id, 2), what="retrying after attempt 2")
             # retry 2: 40 s capped at 30 s, then full jitter
-            info = await s.get_job(job_id)
-            assert info is not None and info.next_attempt_at is not None
-            failed_at = clock.now_ms()
-            assert ms_to_utc(failed_at + 1_000) <= info.next_attempt_at <= ms_to_utc(failed_at + 30_000)
+            await _retried_within(s, clock, job_id, 2, 30_000)
         assert seen == [1, 2]
 
 
