@@ -38,7 +38,7 @@ from scheduler.tracing import (
     is_noop,
     producer_span,
 )
-from scheduler.validation import build_job, check_cron_name, check_misfire
+from scheduler.validation import build_job, check_cron_backoff, check_cron_name, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
@@ -78,9 +78,8 @@ class Scheduler:
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
-        self.default_retry = RetryPolicy(
-            self.settings.retry.attempts, Backoff(self.settings.retry.backoff, self.settings.retry.delay_ms)
-        )
+        r = self.settings.retry
+        self.default_retry = RetryPolicy(r.attempts, Backoff(r.backoff, r.delay_ms, r.max_delay_ms, r.jitter))
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Scheduler:
@@ -185,7 +184,8 @@ class Scheduler:
             tz: IANA zone name for a naive run_at (and recorded with the job).
             payload: JSON-serializable value handed to listeners (checked against the
                 topic's schema when this process registered one: @on_event(topic, schema=)).
-            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms}}.
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms,
+                "max_delay": ms, "jitter": "none"|"full"|"equal"}} (omitted keys: the defaults).
             metadata: JSON object kept with the job and its audit row.
             timeout: per-attempt limit (default from config).
             job_id: idempotency key; scheduling an existing id changes nothing.
@@ -282,7 +282,8 @@ class Scheduler:
         Args:
             name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
             cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
-            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
+            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick (a
+                retry's backoff max_delay and jitter: the defaults only, for now).
             misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
 
         Raises:
@@ -293,6 +294,8 @@ class Scheduler:
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
         job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
+        if retry is not None:
+            check_cron_backoff(job)
         with producer_span(self.tracer, job.topic, "create", {CRON_NAME: name}):
             now = self.clock.now_ms()
             await self.store.upsert_cron(

@@ -6,6 +6,8 @@ settlement of an attempt whose worker died."""
 from __future__ import annotations
 
 import json
+import logging
+import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -33,8 +35,10 @@ from scheduler.outbox import (
     error_of,
     error_record,
 )
-from scheduler.retry import Backoff, BackoffType, RetryPolicy
+from scheduler.retry import MIN_DELAY_MS, Backoff, BackoffType, Jitter, Rand, RetryPolicy
 from scheduler.timeutil import ms_to_utc
+
+log = logging.getLogger("horae.worker")
 
 CallListener = Callable[[Listener, Any], Awaitable[None]]
 
@@ -92,15 +96,17 @@ def refused(job: ClaimedJob, exc: PayloadRejected) -> Settlement:
     return Settlement(job.id, job.token, INVALID_PAYLOAD, rejection=rejection)
 
 
-def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int) -> Settlement:
+def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand = random.random) -> Settlement:
     """The settlement of a dispatched attempt: succeeded or no_listener; else failed or
-    timed_out with its error record and the retry decision (retry_at_ms -1: for good)."""
+    timed_out with its error record and the retry decision (retry_at_ms -1: for good).
+    `rand` draws the backoff's jitter."""
     if result.ok:
         return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER)
     error, exc = failure_record(job, result)
+    backoff = stored_backoff(job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter)
     return Settlement(
         job.id, job.token, TIMED_OUT if result.timed_out else ATTEMPT_FAILED_OUTCOME, error,
-        retry_at(job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.attempt, exc, now_ms),
+        retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
     )
 
 
@@ -120,29 +126,46 @@ def failure_record(job: ClaimedJob, result: DispatchResult) -> tuple[ErrorRecord
     return record, first.exception
 
 
-def retry_at(max_attempts: int, backoff_type: str, backoff_delay_ms: int, attempt: int,
-             exc: BaseException | None, now_ms: int) -> int:
+def stored_backoff(backoff_type: str, delay_ms: int, max_delay_ms: int, jitter: str) -> Backoff:
+    """A job's backoff from its stored fields (validated when the job was scheduled)."""
+    return Backoff(cast(BackoffType, backoff_type), delay_ms, max_delay_ms, cast(Jitter, jitter))
+
+
+def retry_at(job_id: str, max_attempts: int, backoff: Backoff, attempt: int, exc: BaseException | None,
+             now_ms: int, rand: Rand = random.random) -> int:
     """When the next attempt is due after attempt `attempt` failed with `exc`; -1 when none is.
 
     The policy is the job's stored one; a listener's Retry(delay=) or DoNotRetry decides first.
+    A Retry(delay=) outside [1 s, the job's max_delay] is clamped into it, with a WARN
+    naming the job, the requested and the applied delay.
     """
-    backoff = Backoff(cast(BackoffType, backoff_type), backoff_delay_ms)
-    decision = RetryPolicy(max_attempts, backoff).decide(attempt, exc)
-    return -1 if decision is None else now_ms + decision.delay_ms
+    decision = RetryPolicy(max_attempts, backoff).decide(attempt, exc, rand)
+    if decision is None:
+        return -1
+    if decision.requested_ms is not None:
+        log.warning(
+            "job %s: Retry(delay=) asked for %s ms, outside %d..%d ms; retrying after %d ms",
+            job_id, f"{decision.requested_ms:g}", MIN_DELAY_MS, backoff.max_delay_ms, decision.delay_ms,
+            extra={"event": "retry_delay_clamped", "job_id": job_id, "requested_ms": decision.requested_ms,
+                   "applied_ms": decision.delay_ms},
+        )
+    return now_ms + decision.delay_ms
 
 
-def lost_settlement(lease: Mapping[str, str], now_ms: int) -> Settlement:
+def lost_settlement(lease: Mapping[str, str], now_ms: int, rand: Rand = random.random) -> Settlement:
     """The settlement of an attempt whose lease expired (its worker died): a failed attempt
     (WorkerLost) under the job's retry rules, written only if the lease is still expired.
 
     Args:
         lease: the running job's fields as store.expired_leases returns them.
         now_ms: the clock at recovery.
+        rand: draws the backoff's jitter.
     """
     attempt = int(lease["attempts"])
+    backoff = stored_backoff(lease["btype"], int(lease["bdelay"]), int(lease["bmax"]), lease["bjit"])
     error = error_record("WorkerLost", f"worker {lease.get('worker', '?')} lost its lease during attempt {attempt}")
     return Settlement(
         lease["id"], lease["token"], WORKER_LOST, error,
-        retry_at(int(lease["max"]), lease["btype"], int(lease["bdelay"]), attempt, None, now_ms),
+        retry_at(lease["id"], int(lease["max"]), backoff, attempt, None, now_ms, rand),
         require_expired=True,
     )

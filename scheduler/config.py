@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scheduler.errors import ConfigError
 
@@ -30,6 +30,14 @@ class RetrySettings(_Section):
     attempts: int = Field(5, ge=1, le=20)
     backoff: Literal["exponential", "fixed"] = "exponential"
     delay_ms: int = Field(30_000, ge=1_000, le=3_600_000)
+    max_delay_ms: int = Field(3_600_000, ge=1_000, le=86_400_000)
+    jitter: Literal["none", "full", "equal"] = "none"
+
+    @model_validator(mode="after")
+    def _cap_not_below_delay(self) -> RetrySettings:
+        if self.max_delay_ms < self.delay_ms:
+            raise ValueError(f"max_delay_ms ({self.max_delay_ms}) must be >= delay_ms ({self.delay_ms})")
+        return self
 
 
 class RetentionSettings(_Section):

@@ -87,7 +87,13 @@ class StorageError(SchedulerError):
 
 
 class Retry(Exception):  # noqa: N818 - a decision, raised by listeners
-    """Raised by a listener to retry with its own delay (still bounded by attempts)."""
+    """Raised by a listener to retry with its own delay (still bounded by attempts).
+
+    `delay` is in seconds, used without jitter. It is clamped into 1 s .. the job's
+    backoff max_delay_ms (default 1 h): an attempt asking for 0 or 10^7 s is retried
+    after 1 s or the cap, and the worker logs a WARN (event retry_delay_clamped)
+    naming the job, the requested and the applied delay. None: the job's backoff.
+    """
 
     def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
         super().__init__(message)

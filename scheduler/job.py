@@ -19,6 +19,7 @@ from scheduler.outbox import (
     ErrorRecord,
     Outcome,
 )
+from scheduler.retry import DEFAULT_MAX_DELAY_MS
 
 _ID_BYTES = 12  # 96 random bits = exactly 16 base64 characters
 _NOT_BASE62 = frozenset("-_")
@@ -83,6 +84,8 @@ class JobInfo:
     # How the job's last attempt ended, when that is not the default: invalid_payload
     # (its topic's schema refused the payload; last_error says why). None otherwise.
     outcome: str | None = None
+    backoff_max_delay_ms: int = DEFAULT_MAX_DELAY_MS  # the cap on a retry's delay (retry.Backoff)
+    backoff_jitter: str = "none"
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class ClaimedJob:
     max_attempts: int
     backoff_type: str
     backoff_delay_ms: int
+    backoff_max_delay_ms: int
+    backoff_jitter: str
     timeout_ms: int
     trace: str
     cron: str
@@ -119,6 +124,8 @@ class NewJob:
     max_attempts: int
     backoff_type: str
     backoff_delay_ms: int
+    backoff_max_delay_ms: int
+    backoff_jitter: str
     timeout_ms: int
     trace: str = ""
     cron: str = ""

@@ -17,7 +17,7 @@ SCRIPT_NAMES = (
 )
 
 # Fields per job returned by claim.lua, in order.
-CLAIM_FIELDS = 14
+CLAIM_FIELDS = 16
 
 # Job hash fields that are not stored while they hold these values (memory per
 # delayed job); every reader fills them back: Lua through `DEFAULTS` (compiled
@@ -26,6 +26,7 @@ CLAIM_FIELDS = 14
 # the field would change meaning (the retry policy's own defaults may change).
 JOB_DEFAULTS: Mapping[str, str] = MappingProxyType({
     "meta": "{}", "tz": "UTC", "max": "5", "btype": "exponential", "bdelay": "30000", "trace": "", "cron": "",
+    "bmax": "3600000", "bjit": "none",
 })
 
 # Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled

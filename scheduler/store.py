@@ -18,7 +18,7 @@ from scheduler.timeutil import ms_to_utc
 from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
-LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay")
+LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay", "bmax", "bjit")
 
 
 def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str | None) -> str | None:
@@ -83,7 +83,7 @@ class RedisStore:
             [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
             [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
              job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
-             job.trace, job.cron, worker_id, lease_ms],
+             job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter],
         )
         code = int(res[0])
         if code != EnqueueCode.LEASED:
@@ -92,6 +92,7 @@ class RedisStore:
             id=job.id, attempt=int(res[1]), token=res[2], topic=job.topic, payload_json=job.payload_json,
             metadata_json=job.metadata_json, run_at_ms=job.run_at_ms, due_ms=job.due_ms,
             max_attempts=job.max_attempts, backoff_type=job.backoff_type, backoff_delay_ms=job.backoff_delay_ms,
+            backoff_max_delay_ms=job.backoff_max_delay_ms, backoff_jitter=job.backoff_jitter,
             timeout_ms=job.timeout_ms, trace=job.trace, cron=job.cron,
         )
 
@@ -114,6 +115,7 @@ class RedisStore:
                     id=f[0], attempt=int(f[1]), token=f[2], topic=f[3], payload_json=f[4], metadata_json=f[5],
                     run_at_ms=int(f[6]), due_ms=int(f[7]), max_attempts=int(f[8]), backoff_type=f[9],
                     backoff_delay_ms=int(f[10]), timeout_ms=int(f[11]), trace=f[12], cron=f[13],
+                    backoff_max_delay_ms=int(f[14]), backoff_jitter=f[15],
                 )
             )
         return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)
@@ -221,6 +223,8 @@ class RedisStore:
             finished_at=ms_to_utc(int(f["finished"])) if f.get("finished") else None,
             cron=f.get("cron") or None,
             outcome=f.get("outcome") or None,  # stored by complete.lua only when not the default
+            backoff_max_delay_ms=int(f["bmax"]),
+            backoff_jitter=f["bjit"],
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

@@ -9,6 +9,7 @@
 --   due        absent while it equals run_at (until a retry or release moves it)
 --   attempts   absent until the first claim (0)
 --   meta, tz, max, btype, bdelay, trace, cron   absent while equal to DEFAULTS
+--   bmax, bjit  backoff cap ms and jitter mode: absent while equal to DEFAULTS
 --   worker, token, started, finished, last_error   set as the job runs
 --   p1..p8     the payload JSON in chunks (below)
 --
@@ -104,7 +105,8 @@ local function delete_job(job_key)
 end
 
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the
--- job's fields (see enqueue.lua). Returns false when the id exists already.
+-- job's fields (see enqueue.lua); a DEFAULTS field it leaves nil holds its
+-- default (fire_crons.lua passes no bmax/bjit). Returns false when the id exists already.
 -- The caller wakes workers (wake_if_first) unless it leases the job itself.
 local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then
@@ -114,7 +116,8 @@ local function create_job(job, due, outbox, counts, now, j)
     'created', now }
   if j.due ~= j.run_at then fields[#fields + 1] = 'due'; fields[#fields + 1] = j.due end
   for name, default in pairs(DEFAULTS) do
-    if j[name] ~= default then fields[#fields + 1] = name; fields[#fields + 1] = j[name] end
+    local value = j[name]
+    if value ~= nil and value ~= default then fields[#fields + 1] = name; fields[#fields + 1] = value end
   end
   add_payload(job, j.payload, fields)
   redis.call('HSET', job, unpack(fields))

@@ -9,8 +9,8 @@
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
--- meta, run_at, due, max, btype, bdelay, timeout, trace, cron (fields the hash leaves out
--- filled back in).
+-- meta, run_at, due, max, btype, bdelay, timeout, trace, cron, bmax, bjit (fields the hash
+-- leaves out filled back in).
 -- next_due_ms is the earliest due job left (of the served topics when a topic
 -- filter is given, within the scanned window) and next_cron_ms the earliest
 -- cron tick, so the worker knows when to wake without polling.
@@ -49,6 +49,7 @@ for _, id in ipairs(ids) do
     out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
     out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
     out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
+    out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
     n = n + CLAIM_FIELDS
     taken = taken + 1
   end

@@ -60,7 +60,7 @@ async def test_chunks_are_joined_as_bytes_so_a_split_character_survives(
         assert text.encode()[63:65] == "é".encode()
         job = NewJob(id="accents", topic="t", due_ms=now, run_at_ms=now, tz="UTC", payload_json=text,
                      metadata_json="{}", max_attempts=5, backoff_type="exponential", backoff_delay_ms=30_000,
-                     timeout_ms=60_000)
+                     backoff_max_delay_ms=3_600_000, backoff_jitter="none", timeout_ms=60_000)
         assert await s.store.enqueue(job, now)
         info = await s.get_job("accents")
         assert info is not None and info.payload == "é" * 40

@@ -33,7 +33,8 @@ def count_claims(s: Scheduler) -> list[str]:
 
 def new_job(job_id: str, due_ms: int, topic: str = "t") -> NewJob:
     return NewJob(id=job_id, topic=topic, due_ms=due_ms, run_at_ms=due_ms, tz="UTC", payload_json='{"n":1}',
-                  metadata_json="{}", max_attempts=3, backoff_type="fixed", backoff_delay_ms=1_000, timeout_ms=60_000)
+                  metadata_json="{}", max_attempts=3, backoff_type="fixed", backoff_delay_ms=1_000,
+                  backoff_max_delay_ms=3_600_000, backoff_jitter="none", timeout_ms=60_000)
 
 
 async def completed(s: Scheduler, job_id: str) -> bool:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from listeners import ScheduleArrivedEvent
+from listeners import DispatchResult, ListenerFailure, ScheduleArrivedEvent
 from scheduler import DoNotRetry, Retry
-from scheduler.attempt import lost_settlement, run_attempt
+from scheduler.attempt import lost_settlement, run_attempt, settlement
 from scheduler.job import ClaimedJob
 
 NOW = 1_800_000_000_000
@@ -22,7 +24,8 @@ NOW = 1_800_000_000_000
 JOB = ClaimedJob(
     id="j1", attempt=1, token="w:1", topic="billing.charge", payload_json='{"invoice":"i-1"}',
     metadata_json='{"tenant":"acme"}', run_at_ms=NOW - 500, due_ms=NOW - 500, max_attempts=3,
-    backoff_type="exponential", backoff_delay_ms=10_000, timeout_ms=5_000, trace="", cron="",
+    backoff_type="exponential", backoff_delay_ms=10_000, backoff_max_delay_ms=3_600_000,
+    backoff_jitter="none", timeout_ms=5_000, trace="", cron="",
 )
 
 
@@ -91,6 +94,36 @@ async def test_retry_with_a_delay_picks_the_delay_and_do_not_retry_ends_the_job(
     assert doomed.retry_at_ms == -1 and doomed.error is not None and doomed.error["type"] == "DoNotRetry"
 
 
+@pytest.mark.parametrize(("delay_s", "applied_ms"), [(0, 1_000), (1e7, 3_600_000)])
+async def test_a_retry_delay_outside_the_bounds_is_clamped_with_a_warning(
+    delay_s: float, applied_ms: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def asks(event: Any) -> None:
+        raise Retry(delay=delay_s)
+
+    with caplog.at_level(logging.WARNING, logger="horae.worker"):
+        settlement = await run_attempt(JOB, [asks], clock)
+    assert settlement.retry_at_ms == NOW + applied_ms
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "retry_delay_clamped"]
+    assert (record.job_id, record.requested_ms, record.applied_ms) == ("j1", delay_s * 1000, applied_ms)
+    assert "job j1" in record.getMessage() and f"retrying after {applied_ms} ms" in record.getMessage()
+
+
+async def test_a_retry_delay_is_clamped_to_the_jobs_own_cap() -> None:
+    async def asks(event: Any) -> None:
+        raise Retry(delay=120)
+
+    job = replace(JOB, backoff_max_delay_ms=60_000)
+    assert (await run_attempt(job, [asks], clock)).retry_at_ms == NOW + 60_000
+
+
+def test_the_jobs_cap_and_jitter_place_the_retry() -> None:
+    job = replace(JOB, attempt=2, backoff_max_delay_ms=15_000, backoff_jitter="equal")
+    result = DispatchResult(listeners=1, failures=(ListenerFailure("l", ValueError("x")),))
+    assert settlement(job, result, NOW, lambda: 0.0).retry_at_ms == NOW + 7_500, "20 s capped at 15 s, then equal"
+    assert settlement(job, result, NOW, lambda: 0.5).retry_at_ms == NOW + 11_250
+
+
 async def test_the_first_failing_listener_names_the_error_and_the_others_are_listed() -> None:
     async def also_fails(event: Any) -> None:
         raise KeyError("missing")
@@ -107,13 +140,16 @@ async def test_the_first_failing_listener_names_the_error_and_the_others_are_lis
 
 def test_a_lost_worker_is_a_failed_attempt_under_the_jobs_retry_rules() -> None:
     lease = {"id": "j1", "token": "w:2", "attempts": "2", "worker": "host:1:abc", "topic": "t", "meta": "{}",
-             "max": "5", "btype": "fixed", "bdelay": "4000"}
+             "max": "5", "btype": "fixed", "bdelay": "4000",
+             "bmax": "3600000", "bjit": "none"}
     settlement = lost_settlement(lease, NOW)
     assert (settlement.outcome, settlement.retry_at_ms, settlement.require_expired) == ("worker_lost", NOW + 4_000,
                                                                                         True)
     assert settlement.error == {"type": "WorkerLost", "message": "worker host:1:abc lost its lease during attempt 2",
                                 "traceback": ""}
     assert lost_settlement({**lease, "attempts": "5"}, NOW).retry_at_ms == -1
+    custom = {**lease, "btype": "exponential", "bdelay": "4000", "bmax": "6000", "bjit": "full"}
+    assert lost_settlement(custom, NOW, lambda: 0.5).retry_at_ms == NOW + 3_000, "8 s capped at 6 s, full jitter"
 
 
 class Invoice(BaseModel):

@@ -42,3 +42,16 @@ def test_bad_values_name_the_field_and_value() -> None:
         load_settings("/nonexistent/horae.toml", env={})
     with pytest.raises(ConfigError, match="unknown_key"):
         load_settings(env={"HORAE_WORKER__UNKNOWN_KEY": "1"})
+
+
+def test_retry_cap_and_jitter_defaults_and_bounds() -> None:
+    s = load_settings(env={})
+    assert (s.retry.max_delay_ms, s.retry.jitter) == (3_600_000, "none")
+    s = load_settings(env={"HORAE_RETRY__MAX_DELAY_MS": "86400000", "HORAE_RETRY__JITTER": "equal"})
+    assert (s.retry.max_delay_ms, s.retry.jitter) == (86_400_000, "equal")
+    with pytest.raises(ConfigError, match="retry.max_delay_ms='86400001'"):
+        load_settings(env={"HORAE_RETRY__MAX_DELAY_MS": "86400001"})
+    with pytest.raises(ConfigError, match="retry.jitter='half'"):
+        load_settings(env={"HORAE_RETRY__JITTER": "half"})
+    with pytest.raises(ConfigError, match=r"max_delay_ms \(10000\) must be >= delay_ms \(30000\)"):
+        load_settings(env={"HORAE_RETRY__MAX_DELAY_MS": "10000"})

@@ -1,0 +1,143 @@
+"""A job's backoff cap and jitter on a real Redis: stored only when not the default,
+carried through claim, local handoff, lease recovery and get_job, and a failed
+attempt rescheduled inside the window they allow (time driven by a FakeClock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent
+from scheduler import Backoff, JobState, RetryPolicy, RetryPolicyInvalid
+from scheduler.attempt import lost_settlement
+from scheduler.keys import Keys
+from scheduler.scripts import SettleCode
+from scheduler.testing import FakeClock
+from scheduler.timeutil import ms_to_utc
+from scheduler.validation import build_job
+from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+
+CUSTOM = {"attempts": 4, "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 30_000, "jitter": "full"}}
+
+
+async def _fields(redis: aioredis.Redis, namespace: str, job_id: str) -> set[str]:
+    return {k.decode() for k in await redis.hkeys(Keys(namespace).job(job_id))}
+
+
+async def _retrying(s: Any, job_id: str, attempts: int) -> bool:
+    info = await s.get_job(job_id)
+    return info is not None and info.state is JobState.RETRYING and info.attempts == attempts
+
+
+async def _retried_within(s: Any, clock: FakeClock, job_id: str, attempts: int, high_ms: int) -> None:
+    """Wait for the job to be retrying after `attempts`, due 1 s..high_ms after the clock."""
+    await eventually(lambda: _retrying(s, job_id, attempts), what=f"retrying after attempt {attempts}")
+    info = await s.get_job(job_id)
+    assert info is not None and info.next_attempt_at is not None
+    failed_at = clock.now_ms()
+    assert ms_to_utc(failed_at + 1_000) <= info.next_attempt_at <= ms_to_utc(failed_at + high_ms)
+
+
+async def test_the_cap_and_jitter_are_stored_only_when_not_the_default(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        plain = await s.schedule_in("t", "1h")
+        explicit = await s.schedule_in("t", "1h", retry=RetryPolicy(5, Backoff("exponential", 30_000, 3_600_000,
+                                                                              "none")))
+        custom = await s.schedule_in("t", "1h", retry=CUSTOM)
+        for job_id in (plain, explicit):
+            assert not {"bmax", "bjit", "max", "btype", "bdelay"} & await _fields(redis, namespace, job_id)
+            info = await s.get_job(job_id)
+            assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (3_600_000, "none")
+        assert {"bmax", "bjit"} <= await _fields(redis, namespace, custom)
+        assert await redis.hmget(Keys(namespace).job(custom), "bmax", "bjit") == [b"30000", b"full"]
+        info = await s.get_job(custom)
+        assert info is not None
+        assert (info.max_attempts, info.backoff_type, info.backoff_delay_ms, info.backoff_max_delay_ms,
+                info.backoff_jitter) == (4, "exponential", 20_000, 30_000, "full")
+
+        only_jitter = await s.schedule_in("t", "1h", retry={"backoff": {"jitter": "equal"}})
+        fields = await _fields(redis, namespace, only_jitter)
+        assert "bjit" in fields and "bmax" not in fields
+
+
+async def test_claim_and_local_handoff_carry_the_cap_and_jitter(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        now = s.clock.now_ms()
+        custom = await s.schedule_in("t", 0, retry=CUSTOM)
+        plain = await s.schedule_in("t", 0)
+        claimed, _, _ = await s.store.claim(now, 10, 30_000, "w")
+        by_id = {c.id: c for c in claimed}
+        assert (by_id[custom].backoff_max_delay_ms, by_id[custom].backoff_jitter) == (30_000, "full")
+        assert (by_id[plain].backoff_max_delay_ms, by_id[plain].backoff_jitter) == (3_600_000, "none")
+
+        job = build_job("t", now, "UTC", None, CUSTOM, None, None, "handed", "", default_retry=s.default_retry,
+                        default_timeout_ms=60_000, now_ms=now)
+        created, leased = await s.store.enqueue_for(job, now, "w", 30_000)
+        assert created and leased is not None
+        assert (leased.backoff_max_delay_ms, leased.backoff_jitter) == (30_000, "full")
+
+
+async def test_a_failed_attempt_is_rescheduled_within_the_capped_jittered_window(
+    redis_url: str, namespace: str
+) -> None:
+    clock = FakeClock(START_MS)
+    reg, seen = ListenerRegistry(), []
+
+    @reg.on_event("flaky")
+    async def flaky(event: ScheduleArrivedEvent) -> None:
+        seen.append(event.attempt)
+        raise ConnectionError("upstream 503")
+
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        job_id = await s.schedule_in("flaky", "1s", retry=CUSTOM)
+        async with s.worker():
+            clock.advance(1)
+            # retry 1: 20 s, full jitter: uniform(0, 20 s), at least 1 s
+            await _retried_within(s, clock, job_id, 1, 20_000)
+            clock.advance(20)
+            # retry 2: 40 s capped at 30 s, then full jitter
+            await _retried_within(s, clock, job_id, 2, 30_000)
+        assert seen == [1, 2]
+
+
+async def test_a_lost_worker_is_retried_under_the_jobs_cap(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        now = s.clock.now_ms()
+        retry = {"attempts": 5, "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 25_000,
+                                            "jitter": "equal"}}
+        job_id = await s.schedule_in("t", 0, retry=retry)
+        await s.store.claim(now, 10, 1_000, "w")  # attempt 1
+        await s.store.fail([lost_settlement(await _lease(s, now + 2_000, job_id), now + 2_000)], now + 2_000)
+        await s.store.claim(now + 30_000, 10, 1_000, "w")  # attempt 2
+        later = now + 32_000
+        [row] = [r for r in await s.store.expired_leases(later) if r["id"] == job_id]
+        assert (row["bmax"], row["bjit"], row["bdelay"]) == ("25000", "equal", "20000")
+        codes = await s.store.fail([lost_settlement(row, later, lambda: 0.0)], later)
+        assert codes == [SettleCode.RETRY_SCHEDULED]
+        info = await s.get_job(job_id)
+        # retry 2: 40 s capped at 25 s, equal jitter with a draw of 0: 12.5 s
+        assert info is not None and info.next_attempt_at == ms_to_utc(later + 12_500)
+
+
+async def _lease(s: Any, now: int, job_id: str) -> dict[str, str]:
+    [row] = [r for r in await s.store.expired_leases(now) if r["id"] == job_id]
+    return row
+
+
+async def test_a_cron_schedule_refuses_a_cap_or_jitter_its_ticks_cannot_carry(
+    redis_url: str, namespace: str
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        for retry, field in (({"backoff": {"max_delay": 60_000}}, "backoff.max_delay"),
+                             ({"backoff": {"jitter": "full"}}, "backoff.jitter")):
+            with pytest.raises(RetryPolicyInvalid) as info:
+                await s.schedule_cron("nightly", "0 3 * * *", topic="t", retry=retry)
+            assert (info.value.code, info.value.field) == ("SCHEDULE_RETRY_POLICY_INVALID", field)
+            assert await s.store.get_cron("nightly") is None
+        info_ok = await s.schedule_cron("nightly", "0 3 * * *", topic="t",
+                                        retry=RetryPolicy(3, Backoff("fixed", 5_000)))
+        assert info_ok.max_attempts == 3
