@@ -106,7 +106,8 @@ end
 
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the
 -- job's fields (see enqueue.lua); a DEFAULTS field it leaves nil holds its
--- default (fire_crons.lua passes no bmax/bjit). Returns false when the id exists already.
+-- default (fire_crons.lua passes no bmax/bjit for a schedule stored before them).
+-- Returns false when the id exists already.
 -- The caller wakes workers (wake_if_first) unless it leases the job itself.
 local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then

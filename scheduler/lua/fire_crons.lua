@@ -10,6 +10,9 @@
 -- ARGV[4..] per schedule: name, expected next ms, new next ms, n, then n triples
 --           (tick ms, job id, traceparent of the tick's producer span)
 --
+-- A tick's job takes the schedule's template (its backoff cap and jitter stored
+-- in the job hash only when not the default, as enqueue does).
+--
 -- Returns one number per schedule: jobs created, or STALE (-5) when its next
 -- fire was no longer the expected one or is not due yet (nothing done).
 local crons, due, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -20,7 +23,7 @@ while i <= #ARGV do
   local name, expected, new_next, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = cprefix .. name
   local f = redis.call('HMGET', key, 'next', 'paused', 'topic', 'payload', 'meta', 'tz', 'max', 'btype',
-    'bdelay', 'timeout')
+    'bdelay', 'timeout', 'bmax', 'bjit')
   -- A reader may have seen the hash after another worker advanced it: a
   -- `next` still in the future is not due, whatever the caller planned.
   if f[1] ~= expected or f[2] == '1' or tonumber(expected) > tonumber(now) then
@@ -31,7 +34,9 @@ while i <= #ARGV do
     for t = 0, n - 1 do
       local tick, id, trace = ARGV[i + 4 + 3 * t], ARGV[i + 5 + 3 * t], ARGV[i + 6 + 3 * t]
       local job = { id = id, due = tick, run_at = tick, topic = f[3], payload = f[4], meta = f[5], tz = f[6],
-        max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name }
+        max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name,
+        -- false (a schedule stored before bmax/bjit existed) -> nil: create_job leaves them out (defaults)
+        bmax = f[11] or nil, bjit = f[12] or nil }
       if create_job(jprefix .. id, due, outbox, counts, now, job) then
         created = created + 1
         wake_if_first(due, wake, id, tick)

@@ -10,6 +10,9 @@
 -- ARGV[9] backoff_type  ARGV[10] backoff_delay_ms  ARGV[11] timeout_ms
 -- ARGV[12] misfire (coalesce|skip|all)  ARGV[13] next fire ms for a new/changed schedule
 -- ARGV[14] traceparent of the upsert (ticks link their new traces to it)
+-- ARGV[15] backoff_max_delay_ms  ARGV[16] backoff_jitter (none|full|equal)
+--          (always stored here; a hash written before them has neither, and its
+--          ticks take the defaults: see fire_crons.lua)
 --
 -- Returns (scripts.UpsertCode) CREATED (1), RESCHEDULED (2) expression or zone
 -- changed, UPDATED (0) updated in place.
@@ -18,7 +21,7 @@ local name, now, expr, tz, next_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[13
 local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused')
 redis.call('HSET', cron, 'expr', expr, 'tz', tz, 'topic', ARGV[5], 'payload', ARGV[6], 'meta', ARGV[7],
   'max', ARGV[8], 'btype', ARGV[9], 'bdelay', ARGV[10], 'timeout', ARGV[11], 'misfire', ARGV[12],
-  'updated', now, 'trace', ARGV[14])
+  'updated', now, 'trace', ARGV[14], 'bmax', ARGV[15], 'bjit', ARGV[16])
 redis.call('SADD', names, name)
 local result = 0
 if not cur[1] then

@@ -12,10 +12,12 @@ import redis.asyncio as aioredis
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy, RetryPolicyInvalid
 from scheduler.attempt import lost_settlement
+from scheduler.cron import cron_job_id
 from scheduler.keys import Keys
 from scheduler.scripts import SettleCode
 from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.ticker import fire_due_crons
+from scheduler.timeutil import ms_to_utc, utc_to_ms
 from scheduler.validation import build_job
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
@@ -141,3 +143,25 @@ async def test_a_cron_schedule_refuses_a_cap_or_jitter_its_ticks_cannot_carry(
         info_ok = await s.schedule_cron("nightly", "0 3 * * *", topic="t",
                                         retry=RetryPolicy(3, Backoff("fixed", 5_000)))
         assert info_ok.max_attempts == 3
+
+
+async def _fire_next_tick(s: Any, name: str) -> str:
+    """Move the clock to the schedule's next run, fire the due ticks; the tick job's id."""
+    info = await s.get_cron(name)
+    assert info is not None and info.next_run_at is not None
+    tick_ms = utc_to_ms(info.next_run_at)
+    s.clock.set_ms(tick_ms)
+    assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) >= 1
+    return cron_job_id(name, tick_ms)
+
+
+async def test_cron_ticks_take_the_configured_cap_and_jitter(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    s = make_scheduler(redis_url, namespace, ListenerRegistry(), retry={"max_delay_ms": 60_000, "jitter": "full"})
+    async with s:
+        await s.schedule_cron("configured", "*/5 * * * *", topic="t")
+        job_id = await _fire_next_tick(s, "configured")
+        assert await redis.hmget(Keys(namespace).job(job_id), "bmax", "bjit") == [b"60000", b"full"]
+        info = await s.get_job(job_id)
+        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (60_000, "full")
