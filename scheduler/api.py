@@ -38,7 +38,7 @@ from scheduler.tracing import (
     is_noop,
     producer_span,
 )
-from scheduler.validation import build_job, check_cron_backoff, check_cron_name, check_misfire
+from scheduler.validation import build_job, check_cron_name, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
@@ -282,8 +282,7 @@ class Scheduler:
         Args:
             name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
             cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
-            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick (a
-                retry's backoff max_delay and jitter: the defaults only, for now).
+            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
             misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
 
         Raises:
@@ -294,8 +293,6 @@ class Scheduler:
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
         job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
-        if retry is not None:
-            check_cron_backoff(job)
         with producer_span(self.tracer, job.topic, "create", {CRON_NAME: name}):
             now = self.clock.now_ms()
             await self.store.upsert_cron(

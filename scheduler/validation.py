@@ -9,10 +9,10 @@ from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
 from scheduler.cron import MISFIRE_MODES
-from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic, RetryPolicyInvalid
+from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic
 from scheduler.job import NewJob, new_job_id
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
-from scheduler.retry import DEFAULT_MAX_DELAY_MS, RetryPolicy, parse_retry
+from scheduler.retry import RetryPolicy, parse_retry
 from scheduler.timeutil import parse_duration, zone
 
 MAX_TOPIC_LEN = 200
@@ -82,21 +82,6 @@ def check_misfire(mode: str) -> str:
     if mode not in MISFIRE_MODES:
         raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
     return mode
-
-
-def check_cron_backoff(job: NewJob) -> None:
-    """A schedule's job template stores no backoff cap or jitter (its tick jobs take the
-    defaults), so a schedule given other ones is refused rather than silently changed.
-
-    Raises:
-        RetryPolicyInvalid: field backoff.max_delay or backoff.jitter.
-    """
-    if job.backoff_max_delay_ms != DEFAULT_MAX_DELAY_MS:
-        raise RetryPolicyInvalid(f"cron schedules take the default backoff.max_delay ({DEFAULT_MAX_DELAY_MS:,} ms) "
-                                 f"only; got {job.backoff_max_delay_ms:,}", field="backoff.max_delay")
-    if job.backoff_jitter != "none":
-        raise RetryPolicyInvalid(f"cron schedules take backoff.jitter 'none' only; got {job.backoff_jitter!r}",
-                                 field="backoff.jitter")
 
 
 def to_json(value: Any, field: str) -> str:

@@ -1,16 +1,15 @@
 """A job's backoff cap and jitter on a real Redis: stored only when not the default,
-carried through claim, local handoff, lease recovery and get_job, and a failed
-attempt rescheduled inside the window they allow (time driven by a FakeClock)."""
+carried through claim, local handoff, lease recovery, cron ticks and get_job, and a
+failed attempt rescheduled inside the window they allow (time driven by a FakeClock)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import Backoff, JobState, RetryPolicy, RetryPolicyInvalid
+from scheduler import Backoff, JobState, RetryPolicy
 from scheduler.attempt import lost_settlement
 from scheduler.cron import cron_job_id
 from scheduler.keys import Keys
@@ -130,21 +129,6 @@ async def _lease(s: Any, now: int, job_id: str) -> dict[str, str]:
     return row
 
 
-async def test_a_cron_schedule_refuses_a_cap_or_jitter_its_ticks_cannot_carry(
-    redis_url: str, namespace: str
-) -> None:
-    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        for retry, field in (({"backoff": {"max_delay": 60_000}}, "backoff.max_delay"),
-                             ({"backoff": {"jitter": "full"}}, "backoff.jitter")):
-            with pytest.raises(RetryPolicyInvalid) as info:
-                await s.schedule_cron("nightly", "0 3 * * *", topic="t", retry=retry)
-            assert (info.value.code, info.value.field) == ("SCHEDULE_RETRY_POLICY_INVALID", field)
-            assert await s.store.get_cron("nightly") is None
-        info_ok = await s.schedule_cron("nightly", "0 3 * * *", topic="t",
-                                        retry=RetryPolicy(3, Backoff("fixed", 5_000)))
-        assert info_ok.max_attempts == 3
-
-
 async def _fire_next_tick(s: Any, name: str) -> str:
     """Move the clock to the schedule's next run, fire the due ticks; the tick job's id."""
     info = await s.get_cron(name)
@@ -153,6 +137,26 @@ async def _fire_next_tick(s: Any, name: str) -> str:
     s.clock.set_ms(tick_ms)
     assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) >= 1
     return cron_job_id(name, tick_ms)
+
+
+async def test_cron_ticks_carry_the_schedules_cap_and_jitter(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        retry = RetryPolicy(3, Backoff("exponential", 1000, max_delay_ms=5000, jitter="equal"))
+        await s.schedule_cron("capped", "*/5 * * * *", topic="t", retry=retry)
+        await s.schedule_cron("plain", "*/5 * * * *", topic="t")
+        capped, plain = await _fire_next_tick(s, "capped"), cron_job_id("plain", s.clock.now_ms())
+
+        assert await redis.hmget(Keys(namespace).job(capped), "bmax", "bjit") == [b"5000", b"equal"]
+        info = await s.get_job(capped)
+        assert info is not None and info.cron == "capped"
+        assert (info.max_attempts, info.backoff_type, info.backoff_delay_ms, info.backoff_max_delay_ms,
+                info.backoff_jitter) == (3, "exponential", 1_000, 5_000, "equal")
+
+        assert not {"bmax", "bjit"} & await _fields(redis, namespace, plain)
+        info = await s.get_job(plain)
+        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (3_600_000, "none")
 
 
 async def test_cron_ticks_take_the_configured_cap_and_jitter(
@@ -165,3 +169,20 @@ async def test_cron_ticks_take_the_configured_cap_and_jitter(
         assert await redis.hmget(Keys(namespace).job(job_id), "bmax", "bjit") == [b"60000", b"full"]
         info = await s.get_job(job_id)
         assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (60_000, "full")
+
+
+async def test_a_schedule_stored_before_the_cap_and_jitter_fires_with_the_defaults(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        await s.schedule_cron("legacy", "*/5 * * * *", topic="t",
+                              retry={"attempts": 3, "backoff": {"max_delay": 60_000, "jitter": "full"}})
+        key = Keys(namespace).cron("legacy")
+        assert await redis.hdel(key, "bmax", "bjit") == 2, "the schedule stores both"
+        job_id = await _fire_next_tick(s, "legacy")
+        assert not {"bmax", "bjit"} & await _fields(redis, namespace, job_id)
+        info = await s.get_job(job_id)
+        assert info is not None and info.max_attempts == 3
+        assert (info.backoff_max_delay_ms, info.backoff_jitter) == (3_600_000, "none")
+        cron = await s.get_cron("legacy")
+        assert cron is not None and cron.next_run_at is not None and cron.last_run_at is not None
