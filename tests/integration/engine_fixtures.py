@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from listeners import ListenerRegistry
-from scheduler import Scheduler
+from scheduler import JobState, Scheduler
 from scheduler.config import load_settings
 from scheduler.testing import FakeClock
 
@@ -22,6 +22,19 @@ def make_scheduler(redis_url: str, namespace: str, registry: ListenerRegistry, c
     # The outbox is written (tests read it); no relay, so no PostgreSQL is needed.
     settings = base.model_copy(update={"audit": base.audit.model_copy(update={"relay": False}), **updates})
     return Scheduler(settings=settings, listeners=registry, clock=clock or FakeClock(START_MS))
+
+
+def audited_scheduler(redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry,
+                      clock: Any) -> Scheduler:
+    """A Scheduler with the audit on (its relay writes to `database_url`), isolated from the environment."""
+    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    return Scheduler(settings=settings, listeners=registry, clock=clock)
+
+
+async def state_is(s: Scheduler, job_id: str, state: JobState) -> bool:
+    """Whether the job exists and is in `state` (a check for eventually())."""
+    info = await s.get_job(job_id)
+    return info is not None and info.state is state
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:

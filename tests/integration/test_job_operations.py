@@ -14,26 +14,14 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.config import load_settings
 from scheduler.keys import Keys
 from scheduler.operations import default_actor
-from scheduler.outbox import decode_entry
 from scheduler.testing import FakeClock
 from scheduler.timeutil import ms_to_utc
-from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, make_scheduler, state_is
+from tests.integration.test_engine import outbox_events
 
 IDLE = {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 0, "cancelled": 0}
-
-
-def audited(redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry,
-            clock: FakeClock) -> Scheduler:
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    return Scheduler(settings=settings, listeners=registry, clock=clock)
-
-
-async def state_is(s: Scheduler, job_id: str, state: JobState) -> bool:
-    info = await s.get_job(job_id)
-    return info is not None and info.state is state
 
 
 async def events(db: asyncpg.Connection, job_id: str) -> list[tuple[str, int, dict[str, Any]]]:
@@ -42,15 +30,15 @@ async def events(db: asyncpg.Connection, job_id: str) -> list[tuple[str, int, di
     return [(r["event_type"], r["attempt_no"], r["fields"]) for r in rows]
 
 
-async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
-    entries = await redis.xrange(Keys(namespace).outbox)
-    decoded = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
-    return [e for e in decoded if e.job_id == job_id]
-
-
-def flaky_registry(failures: int) -> ListenerRegistry:
-    """`flaky` fails its first `failures` calls, then succeeds; `ok` always succeeds."""
+def flaky_registry(failures: int, gate: asyncio.Event | None = None) -> ListenerRegistry:
+    """`flaky` fails its first `failures` calls, then succeeds; `ok` always succeeds;
+    `slow` waits for `gate` (when given)."""
     reg, calls = ListenerRegistry(), [0]
+
+    if gate is not None:
+        @reg.on_event("slow")
+        async def slow(event: ScheduleArrivedEvent) -> None:
+            await gate.wait()
 
     @reg.on_event("flaky")
     async def flaky(event: ScheduleArrivedEvent) -> None:
@@ -70,7 +58,7 @@ async def test_retry_of_a_failed_job_runs_it_again_with_a_fresh_budget(
 ) -> None:
     clock = FakeClock(START_MS)
     policy = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1_000}}
-    async with audited(redis_url, database_url, namespace, flaky_registry(failures=3), clock) as s:
+    async with audited_scheduler(redis_url, database_url, namespace, flaky_registry(failures=3), clock) as s:
         job_id = await s.schedule_in("flaky", 0, retry=policy)
         done = await s.schedule_in("ok", 0)
         async with s.worker():
@@ -117,13 +105,8 @@ async def test_retry_of_a_cancelled_job_and_the_cancel_actor(
     redis_url: str, database_url: str, namespace: str, db: asyncpg.Connection,
 ) -> None:
     clock, gate = FakeClock(START_MS), asyncio.Event()
-    reg = flaky_registry(failures=0)
-
-    @reg.on_event("slow")
-    async def slow(event: ScheduleArrivedEvent) -> None:
-        await gate.wait()
-
-    async with audited(redis_url, database_url, namespace, reg, clock) as s:
+    reg = flaky_registry(failures=0, gate=gate)
+    async with audited_scheduler(redis_url, database_url, namespace, reg, clock) as s:
         later = await s.schedule_in("ok", "1h")
         with s.acting_as("bob"):
             assert await s.cancel(later)
@@ -161,13 +144,8 @@ async def test_delete_frees_the_id_keeps_counts_and_refuses_a_running_job(
     redis_url: str, database_url: str, namespace: str, db: asyncpg.Connection, redis: aioredis.Redis,
 ) -> None:
     clock, gate = FakeClock(START_MS), asyncio.Event()
-    reg = flaky_registry(failures=1)
-
-    @reg.on_event("slow")
-    async def slow(event: ScheduleArrivedEvent) -> None:
-        await gate.wait()
-
-    async with audited(redis_url, database_url, namespace, reg, clock) as s:
+    reg = flaky_registry(failures=1, gate=gate)
+    async with audited_scheduler(redis_url, database_url, namespace, reg, clock) as s:
         waiting = await s.schedule_in("ok", "1h", job_id="report-42", payload={"big": "x" * 2_000})
         assert await redis.exists(Keys(namespace).payload(waiting)), "a payload too big to inline has its own key"
         failed = await s.schedule_in("flaky", 0, retry={"attempts": 1})

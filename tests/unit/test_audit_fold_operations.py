@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import random
 
+from audit.fold import fold_new
 from scheduler.timeutil import ms_to_utc
-from tests.unit.test_audit_fold import CREATED, T0, Stream, fold_new
+from tests.unit.test_audit_fold import CREATED, T0, Stream
 
 
 def failed_run(s: Stream, first_ts: int, attempts: int = 2) -> None:
