@@ -50,7 +50,7 @@ log = logging.getLogger("horae")
 
 
 class Scheduler:
-    """Schedule jobs, inspect and cancel them, and run workers.
+    """Schedule jobs, inspect, cancel, retry, reschedule and delete them, and run workers.
 
     With no redis_url / database_url (argument, env or config file) embedded
     servers are started under the data directory.
@@ -343,34 +343,35 @@ class Scheduler:
 
         A running attempt finishes (its outcome is recorded) but the job ends cancelled.
         """
-        return await self.operations.cancel(job_id, actor)
+        return await self._operations.cancel(job_id, actor)
 
     # ---------------------------------------------- job operations (scheduler/operations.py)
     # Each is audited with its actor: `actor=`, else `with s.acting_as(name):`, else user@host.
     @cached_property
-    def operations(self) -> JobOperations:
+    def _operations(self) -> JobOperations:
         return JobOperations(self)
 
     def acting_as(self, actor: str) -> AbstractContextManager[None]:
         """Record `actor` as who did the job operations of the block (this task and its children)."""
-        return self.operations.acting_as(actor)
+        return self._operations.acting_as(actor)
 
     async def retry(self, job_id: str, *, actor: str | None = None) -> bool:
         """Run a failed or cancelled job again, due now, with a fresh budget of max_attempts
         (attempt numbers go on in the audit). False for any other state or an unknown id."""
-        return await self.operations.retry(job_id, actor)
+        return await self._operations.retry(job_id, actor)
 
     async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", *, actor: str | None = None) -> bool:
-        """Move a scheduled or retrying job to `run_at` (as schedule_at reads it; past = now)."""
-        return await self.operations.reschedule(job_id, run_at, tz, actor)
+        """Move a scheduled or retrying job to `run_at` (as schedule_at reads it; past = now).
+        False when running, finished or unknown; a bad run_at or tz raises as schedule_at does."""
+        return await self._operations.reschedule(job_id, run_at, tz, actor)
 
     async def delete(self, job_id: str, *, actor: str | None = None) -> bool:
         """Remove a job that is not running (its id is free again). False when running or unknown."""
-        return await self.operations.delete(job_id, actor)
+        return await self._operations.delete(job_id, actor)
 
     async def cancel_many(self, ids: Iterable[str], *, actor: str | None = None) -> int:
         """Cancel each job (each atomically, pipelined); how many were cancelled."""
-        return await self.operations.cancel_many(ids, actor)
+        return await self._operations.cancel_many(ids, actor)
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
         """Jobs per state currently in Redis."""

@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import JobState, Scheduler
+from scheduler import InvalidTimezone, JobState, Scheduler
 from scheduler.keys import Keys
 from scheduler.operations import default_actor
 from scheduler.testing import FakeClock
@@ -222,6 +223,8 @@ async def test_reschedule_moves_a_waiting_job_and_wakes_workers(redis_url: str, 
             # Only the wake-up message can make the sleeping worker run it: the clock stands still.
             await eventually(lambda: state_is(s, sleeper, JobState.COMPLETED), what="the woken worker")
         assert not await s.reschedule("no-such-job", ms_to_utc(START_MS))
+        with pytest.raises(InvalidTimezone):
+            await s.reschedule(sleeper, datetime(2027, 1, 15, 9, 10), "Mars/Olympus")
         moved = [e for e in await outbox_events(redis, namespace, sleeper) if e.type == "rescheduled"]
         assert [(e.get("run_at"), e.get("due"), e.get("tz"), e.get("actor")) for e in moved] == [
             (str(START_MS), str(clock.now_ms()), "UTC", "erin")]
