@@ -1,6 +1,6 @@
 """The Postgres audit trail: SQL migrations, the outbox -> Postgres relay, and
-the read API. Names resolve lazily so `import audit` stays cheap and cannot
-join an import cycle with the scheduler package that defines the outbox."""
+the read API. Names resolve on first use, so the migrations, the fold and the
+Spark child (`audit.analytics`) import without the relay's Redis client."""
 
 from __future__ import annotations
 

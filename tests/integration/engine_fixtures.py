@@ -6,8 +6,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from listeners import ListenerRegistry
 from scheduler import JobState, Scheduler
+from scheduler.keys import Keys
+from scheduler.outbox import decode_entry
 from scheduler.config import load_settings
 from scheduler.testing import FakeClock
 
@@ -31,12 +35,6 @@ def audited_scheduler(redis_url: str, database_url: str, namespace: str, registr
     return Scheduler(settings=settings, listeners=registry, clock=clock)
 
 
-async def state_is(s: Scheduler, job_id: str, state: JobState) -> bool:
-    """Whether the job exists and is in `state` (a check for eventually())."""
-    info = await s.get_job(job_id)
-    return info is not None and info.state is state
-
-
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:
     """Poll `check` until true; fail with `what` after `timeout` real seconds."""
     loop = asyncio.get_running_loop()
@@ -45,3 +43,26 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
+    """The decoded outbox events of one job, in stream order."""
+    entries = await redis.xrange(Keys(namespace).outbox)
+    events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
+    return [e for e in events if e.job_id == job_id]
+
+
+async def ns_keys(redis: aioredis.Redis, namespace: str) -> list[bytes]:
+    """Every key of the namespace (a test's own; SCAN is fine at test sizes)."""
+    return [k async for k in redis.scan_iter(match="{" + namespace + "}:*")]
+
+
+async def is_true(value: bool) -> bool:
+    """An awaitable of value, for eventually(lambda: is_true(...))."""
+    return value
+
+
+async def in_state(s: Any, job_id: str, state: JobState, attempts: int | None = None) -> bool:
+    """The job is in `state` (and has made `attempts` attempts, when given)."""
+    info = await s.get_job(job_id)
+    return info is not None and info.state is state and attempts in (None, info.attempts)

@@ -1,13 +1,11 @@
 """The engine on a real Redis, time driven by a FakeClock: due times, retries,
-terminal failure, timeouts, no listener, cancellation, stop, retention, outbox."""
+terminal failure, listeners, timeouts, no listener (the rest: test_engine_control.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
-from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,32 +14,21 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
 from scheduler import (
-    InvalidDelay,
-    InvalidPayload,
-    InvalidTimezone,
-    InvalidJobId,
-    InvalidTopic,
     JobState,
     RetryPolicy,
-    RetryPolicyInvalid,
     Backoff,
 )
-from scheduler.keys import Keys
 from scheduler.metrics import Metrics
-from scheduler.outbox import decode_entry
 from scheduler.testing import FakeClock
 from scheduler.timeutil import ms_to_utc
-from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
-
-
-async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
-    entries = await redis.xrange(Keys(namespace).outbox)
-    events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
-    return [e for e in events if e.job_id == job_id]
-
-
-async def ns_keys(redis: aioredis.Redis, namespace: str) -> list[bytes]:
-    return [k async for k in redis.scan_iter(match="{" + namespace + "}:*")]
+from tests.integration.engine_fixtures import (
+    START_MS,
+    eventually,
+    in_state,
+    is_true,
+    make_scheduler,
+    outbox_events,
+)
 
 
 async def test_job_runs_at_its_due_time_and_not_before(redis_url: str, namespace: str) -> None:
@@ -60,11 +47,11 @@ async def test_job_runs_at_its_due_time_and_not_before(redis_url: str, namespace
         assert info.next_attempt_at == ms_to_utc(START_MS + 60_000)
         async with s.worker():
             clock.advance(59.9)
-            await eventually(lambda: _state(s, probe, JobState.COMPLETED), what="a claim at 59.9 s (the probe)")
+            await eventually(lambda: in_state(s, probe, JobState.COMPLETED), what="a claim at 59.9 s (the probe)")
             assert runs == [], "the claim that took the probe left the job alone"
             clock.advance(0.1)
-            await eventually(lambda: _true(len(runs) == 1), what="the listener")
-            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+            await eventually(lambda: is_true(len(runs) == 1), what="the listener")
+            await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
         event, at = runs[0]
         assert at == START_MS + 60_000
         assert (event.scheduled_job_id, event.topic, event.attempt, event.max_attempts) == (job_id, "billing.remind", 1, 5)
@@ -72,15 +59,6 @@ async def test_job_runs_at_its_due_time_and_not_before(redis_url: str, namespace
         assert event.run_at == ms_to_utc(START_MS + 60_000)
         info = await s.get_job(job_id)
         assert info is not None and info.attempts == 1 and info.last_error is None
-
-
-async def _true(value: bool) -> bool:
-    return value
-
-
-async def _state(s: Any, job_id: str, state: JobState, attempts: int | None = None) -> bool:
-    info = await s.get_job(job_id)
-    return info is not None and info.state is state and attempts in (None, info.attempts)
 
 
 async def test_default_exponential_retries_then_terminal_failure(redis_url: str, namespace: str,
@@ -107,18 +85,18 @@ async def test_default_exponential_retries_then_terminal_failure(redis_url: str,
         async with s.worker():
             expected_gaps = [30_000, 60_000, 120_000, 240_000]
             for n, gap in enumerate(expected_gaps, start=1):
-                await eventually(lambda: _state(s, job_id, JobState.RETRYING, n), what=f"retrying after attempt {n}")
+                await eventually(lambda: in_state(s, job_id, JobState.RETRYING, n), what=f"retrying after attempt {n}")
                 info = await s.get_job(job_id)
                 assert info is not None and info.attempts == n
                 assert info.next_attempt_at == ms_to_utc(clock.now_ms() + gap)
                 assert info.last_error is not None and info.last_error["message"] == f"card declined #{n}"
                 probe = await s.schedule_at("probe", ms_to_utc(clock.now_ms() + gap - 1))
                 clock.advance(gap / 1000 - 0.001)
-                await eventually(lambda: _state(s, probe, JobState.COMPLETED), what="a claim 1 ms before the retry")
+                await eventually(lambda: in_state(s, probe, JobState.COMPLETED), what="a claim 1 ms before the retry")
                 assert attempts == list(range(1, n + 1)), "retry must not run before its backoff"
                 clock.advance(0.001)
-            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="terminal failure")
-            await eventually(lambda: _true(len(failed_events) == 1), what="schedule.failed")
+            await eventually(lambda: in_state(s, job_id, JobState.FAILED), what="terminal failure")
+            await eventually(lambda: is_true(len(failed_events) == 1), what="schedule.failed")
         assert attempts == [1, 2, 3, 4, 5]
         info = await s.get_job(job_id)
         assert info is not None and info.attempts == 5 and info.next_attempt_at is None
@@ -148,12 +126,12 @@ async def test_fixed_backoff_then_success_and_event_attempt_increments(redis_url
         async with s.worker():
             clock.advance(1)
             for n in (1, 2):
-                await eventually(lambda: _true(len(seen) == n), what=f"attempt {n}")
-                await eventually(lambda: _state(s, job_id, JobState.RETRYING, n), what="retrying")
+                await eventually(lambda: is_true(len(seen) == n), what=f"attempt {n}")
+                await eventually(lambda: in_state(s, job_id, JobState.RETRYING, n), what="retrying")
                 info = await s.get_job(job_id)
                 assert info is not None and info.next_attempt_at == ms_to_utc(clock.now_ms() + 10_000)
                 clock.advance(10)
-            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+            await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
         assert seen == [1, 2, 3]
         info = await s.get_job(job_id)
         assert info is not None and info.attempts == 3 and info.max_attempts == 3
@@ -188,7 +166,7 @@ async def test_all_listeners_run_concurrently_once_per_attempt(redis_url: str, n
     async with make_scheduler(redis_url, namespace, reg) as s:
         job_id = await s.schedule_in("fan.out", 0)
         async with s.worker():
-            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+            await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
     assert calls == {"a": 1, "b": 1, "sync": 1}
 
 
@@ -206,7 +184,7 @@ async def test_one_failing_listener_fails_the_attempt(redis_url: str, namespace:
     async with make_scheduler(redis_url, namespace, reg) as s:
         job_id = await s.schedule_in("mixed", 0, retry={"attempts": 1})
         async with s.worker():
-            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="failed")
+            await eventually(lambda: in_state(s, job_id, JobState.FAILED), what="failed")
         info = await s.get_job(job_id)
         assert info is not None and info.last_error is not None
         assert info.last_error["type"] == "KeyError" and info.last_error["listener"].endswith("bad")
@@ -225,7 +203,7 @@ async def test_no_listener_completes_with_warning_and_counter(redis_url: str, na
         with caplog.at_level(logging.WARNING, logger="horae.worker"):
             async with s.worker():
                 for job_id in ids:
-                    await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+                    await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "no listener" in r.getMessage()]
         assert len(warnings) == 2
         events = await outbox_events(redis, namespace, ids[0])
@@ -253,266 +231,10 @@ async def test_timeout_cancels_the_listener_and_fails_the_attempt(redis_url: str
     async with make_scheduler(redis_url, namespace, reg) as s:
         job_id = await s.schedule_in("slow", 0, timeout="200ms", retry={"attempts": 1})
         async with s.worker():
-            await eventually(lambda: _state(s, job_id, JobState.FAILED), what="timed out", timeout=5)
+            await eventually(lambda: in_state(s, job_id, JobState.FAILED), what="timed out", timeout=5)
         info = await s.get_job(job_id)
         assert info is not None and info.last_error is not None
         assert info.last_error["type"] == "TimeoutError" and "0.2 s" in info.last_error["message"]
         assert cancelled == [1]
         failed = [e for e in await outbox_events(redis, namespace, job_id) if e.type == "attempt_failed"]
         assert [e.get("outcome") for e in failed] == ["timed_out"]
-
-
-async def test_cancel_waiting_and_retrying_jobs_stops_future_attempts(redis_url: str, namespace: str) -> None:
-    reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
-
-    @reg.on_event("c")
-    async def fails(event: ScheduleArrivedEvent) -> None:
-        runs.append(event.scheduled_job_id)
-        raise RuntimeError("no")
-
-    async with make_scheduler(redis_url, namespace, reg, clock) as s:
-        waiting = await s.schedule_in("c", "1m")
-        retrying = await s.schedule_in("c", 0)
-        async with s.worker():
-            await eventually(lambda: _state(s, retrying, JobState.RETRYING), what="retrying")
-            assert await s.cancel(waiting) is True
-            assert await s.cancel(retrying) is True
-            probe = await s.schedule_in("probe", "1h")
-            clock.advance(3600)
-            await eventually(lambda: _state(s, probe, JobState.COMPLETED), what="a claim after both were due")
-        assert runs == [retrying]
-        for job_id in (waiting, retrying):
-            info = await s.get_job(job_id)
-            assert info is not None and info.state is JobState.CANCELLED and info.next_attempt_at is None
-        assert await s.cancel(waiting) is False, "cancelling twice changes nothing"
-        assert await s.cancel("no-such-job") is False
-        assert (await s.stats())["cancelled"] == 2 and (await s.stats())["retrying"] == 0
-
-
-async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(redis_url: str, namespace: str,
-                                                                              redis: aioredis.Redis) -> None:
-    reg, started, release, finished = ListenerRegistry(), asyncio.Event(), asyncio.Event(), []
-
-    @reg.on_event("long")
-    async def long(event: ScheduleArrivedEvent) -> None:
-        started.set()
-        await release.wait()
-        finished.append(event.attempt)
-
-    async with make_scheduler(redis_url, namespace, reg) as s:
-        job_id = await s.schedule_in("long", 0)
-        async with s.worker():
-            await asyncio.wait_for(started.wait(), 5)
-            assert await s.cancel(job_id) is True
-            release.set()
-            await eventually(lambda: _true(finished == [1]), what="the attempt to finish")
-
-            async def recorded() -> bool:
-                return "attempt_succeeded" in [e.type for e in await outbox_events(redis, namespace, job_id)]
-
-            await eventually(recorded, what="the attempt's outcome to be recorded")
-        info = await s.get_job(job_id)
-        assert info is not None and info.state is JobState.CANCELLED and info.attempts == 1
-        types = [(e.type, e.get("outcome")) for e in await outbox_events(redis, namespace, job_id)]
-        assert types == [("scheduled", ""), ("attempt_started", ""), ("cancelled", ""),
-                         ("attempt_succeeded", "succeeded")]
-        assert await s.cancel(job_id) is False
-        done = await s.schedule_in("long", 0)
-        async with s.worker():
-            await eventually(lambda: _state(s, done, JobState.COMPLETED), what="completed")
-        assert await s.cancel(done) is False, "a finished job cannot be cancelled"
-        assert (await s.get_job(done)).state is JobState.COMPLETED  # type: ignore[union-attr]
-
-
-async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis_url: str, namespace: str,
-                                                                           redis: aioredis.Redis) -> None:
-    reg, started, stopped = ListenerRegistry(), asyncio.Event(), []
-
-    @reg.on_event("stuck")
-    async def stuck(event: ScheduleArrivedEvent) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            stopped.append(event.attempt)  # a released job must not keep running here
-            raise
-
-    async with make_scheduler(redis_url, namespace, reg) as s:
-        job_id = await s.schedule_in("stuck", 0)
-        worker = s.make_worker()
-        await worker.start()
-        await asyncio.wait_for(started.wait(), 5)
-        await worker.stop(grace=0.1)
-        assert stopped == [1]
-        info = await s.get_job(job_id)
-        assert info is not None and info.state is JobState.SCHEDULED and info.attempts == 0
-        types = [e.type for e in await outbox_events(redis, namespace, job_id)]
-        assert types == ["scheduled", "attempt_started", "attempt_released"]
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 1}
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "field"),
-    [
-        ({"topic": ""}, InvalidTopic, "topic"),
-        ({"topic": "schedule.failed"}, InvalidTopic, "topic"),
-        ({"topic": 5}, InvalidTopic, "topic"),
-        ({"job_id": ""}, InvalidJobId, "job_id"),
-        ({"job_id": "x" * 201}, InvalidJobId, "job_id"),
-        ({"tz": "Europe/Atlantis"}, InvalidTimezone, "tz"),
-        ({"payload": {"when": datetime(2026, 1, 1)}}, InvalidPayload, "payload"),
-        ({"payload": float("nan")}, InvalidPayload, "payload"),
-        ({"metadata": ["not", "a", "mapping"]}, InvalidPayload, "metadata"),
-        ({"retry": {"attempts": 0}}, RetryPolicyInvalid, "attempts"),
-        ({"retry": {"attempts": 3, "backoff": {"type": "fixed", "delay": 500}}}, RetryPolicyInvalid, "backoff.delay"),
-        ({"timeout": "-1s"}, InvalidDelay, "timeout"),
-        ({"run_at": "tomorrow"}, InvalidDelay, "run_at"),
-    ],
-)
-async def test_bad_input_is_refused_and_nothing_is_written(redis_url: str, namespace: str, redis: aioredis.Redis,
-                                                           kwargs: dict[str, Any], error: type, field: str) -> None:
-    args: dict[str, Any] = {"topic": "ok", "run_at": datetime(2030, 1, 1, tzinfo=timezone.utc), **kwargs}
-    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        with pytest.raises(error) as info:
-            await s.schedule_at(args.pop("topic"), args.pop("run_at"), **args)
-        assert info.value.field == field  # type: ignore[attr-defined]
-        for bad_delay in ("5 minutes", -3):
-            with pytest.raises(InvalidDelay):
-                await s.schedule_in("ok", bad_delay)
-    assert await ns_keys(redis, namespace) == []
-
-
-async def test_naive_run_at_is_wall_time_in_its_zone(redis_url: str, namespace: str) -> None:
-    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        berlin = await s.schedule_at("t", datetime(2030, 3, 31, 2, 30), tz="Europe/Berlin")  # in the gap
-        chicago = await s.schedule_at("t", datetime(2030, 11, 3, 1, 30), tz="America/Chicago")  # overlap
-        info_b, info_c = await s.get_job(berlin), await s.get_job(chicago)
-        assert info_b is not None and info_b.run_at == datetime(2030, 3, 31, 1, 0, tzinfo=timezone.utc)
-        assert info_b.tz == "Europe/Berlin"
-        assert info_c is not None and info_c.run_at == datetime(2030, 11, 3, 6, 30, tzinfo=timezone.utc)
-
-
-async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(redis_url: str, namespace: str) -> None:
-    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        first = await s.schedule_in("a", "1h", job_id="invoice-42", payload={"v": 1})
-        again = await s.schedule_in("a", "2h", job_id="invoice-42", payload={"v": 2})
-        await s.schedule_in("b", "1h")
-        assert first == again == "invoice-42"
-        info = await s.get_job("invoice-42")
-        assert info is not None and info.payload == {"v": 1}
-        assert (await s.stats())["scheduled"] == 2
-        assert (await s.stats(topic="a"))["scheduled"] == 1
-        assert (await s.stats(topic="zzz"))["scheduled"] == 0
-
-
-async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str, namespace: str) -> None:
-    reg, clock = ListenerRegistry(), FakeClock(START_MS)
-
-    @reg.on_event("bad")
-    async def bad(event: ScheduleArrivedEvent) -> None:
-        raise RuntimeError("x")
-
-    # Housekeeping would prune on its own first tick; this test calls prune() itself.
-    s = make_scheduler(redis_url, namespace, reg, clock, retention={"completed_count": 3},
-                       worker={"recover_interval_s": 3600})
-    async with s:
-        done = []
-        async with s.worker() as worker:
-            for _ in range(5):
-                job_id = await s.schedule_in("ok", 0)
-                await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
-                done.append(job_id)
-                clock.advance(1)
-            failed = await s.schedule_in("bad", 0, retry={"attempts": 1})
-            await eventually(lambda: _state(s, failed, JobState.FAILED), what="failed")
-            assert [await s.get_job(j) is not None for j in done] == [False, False, True, True, True]
-            assert (await s.stats())["completed"] == 3
-            clock.advance(7 * 86400 + 10)
-            assert await worker.prune() == 3
-            assert [await s.get_job(j) for j in done] == [None] * 5
-            assert await s.get_job(failed) is not None, "failed jobs are kept 30 days"
-            clock.advance(23 * 86400)
-            assert await worker.prune() == 1
-            assert await s.get_job(failed) is None
-            assert await s.stats() == {st.value: 0 for st in JobState}
-        leftovers = [k for k in await ns_keys(s.store.redis, namespace) if b"}:j:" in k or b"}:p:" in k]
-        assert leftovers == [], "pruned jobs leave neither hash nor payload behind"
-
-
-async def test_idle_worker_wakes_for_an_earlier_job_without_polling(redis_url: str, namespace: str) -> None:
-    """A worker sleeping toward a far job is woken by pub/sub for a nearer one. The fake clock
-    never moves, so neither the far job's time nor the idle re-check can be what wakes it."""
-    reg, ran = ListenerRegistry(), []
-
-    @reg.on_event("soon")
-    async def soon(event: ScheduleArrivedEvent) -> None:
-        ran.append(event.scheduled_job_id)
-
-    async with make_scheduler(redis_url, namespace, reg, worker={"local_handoff": False}) as s:
-        await s.schedule_in("soon", "1h")
-        first = await s.schedule_in("soon", 0)
-        async with s.worker():
-            # Once the first job ran, the worker planned its sleep toward the 1h job.
-            await eventually(lambda: _state(s, first, JobState.COMPLETED), what="the first job")
-            job_id = await s.schedule_in("soon", 0)
-            await eventually(lambda: _true(job_id in ran), what="the near job")
-        assert ran == [first, job_id]
-
-
-async def test_listener_sees_past_run_at_immediately(redis_url: str, namespace: str) -> None:
-    reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
-
-    @reg.on_event("late")
-    async def late(event: ScheduleArrivedEvent) -> None:
-        runs.append(event.run_at)
-
-    async with make_scheduler(redis_url, namespace, reg, clock) as s:
-        past = ms_to_utc(START_MS) - timedelta(days=1)
-        job_id = await s.schedule_at("late", past)
-        async with s.worker():
-            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
-        assert runs == [past], "run_at is reported as asked, the job ran at once"
-
-
-async def test_audit_off_writes_no_outbox_at_all(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
-    reg = ListenerRegistry()
-    reg.add("t", lambda event: None)
-    s = make_scheduler(redis_url, namespace, reg, audit={"enabled": False})
-    async with s:
-        job_id = await s.schedule_in("t", 0)
-        async with s.worker():
-            await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
-    assert await redis.exists(Keys(namespace).outbox) == 0
-
-
-async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: str, namespace: str) -> None:
-    clock = FakeClock(START_MS)
-    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
-        for _ in range(3):
-            await s.schedule_in("t", 0)
-        jobs, _, _ = await s.store.claim(clock.now_ms(), 10, 30_000, "w1")
-        assert len(jobs) == 3
-        done, stolen, alive = jobs
-        from scheduler.job import Settlement
-
-        assert await s.store.complete([Settlement(done.id, done.token, "succeeded")], clock.now_ms(), 100) == [1]
-        clock.advance(31)  # stolen's lease expires; another worker recovers and re-claims it
-        assert await s.store.fail([Settlement(stolen.id, stolen.token, "worker_lost", '{"type":"WorkerLost"}',
-                                              clock.now_ms(), True)], clock.now_ms()) == [3]
-        await s.store.claim(clock.now_ms(), 10, 30_000, "w2")
-        leases = [(j.id, j.token) for j in jobs]
-        assert await s.store.extend_leases(leases, clock.now_ms(), 30_000) == 1, "only the stolen one"
-
-
-async def test_state_totals_are_the_sums_over_topics_and_a_topic_may_contain_a_bar(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
-    clock = FakeClock(START_MS)
-    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
-        for topic in ("a", "a", "b|c", "d"):
-            await s.schedule_in(topic, 60)
-        cancel_me = await s.schedule_in("d", 60)
-        assert await s.cancel(cancel_me)
-        await redis.hset(Keys(namespace).counts, "scheduled", 99)  # an older layout's bare total: not summed
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 4, "cancelled": 1}
-        assert (await s.stats(topic="b|c"))["scheduled"] == 1
-        assert (await s.stats(topic="d")) == {**{st.value: 0 for st in JobState}, "scheduled": 1, "cancelled": 1}

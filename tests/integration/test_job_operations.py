@@ -19,8 +19,15 @@ from scheduler.keys import Keys
 from scheduler.operations import default_actor
 from scheduler.testing import FakeClock
 from scheduler.timeutil import ms_to_utc
-from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, make_scheduler, state_is
-from tests.integration.test_engine import outbox_events
+from tests.integration.engine_fixtures import (
+    START_MS,
+    audited_scheduler,
+    eventually,
+    in_state,
+    is_true,
+    make_scheduler,
+    outbox_events,
+)
 
 IDLE = {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 0, "cancelled": 0}
 
@@ -63,10 +70,10 @@ async def test_retry_of_a_failed_job_runs_it_again_with_a_fresh_budget(
         job_id = await s.schedule_in("flaky", 0, retry=policy)
         done = await s.schedule_in("ok", 0)
         async with s.worker():
-            await eventually(lambda: state_is(s, job_id, JobState.RETRYING), what="attempt 1 failed")
+            await eventually(lambda: in_state(s, job_id, JobState.RETRYING), what="attempt 1 failed")
             clock.advance(1)
-            await eventually(lambda: state_is(s, job_id, JobState.FAILED), what="failed for good")
-            await eventually(lambda: state_is(s, done, JobState.COMPLETED), what="the ok job")
+            await eventually(lambda: in_state(s, job_id, JobState.FAILED), what="failed for good")
+            await eventually(lambda: in_state(s, done, JobState.COMPLETED), what="the ok job")
         assert not await s.retry(done), "a completed job is not retried"
         assert not await s.retry("no-such-job")
         assert await s.stats() == {**IDLE, "completed": 1, "failed": 1}
@@ -85,9 +92,9 @@ async def test_retry_of_a_failed_job_runs_it_again_with_a_fresh_budget(
 
         async with s.worker():
             # A fresh budget of 2: the run's first failure is retried, not terminal.
-            await eventually(lambda: state_is(s, job_id, JobState.RETRYING), what="run 2, attempt 1 failed")
+            await eventually(lambda: in_state(s, job_id, JobState.RETRYING), what="run 2, attempt 1 failed")
             clock.advance(1)
-            await eventually(lambda: state_is(s, job_id, JobState.COMPLETED), what="run 2 completed")
+            await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="run 2 completed")
         info = await s.get_job(job_id)
         assert info is not None and info.attempts == 2 and info.last_error is not None
         assert await s.stats() == {**IDLE, "completed": 2}
@@ -113,9 +120,9 @@ async def test_retry_of_a_cancelled_job_and_the_cancel_actor(
             assert await s.cancel(later)
         assert await s.retry(later, actor="carol")
         async with s.worker():
-            await eventually(lambda: state_is(s, later, JobState.COMPLETED), what="the retried job ran now")
+            await eventually(lambda: in_state(s, later, JobState.COMPLETED), what="the retried job ran now")
             running = await s.schedule_in("slow", 0)
-            await eventually(lambda: state_is(s, running, JobState.RUNNING), what="the slow job running")
+            await eventually(lambda: in_state(s, running, JobState.RUNNING), what="the slow job running")
             assert await s.cancel(running)
             assert not await s.retry(running), "its attempt is still in flight"
             gate.set()
@@ -130,10 +137,6 @@ async def test_retry_of_a_cancelled_job_and_the_cancel_actor(
     assert row is not None and (row.status, row.cancelled_at, row.completed_at is not None) == ("completed", None, True)
     assert kinds == [("scheduled", None), ("cancelled", "bob"), ("retried", "carol"), ("attempt_started", None),
                      ("completed", None)]
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _finished(s: Scheduler, job_id: str) -> bool:
@@ -151,9 +154,9 @@ async def test_delete_frees_the_id_keeps_counts_and_refuses_a_running_job(
         assert await redis.exists(Keys(namespace).payload(waiting)), "a payload too big to inline has its own key"
         failed = await s.schedule_in("flaky", 0, retry={"attempts": 1})
         async with s.worker():
-            await eventually(lambda: state_is(s, failed, JobState.FAILED), what="failed")
+            await eventually(lambda: in_state(s, failed, JobState.FAILED), what="failed")
             running = await s.schedule_in("slow", 0)
-            await eventually(lambda: state_is(s, running, JobState.RUNNING), what="running")
+            await eventually(lambda: in_state(s, running, JobState.RUNNING), what="running")
             assert not await s.delete(running)
             assert await s.cancel(running) and not await s.delete(running), "cancelled, attempt in flight"
             gate.set()
@@ -216,12 +219,12 @@ async def test_reschedule_moves_a_waiting_job_and_wakes_workers(redis_url: str, 
         assert info.run_at == info.next_attempt_at == ms_to_utc(START_MS + 600_000)
         async with s.worker():
             clock.advance(600)
-            await eventually(lambda: state_is(s, job_id, JobState.COMPLETED), what="run at the new time")
+            await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="run at the new time")
             assert not await s.reschedule(job_id, ms_to_utc(START_MS)), "a finished job"
-            await eventually(lambda: _true(clock.asleep_until is not None), what="the worker asleep")
+            await eventually(lambda: is_true(clock.asleep_until is not None), what="the worker asleep")
             assert await s.reschedule(sleeper, ms_to_utc(START_MS), actor="erin"), "the past: due now"
             # Only the wake-up message can make the sleeping worker run it: the clock stands still.
-            await eventually(lambda: state_is(s, sleeper, JobState.COMPLETED), what="the woken worker")
+            await eventually(lambda: in_state(s, sleeper, JobState.COMPLETED), what="the woken worker")
         assert not await s.reschedule("no-such-job", ms_to_utc(START_MS))
         with pytest.raises(InvalidTimezone):
             await s.reschedule(sleeper, datetime(2027, 1, 15, 9, 10), "Mars/Olympus")
@@ -239,7 +242,7 @@ async def test_cancel_many_counts_only_the_jobs_it_cancelled(redis_url: str, nam
         waiting = [await s.schedule_in("ok", "1h") for _ in range(3)]
         done = await s.schedule_in("ok", 0)
         async with s.worker():
-            await eventually(lambda: state_is(s, done, JobState.COMPLETED), what="completed")
+            await eventually(lambda: in_state(s, done, JobState.COMPLETED), what="completed")
         assert await s.cancel_many([*waiting, done, "no-such-job", waiting[0]]) == 3
         assert await s.cancel_many(waiting) == 0
         assert await s.cancel_many([]) == 0

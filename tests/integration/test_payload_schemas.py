@@ -19,7 +19,7 @@ from scheduler import InvalidPayload, JobState
 from scheduler.keys import Keys
 from scheduler.metrics import Metrics
 from scheduler.testing import FakeClock
-from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, make_scheduler, state_is
+from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
 
 class EmailPayload(BaseModel):
@@ -73,7 +73,7 @@ async def test_a_payload_the_worker_refuses_completes_as_invalid_payload(
         with caplog.at_level(logging.WARNING, logger="horae.worker"):
             async with s.worker():
                 for job_id in (bad, good):
-                    await eventually(lambda: state_is(s, job_id, JobState.COMPLETED), what="completed")
+                    await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
         info = await s.get_job(bad)
         assert info is not None and (info.state, info.attempts, info.outcome) == (JobState.COMPLETED, 1,
                                                                                   "invalid_payload")
