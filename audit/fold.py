@@ -14,7 +14,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -127,7 +127,7 @@ class JobFold:
     touched the job meanwhile (see audit.relay), else it folds from scratch.
     """
 
-    __slots__ = ("job", "rows", "dropped")
+    __slots__ = ("job", "rows", "dropped", "base")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
@@ -144,6 +144,9 @@ class JobFold:
         # An attempt row was removed since the relay last wrote this fold: the stored
         # rows may hold one the fold no longer has (the relay deletes it, then clears this).
         self.dropped = False
+        # Attempts of the job's runs ended by `retried`: the engine numbers each run's
+        # attempts from 1, the rows go on from here (unique per job id and number).
+        self.base = 0
 
     def apply(self, e: OutboxEvent, stream_id: StreamId | None = None) -> None:
         """Apply one event that comes after every event applied so far."""
@@ -152,6 +155,8 @@ class JobFold:
         if last is not None and sid <= last:
             raise ValueError(f"event {e.stream_id} is not after {last} (fold from scratch instead)")
         ts = ms_to_utc(e.ts_ms)
+        if self.base and e.type != outbox.RETRIED:
+            e = replace(e, attempt=e.attempt + self.base)
         _HANDLERS.get(e.type, _log_only)(self, e, ts)
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
@@ -199,6 +204,7 @@ def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     if fold.rows:
         fold.rows.clear()
         fold.dropped = True
+    fold.base = 0
     fold.job.update(
         topic=clean_text(e.get("topic")), status=outbox.ACTIVE, attempts=0,
         max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
@@ -253,9 +259,33 @@ def _failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 def _cancelled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # Cancelled wins: the engine refuses to cancel a finished job, so a cancel
-    # in the stream always ends the job, whatever follows it.
+    # in the stream always ends the job, whatever follows it (until a `retried`).
     if fold.job["status"] != outbox.STATUS_CANCELLED:
         fold.job.update(status=outbox.STATUS_CANCELLED, cancelled_at=ts, completed_at=None, failed_at=None)
+
+
+def _retried(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    # The one way back from a terminal state (an operator's retry; the engine only
+    # retries a failed or cancelled job with no attempt in flight, so nothing of the
+    # run that ended follows it in the stream). Its `a` is that run's attempt count.
+    fold.base += max(e.attempt, 0)
+    fold.job["attempts"] = max(fold.job["attempts"], fold.base)
+    fold.job.update(status=outbox.ACTIVE, completed_at=None, failed_at=None, cancelled_at=None)
+
+
+def _rescheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    run_at = _int(e.get("run_at"))
+    if run_at is not None:
+        fold.job["run_at"] = ms_to_utc(run_at)
+    fold.job["tz"] = _opt(e.get("tz")) or fold.job["tz"]
+
+
+def _deleted(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    # A job deleted before it finished never runs again: the row ends cancelled (the
+    # statuses stay four); a finished one keeps its status. schedule_events keeps the
+    # `deleted` event and its actor; a later `scheduled` of the same id starts a new life.
+    if fold.job["status"] == outbox.ACTIVE:
+        fold.job.update(status=outbox.STATUS_CANCELLED, cancelled_at=ts)
 
 
 def _released(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
@@ -282,6 +312,9 @@ _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
     outbox.ATTEMPT_RELEASED: _released,
     outbox.RETRY_SCHEDULED: _log_only,
     outbox.SCHEDULE_FAILED: _log_only,
+    outbox.RETRIED: _retried,
+    outbox.RESCHEDULED: _rescheduled,
+    outbox.DELETED: _deleted,
 }
 
 

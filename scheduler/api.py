@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
+from functools import cached_property
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +26,8 @@ from scheduler.cron import next_fire, parse_cron
 from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy
-from scheduler.scripts import CancelCode, PauseCode
+from scheduler.operations import JobOperations
+from scheduler.scripts import PauseCode
 from scheduler.store import RedisStore
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import (
@@ -48,7 +50,7 @@ log = logging.getLogger("horae")
 
 
 class Scheduler:
-    """Schedule jobs, inspect and cancel them, and run workers.
+    """Schedule jobs, inspect, cancel, retry, reschedule and delete them, and run workers.
 
     With no redis_url / database_url (argument, env or config file) embedded
     servers are started under the data directory.
@@ -336,16 +338,40 @@ class Scheduler:
         """The job's current state, or None when unknown or past retention."""
         return await self.store.get_job(job_id)
 
-    async def cancel(self, job_id: str) -> bool:
+    async def cancel(self, job_id: str, *, actor: str | None = None) -> bool:
         """Stop all future attempts. False when the job is unknown or already finished.
 
         A running attempt finishes (its outcome is recorded) but the job ends cancelled.
         """
-        code = await self.store.cancel(job_id, self.clock.now_ms())
-        cancelled = code in (CancelCode.CANCELLED, CancelCode.CANCELLED_RUNNING)
-        if cancelled:
-            self.metrics.cancelled.add(1)
-        return cancelled
+        return await self._operations.cancel(job_id, actor)
+
+    # ---------------------------------------------- job operations (scheduler/operations.py)
+    # Each is audited with its actor: `actor=`, else `with s.acting_as(name):`, else user@host.
+    @cached_property
+    def _operations(self) -> JobOperations:
+        return JobOperations(self)
+
+    def acting_as(self, actor: str) -> AbstractContextManager[None]:
+        """Record `actor` as who did the job operations of the block (this task and its children)."""
+        return self._operations.acting_as(actor)
+
+    async def retry(self, job_id: str, *, actor: str | None = None) -> bool:
+        """Run a failed or cancelled job again, due now, with a fresh budget of max_attempts
+        (attempt numbers go on in the audit). False for any other state or an unknown id."""
+        return await self._operations.retry(job_id, actor)
+
+    async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", *, actor: str | None = None) -> bool:
+        """Move a scheduled or retrying job to `run_at` (as schedule_at reads it; past = now).
+        False when running, finished or unknown; a bad run_at or tz raises as schedule_at does."""
+        return await self._operations.reschedule(job_id, run_at, tz, actor)
+
+    async def delete(self, job_id: str, *, actor: str | None = None) -> bool:
+        """Remove a job that is not running (its id is free again). False when running or unknown."""
+        return await self._operations.delete(job_id, actor)
+
+    async def cancel_many(self, ids: Iterable[str], *, actor: str | None = None) -> int:
+        """Cancel each job (each atomically, pipelined); how many were cancelled."""
+        return await self._operations.cancel_many(ids, actor)
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
         """Jobs per state currently in Redis."""

@@ -25,16 +25,26 @@ per event type (all values are strings; ms are integers, json is JSON text)
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
-                       as attempt_succeeded/attempt_failed and does not change the status)
+                       as attempt_succeeded/attempt_failed and does not change the status),
+                       actor (who asked; absent when written without one)
     attempt_succeeded  worker, outcome, duration_ms and error as for completed; only for
                        an attempt that finished after its job was cancelled
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
                        not count, and attempt a will start again
 
+job operations (Scheduler.retry/delete/reschedule; `actor` names who asked)
+    retried            from (failed|cancelled), due ms (now), actor; a is the number of
+                       attempts of the run that ended: the job's attempt counter starts
+                       again at 0, so attempt n after it is attempt a+n of the job's
+                       whole life (how the audit numbers it). The one way back from a
+                       terminal state.
+    rescheduled        run_at ms, due ms (run_at, or now when it was past), tz, actor
+    deleted            from (the state it was deleted in), actor; the id is free again
+
 Order: for one job the stream order is the order of its changes (one script
 at a time), but a relay may apply batches out of order after a crash, so
 consumers converge using (attempt, ts) and the rule "terminal states never
-go back; cancelled wins over a later completion".
+go back, except through `retried`; cancelled wins over a later completion".
 """
 
 from __future__ import annotations
@@ -53,6 +63,9 @@ COMPLETED: Final = "completed"
 FAILED: Final = "failed"
 SCHEDULE_FAILED: Final = "schedule.failed"
 CANCELLED: Final = "cancelled"
+RETRIED: Final = "retried"
+RESCHEDULED: Final = "rescheduled"
+DELETED: Final = "deleted"
 
 EVENT_TYPES: Final = frozenset(
     {
@@ -66,6 +79,9 @@ EVENT_TYPES: Final = frozenset(
         FAILED,
         SCHEDULE_FAILED,
         CANCELLED,
+        RETRIED,
+        RESCHEDULED,
+        DELETED,
     }
 )
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron",
+    "retry_job", "delete_job", "reschedule_job",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -42,6 +43,8 @@ class ScriptCode(IntEnum):
     NOT_FOUND = -3
     FINISHED = -4
     STALE = -5
+    RUNNING = -6  # an attempt is in flight (a job operation that needs it settled first)
+    WRONG_STATE = -7  # the job's state is not one the operation applies to
     DUPLICATE = -10
 
 
@@ -66,6 +69,14 @@ class CancelCode(IntEnum):
 
     CANCELLED = 1  # it was waiting or retrying
     CANCELLED_RUNNING = 2  # an attempt is in flight: it finishes, the job stays cancelled
+
+
+class OperationCode(IntEnum):
+    """What a job operation did (retry_job, delete_job, reschedule_job; a refusal is a ScriptCode)."""
+
+    RETRIED = 1
+    DELETED = 2
+    RESCHEDULED = 3
 
 
 class UpsertCode(IntEnum):

@@ -141,10 +141,30 @@ class RedisStore:
         keys = [k.active, k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake]
         return [int(c) for c in await self._run("fail", keys, args)]
 
-    async def cancel(self, job_id: str, now_ms: int) -> int:
-        """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED)."""
+    async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
+        """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED).
+        `actor` is recorded in the `cancelled` event ("" for none)."""
         k = self.keys
-        return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts], [job_id, now_ms]))
+        return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts],
+                                   [job_id, now_ms, actor]))
+
+    async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
+        """Run a failed or cancelled job again, due now; OperationCode.RETRIED or a ScriptCode."""
+        k = self.keys
+        return int(await self._run("retry_job", [k.job(job_id), k.due, k.failed, k.cancelled, k.outbox, k.counts,
+                                                 k.wake], [job_id, now_ms, actor]))
+
+    async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
+        """Remove a job that is not running; OperationCode.DELETED or a ScriptCode."""
+        k = self.keys
+        return int(await self._run("delete_job", [k.job(job_id), k.due, k.completed, k.failed, k.cancelled,
+                                                  k.outbox, k.counts], [job_id, now_ms, actor]))
+
+    async def reschedule_job(self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str) -> int:
+        """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""
+        k = self.keys
+        return int(await self._run("reschedule_job", [k.job(job_id), k.due, k.outbox, k.wake],
+                                   [job_id, now_ms, run_at_ms, tz, actor]))
 
     async def extend_leases(self, leases: Sequence[tuple[str, str]], now_ms: int, lease_ms: int) -> int:
         """Heartbeat for running attempts; returns how many leases were lost."""

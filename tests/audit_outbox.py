@@ -90,8 +90,24 @@ class Outbox:
     async def schedule_failed(self, job_id: str, attempt: int) -> str:
         return await self.add("schedule.failed", job_id, attempt)
 
-    async def cancelled(self, job_id: str, attempt: int, running: bool) -> str:
-        return await self.add("cancelled", job_id, attempt, running=1 if running else 0)
+    async def cancelled(self, job_id: str, attempt: int, running: bool, actor: str | None = None) -> str:
+        if actor is None:
+            return await self.add("cancelled", job_id, attempt, running=1 if running else 0)
+        return await self.add("cancelled", job_id, attempt, running=1 if running else 0, actor=actor)
+
+    async def retried(self, job_id: str, attempt: int, *, from_state: str = "failed", due: int | None = None,
+                      actor: str = "ops@host") -> str:
+        return await self.add("retried", job_id, attempt, **{"from": from_state},
+                              due=self.now if due is None else due, actor=actor)
+
+    async def rescheduled(self, job_id: str, attempt: int, run_at: int, *, due: int | None = None,
+                          tz: str = "UTC", actor: str = "ops@host") -> str:
+        return await self.add("rescheduled", job_id, attempt, run_at=run_at, due=run_at if due is None else due,
+                              tz=tz, actor=actor)
+
+    async def deleted(self, job_id: str, attempt: int, *, from_state: str = "scheduled",
+                      actor: str = "ops@host") -> str:
+        return await self.add("deleted", job_id, attempt, **{"from": from_state}, actor=actor)
 
     async def released(self, job_id: str, attempt: int, worker: str = "w1") -> str:
         return await self.add("attempt_released", job_id, attempt, worker=worker)

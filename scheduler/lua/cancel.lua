@@ -4,13 +4,22 @@
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
 -- KEYS[5] counts hash
--- ARGV[1] id  ARGV[2] now_ms
+-- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor who asked ("" for none: no actor field)
 --
 -- Returns (scripts.CancelCode, ScriptCode) CANCELLED (1) cancelled while waiting or
 -- retrying, CANCELLED_RUNNING (2) cancelled with an attempt in flight,
 -- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
 local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, now = ARGV[1], ARGV[2]
+local id, now, actor = ARGV[1], ARGV[2], ARGV[3] or ''
+
+local function cancelled_event(attempts, running)
+  if actor == '' then
+    emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', running)
+  else
+    emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', running, 'actor', actor)
+  end
+end
+
 local f = redis.call('HMGET', job, 'state', 'topic', 'attempts')
 local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
@@ -19,12 +28,12 @@ if state == 'scheduled' or state == 'retrying' then
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')
-  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', 0)
+  cancelled_event(attempts, 0)
   return 1
 elseif state == 'running' then
   redis.call('HSET', job, 'state', 'cancelled')
   move_count(counts, f[2], state, 'cancelled')
-  emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', 1)
+  cancelled_event(attempts, 1)
   return 2
 end
 return -4

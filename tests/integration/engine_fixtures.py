@@ -28,6 +28,13 @@ def make_scheduler(redis_url: str, namespace: str, registry: ListenerRegistry, c
     return Scheduler(settings=settings, listeners=registry, clock=clock or FakeClock(START_MS))
 
 
+def audited_scheduler(redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry,
+                      clock: Any) -> Scheduler:
+    """A Scheduler with the audit on (its relay writes to `database_url`), isolated from the environment."""
+    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    return Scheduler(settings=settings, listeners=registry, clock=clock)
+
+
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:
     """Poll `check` until true; fail with `what` after `timeout` real seconds."""
     loop = asyncio.get_running_loop()

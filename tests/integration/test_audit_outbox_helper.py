@@ -16,6 +16,7 @@ from scheduler.keys import Keys
 from scheduler.outbox import EVENT_TYPES
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.testing import FakeClock
+from scheduler.timeutil import ms_to_utc
 from tests.audit_outbox import Outbox
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
@@ -67,7 +68,20 @@ async def _schedule_failed(ob: Outbox, f: Fields) -> str:
 
 
 async def _cancelled(ob: Outbox, f: Fields) -> str:
-    return await ob.cancelled(f["id"], int(f["a"]), running=f["running"] == "1")
+    return await ob.cancelled(f["id"], int(f["a"]), running=f["running"] == "1", actor=f.get("actor"))
+
+
+async def _retried(ob: Outbox, f: Fields) -> str:
+    return await ob.retried(f["id"], int(f["a"]), from_state=f["from"], due=int(f["due"]), actor=f["actor"])
+
+
+async def _rescheduled(ob: Outbox, f: Fields) -> str:
+    return await ob.rescheduled(f["id"], int(f["a"]), int(f["run_at"]), due=int(f["due"]), tz=f["tz"],
+                                actor=f["actor"])
+
+
+async def _deleted(ob: Outbox, f: Fields) -> str:
+    return await ob.deleted(f["id"], int(f["a"]), from_state=f["from"], actor=f["actor"])
 
 
 async def _released(ob: Outbox, f: Fields) -> str:
@@ -78,7 +92,7 @@ WRITERS: dict[str, Callable[[Outbox, Fields], Awaitable[str]]] = {
     "scheduled": _scheduled, "attempt_started": _started, "attempt_failed": _attempt_failed,
     "retry_scheduled": _retry_scheduled, "completed": _completed, "attempt_succeeded": _attempt_succeeded,
     "failed": _failed, "schedule.failed": _schedule_failed, "cancelled": _cancelled,
-    "attempt_released": _released,
+    "attempt_released": _released, "retried": _retried, "rescheduled": _rescheduled, "deleted": _deleted,
 }
 
 
@@ -128,6 +142,10 @@ async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespac
             cancel_gate.set()
             await eventually(lambda: has("attempt_succeeded"), what="the cancelled job's attempt finishing")
         await eventually(lambda: has("attempt_released"), what="the held attempt given back")
+        # The job operations, with no worker left to claim the retried job.
+        assert await s.retry(later, actor="ops")
+        assert await s.reschedule(later, ms_to_utc(START_MS + 7_200_000), "Asia/Tokyo")
+        assert await s.delete(later)
 
     written = await _entries(redis, key)
     assert {f["e"] for f in written} == EVENT_TYPES

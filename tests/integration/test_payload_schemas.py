@@ -15,12 +15,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import BaseModel
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import InvalidPayload, JobState, Scheduler
-from scheduler.config import load_settings
+from scheduler import InvalidPayload, JobState
 from scheduler.keys import Keys
 from scheduler.metrics import Metrics
 from scheduler.testing import FakeClock
-from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
 
 class EmailPayload(BaseModel):
@@ -57,17 +56,6 @@ async def test_a_payload_refused_at_scheduling_writes_nothing(redis_url: str, na
         assert await s.schedule_in("other.topic", "1m", payload={"to": 42}), "no schema: not checked"
 
 
-def audited(redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry,
-            clock: FakeClock) -> Scheduler:
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    return Scheduler(settings=settings, listeners=registry, clock=clock)
-
-
-async def _state(s: Scheduler, job_id: str, state: JobState) -> bool:
-    info = await s.get_job(job_id)
-    return info is not None and info.state is state
-
-
 async def test_a_payload_the_worker_refuses_completes_as_invalid_payload(
     redis_url: str, database_url: str, namespace: str, redis: aioredis.Redis, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -75,17 +63,17 @@ async def test_a_payload_the_worker_refuses_completes_as_invalid_payload(
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     # The producer does not know the schema, so the bad payload is stored.
-    async with audited(redis_url, database_url, namespace, ListenerRegistry(), clock) as producer:
+    async with audited_scheduler(redis_url, database_url, namespace, ListenerRegistry(), clock) as producer:
         bad = await producer.schedule_in("email.send", 0, payload={"subject": "no recipient"},
                                          retry={"attempts": 5})
         good = await producer.schedule_in("email.send", 0, payload={"to": "a@example.com"})
-    s = audited(redis_url, database_url, namespace, email_registry(seen), clock)
+    s = audited_scheduler(redis_url, database_url, namespace, email_registry(seen), clock)
     s.metrics = Metrics(provider.get_meter("test"))
     async with s:
         with caplog.at_level(logging.WARNING, logger="horae.worker"):
             async with s.worker():
                 for job_id in (bad, good):
-                    await eventually(lambda: _state(s, job_id, JobState.COMPLETED), what="completed")
+                    await eventually(lambda: in_state(s, job_id, JobState.COMPLETED), what="completed")
         info = await s.get_job(bad)
         assert info is not None and (info.state, info.attempts, info.outcome) == (JobState.COMPLETED, 1,
                                                                                   "invalid_payload")

@@ -14,6 +14,7 @@ from scheduler.scripts import (
     SCRIPT_NAMES,
     CancelCode,
     EnqueueCode,
+    OperationCode,
     PauseCode,
     ScriptCode,
     SettleCode,
@@ -31,6 +32,9 @@ REPLIES: dict[str, type[IntEnum]] = {
     "cancel": CancelCode,
     "upsert_cron": UpsertCode,
     "set_cron_paused": PauseCode,
+    "retry_job": OperationCode,
+    "delete_job": OperationCode,
+    "reschedule_job": OperationCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
