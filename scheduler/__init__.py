@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from scheduler.job import JobInfo, JobState
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.retry import Backoff, RetryPolicy
+    from scheduler.topics import TopicOptions
     from scheduler.worker import Worker
 
 # Public name -> the module defining it.
@@ -54,6 +55,7 @@ _SOURCES = {
     "Scheduler": "scheduler.api",
     "SchedulerError": "scheduler.errors",
     "StorageError": "scheduler.errors",
+    "TopicOptions": "scheduler.topics",
     "Worker": "scheduler.worker",
 }
 
@@ -77,6 +79,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "StorageError",
+    "TopicOptions",
     "Worker",
 ]
 

@@ -29,6 +29,7 @@ from scheduler.retry import Backoff, RetryPolicy
 from scheduler.operations import JobOperations
 from scheduler.scripts import PauseCode
 from scheduler.store import RedisStore
+from scheduler.topics import DeadLetterPage, TopicOptions, Topics
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import (
     CRON_NAME,
@@ -40,7 +41,7 @@ from scheduler.tracing import (
     is_noop,
     producer_span,
 )
-from scheduler.validation import build_job, check_cron_name, check_misfire
+from scheduler.validation import build_job, check_cron_name, check_dead_letter, check_misfire
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ class Scheduler:
         metadata: Mapping[str, Any] | None = None,
         timeout: timedelta | float | str | None = None,
         job_id: str | None = None,
+        dead_letter: str | None = None,
     ) -> str:
         """Run every listener of `topic` at `run_at` (naive = wall time in `tz`).
 
@@ -191,6 +193,8 @@ class Scheduler:
             metadata: JSON object kept with the job and its audit row.
             timeout: per-attempt limit (default from config).
             job_id: idempotency key; scheduling an existing id changes nothing.
+            dead_letter: topic the job is copied to when its last attempt fails (default:
+                its topic's TopicOptions.dead_letter, if configured).
 
         Returns:
             The job id.
@@ -199,7 +203,8 @@ class Scheduler:
             ScheduleError: a subclass naming the field; nothing is stored.
         """
         when = resolve_run_at(run_at, tz)
-        return await self._enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout, job_id)
+        return await self._enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout, job_id,
+                                   dead_letter=dead_letter)
 
     async def schedule_in(
         self,
@@ -212,18 +217,21 @@ class Scheduler:
         timeout: timedelta | float | str | None = None,
         job_id: str | None = None,
         tz: str = "UTC",
+        dead_letter: str | None = None,
     ) -> str:
         """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d")."""
         seconds = parse_duration(delay, "delay")
         due = self.clock.now_ms() + int(seconds * 1000)
-        return await self._enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id)
+        return await self._enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id, dead_letter=dead_letter)
 
     async def _enqueue(
         self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, *, cron: str = "",
+        job_id: str | None, *, cron: str = "", dead_letter: str | None = None,
     ) -> str:
         now = self.clock.now_ms()
         job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now)
+        if dead_letter is not None:
+            job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
         # No SDK: skip the no-op span, but still keep a caller's propagated context.
         span = (nullcontext() if is_noop(self.tracer) else
                 producer_span(self.tracer, job.topic, "send", {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms,
@@ -376,6 +384,42 @@ class Scheduler:
     async def stats(self, topic: str | None = None) -> dict[str, int]:
         """Jobs per state currently in Redis."""
         return await self.store.stats(topic)
+
+    # ------------------------------------------------ topics and dead letters (scheduler/topics.py)
+    @cached_property
+    def _topics(self) -> Topics:
+        return Topics(self, self._operations.actor)
+
+    async def configure_topic(self, name: str, options: TopicOptions) -> None:
+        """Create or replace a topic's TopicOptions (only dead_letter is implemented; other
+        non-default fields raise UnsupportedTopicOption, nothing stored)."""
+        await self._topics.configure(name, options)
+
+    async def get_topic(self, name: str) -> TopicOptions | None:
+        """The stored TopicOptions of a topic, or None."""
+        return await self._topics.get(name)
+
+    async def list_topics(self) -> list[str]:
+        """Every configured topic's name, sorted."""
+        return await self._topics.names()
+
+    async def delete_topic(self, name: str, force: bool = False) -> bool:
+        """Delete a topic's configuration; TopicInUse while it has jobs, unless `force`."""
+        return await self._topics.delete(name, force)
+
+    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s dead letters."""
+        return await self._topics.dead_letters(topic, limit, cursor)
+
+    async def replay(self, job_id: str, *, actor: str | None = None) -> str:
+        """Schedule a dead letter's payload again on its source topic (due now) and remove it; the new id."""
+        def build(topic: str, now_ms: int, payload: Any, metadata: Any) -> NewJob:
+            return self._build_job(topic, now_ms, "UTC", payload, None, metadata, None, None, "", now_ms=now_ms)
+        return await self._topics.replay(job_id, build, actor)
+
+    async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
+        """Remove every dead letter held on `topic`; how many."""
+        return await self._topics.purge(topic, actor)
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:

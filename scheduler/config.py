@@ -48,6 +48,8 @@ class RetentionSettings(_Section):
     failed_age_s: int = Field(2_592_000, ge=0)
     cancelled_age_s: int = Field(604_800, ge=0)
     prune_interval_s: float = Field(60.0, gt=0)
+    dead_letter_age_s: int = Field(2_592_000, ge=0)  # dead letters older than this are dropped
+    dead_letter_max: int = Field(10_000, ge=0)  # per dead-letter topic; the oldest beyond it are dropped
 
 
 class WorkerSettings(_Section):

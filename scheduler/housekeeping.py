@@ -1,6 +1,6 @@
 """A worker's housekeeping: the heartbeat that keeps its running attempts' leases,
 and the periodic round that refreshes the job gauges, recovers attempts whose
-worker died and prunes finished jobs past retention."""
+worker died and prunes finished jobs and dead letters past retention."""
 
 from __future__ import annotations
 
@@ -106,4 +106,19 @@ class Housekeeping:
             )
             total += n
             if n < PRUNE_BATCH:
-                return total
+                return total + await self.prune_dead_letters()
+
+    async def prune_dead_letters(self) -> int:
+        """Drop dead letters past retention (age, then the per-topic cap; oldest first), counted
+        per dead-letter topic in horae_dead_letters_dropped_total."""
+        r, total = self.retention, 0
+        for topic in await self.store.dead_letter_topics():
+            while True:
+                n = await self.store.prune_dead_letters(topic, self.clock.now_ms(), r.dead_letter_age_s * 1000,
+                                                        r.dead_letter_max, PRUNE_BATCH)
+                if n:
+                    self.metrics.dead_letters_dropped.add(n, {"topic": topic})
+                total += n
+                if n < PRUNE_BATCH:
+                    break
+        return total

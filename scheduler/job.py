@@ -129,6 +129,7 @@ class NewJob:
     timeout_ms: int
     trace: str = ""
     cron: str = ""
+    dead_letter: str = ""  # the job's own dead-letter topic ("" for its topic's, if configured)
 
 
 def _record_json(record: ErrorRecord | None) -> str:
@@ -156,6 +157,19 @@ class Settlement:
     def rejection_json(self) -> str:
         """The refusal as complete.lua stores it in last_error and the outbox ("" for none)."""
         return _record_json(self.rejection)
+
+
+# A dead letter's error message keeps at most this many characters.
+DEAD_LETTER_ERROR_CHARS = 256
+
+
+def dead_letter_args(s: Settlement) -> tuple[str, str, str]:
+    """What fail.lua needs to copy a job failing for good to its dead-letter topic, if it has one:
+    the dead letter's new id, the error type and its message cut to DEAD_LETTER_ERROR_CHARS
+    (all "" while the job will retry, so a retry carries nothing extra)."""
+    if s.retry_at_ms >= 0 or s.error is None:
+        return "", "", ""
+    return new_job_id(), str(s.error.get("type", "")), str(s.error.get("message", ""))[:DEAD_LETTER_ERROR_CHARS]
 
 
 @dataclass(frozen=True)

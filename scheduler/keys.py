@@ -90,3 +90,32 @@ class Keys:
     def cron_names(self) -> str:
         """Set of every schedule name, paused or not (for listing)."""
         return f"{self.prefix}cron_names"
+
+    def topic(self, name: str) -> str:
+        """Hash holding one topic's stored TopicOptions (scheduler.topics)."""
+        return f"{self.prefix}topic:{name}"
+
+    @property
+    def topic_prefix(self) -> str:
+        """fail.lua reads a failed job's topic configuration (its dead_letter) from this + topic."""
+        return f"{self.prefix}topic:"
+
+    @property
+    def topic_names(self) -> str:
+        """Set of every configured topic name (for list_topics)."""
+        return f"{self.prefix}topic_names"
+
+    def dead_letters(self, topic: str) -> str:
+        """Sorted set of the dead letters held on a dead-letter topic, scored by failure time (ms).
+        Dead letters are never in the due set: no worker runs or completes them."""
+        return f"{self.prefix}dlq:{topic}"
+
+    @property
+    def dead_letter_prefix(self) -> str:
+        """fail.lua builds a dead-letter topic's set from this + topic."""
+        return f"{self.prefix}dlq:"
+
+    @property
+    def dead_letter_topics(self) -> str:
+        """Set of the dead-letter topics holding (or having held) dead letters: retention prunes each."""
+        return f"{self.prefix}dlq_topics"

@@ -27,6 +27,10 @@ class Metrics:
         self.failed = meter.create_counter("horae_jobs_failed_total", description="Jobs failed for good")
         self.cancelled = meter.create_counter("horae_jobs_cancelled_total", description="Jobs cancelled")
         self.retries = meter.create_counter("horae_retries_total", description="Retries scheduled")
+        self.dead_letters_dropped = meter.create_counter(
+            "horae_dead_letters_dropped_total",
+            description="Dead letters dropped by retention (age or the per-topic cap), by dead-letter topic",
+        )
         self.attempt_duration = meter.create_histogram(
             "horae_attempt_duration_seconds", unit="s", description="Wall time of one attempt"
         )

@@ -80,8 +80,12 @@ class JobOperations:
         return code == OperationCode.RETRIED
 
     async def delete(self, job_id: str, actor: str | None = None) -> bool:
-        """Remove a job that is not running; its id is free again."""
-        code = await self._host.store.delete_job(job_id, self._host.clock.now_ms(), self.actor(actor))
+        """Remove a job that is not running (a dead letter too); its id is free again."""
+        store, now, who = self._host.store, self._host.clock.now_ms(), self.actor(actor)
+        held = await store.held_dead_letter_topic(job_id)
+        if held is not None and await store.delete_dead_letter(job_id, held, now, who) == OperationCode.DELETED:
+            return True
+        code = await store.delete_job(job_id, now, who)
         return code == OperationCode.DELETED
 
     async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", actor: str | None = None) -> bool:

@@ -15,6 +15,7 @@ SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron",
     "retry_job", "delete_job", "reschedule_job",
+    "replay_dead_letter", "delete_dead_letter", "prune_dead_letters",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -27,7 +28,7 @@ CLAIM_FIELDS = 16
 # the field would change meaning (the retry policy's own defaults may change).
 JOB_DEFAULTS: Mapping[str, str] = MappingProxyType({
     "meta": "{}", "tz": "UTC", "max": "5", "btype": "exponential", "bdelay": "30000", "trace": "", "cron": "",
-    "bmax": "3600000", "bjit": "none",
+    "bmax": "3600000", "bjit": "none", "dlq": "",
 })
 
 # Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
@@ -72,11 +73,13 @@ class CancelCode(IntEnum):
 
 
 class OperationCode(IntEnum):
-    """What a job operation did (retry_job, delete_job, reschedule_job; a refusal is a ScriptCode)."""
+    """What a job operation did (retry_job, delete_job, reschedule_job, replay_dead_letter,
+    delete_dead_letter; a refusal is a ScriptCode)."""
 
     RETRIED = 1
     DELETED = 2
     RESCHEDULED = 3
+    REPLAYED = 4
 
 
 class UpsertCode(IntEnum):

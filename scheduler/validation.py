@@ -34,6 +34,21 @@ def check_topic(topic: object) -> str:
     return topic
 
 
+def check_dead_letter(topic: str, dead_letter: object) -> str:
+    """A dead-letter topic for jobs of `topic`: a usable topic name other than `topic`.
+
+    Raises:
+        InvalidTopic: not a usable topic name, or `topic` itself.
+    """
+    try:
+        name = check_topic(dead_letter)
+    except InvalidTopic as exc:
+        raise InvalidTopic(f"dead_letter: {exc}", field="dead_letter") from exc
+    if name == topic:
+        raise InvalidTopic(f"topic {topic!r} cannot be its own dead-letter topic", field="dead_letter")
+    return name
+
+
 def check_job_id(job_id: object) -> str | None:
     """A caller's job id (an idempotency key), or None to generate one.
 

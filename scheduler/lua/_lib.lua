@@ -10,6 +10,7 @@
 --   attempts   absent until the first claim (0)
 --   meta, tz, max, btype, bdelay, trace, cron   absent while equal to DEFAULTS
 --   bmax, bjit  backoff cap ms and jitter mode: absent while equal to DEFAULTS
+--   dlq        the job's own dead-letter topic (dead_letter=): absent when not given
 --   worker, token, started, finished, last_error   set as the job runs
 --   p1..p8     the payload JSON in chunks (below)
 --

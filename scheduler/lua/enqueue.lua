@@ -11,6 +11,7 @@
 -- ARGV[15] worker id to lease the job to when it is due now and no other job
 --          is due ("" for none: always queue)  ARGV[16] lease_ms
 -- ARGV[17] backoff_max_delay_ms  ARGV[18] backoff_jitter (none|full|equal)
+-- ARGV[19] the job's own dead-letter topic ("" for none: its topic's, if configured)
 --
 -- Returns (scripts.EnqueueCode, ScriptCode) { QUEUED (1) } when created and queued,
 -- { LEASED (2), attempt, token } when created and leased to ARGV[15], or
@@ -20,6 +21,7 @@ local job = {
   id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
   tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],
   timeout = ARGV[12], trace = ARGV[13], cron = ARGV[14], bmax = ARGV[17], bjit = ARGV[18],
+  dlq = ARGV[19],
 }
 local key, due, now, worker = KEYS[1], KEYS[2], ARGV[2], ARGV[15]
 if not create_job(key, due, KEYS[3], KEYS[4], now, job) then

@@ -1,30 +1,66 @@
 -- fail: settle failed attempts (batch): retry later, or fail for good. Also
 -- used to recover expired leases (a lost worker), with require_expired = 1.
 --
+-- A job failing for good whose topic has a dead-letter topic (its own `dlq`
+-- field, else its topic's configuration hash, field dead_letter) is copied
+-- there in the same call: a new job (the given dead-letter id) on the
+-- dead-letter topic with the original payload and metadata source_topic,
+-- source_job_id, error, error_type, failed_at, attempts; state scheduled,
+-- held in that topic's dead-letter set, never in the due set (no worker runs
+-- or completes it), and recorded `scheduled`.
+--
 -- KEYS[1] active zset  KEYS[2] due zset     KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox       KEYS[6] counts hash  KEYS[7] wake channel
--- ARGV[1] now_ms  ARGV[2] job key prefix
--- ARGV[3..] groups of 6: id, token, require_expired ("1": only if the lease
+-- KEYS[8] set of dead-letter topics (retention prunes each)
+-- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] topic configuration key prefix
+-- ARGV[4] dead-letter set key prefix (the per-topic keys depend on each job, so
+--   they are built from these prefixes, as job keys are; all share the {ns} tag)
+-- ARGV[5] failed_at: now_ms as ISO 8601 UTC (dead-letter metadata)
+-- ARGV[6..] groups of 9: id, token, require_expired ("1": only if the lease
 --   deadline has passed), outcome (failed|timed_out|worker_lost),
---   error json, retry_at_ms (-1 = terminal). The retry decision is made in
---   Python (scheduler.retry) from the attempt number this token proves.
+--   error json, retry_at_ms (-1 = terminal), dead-letter job id, error type,
+--   error message truncated to 256 characters (the last three "" unless
+--   terminal). The retry decision is made in Python (scheduler.retry) from the
+--   attempt number this token proves.
 --
 -- Returns one code per job (scripts.SettleCode, ScriptCode): RETRY_SCHEDULED (3),
 -- FAILED (4) for good (then `failed` and `schedule.failed` are recorded),
 -- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
 -- LEASE_LOST (-1) token mismatch, LEASE_ALIVE (-2) the lease was renewed
 -- meanwhile (recovery skipped).
-local active, due, failed, cancelled, outbox, counts, wake =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local now, prefix = tonumber(ARGV[1]), ARGV[2]
+local active, due, failed, cancelled, outbox, counts, wake, dl_topics =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local now, prefix, topic_prefix, dl_prefix, failed_at = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
+
+-- Copy a job failing for good to its dead-letter topic, if it has one.
+local function dead_letter(key, id, topic, own, attempt, dl_id, err_type, err_message)
+  local dl_topic = own
+  if not dl_topic or dl_topic == '' then
+    dl_topic = redis.call('HGET', topic_prefix .. topic, 'dead_letter')
+  end
+  if not dl_topic or dl_topic == '' or dl_id == '' then return end
+  local flat, h = redis.call('HGETALL', key), {}
+  for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
+  local meta = cjson.encode({ source_topic = topic, source_job_id = id, error = err_message,
+    error_type = err_type, failed_at = failed_at, attempts = tonumber(attempt or '0') })
+  local j = { id = dl_id, topic = dl_topic, run_at = now_s, due = now_s, timeout = h['timeout'],
+    payload = read_payload(key, h), meta = meta }
+  for name, default in pairs(DEFAULTS) do
+    if j[name] == nil then j[name] = default end
+  end
+  if create_job(prefix .. dl_id, dl_prefix .. dl_topic, outbox, counts, now_s, j) then
+    redis.call('SADD', dl_topics, dl_topic)
+  end
+end
+
 local res = {}
-for i = 3, #ARGV, 6 do
+for i = 6, #ARGV, 9 do
   local id, token, require_expired, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local retry_at_s = ARGV[i + 5]
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq')
   local lease = redis.call('ZSCORE', active, id)
   if f[1] ~= token then
     res[#res + 1] = -1
@@ -54,6 +90,7 @@ for i = 3, #ARGV, 6 do
       move_count(counts, f[3], f[2], 'failed')
       emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err)
       emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt)
+      dead_letter(key, id, f[3], f[7], attempt, ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
       res[#res + 1] = 4
     end
   end

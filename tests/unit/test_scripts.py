@@ -35,6 +35,8 @@ REPLIES: dict[str, type[IntEnum]] = {
     "retry_job": OperationCode,
     "delete_job": OperationCode,
     "reschedule_job": OperationCode,
+    "replay_dead_letter": OperationCode,
+    "delete_dead_letter": OperationCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
