@@ -1,0 +1,130 @@
+"""`horae dlq`: list, replay, delete and purge the dead letters of a dead-letter topic
+(thin wrappers over the Scheduler facade; registered by scheduler/cli.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.api import Scheduler
+from scheduler.config import Settings
+
+Run = Callable[[Any], Any]
+
+
+async def _all_ids(s: Scheduler, topic: str) -> list[str]:
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await s.dead_letters(topic, 1_000, cursor)
+        ids += [dl.id for dl in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            return ids
+
+
+async def _chosen(s: Scheduler, topic: str, ids: tuple[str, ...], all_: bool, verb: str, yes: bool) -> list[str]:
+    """The dead letters to act on: the given ids (each must be held on `topic`), or every one with --all
+    (after a confirmation unless --yes)."""
+    if bool(ids) == all_:
+        raise click.UsageError("give dead-letter ids or --all (not both)")
+    if not all_:
+        for job_id in ids:
+            if await s.store.held_dead_letter_topic(job_id) != topic:
+                raise click.ClickException(f"no dead letter {job_id!r} on topic {topic!r}")
+        return list(dict.fromkeys(ids))
+    chosen = await _all_ids(s, topic)
+    if chosen and not yes:
+        click.confirm(f"{verb} all {len(chosen)} dead letters of {topic!r}?", abort=True)
+    return chosen
+
+
+def register(cli: click.Group, run: Run, console: Console) -> None:
+    """Add the `dlq` group to the `horae` command."""
+
+    @cli.group()
+    def dlq() -> None:
+        """Dead letters: jobs that failed for good, copied to their topic's dead-letter topic."""
+
+    @dlq.command("list")
+    @click.argument("topic")
+    @click.option("--limit", type=click.IntRange(1, 1_000), default=100, show_default=True, help="Dead letters per page.")
+    @click.option("--cursor", default=None, help="Cursor printed by the previous page.")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+    @click.pass_obj
+    def dlq_list(settings: Settings, topic: str, limit: int, cursor: str | None, as_json: bool) -> None:
+        """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is printed)."""
+
+        async def main() -> None:
+            async with Scheduler(settings=settings) as s:
+                page = await s.dead_letters(topic, limit, cursor)
+            if as_json:
+                for dl in page.items:
+                    click.echo(json.dumps({"id": dl.id, "payload": dl.payload, "metadata": dl.metadata}, default=str))
+                if page.cursor:
+                    click.echo(json.dumps({"cursor": page.cursor}))
+                return
+            table = Table("id", "source topic", "source job", "failed at", "attempts", "error",
+                          title=f"dead letters of {topic}")
+            for dl in page.items:
+                m = dl.metadata
+                table.add_row(dl.id, str(m.get("source_topic")), str(m.get("source_job_id")), str(m.get("failed_at")),
+                              str(m.get("attempts")), f"{m.get('error_type')}: {m.get('error')}")
+            console.print(table)
+            if page.cursor:
+                click.echo(f"next page: --cursor {page.cursor}")
+
+        run(main())
+
+    @dlq.command("replay")
+    @click.argument("topic")
+    @click.argument("ids", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help="Replay every dead letter of TOPIC (asks first).")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @click.pass_obj
+    def dlq_replay(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
+        """Schedule dead letters' payloads again on their source topic (new jobs, due now) and remove them."""
+
+        async def main() -> None:
+            async with Scheduler(settings=settings) as s:
+                for job_id in await _chosen(s, topic, ids, all_, "Replay", yes):
+                    click.echo(f"{job_id} -> {await s.replay(job_id)}")
+
+        run(main())
+
+    @dlq.command("delete")
+    @click.argument("topic")
+    @click.argument("ids", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help="Delete every dead letter of TOPIC (asks first).")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @click.pass_obj
+    def dlq_delete(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
+        """Delete dead letters of TOPIC."""
+
+        async def main() -> None:
+            async with Scheduler(settings=settings) as s:
+                chosen = await _chosen(s, topic, ids, all_, "Delete", yes)
+                deleted = sum([await s.delete(job_id) for job_id in chosen])
+            click.echo(f"deleted {deleted} dead letters of {topic}")
+
+        run(main())
+
+    @dlq.command("purge")
+    @click.argument("topic")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @click.pass_obj
+    def dlq_purge(settings: Settings, topic: str, yes: bool) -> None:
+        """Delete every dead letter of TOPIC (asks first)."""
+        if not yes:
+            click.confirm(f"Delete every dead letter of {topic!r}?", abort=True)
+
+        async def main() -> None:
+            async with Scheduler(settings=settings) as s:
+                click.echo(f"purged {await s.purge_dead_letters(topic)} dead letters of {topic}")
+
+        run(main())
