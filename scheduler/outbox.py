@@ -39,7 +39,11 @@ job operations (Scheduler.retry/delete/reschedule; `actor` names who asked)
                        whole life (how the audit numbers it). The one way back from a
                        terminal state.
     rescheduled        run_at ms, due ms (run_at, or now when it was past), tz, actor
-    deleted            from (the state it was deleted in), actor; the id is free again
+    deleted            from (the state it was deleted in), actor; the id is free again;
+                       replayed_as (Scheduler.replay of a dead letter only: the new job's id,
+                       whose `scheduled` metadata has replayed_from). A dead letter is created
+                       by fail.lua with its own `scheduled` (metadata source_job_id, ...);
+                       retention drops one as `deleted` with actor "retention"
 
 Order: for one job the stream order is the order of its changes (one script
 at a time), but a relay may apply batches out of order after a crash, so
