@@ -81,38 +81,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
         run(main())
 
-    @dlq.command("replay")
-    @click.argument("topic")
-    @click.argument("ids", nargs=-1)
-    @click.option("--all", "all_", is_flag=True, help="Replay every dead letter of TOPIC (asks first).")
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    @click.pass_obj
-    def dlq_replay(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
-        """Schedule dead letters' payloads again on their source topic (new jobs, due now) and remove them."""
-
-        async def main() -> None:
-            async with Scheduler(settings=settings) as s:
-                for job_id in await _chosen(s, topic, ids, all_, "Replay", yes):
-                    click.echo(f"{job_id} -> {await s.replay(job_id)}")
-
-        run(main())
-
-    @dlq.command("delete")
-    @click.argument("topic")
-    @click.argument("ids", nargs=-1)
-    @click.option("--all", "all_", is_flag=True, help="Delete every dead letter of TOPIC (asks first).")
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    @click.pass_obj
-    def dlq_delete(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
-        """Delete dead letters of TOPIC."""
-
-        async def main() -> None:
-            async with Scheduler(settings=settings) as s:
-                chosen = await _chosen(s, topic, ids, all_, "Delete", yes)
-                deleted = sum([await s.delete(job_id) for job_id in chosen])
-            click.echo(f"deleted {deleted} dead letters of {topic}")
-
-        run(main())
+    for verb in ("replay", "delete"):
+        _bulk_command(dlq, run, verb)
 
     @dlq.command("purge")
     @click.argument("topic")
@@ -126,5 +96,34 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         async def main() -> None:
             async with Scheduler(settings=settings) as s:
                 click.echo(f"purged {await s.purge_dead_letters(topic)} dead letters of {topic}")
+
+        run(main())
+
+
+_HELP = {
+    "replay": "Schedule dead letters' payloads again on their source topic (new jobs, due now) and remove them.",
+    "delete": "Delete dead letters of TOPIC.",
+}
+
+
+def _bulk_command(dlq: click.Group, run: Run, verb: str) -> None:
+    """`dlq replay` / `dlq delete`: TOPIC (ID... | --all [--yes])."""
+
+    @dlq.command(verb, help=_HELP[verb])
+    @click.argument("topic")
+    @click.argument("ids", nargs=-1)
+    @click.option("--all", "all_", is_flag=True, help=f"{verb.capitalize()} every dead letter of TOPIC (asks first).")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @click.pass_obj
+    def command(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
+        async def main() -> None:
+            async with Scheduler(settings=settings) as s:
+                chosen = await _chosen(s, topic, ids, all_, verb.capitalize(), yes)
+                if verb == "replay":
+                    for job_id in chosen:
+                        click.echo(f"{job_id} -> {await s.replay(job_id)}")
+                else:
+                    deleted = sum([await s.delete(job_id) for job_id in chosen])
+                    click.echo(f"deleted {deleted} dead letters of {topic}")
 
         run(main())

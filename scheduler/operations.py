@@ -75,7 +75,10 @@ class JobOperations:
             self._acting.reset(token)
 
     async def retry(self, job_id: str, actor: str | None = None) -> bool:
-        """Run a failed or cancelled job again now, with a fresh attempt budget."""
+        """Run a failed or cancelled job again now, with a fresh attempt budget (not a dead letter:
+        those are held, never due; replay one instead)."""
+        if await self._host.store.held_dead_letter_topic(job_id) is not None:
+            return False
         code = await self._host.store.retry_job(job_id, self._host.clock.now_ms(), self.actor(actor))
         return code == OperationCode.RETRIED
 
@@ -89,9 +92,12 @@ class JobOperations:
         return code == OperationCode.DELETED
 
     async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", actor: str | None = None) -> bool:
-        """Move a scheduled or retrying job to `run_at` (resolved as schedule_at does; past = now)."""
+        """Move a scheduled or retrying job to `run_at` (resolved as schedule_at does; past = now);
+        not a dead letter (held, never due)."""
         run_at_ms = utc_to_ms(resolve_run_at(run_at, tz))
         h = self._host
+        if await h.store.held_dead_letter_topic(job_id) is not None:
+            return False
         code = await h.store.reschedule_job(job_id, run_at_ms, tz, h.clock.now_ms(), self.actor(actor))
         return code == OperationCode.RESCHEDULED
 

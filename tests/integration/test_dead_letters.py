@@ -10,10 +10,13 @@ from typing import Any
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, SCHEDULE_FAILED_TOPIC, TopicOptions
 from scheduler.job import JobInfo
+from scheduler.metrics import Metrics
 from scheduler.topics import DeadLetterNotFound, TopicInUse, UnsupportedTopicOption
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
@@ -192,17 +195,21 @@ async def test_delete_and_purge_remove_dead_letters(redis_url: str, namespace: s
             await s.schedule_in("pay", 0, retry=ONCE)
         async with s.worker():
             await eventually(lambda: has_dead_letters(s, "pay.dlq", 4), what="4 dead letters")
-        first, *_ = await dead_letters(s, "pay.dlq")
+        first, second, *_ = await dead_letters(s, "pay.dlq")
+        assert not await s.reschedule(second.id, datetime.now(timezone.utc)), "held: never made due"
+        assert await s.cancel(second.id) and not await s.retry(second.id)
         assert await s.delete(first.id)
         assert await s.get_job(first.id) is None and len(await dead_letters(s, "pay.dlq")) == 3
-        assert await s.purge_dead_letters("pay.dlq") == 3
+        assert await s.purge_dead_letters("pay.dlq") == 3, "the cancelled one too"
         assert await dead_letters(s, "pay.dlq") == [] and (await s.stats("pay.dlq"))["scheduled"] == 0
 
 
 async def test_retention_cap_drops_the_oldest_and_counts(redis_url: str, namespace: str) -> None:
     reg, _ = registry()
-    clock = FakeClock(START_MS)
-    async with make_scheduler(redis_url, namespace, reg, clock, retention={"dead_letter_max": 5, "failed_age_s": 10**9}) as s:
+    clock, reader = FakeClock(START_MS), InMemoryMetricReader()
+    s = make_scheduler(redis_url, namespace, reg, clock, retention={"dead_letter_max": 5, "failed_age_s": 10**9})
+    s.metrics = Metrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    async with s:
         await s.configure_topic("pay", TopicOptions(dead_letter="pay.dlq"))
         order = []
         async with s.worker():
@@ -214,9 +221,17 @@ async def test_retention_cap_drops_the_oldest_and_counts(redis_url: str, namespa
             assert await w.prune() == 3
         kept = [dl.metadata["source_job_id"] for dl in await dead_letters(s, "pay.dlq")]
         assert kept == order[3:]
+        assert dropped(reader) == {(("topic", "pay.dlq"),): 3}
         clock.advance(31 * 86_400)
         assert await s.make_worker().prune() == 5
         assert await dead_letters(s, "pay.dlq") == []
+        assert dropped(reader) == {(("topic", "pay.dlq"),): 8}
+
+
+def dropped(reader: InMemoryMetricReader) -> dict[Any, int]:
+    return {tuple(sorted(p.attributes.items())): p.value
+            for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            for p in m.data.data_points if m.name == "horae_dead_letters_dropped_total"}
 
 
 async def test_a_worker_without_a_listener_for_the_dead_letter_topic_does_not_complete_it(
@@ -234,3 +249,17 @@ async def test_a_worker_without_a_listener_for_the_dead_letter_topic_does_not_co
         [dl] = await dead_letters(s, "pay.dlq")
         assert dl.state is JobState.SCHEDULED and dl.attempts == 0
         assert (await s.stats("pay.dlq"))["completed"] == 0
+
+
+async def test_a_worker_lost_on_the_last_attempt_leaves_a_dead_letter(redis_url: str, namespace: str) -> None:
+    reg, _ = registry()
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        await s.configure_topic("pay", TopicOptions(dead_letter="pay.dlq"))
+        job_id = await s.schedule_in("pay", 0, payload=[1], retry=ONCE)
+        jobs, _, _ = await s.store.claim(clock.now_ms(), 10, 1_000, "gone")  # a worker that then dies
+        assert [j.id for j in jobs] == [job_id]
+        clock.advance(5)
+        assert await s.make_worker().recover_expired() == 1
+        [dl] = await dead_letters(s, "pay.dlq")
+        assert (dl.payload, dl.metadata["source_job_id"], dl.metadata["error_type"]) == ([1], job_id, "WorkerLost")
