@@ -4,13 +4,15 @@ a topic's failed jobs leave on its dead-letter topic: listing, replay, delete, p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import timedelta
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
 from scheduler.clock import Clock
 from scheduler.errors import ScheduleError
 from scheduler.job import JobInfo, NewJob
+from scheduler.retry import RetryPolicy
 from scheduler.scripts import OperationCode, ScriptCode
 from scheduler.store import RedisStore
 from scheduler.validation import check_dead_letter, check_topic
@@ -47,9 +49,9 @@ class TopicOptions:
     """
 
     policy: Literal["standard"] = "standard"
-    retry: Any = None
-    timeout: Any = None
-    rate_limit: Any = None
+    retry: RetryPolicy | Mapping[str, Any] | None = None
+    timeout: timedelta | float | str | None = None
+    rate_limit: str | None = None
     concurrency: int | None = None
     priority_default: int = 0
     warning_size: int | None = None
