@@ -1,5 +1,5 @@
-"""Job values: the JobState enum, JobInfo (what get_job returns) and ClaimedJob
-(what a worker runs). Frozen; no I/O."""
+"""Job values: the JobState enum, JobInfo (what get_job returns), JobPage (what
+jobs() returns) and ClaimedJob (what a worker runs). Frozen; no I/O."""
 
 from __future__ import annotations
 
@@ -83,6 +83,15 @@ class JobInfo:
     # How the job's last attempt ended, when that is not the default: invalid_payload
     # (its topic's schema refused the payload; last_error says why). None otherwise.
     outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a job listing (Scheduler.jobs): pass `cursor` back for the next
+    page; None on the last one."""
+
+    items: list[JobInfo]
+    cursor: str | None
 
 
 @dataclass(frozen=True)

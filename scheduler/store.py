@@ -3,19 +3,26 @@ script (each a single round trip), plus plain reads, all over scheduler/wire.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from scheduler.errors import StorageError
 from scheduler.job import ClaimedJob, CronFire, CronInfo, JobInfo, JobState, NewCron, NewJob, Settlement
 from scheduler.keys import Keys
+from scheduler.listing import Cursor, Walk
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, EnqueueCode, Scripts
 from scheduler.timeutil import ms_to_utc
 from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
+
+# enqueue.lua calls per pipelined write of enqueue_many: big enough that a write and
+# its replies cost little per job, small enough not to hold up other callers of the
+# shared connection for long.
+ENQUEUE_BATCH = 1_000
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay")
@@ -77,14 +84,7 @@ class RedisStore:
 
         Returns whether it was created, and the leased attempt (None: queued as usual).
         """
-        k = self.keys
-        res = await self._run(
-            "enqueue",
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
-            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
-             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
-             job.trace, job.cron, worker_id, lease_ms],
-        )
+        res = await self._run("enqueue", *self._enqueue_call(job, now_ms, worker_id, lease_ms))
         code = int(res[0])
         if code != EnqueueCode.LEASED:
             return code == EnqueueCode.QUEUED, None
@@ -305,6 +305,65 @@ class RedisStore:
         except RedisError as exc:
             raise StorageError(f"redis read of crons failed: {exc}") from exc
         return [_cron_info(r) for r in rows]
+
+    # ------------------------------------------------------ listing and bulk
+    def _enqueue_call(self, job: NewJob, now_ms: int, worker_id: str,
+                      lease_ms: int) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
+        k = self.keys
+        return (
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
+            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
+             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
+             job.trace, job.cron, worker_id, lease_ms],
+        )
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH) -> list[bool]:
+        """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
+        usual), `batch` calls per pipelined write; one created flag per job, in order.
+
+        Raises:
+            StorageError: Redis failed; the batches before the failing one are stored
+                (scheduling the same ids again is a no-op for those).
+        """
+        script = self._scripts["enqueue"]
+        created: list[bool] = []
+        for start in range(0, len(jobs), batch):
+            commands = []
+            for job in jobs[start:start + batch]:
+                keys, args = self._enqueue_call(job, now_ms, "", 0)
+                commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
+            try:
+                try:
+                    replies = await self.wire.call_many(commands)
+                except ResponseError as exc:
+                    if not str(exc).startswith("NOSCRIPT"):
+                        raise
+                    # Not loaded (a fresh or flushed script cache): load it and send the batch
+                    # again; any call of it that did run replies DUPLICATE the second time.
+                    await self.wire.call("SCRIPT", "LOAD", script.source)
+                    replies = await self.wire.call_many(commands)
+            except RedisError as exc:
+                raise StorageError(f"redis script enqueue failed: {exc}") from exc
+            created += [int(r[0]) == EnqueueCode.QUEUED for r in replies]
+        return created
+
+    async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
+                           budget: int) -> tuple[list[str], Cursor | None]:
+        """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
+        members examined), and the next page's cursor (None: the walk is over)."""
+        k = self.keys
+        res = await self._run(
+            "list_jobs", [k.due, k.active, k.completed, k.failed, k.cancelled],
+            [k.job_prefix, walk.first, walk.last, after.set if after else 0, after.score if after else "",
+             after.id if after else "", limit, budget, walk.state, walk.topic],
+        )
+        following = Cursor(int(res[0]), str(res[1]), res[2]) if int(res[0]) > 0 else None
+        return list(res[3:]), following
+
+    async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
+        """get_job of each id, all pipelined on the connection at once; in order."""
+        return list(await asyncio.gather(*(self.get_job(job_id) for job_id in job_ids)))
 
 
 def _cron_info(f: dict[str, str]) -> CronInfo:
