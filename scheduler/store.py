@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,10 +20,12 @@ from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, 
 from scheduler.timeutil import ms_to_utc
 from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
 
-# enqueue.lua calls per pipelined write of enqueue_many: big enough that a write and
-# its replies cost little per job, small enough not to hold up other callers of the
-# shared connection for long.
-ENQUEUE_BATCH = 1_000
+# enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
+# their replies at once. Big enough that a write costs little per job and Redis never
+# waits for the next one; small enough not to hold up other callers of the shared
+# connection for long (at most BATCH * IN_FLIGHT calls ahead of them).
+ENQUEUE_BATCH = 200
+ENQUEUE_IN_FLIGHT = 5
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay")
@@ -318,35 +321,49 @@ class RedisStore:
              job.trace, job.cron, worker_id, lease_ms],
         )
 
-    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH) -> list[bool]:
+    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,
+                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[bool]:
         """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
-        usual), `batch` calls per pipelined write; one created flag per job, in order.
+        usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
+        replies (Redis runs one while the next is packed). One created flag per job, in order.
 
         Raises:
-            StorageError: Redis failed; the batches before the failing one are stored
+            StorageError: Redis failed; batches written before the failure may be stored
                 (scheduling the same ids again is a no-op for those).
         """
-        script = self._scripts["enqueue"]
+        pending: deque[asyncio.Future[list[bool]]] = deque()
         created: list[bool] = []
-        for start in range(0, len(jobs), batch):
-            commands = []
-            for job in jobs[start:start + batch]:
-                keys, args = self._enqueue_call(job, now_ms, "", 0)
-                commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
-            try:
-                try:
-                    replies = await self.wire.call_many(commands)
-                except ResponseError as exc:
-                    if not str(exc).startswith("NOSCRIPT"):
-                        raise
-                    # Not loaded (a fresh or flushed script cache): load it and send the batch
-                    # again; any call of it that did run replies DUPLICATE the second time.
-                    await self.wire.call("SCRIPT", "LOAD", script.source)
-                    replies = await self.wire.call_many(commands)
-            except RedisError as exc:
-                raise StorageError(f"redis script enqueue failed: {exc}") from exc
-            created += [int(r[0]) == EnqueueCode.QUEUED for r in replies]
+        try:
+            for start in range(0, len(jobs), batch):
+                if len(pending) >= in_flight:
+                    created += await pending.popleft()
+                pending.append(asyncio.ensure_future(self._enqueue_batch(jobs[start:start + batch], now_ms)))
+            while pending:
+                created += await pending.popleft()
+        finally:
+            if pending:  # a batch failed: the others' outcomes are awaited, not left unread
+                await asyncio.gather(*pending, return_exceptions=True)
         return created
+
+    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[bool]:
+        script = self._scripts["enqueue"]
+        commands = []
+        for job in jobs:
+            keys, args = self._enqueue_call(job, now_ms, "", 0)
+            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
+        try:
+            try:
+                replies = await self.wire.call_many(commands)
+            except ResponseError as exc:
+                if not str(exc).startswith("NOSCRIPT"):
+                    raise
+                # Not loaded (a fresh or flushed script cache): load it and send the batch
+                # again; any call of it that did run replies DUPLICATE the second time.
+                await self.wire.call("SCRIPT", "LOAD", script.source)
+                replies = await self.wire.call_many(commands)
+        except RedisError as exc:
+            raise StorageError(f"redis script enqueue failed: {exc}") from exc
+        return [int(r[0]) == EnqueueCode.QUEUED for r in replies]
 
     async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
                            budget: int) -> tuple[list[str], Cursor | None]:

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidPayload, JobInfo, JobState, Scheduler, ScheduleError
 from scheduler.config import load_settings
+from scheduler.scripts import Script
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
@@ -202,3 +203,17 @@ async def test_schedule_many_stores_and_audits_every_job(redis_url: str, databas
             row = await s.audit.get(ids[i])
             assert row is not None and row.topic == items[i]["topic"] and row.status == "active", i
             assert row.payload == ("first" if i == 1500 else items[i]["payload"])
+
+
+async def test_batches_in_flight_load_a_missing_script_and_store_each_job_once(
+        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
+        store = s.store
+        # A variant of enqueue.lua that this Redis has never seen: every batch in flight
+        # replies NOSCRIPT, loads it and is sent again (as on a fresh or flushed Redis).
+        enqueue = store._scripts["enqueue"]
+        store._scripts._scripts["enqueue"] = Script.of(f"{enqueue.source}\n-- {namespace}\n")
+        ids = await s.schedule_many([{"topic": "a", "delay": 60, "payload": i} for i in range(1_050)])
+        assert len(set(ids)) == 1_050
+        assert (await s.stats())["scheduled"] == 1_050
+        assert await redis.zcard("{" + namespace + "}:due") == 1_050
