@@ -357,7 +357,8 @@ class Scheduler:
     # -------------------------------------------------------- listing and bulk
     async def jobs(self, topic: str | None = None, state: JobState | str | None = None, limit: int = 100,
                    cursor: str | None = None) -> JobPage:
-        """One page of jobs: state sets in a fixed order, each by time then id (README: Listing).
+        """One page of jobs: state sets in a fixed order, each by time then id
+        (README: Listing and bulk scheduling).
 
         A page examines at most limit * 10 jobs, so a rare state or topic can give a short
         (even empty) page whose cursor goes on.
