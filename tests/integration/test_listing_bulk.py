@@ -142,12 +142,12 @@ async def test_pages_follow_the_sets_order_and_bound_their_work(
     listed = await walk(s, None, None, 13)
     sets = [place[infos[i].state] for i in listed]
     assert sets == sorted(sets)
-    # 5 running jobs among 250: a page of 1 examines at most 10 members, so the walk of the
-    # due set (90 members, 0 of topic c running) goes on through short pages.
+    # A page of 1 examines at most 10 members: whether one of topic c is among the first
+    # 10 of the due set depends on the random ids (ties on score), but the walk goes on.
     page = await s.jobs(topic="c", state=None, limit=1)
-    assert len(page.items) == 1 and page.cursor is not None
-    empty = await s.jobs(state="running", limit=1, cursor=None)
-    assert len(empty.items) == 1
+    assert len(page.items) <= 1 and page.cursor is not None
+    running = await s.jobs(state="running", limit=1, cursor=None)
+    assert len(running.items) == 1 and running.items[0].state is JobState.RUNNING and running.cursor is not None
     with pytest.raises(ScheduleError) as info:
         await s.jobs(state="completed", cursor=page.cursor)  # a cursor of the due set
     assert info.value.field == "cursor"
