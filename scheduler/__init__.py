@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         SchedulerError,
         StorageError,
     )
-    from scheduler.job import JobInfo, JobState
+    from scheduler.job import JobInfo, JobPage, JobState
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.retry import Backoff, RetryPolicy
     from scheduler.topics import TopicOptions
@@ -46,6 +46,7 @@ _SOURCES = {
     "InvalidTimezone": "scheduler.errors",
     "InvalidTopic": "scheduler.errors",
     "JobInfo": "scheduler.job",
+    "JobPage": "scheduler.job",
     "JobState": "scheduler.job",
     "Retry": "scheduler.errors",
     "RetryPolicy": "scheduler.retry",
@@ -70,6 +71,7 @@ __all__ = [
     "InvalidTimezone",
     "InvalidTopic",
     "JobInfo",
+    "JobPage",
     "JobState",
     "Retry",
     "RetryPolicy",

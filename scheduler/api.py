@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
 from functools import cached_property
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,9 @@ from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
 from scheduler.errors import InvalidCron, SchedulerError, StorageError
 from scheduler.cron import next_fire, parse_cron
-from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
+from scheduler.bulk import build_jobs, store_jobs
+from scheduler.job import CronInfo, JobInfo, JobPage, JobState, NewCron, NewJob
+from scheduler.listing import list_jobs
 from scheduler.metrics import Metrics
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.operations import JobOperations
@@ -420,6 +423,41 @@ class Scheduler:
     async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
         """Remove every dead letter held on `topic`; how many."""
         return await self._topics.purge(topic, actor)
+    # -------------------------------------------------------- listing and bulk
+    async def jobs(self, topic: str | None = None, state: JobState | str | None = None, limit: int = 100,
+                   cursor: str | None = None) -> JobPage:
+        """One page of jobs: state sets in a fixed order, each by time then id
+        (README: Listing and bulk scheduling).
+
+        A page examines at most limit * 10 jobs, so a rare state or topic can give a short
+        (even empty) page whose cursor goes on.
+
+        Args:
+            topic: only this topic's jobs (None: all).
+            state: a JobState, its value or its name (None: all).
+            limit: page size, 1..1000.
+            cursor: the previous page's cursor (None: the first page).
+
+        Raises:
+            ScheduleError: naming topic, state, limit or cursor.
+        """
+        return await list_jobs(self.store, topic, state, limit, cursor)
+
+    async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Schedule many jobs, each item a mapping of schedule_at's keywords (or `delay`
+        instead of run_at; neither = now); every item is checked before anything is written.
+
+        Returns:
+            The job ids, in item order (an existing job_id changes nothing, as in schedule_at).
+
+        Raises:
+            ScheduleError: the item's, e.g. InvalidTopic with field "items[3].topic", or a
+                job_id repeated within the call; nothing is stored.
+            StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
+        """
+        now = self.clock.now_ms()
+        jobs = build_jobs(items, partial(self._build_job, cron="", now_ms=now), now)
+        return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:

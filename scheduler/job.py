@@ -1,5 +1,5 @@
-"""Job values: the JobState enum, JobInfo (what get_job returns) and ClaimedJob
-(what a worker runs). Frozen; no I/O."""
+"""Job values: the JobState enum, JobInfo (what get_job returns), JobPage (what
+jobs() returns) and ClaimedJob (what a worker runs). Frozen; no I/O."""
 
 from __future__ import annotations
 
@@ -86,6 +86,15 @@ class JobInfo:
     outcome: str | None = None
     backoff_max_delay_ms: int = DEFAULT_MAX_DELAY_MS  # the cap on a retry's delay (retry.Backoff)
     backoff_jitter: str = "none"
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a job listing (Scheduler.jobs): pass `cursor` back for the next
+    page; None on the last one."""
+
+    items: list[JobInfo]
+    cursor: str | None
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,15 @@ script (each a single round trip), plus plain reads, all over scheduler/wire.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from scheduler.errors import StorageError
 from scheduler.job import (
@@ -24,9 +26,17 @@ from scheduler.job import (
     dead_letter_args,
 )
 from scheduler.keys import Keys
+from scheduler.listing import Cursor, Walk
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS, EnqueueCode, Scripts
 from scheduler.timeutil import ms_to_utc
 from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
+
+# enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
+# their replies at once. Big enough that a write costs little per job and Redis never
+# waits for the next one; small enough not to hold up other callers of the shared
+# connection for long (at most BATCH * IN_FLIGHT calls ahead of them).
+ENQUEUE_BATCH = 200
+ENQUEUE_IN_FLIGHT = 5
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay", "bmax", "bjit")
@@ -88,15 +98,7 @@ class RedisStore:
 
         Returns whether it was created, and the leased attempt (None: queued as usual).
         """
-        k = self.keys
-        res = await self._run(
-            "enqueue",
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
-            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
-             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
-             job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
-             job.dead_letter],
-        )
+        res = await self._run("enqueue", *self._enqueue_call(job, now_ms, worker_id, lease_ms))
         code = int(res[0])
         if code != EnqueueCode.LEASED:
             return code == EnqueueCode.QUEUED, None
@@ -342,6 +344,80 @@ class RedisStore:
         except RedisError as exc:
             raise StorageError(f"redis read of crons failed: {exc}") from exc
         return [_cron_info(r) for r in rows]
+
+    # ------------------------------------------------------ listing and bulk
+    def _enqueue_call(self, job: NewJob, now_ms: int, worker_id: str,
+                      lease_ms: int) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
+        k = self.keys
+        return (
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
+            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
+             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
+             job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
+             job.dead_letter],
+        )
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,
+                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[bool]:
+        """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
+        usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
+        replies (Redis runs one while the next is packed). One created flag per job, in order.
+
+        Raises:
+            StorageError: Redis failed; batches written before the failure may be stored
+                (scheduling the same ids again is a no-op for those).
+        """
+        pending: deque[asyncio.Future[list[bool]]] = deque()
+        created: list[bool] = []
+        try:
+            for start in range(0, len(jobs), batch):
+                if len(pending) >= in_flight:
+                    created += await pending.popleft()
+                pending.append(asyncio.ensure_future(self._enqueue_batch(jobs[start:start + batch], now_ms)))
+            while pending:
+                created += await pending.popleft()
+        finally:
+            if pending:  # a batch failed: the others' outcomes are awaited, not left unread
+                await asyncio.gather(*pending, return_exceptions=True)
+        return created
+
+    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[bool]:
+        script = self._scripts["enqueue"]
+        commands = []
+        for job in jobs:
+            keys, args = self._enqueue_call(job, now_ms, "", 0)
+            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
+        try:
+            try:
+                replies = await self.wire.call_many(commands)
+            except ResponseError as exc:
+                if not str(exc).startswith("NOSCRIPT"):
+                    raise
+                # Not loaded (a fresh or flushed script cache): load it and send the batch
+                # again; any call of it that did run replies DUPLICATE the second time.
+                await self.wire.call("SCRIPT", "LOAD", script.source)
+                replies = await self.wire.call_many(commands)
+        except RedisError as exc:
+            raise StorageError(f"redis script enqueue failed: {exc}") from exc
+        return [int(r[0]) == EnqueueCode.QUEUED for r in replies]
+
+    async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
+                           budget: int) -> tuple[list[str], Cursor | None]:
+        """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
+        members examined), and the next page's cursor (None: the walk is over)."""
+        k = self.keys
+        res = await self._run(
+            "list_jobs", [k.due, k.active, k.completed, k.failed, k.cancelled],
+            [k.job_prefix, walk.first, walk.last, after.set if after else 0, after.score if after else "",
+             after.id if after else "", limit, budget, walk.state, walk.topic],
+        )
+        following = Cursor(int(res[0]), str(res[1]), res[2]) if int(res[0]) > 0 else None
+        return list(res[3:]), following
+
+    async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
+        """get_job of each id, all pipelined on the connection at once; in order."""
+        return list(await asyncio.gather(*(self.get_job(job_id) for job_id in job_ids)))
 
     # ------------------------------------------------- topics and dead letters (scheduler/topics.py)
     async def _call(self, what: str, *command: Any) -> Any:

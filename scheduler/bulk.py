@@ -1,0 +1,106 @@
+"""Bulk scheduling (Scheduler.schedule_many): every item checked and built into a
+NewJob before anything is written (errors name the item), then stored in
+pipelined batches under one PRODUCER span (RedisStore.enqueue_many)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from opentelemetry.trace import Span, Tracer
+
+from scheduler.errors import InvalidDelay, InvalidJobId, ScheduleError
+from scheduler.job import NewJob
+from scheduler.metrics import Metrics
+from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
+from scheduler.tracing import current_traceparent, is_noop, producer_span
+
+if TYPE_CHECKING:
+    from scheduler.store import RedisStore
+
+# The keys an item may hold: schedule_at's keywords, plus schedule_in's `delay`.
+ITEM_KEYS = ("topic", "run_at", "delay", "tz", "payload", "retry", "metadata", "timeout", "job_id")
+_KNOWN = frozenset(ITEM_KEYS)
+
+
+class BuildJob(Protocol):
+    """Validate one request and build its job (the facade's, with its defaults and schemas)."""
+
+    def __call__(self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any,
+                 timeout: Any, job_id: str | None) -> NewJob: ...
+
+
+def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int) -> list[NewJob]:
+    """Every item as a job, in order.
+
+    Each item holds schedule_at's keywords (topic, run_at, tz, payload, retry, metadata,
+    timeout, job_id) or `delay` instead of run_at; neither means now (`now_ms`).
+
+    Raises:
+        ScheduleError: the subclass the item's check raised, its field and message
+            prefixed with the item ("items[3].topic"); an unknown key or a job_id given
+            twice in the call is refused the same way.
+    """
+    jobs: list[NewJob] = []
+    first_of: dict[str, int] = {}  # a caller's job_id -> the item that gave it first
+    for index, item in enumerate(items):
+        job = _build_one(index, item, build, now_ms)
+        if item.get("job_id") is not None:
+            earlier = first_of.setdefault(job.id, index)
+            if earlier != index:
+                raise _at(index, InvalidJobId(f"job_id {job.id!r} is also items[{earlier}]'s", field="job_id"))
+        jobs.append(job)
+    return jobs
+
+
+def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob:
+    if not isinstance(item, Mapping):
+        raise ScheduleError(f"items[{index}]: must be a mapping of schedule_at's keywords; got {item!r}",
+                            field=f"items[{index}]")
+    for key in item:
+        if key not in _KNOWN:
+            raise ScheduleError(f"items[{index}].{key}: unknown key {key!r} (known: {', '.join(ITEM_KEYS)})",
+                                field=f"items[{index}].{key}")
+    try:
+        tz = item.get("tz", "UTC")
+        if item.get("run_at") is not None:
+            if item.get("delay") is not None:
+                raise InvalidDelay("give run_at or delay, not both", field="delay")
+            run_at_ms = utc_to_ms(resolve_run_at(item["run_at"], tz))
+        elif item.get("delay") is not None:
+            run_at_ms = now_ms + int(parse_duration(item["delay"], "delay") * 1000)
+        else:
+            run_at_ms = now_ms
+        return build(item.get("topic"), run_at_ms, tz, item.get("payload"), item.get("retry"),
+                     item.get("metadata"), item.get("timeout"), item.get("job_id"))
+    except ScheduleError as exc:
+        raise _at(index, exc) from exc
+
+
+def _at(index: int, exc: ScheduleError) -> ScheduleError:
+    """The same error class, its field and message prefixed with the item."""
+    field = f"items[{index}].{exc.field}" if exc.field else f"items[{index}]"
+    return type(exc)(f"{field}: {exc}", field=field)
+
+
+async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: Sequence[NewJob],
+                     now_ms: int) -> list[str]:
+    """Store built jobs (RedisStore.enqueue_many) under one PRODUCER span for the call, not
+    one per job (its cost would be most of a job's); every job keeps that span's context
+    as its trace, so its attempts join the call's trace. Returns the ids in order."""
+    if not jobs:
+        return []
+    topics = {job.topic for job in jobs}
+    span: AbstractContextManager[Span | None] = nullcontext() if is_noop(tracer) else producer_span(
+        tracer, next(iter(topics)) if len(topics) == 1 else "(multiple)", "send")
+    with span:
+        trace = current_traceparent()
+        if trace:
+            jobs = [replace(job, trace=trace) for job in jobs]
+        created = await store.enqueue_many(jobs, now_ms)
+    for job, new in zip(jobs, created):
+        if new:
+            metrics.scheduled.add(1, {"topic": job.topic})
+    return [job.id for job in jobs]

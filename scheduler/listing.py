@@ -1,0 +1,152 @@
+"""Job listing (Scheduler.jobs): the request checks, the opaque page cursor and
+the walk over the state sorted sets (lua/list_jobs.lua), a bounded amount of
+work per page. No index beyond the sets the engine keeps anyway."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler.errors import ScheduleError
+from scheduler.job import JobPage, JobState
+from scheduler.validation import check_topic
+
+if TYPE_CHECKING:
+    from scheduler.store import RedisStore
+
+MAX_LIMIT = 1000
+# Members examined per page at most, as a multiple of the page size: a filter that
+# matches few jobs returns a short (even empty) page with a cursor instead of
+# walking the whole set in one call.
+WORK_PER_ITEM = 10
+
+# The sets list_jobs.lua walks, by their 1-based place in its KEYS (due, active,
+# completed, failed, cancelled), and the set holding each state.
+FIRST_SET, LAST_SET = 1, 5
+SET_OF_STATE = {
+    JobState.SCHEDULED: 1, JobState.RETRYING: 1, JobState.RUNNING: 2,
+    JobState.COMPLETED: 3, JobState.FAILED: 4, JobState.CANCELLED: 5,
+}
+# States whose set holds other states too, so each member's state field is read:
+# scheduled and retrying share the due set; a job cancelled while its attempt runs
+# stays in the active set (state cancelled) until the attempt settles.
+FILTERED_STATES = frozenset({JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING})
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: the set (1..5), the member's score and its id. The next page
+    starts after (score, id) in that set, wherever that member is now."""
+
+    set: int
+    score: str
+    id: str
+
+    def encode(self) -> str:
+        """The opaque text handed to callers (URL-safe base64 of JSON, no padding)."""
+        raw = json.dumps([self.set, self.score, self.id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: object) -> Cursor:
+        """The cursor `encode` made.
+
+        Raises:
+            ScheduleError: field "cursor", for anything `encode` cannot have produced.
+        """
+        if not isinstance(text, str) or not text:
+            raise ScheduleError(f"cursor must be a string from an earlier page; got {text!r}", field="cursor")
+        try:
+            value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (binascii.Error, ValueError) as exc:  # (json's errors are ValueErrors)
+            raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor") from exc
+        if (not isinstance(value, list) or len(value) != 3 or type(value[0]) is not int
+                or not FIRST_SET <= value[0] <= LAST_SET or not isinstance(value[1], str)
+                or not _finite(value[1]) or not isinstance(value[2], str) or not value[2]):
+            raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor")
+        return cls(value[0], value[1], value[2])
+
+
+def _finite(score: str) -> bool:
+    try:
+        return math.isfinite(float(score))
+    except ValueError:
+        return False
+
+
+def check_limit(limit: object) -> int:
+    """The page size.
+
+    Raises:
+        ScheduleError: field "limit", unless an int in 1..MAX_LIMIT.
+    """
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise ScheduleError(f"limit must be an int from 1 to {MAX_LIMIT}; got {limit!r}", field="limit")
+    return limit
+
+
+def check_state(state: object) -> JobState | None:
+    """A JobState from a member, its value ("running") or its name ("RUNNING"); None for all.
+
+    Raises:
+        ScheduleError: field "state", for anything else.
+    """
+    if state is None or isinstance(state, JobState):
+        return state
+    if isinstance(state, str):
+        for member in JobState:
+            if state in (member.value, member.name):
+                return member
+    raise ScheduleError(f"state must be one of {', '.join(s.value for s in JobState)}; got {state!r}",
+                        field="state")
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What one listing call walks: sets first..last, keeping one state and/or topic."""
+
+    first: int
+    last: int
+    state: str  # "" keeps every state
+    topic: str  # "" keeps every topic
+
+    @classmethod
+    def of(cls, topic: object, state: object) -> Walk:
+        """The walk of a request (state None: every set in a fixed order).
+
+        Raises:
+            ScheduleError: naming "topic" or "state".
+        """
+        kept = check_state(state)
+        name = "" if topic is None else check_topic(topic)
+        if kept is None:
+            return cls(FIRST_SET, LAST_SET, "", name)
+        place = SET_OF_STATE[kept]
+        return cls(place, place, kept.value if kept in FILTERED_STATES else "", name)
+
+    def start(self, cursor: str | None) -> Cursor | None:
+        """The decoded cursor, checked to belong to this walk's sets."""
+        if cursor is None:
+            return None
+        at = Cursor.decode(cursor)
+        if not self.first <= at.set <= self.last:
+            raise ScheduleError("cursor belongs to a listing of another state", field="cursor")
+        return at
+
+
+async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str | None, limit: int,
+                    cursor: str | None) -> JobPage:
+    """One page of jobs (the contract is Scheduler.jobs'); checks first, then one script
+    call for the ids and one pipelined read of the jobs."""
+    walk = Walk.of(topic, state)
+    size = check_limit(limit)
+    after = walk.start(cursor)
+    ids, following = await store.list_job_ids(walk, after, size, size * WORK_PER_ITEM)
+    infos = await store.get_jobs(ids)
+    # A job pruned between the two reads is left out (it is past retention).
+    return JobPage([info for info in infos if info is not None],
+                   following.encode() if following is not None else None)

@@ -1,0 +1,92 @@
+-- list_jobs: read one page of job ids from the state sorted sets, walked in
+-- (set, score, id) order after a cursor, keeping those of one state and/or
+-- topic. Reads only. The cursor is re-resolved to a rank on every call, so jobs
+-- added or removed elsewhere in a set never shift a page.
+--
+-- KEYS[1] due zset  KEYS[2] active zset  KEYS[3] completed zset
+-- KEYS[4] failed zset  KEYS[5] cancelled zset
+-- ARGV[1] job key prefix  ARGV[2] first set to walk (1..5)  ARGV[3] last set to walk
+-- ARGV[4] cursor's set (0: no cursor, start at the first set)  ARGV[5] cursor's score
+-- ARGV[6] cursor's id  ARGV[7] page size  ARGV[8] most members to examine (the work
+-- bound of one call, >= page size)  ARGV[9] state to keep ("" for any)
+-- ARGV[10] topic to keep ("" for any)
+--
+-- Returns { next set, next score, next id, id... }: the next page's cursor (next set
+-- 0 when nothing is left to walk), then the page's ids in order (fewer than the page
+-- size when the work bound ran out first).
+local sets = { KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }
+local prefix = ARGV[1]
+local set_i, last = tonumber(ARGV[2]), tonumber(ARGV[3])
+local cursor_set = tonumber(ARGV[4])
+local limit, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
+local want_state, want_topic = ARGV[9], ARGV[10]
+local filtered = want_state ~= '' or want_topic ~= ''
+local CHUNK = 100
+
+-- a <= b in memcmp order, the order of equal-score members in a sorted set
+-- (Lua's own comparison follows the server's locale).
+local function bytes_le(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a <= #b
+end
+
+-- The rank of the first member after (score, id): the member's own rank + 1 while
+-- it holds that score, else a binary search among the members of that score.
+local function rank_after(set, score, id)
+  local own = redis.call('ZSCORE', set, id)
+  if own and tonumber(own) == tonumber(score) then
+    return redis.call('ZRANK', set, id) + 1
+  end
+  local lo = redis.call('ZCOUNT', set, '-inf', '(' .. score)
+  local hi = lo + redis.call('ZCOUNT', set, score, score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytes_le(redis.call('ZRANGE', set, mid, mid)[1], id) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+local rank = 0
+if cursor_set > 0 then
+  set_i = cursor_set
+  rank = rank_after(sets[set_i], ARGV[5], ARGV[6])
+end
+local page, examined = {}, 0
+local at_set, at_score, at_id, at_rank = 0, '', '', 0
+while set_i <= last and #page < limit and examined < budget do
+  local set = sets[set_i]
+  local chunk = redis.call('ZRANGE', set, rank, rank + math.min(CHUNK, budget - examined) - 1, 'WITHSCORES')
+  if #chunk == 0 then
+    set_i, rank = set_i + 1, 0
+  else
+    for j = 1, #chunk, 2 do
+      local id = chunk[j]
+      local keep = true
+      if filtered then
+        local f = redis.call('HMGET', prefix .. id, 'state', 'topic')
+        keep = (want_state == '' or f[1] == want_state) and (want_topic == '' or f[2] == want_topic)
+      end
+      if keep then page[#page + 1] = id end
+      examined = examined + 1
+      at_set, at_score, at_id, at_rank = set_i, chunk[j + 1], id, rank + (j - 1) / 2
+      if #page == limit or examined == budget then break end
+    end
+    rank = at_rank + 1
+  end
+end
+
+-- Stopped early: is anything left after the last member examined?
+local more = false
+if at_set > 0 and (#page == limit or examined == budget) then
+  more = redis.call('ZCARD', sets[at_set]) > at_rank + 1
+  for i = at_set + 1, last do
+    if not more and redis.call('ZCARD', sets[i]) > 0 then more = true end
+  end
+end
+local out = { 0, '', '' }
+if more then out = { at_set, at_score, at_id } end
+for _, id in ipairs(page) do out[#out + 1] = id end
+return out
