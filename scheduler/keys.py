@@ -90,3 +90,13 @@ class Keys:
     def cron_names(self) -> str:
         """Set of every schedule name, paused or not (for listing)."""
         return f"{self.prefix}cron_names"
+
+    @property
+    def workers(self) -> str:
+        """Hash of the worker registry: worker id -> entry JSON (layout: lua/advertise_worker.lua)."""
+        return f"{self.prefix}workers"
+
+    @property
+    def served(self) -> str:
+        """Hash of topic -> ms until which some live worker serves it (advertised with its heartbeat)."""
+        return f"{self.prefix}served"

@@ -14,7 +14,7 @@ from types import MappingProxyType
 SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron",
-    "retry_job", "delete_job", "reschedule_job",
+    "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
 )
 
 # Fields per job returned by claim.lua, in order.

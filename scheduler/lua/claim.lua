@@ -2,26 +2,50 @@
 --
 -- KEYS[1] due zset   KEYS[2] active zset (score = lease deadline)
 -- KEYS[3] outbox     KEYS[4] counts hash  KEYS[5] crons zset (active schedules)
+-- KEYS[6] served hash (topic -> ms until which a live worker serves it: advertise_worker.lua)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
--- ARGV[6..] topics this worker serves (none = every topic)
+-- ARGV[6] "1": also take jobs of topics no live worker serves (their served-until
+--         mark is missing or past: the no-listener completion applies); "0": only
+--         the topics given
+-- ARGV[7..] topics this worker serves (none, with ARGV[6] "0" = every topic: no
+--         filter, no extra reads)
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
 -- meta, run_at, due, max, btype, bdelay, timeout, trace, cron, bmax, bjit (fields the hash
 -- leaves out filled back in).
--- next_due_ms is the earliest due job left (of the served topics when a topic
--- filter is given, within the scanned window) and next_cron_ms the earliest
--- cron tick, so the worker knows when to wake without polling.
+-- next_due_ms is the earliest due job left (of the topics it may take when a topic
+-- filter is given, within the scanned window; with ARGV[6] "1" no later than the
+-- earliest served-until mark that kept a due job from it, when that job may become
+-- its own) and next_cron_ms the earliest cron tick, so the worker knows when to wake
+-- without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
 local worker, prefix = ARGV[4], ARGV[5]
 local serve = nil
-if #ARGV > 5 then
+if #ARGV > 6 or ARGV[6] == '1' then
   serve = {}
-  for i = 6, #ARGV do serve[ARGV[i]] = true end
+  for i = 7, #ARGV do serve[ARGV[i]] = true end
+end
+local adopt = ARGV[6] == '1'
+local served = KEYS[6]
+local recheck = nil  -- earliest served-until mark (> now) that kept a due job from this worker
+-- May this worker take a job of `topic`? Its own topics, and (adopting) any topic whose
+-- served-until mark is missing or past; decided once per topic per call (cached in serve).
+local function may_take(topic)
+  local yes = serve[topic]
+  if yes == nil then
+    yes = false
+    if adopt then
+      local till = tonumber(redis.call('HGET', served, topic) or '0')
+      if till <= now then yes = true elseif not recheck or till < recheck then recheck = till end
+    end
+    serve[topic] = yes
+  end
+  return yes
 end
 
 local out = { -1, -1 }
@@ -41,7 +65,7 @@ for _, id in ipairs(ids) do
   local topic = h.topic
   if not topic then
     redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
-  elseif serve == nil or serve[topic] then
+  elseif serve == nil or may_take(topic) then
     local job_due = h.due or h.run_at
     local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
       outbox, counts)
@@ -62,8 +86,9 @@ else
   local scan = redis.call('ZRANGE', due, '0', int(window - 1), 'WITHSCORES')
   for i = 1, #scan, 2 do
     local topic = redis.call('HGET', prefix .. scan[i], 'topic')
-    if topic and serve[topic] then out[1] = tonumber(scan[i + 1]); break end
+    if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
   end
+  if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
 end
 local cron = redis.call('ZRANGE', KEYS[5], '0', '0', 'WITHSCORES')
 if cron[2] then out[2] = tonumber(cron[2]) end
