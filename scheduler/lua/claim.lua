@@ -51,42 +51,60 @@ end
 local out = { -1, -1 }
 local n = 2  -- #out, kept by hand (the fields of each job are written in place)
 local taken = 0
+-- With a filter at most `window` due jobs are looked at, so a backlog of other topics
+-- cannot make a call unbounded; they are read a page of `limit` at a time (jobs of
+-- other topics stay in the due set, before the page that follows: skip past them).
 local window = limit
 if serve then window = 1000 end
-local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', '0', int(window))
-for _, id in ipairs(ids) do
-  if taken >= limit then break end
-  local key = prefix .. id
-  -- HGETALL and a table, not HMGET of every possible field: most are absent (left
-  -- out while default), and each absent one is a full scan of the listpack.
-  local raw = redis.call('HGETALL', key)
-  local h = {}
-  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
-  local topic = h.topic
-  if not topic then
-    redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
-  elseif serve == nil or may_take(topic) then
-    local job_due = h.due or h.run_at
-    local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
-      outbox, counts)
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
-    out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
-    out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
-    out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
-    out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
-    n = n + CLAIM_FIELDS
-    taken = taken + 1
+local scanned, skipped = 0, 0
+while taken < limit and scanned < window do
+  local size = math.min(limit, window - scanned)
+  local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', int(skipped), int(size))
+  for _, id in ipairs(ids) do
+    if taken >= limit then break end
+    scanned = scanned + 1
+    local key = prefix .. id
+    -- HGETALL and a table, not HMGET of every possible field: most are absent (left
+    -- out while default), and each absent one is a full scan of the listpack.
+    local raw = redis.call('HGETALL', key)
+    local h = {}
+    for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+    local topic = h.topic
+    if not topic then
+      redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
+    elseif serve == nil or may_take(topic) then
+      local job_due = h.due or h.run_at
+      local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
+        outbox, counts)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
+      out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
+      out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
+      out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
+      out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
+      n = n + CLAIM_FIELDS
+      taken = taken + 1
+    else
+      skipped = skipped + 1
+    end
   end
+  if serve == nil or #ids < size then break end
 end
 
 if serve == nil then
   local nxt = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
   if nxt[2] then out[1] = tonumber(nxt[2]) end
 else
-  local scan = redis.call('ZRANGE', due, '0', int(window - 1), 'WITHSCORES')
-  for i = 1, #scan, 2 do
-    local topic = redis.call('HGET', prefix .. scan[i], 'topic')
-    if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
+  -- the earliest job left that this worker may take, among the first `window` (paged:
+  -- usually the first one is)
+  local from = 0
+  while out[1] < 0 and from < window do
+    local scan = redis.call('ZRANGE', due, int(from), int(math.min(from + 63, window - 1)), 'WITHSCORES')
+    for i = 1, #scan, 2 do
+      local topic = redis.call('HGET', prefix .. scan[i], 'topic')
+      if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
+    end
+    if #scan < 128 then break end
+    from = from + 64
   end
   if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
 end
