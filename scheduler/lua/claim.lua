@@ -19,8 +19,8 @@
 -- next_due_ms is the earliest due job left (of the topics it may take when a topic
 -- filter is given, within the scanned window; with ARGV[6] "1" no later than the
 -- earliest served-until mark that kept a due job from it, when that job may become
--- its own) and next_cron_ms the earliest cron tick, so the worker knows when to wake
--- without polling.
+-- its own; now_ms when a filtered batch came back full) and next_cron_ms the earliest
+-- cron tick, so the worker knows when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
@@ -94,17 +94,18 @@ if serve == nil then
   local nxt = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
   if nxt[2] then out[1] = tonumber(nxt[2]) end
 else
-  -- the earliest job left that this worker may take, among the first `window` (paged:
-  -- usually the first one is)
-  local from = 0
+  -- the earliest job left that this worker may take, among the first `window`: the first
+  -- one alone (usually it is), then pages of 64. A full batch: claim again at once.
+  local from, size = 0, 1
+  if taken >= limit then out[1] = now end
   while out[1] < 0 and from < window do
-    local scan = redis.call('ZRANGE', due, int(from), int(math.min(from + 63, window - 1)), 'WITHSCORES')
+    local scan = redis.call('ZRANGE', due, int(from), int(math.min(from + size, window) - 1), 'WITHSCORES')
     for i = 1, #scan, 2 do
       local topic = redis.call('HGET', prefix .. scan[i], 'topic')
       if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
     end
-    if #scan < 128 then break end
-    from = from + 64
+    if #scan < 2 * size then break end
+    from, size = from + size, 64
   end
   if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
 end

@@ -62,9 +62,12 @@ async def test_a_worker_sleeps_until_the_next_job_it_may_take(redis_url: str, na
         store = s.store
         await advertise(store, "A", ["a"])
         await add_jobs(store, "a", 3, NOW - 10, "a")
+        await add_jobs(store, "a", 100, NOW + 100, "later")  # more than a page of the next_due scan
         await add_jobs(store, "b", 1, NOW + 500, "b")
         jobs, next_due, _ = await store.claim(NOW, 10, 30_000, "B", ["b"], unserved=True)
         assert jobs == [] and next_due == NOW + 500
+        jobs, next_due, _ = await store.claim(NOW, 2, 30_000, "A", ["a"], unserved=True)
+        assert len(jobs) == 2 and next_due == NOW, "a full batch: claim again at once"
 
 
 async def test_forget_hands_topics_to_other_live_workers_or_leaves_them_unserved(
