@@ -178,6 +178,25 @@ def jobs_stats(settings: Settings, topic: str | None) -> None:
     _run(main())
 
 
+@cli.command("workers")
+@click.pass_obj
+def workers_list(settings: Settings) -> None:
+    """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat."""
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            infos = await s.workers()
+        table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)",
+                      title=f"live workers in {settings.namespace}")
+        for w in infos:
+            topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
+            table.add_row(w.id, w.host, str(w.pid), topics, str(w.concurrency), str(w.running),
+                          w.last_heartbeat.isoformat(timespec="seconds"))
+        console.print(table)
+
+    _run(main())
+
+
 @cli.group()
 def cron() -> None:
     """Recurring schedules."""

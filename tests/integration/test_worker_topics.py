@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from scheduler.outbox import NO_LISTENER, SUCCEEDED, decode_entry
 from scheduler.store import RedisStore
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 from tests.integration.test_local_handoff import new_job
-from tests.procs import WorkerProcesses, app_key, producer
+from tests.procs import HORAE, WorkerProcesses, app_key, producer
 from tests.procs.topic_apps import A_TOPIC, B_TOPIC
 
 NOW = START_MS
@@ -145,6 +146,10 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
     async with producer(redis_url, namespace) as s:
         listed = {i.pid: i.topics for i in await s.workers()}
         assert listed == {a.pid: (A_TOPIC,), b.pid: (B_TOPIC,)}, workers.logs()
+        shown = subprocess.run([str(HORAE), "workers"], env={**workers.env({}), "COLUMNS": "250"},
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert all(f" {w.pid} " in shown.stdout and t in shown.stdout for w, t in ((a, A_TOPIC), (b, B_TOPIC)))
         ids = {A_TOPIC: [], B_TOPIC: []}  # type: dict[str, list[str]]
         for i in range(JOBS):
             for topic in (A_TOPIC, B_TOPIC):
