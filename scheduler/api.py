@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
+from scheduler.advertise import WorkerInfo, live_workers
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings, load_settings
 from scheduler.errors import InvalidCron, SchedulerError, StorageError
@@ -474,13 +475,20 @@ class Scheduler:
             pending, age = await self._relay.lag()
             self.metrics.outbox_pending, self.metrics.outbox_oldest_age_s = pending, age
 
-    def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None) -> Worker:
+    async def workers(self) -> list[WorkerInfo]:
+        """The live workers of this namespace, as their last heartbeat advertised them."""
+        return live_workers(await self.store.worker_entries(), self.clock.now_ms())
+
+    def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None,
+                    all_topics: bool = False) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
-        While it runs, jobs this scheduler schedules for now may be leased to it directly
-        (settings.worker.local_handoff)."""
+        It claims `topics`, or by default the topics it has listeners for plus those no live
+        worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
+        for now may be leased to it directly (settings.worker.local_handoff)."""
         worker = Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
             cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
+            all_topics=all_topics,
         )
         self._workers.add(worker)
         if self._audit is not None:
@@ -490,10 +498,11 @@ class Scheduler:
 
     @asynccontextmanager
     async def worker(
-        self, concurrency: int | None = None, topics: Sequence[str] | None = None, grace: float | None = None
+        self, concurrency: int | None = None, topics: Sequence[str] | None = None, grace: float | None = None,
+        all_topics: bool = False,
     ) -> AsyncIterator[Worker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""
-        w = self.make_worker(concurrency, topics)
+        w = self.make_worker(concurrency, topics, all_topics)
         await w.start()
         try:
             yield w

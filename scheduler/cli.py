@@ -21,6 +21,7 @@ from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.errors import SchedulerError
 from scheduler.logs import configure_logging
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.telemetry import setup_telemetry
 
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -71,14 +72,22 @@ def _run(coro: Any) -> Any:
 @cli.command()
 @click.option("--app", default=None, help="module[:registry] whose @on_event listeners to run.")
 @click.option("--concurrency", type=int, default=None, help="Attempts at once (default from config).")
-@click.option("--topics", default=None, help="Comma-separated topics to serve (default: all).")
+@click.option("--topics", default=None,
+              help="Comma-separated topics to serve (default: those --app has listeners for, "
+                   "plus topics no live worker serves).")
+@click.option("--all-topics", is_flag=True, default=False,
+              help="Claim every topic (jobs without a listener here complete as no_listener).")
 @click.option("--grace", type=float, default=None, help="Seconds in-flight attempts may finish on stop.")
 @click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
 @click.pass_obj
 def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
-           grace: float | None, metrics_port: int | None) -> None:
+           all_topics: bool, grace: float | None, metrics_port: int | None) -> None:
     """Run a worker until SIGINT/SIGTERM, then stop gracefully."""
     registry = _load_app(app)
+    if all_topics and topics:
+        _refuse("--topics and --all-topics exclude each other")
+    if not all_topics and not topics and not [t for t in registry.topics() if t != SCHEDULE_FAILED_TOPIC]:
+        _refuse("the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic")
     telemetry = setup_telemetry(settings.telemetry, metrics_port)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
 
@@ -93,7 +102,8 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
                 from audit.analytics.nightly import install_nightly
 
                 await install_nightly(s)
-            async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace) as w:
+            async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace,
+                                all_topics=all_topics) as w:
                 click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
                 if telemetry.metrics_port:
                     click.echo(f"metrics on http://127.0.0.1:{telemetry.metrics_port}/metrics", err=True)
@@ -103,6 +113,12 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
         _run(main())
     finally:
         telemetry.shutdown()
+
+
+def _refuse(message: str) -> None:
+    """One error line on stderr, exit status 2 (a usage error)."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(2)
 
 
 def _dump_tasks() -> None:
@@ -157,6 +173,25 @@ def jobs_stats(settings: Settings, topic: str | None) -> None:
         table = Table("state", "jobs", title=f"namespace {settings.namespace}" + (f", topic {topic}" if topic else ""))
         for state, n in counts.items():
             table.add_row(state, str(n))
+        console.print(table)
+
+    _run(main())
+
+
+@cli.command("workers")
+@click.pass_obj
+def workers_list(settings: Settings) -> None:
+    """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat."""
+
+    async def main() -> None:
+        async with Scheduler(settings=settings) as s:
+            infos = await s.workers()
+        table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)",
+                      title=f"live workers in {settings.namespace}")
+        for w in infos:
+            topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
+            table.add_row(w.id, w.host, str(w.pid), topics, str(w.concurrency), str(w.running),
+                          w.last_heartbeat.isoformat(timespec="seconds"))
         console.print(table)
 
     _run(main())

@@ -62,6 +62,7 @@ class WorkerSettings(_Section):
     grace_s: float = Field(30.0, ge=0)
     recover_interval_s: float = Field(1.0, gt=0)
     local_handoff: bool = True
+    registry_ttl_ms: int = Field(30_000, ge=100)
 
 
 class CronSettings(_Section):

@@ -31,17 +31,24 @@ class Housekeeping:
     """The heartbeat and housekeeping loops of one worker, and the recovery and pruning they run."""
 
     def __init__(self, store: RedisStore, clock: Clock, settings: WorkerSettings, retention: RetentionSettings,
-                 metrics: Metrics, leases: Mapping[str, str], on_failure: OnFailure) -> None:
+                 metrics: Metrics, leases: Mapping[str, str], on_failure: OnFailure,
+                 advertise: Callable[[], Awaitable[None]]) -> None:
         self.store, self.clock, self.settings, self.retention = store, clock, settings, retention
         self.metrics = metrics
         self._leases = leases  # the worker's running attempts: job id -> token
         self._on_failure = on_failure
+        self._advertise = advertise  # the worker's registry entry (scheduler/advertise.py)
 
     async def heartbeat_loop(self) -> None:
-        """Extend the leases of running attempts three times per lease, until cancelled."""
-        interval = self.settings.lease_ms / 3000
+        """Advertise the worker and extend the leases of running attempts three times per
+        lease (or per registry TTL, when shorter), until cancelled."""
+        interval = min(self.settings.lease_ms, self.settings.registry_ttl_ms) / 3000
         while True:
             await asyncio.sleep(interval)
+            try:
+                await self._advertise()
+            except Exception as exc:  # noqa: BLE001 - next beat tries again
+                log.warning("advertising the worker failed: %s", exc, extra={"event": "heartbeat_error"})
             leases = list(self._leases.items())
             if not leases:
                 continue

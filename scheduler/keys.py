@@ -119,3 +119,13 @@ class Keys:
     def dead_letter_topics(self) -> str:
         """Set of the dead-letter topics holding (or having held) dead letters: retention prunes each."""
         return f"{self.prefix}dlq_topics"
+
+    @property
+    def workers(self) -> str:
+        """Hash of the worker registry: worker id -> entry JSON (layout: lua/advertise_worker.lua)."""
+        return f"{self.prefix}workers"
+
+    @property
+    def served(self) -> str:
+        """Hash of topic -> ms until which some live worker serves it (advertised with its heartbeat)."""
+        return f"{self.prefix}served"

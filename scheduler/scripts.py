@@ -14,7 +14,7 @@ from types import MappingProxyType
 SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
-    "retry_job", "delete_job", "reschedule_job",
+    "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
     "replay_dead_letter", "delete_dead_letter", "prune_dead_letters",
 )
 

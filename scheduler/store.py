@@ -111,14 +111,16 @@ class RedisStore:
         )
 
     async def claim(
-        self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = ()
+        self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = (),
+        unserved: bool = False,
     ) -> tuple[list[ClaimedJob], int | None, int | None]:
-        """Lease up to `limit` due jobs. Returns them, the next due ms and the next cron
-        tick ms (None: nothing waits)."""
+        """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
+        and with `unserved` also of topics no live worker serves. Returns them, the next due
+        ms and the next cron tick ms (None: nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due],
-            [now_ms, limit, lease_ms, worker_id, k.job_prefix, *topics],
+            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served],
+            [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", *topics],
         )
         next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []
@@ -500,6 +502,27 @@ class RedisStore:
         return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox],
                                    [now_ms, k.job_prefix, age_ms, cap, limit]))
 
+
+    # ------------------------------------------------------------ worker registry
+    async def advertise_worker(self, worker_id: str, entry_json: str, topics: Sequence[str], now_ms: int,
+                               ttl_ms: int) -> int:
+        """Write a worker's registry entry; it serves `topics` until now + ttl. Returns how
+        many dead workers' entries were removed."""
+        k = self.keys
+        return int(await self._run("advertise_worker", [k.workers, k.served],
+                                   [now_ms, ttl_ms, worker_id, entry_json, *topics]))
+
+    async def forget_worker(self, worker_id: str, now_ms: int) -> bool:
+        """Remove a stopping worker's entry (its topics stay served only by other live workers)."""
+        k = self.keys
+        return int(await self._run("forget_worker", [k.workers, k.served], [now_ms, worker_id])) > 0
+
+    async def worker_entries(self) -> dict[str, str]:
+        """The raw registry: worker id -> entry JSON (dead ones included until cleaned up)."""
+        try:
+            return as_map(await self.wire.call("HGETALL", self.keys.workers))
+        except RedisError as exc:
+            raise StorageError(f"redis read of workers failed: {exc}") from exc
 
 def _flat(fields: dict[str, str]) -> list[str]:
     return [x for pair in fields.items() for x in pair]

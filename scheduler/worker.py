@@ -19,9 +19,11 @@ from typing import Any
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
 from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, call_listener, dispatch, qualified_name
+from scheduler.advertise import ClaimFilter, entry_json
 from scheduler.attempt import run_attempt
 from scheduler.clock import Clock
 from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
+from scheduler.errors import ConfigError
 from scheduler.housekeeping import Housekeeping
 from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
@@ -61,15 +63,24 @@ class Worker:
         tracer: Tracer | None = None,
         concurrency: int | None = None,
         topics: Sequence[str] | None = None,
+        all_topics: bool = False,
         worker_id: str | None = None,
     ) -> None:
+        """Args (beyond the parts): `topics`: exactly these (None: the topics `registry` has
+        listeners for, plus topics no live worker serves); `all_topics`: every topic.
+
+        Raises:
+            ConfigError: both `topics` and `all_topics`.
+        """
         self.store, self.registry, self.clock, self.settings = store, registry, clock, settings
         self.retention, self.metrics = retention, metrics
         self.cron = cron or CronSettings()
         self.tracer = tracer or get_tracer()
         self._next_cron: int | None = 0  # unknown until the first claim: check at once
         self.concurrency = concurrency or settings.concurrency
-        self.topics = tuple(topics or ())
+        self.topics = tuple(topics or ())  # explicit ones; the filter is fixed at start()
+        self.all_topics = all_topics
+        self._filter = ClaimFilter.of(registry.topics(), topics, all_topics)
         self.id = worker_id or new_worker_id()
         self._leases: dict[str, str] = {}  # job id -> token, while listeners run
         self._running: dict[asyncio.Task[None], ClaimedJob] = {}
@@ -83,16 +94,26 @@ class Worker:
         self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local)
         self._subscription: Subscription | None = None
         self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
-                                          self._after_failure)
+                                          self._after_failure, self._advertise)
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
-        """Subscribe to wake-ups and start the loops."""
+        """Advertise in the worker registry, subscribe to wake-ups and start the loops.
+
+        Raises:
+            ConfigError: no listener, no explicit topics and not all_topics (it would only
+                complete other workers' jobs as no_listener).
+        """
+        self._filter = ClaimFilter.of(self.registry.topics(), self.topics or None, self.all_topics)
+        if self._filter.unserved and not self._filter.topics:
+            raise ConfigError("the worker has no listeners: import the module that registers them "
+                              "(horae worker --app), or pass all_topics (--all-topics) to claim every topic")
         if self.on_start is not None:
             await self.on_start()
+        await self._advertise()
         self._subscription = await self.store.subscribe_wake(self._wake.set)
         self._settler.start()
         self._started = True
@@ -113,6 +134,7 @@ class Worker:
         claim = self._tasks[0] if self._tasks else None
         if claim:
             await asyncio.gather(claim, return_exceptions=True)
+        await self._forget()  # claims no more: its topics fall to other live workers at once
         running = list(self._running)
         if running:
             await asyncio.wait(running, timeout=grace)
@@ -128,11 +150,28 @@ class Worker:
         for task in self._tasks[1:]:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._forget()  # again: a heartbeat in flight during the first may have re-added it
         if self._side_tasks:
             await asyncio.wait(self._side_tasks, timeout=5)
         if self._subscription is not None:
             await self._subscription.aclose()
         log.info("worker stopped", extra={"event": "worker_stopped", "worker": self.id})
+
+    async def _advertise(self) -> None:
+        """Write this worker's registry entry: it serves its topics for registry_ttl_ms more."""
+        if self._stopping:
+            return
+        now, ttl = self.clock.now_ms(), self.settings.registry_ttl_ms
+        topics = self._filter.advertised(self.registry.topics())
+        entry = entry_json(topics, self.concurrency, len(self._running), self._filter.all_topics, os.getpid(),
+                           now, ttl)
+        await self.store.advertise_worker(self.id, entry, topics, now, ttl)
+
+    async def _forget(self) -> None:
+        try:
+            await self.store.forget_worker(self.id, self.clock.now_ms())
+        except Exception as exc:  # noqa: BLE001 - its entry expires after registry_ttl_ms anyway
+            log.warning("leaving the worker registry failed: %s", exc, extra={"event": "forget_error"})
 
     @property
     def active(self) -> int:
@@ -167,7 +206,8 @@ class Worker:
 
     def _reserve(self, topic: str) -> bool:
         """Hold a slot for a job of `topic` while the call that stores it is in flight."""
-        if not self._started or self._stopping or (self.topics and topic not in self.topics):
+        f = self._filter
+        if not self._started or self._stopping or (not f.all_topics and topic not in f.topics):
             return False
         if len(self._running) + self._reserved >= self.concurrency:
             return False
@@ -207,7 +247,8 @@ class Worker:
                 if self._next_cron is not None and self._next_cron <= self.clock.now_ms():
                     await fire_due_crons(self.store, self.clock, self.cron, self.tracer)
                 jobs, next_due, self._next_cron = await self.store.claim(
-                    self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self.topics
+                    self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
+                    self._filter.unserved,
                 )
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})

@@ -2,68 +2,112 @@
 --
 -- KEYS[1] due zset   KEYS[2] active zset (score = lease deadline)
 -- KEYS[3] outbox     KEYS[4] counts hash  KEYS[5] crons zset (active schedules)
+-- KEYS[6] served hash (topic -> ms until which a live worker serves it: advertise_worker.lua)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
--- ARGV[6..] topics this worker serves (none = every topic)
+-- ARGV[6] "1": also take jobs of topics no live worker serves (their served-until
+--         mark is missing or past: the no-listener completion applies); "0": only
+--         the topics given
+-- ARGV[7..] topics this worker serves (none, with ARGV[6] "0" = every topic: no
+--         filter, no extra reads)
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
 -- meta, run_at, due, max, btype, bdelay, timeout, trace, cron, bmax, bjit (fields the hash
 -- leaves out filled back in).
--- next_due_ms is the earliest due job left (of the served topics when a topic
--- filter is given, within the scanned window) and next_cron_ms the earliest
+-- next_due_ms is the earliest due job left (of the topics it may take when a topic
+-- filter is given, within the scanned window; with ARGV[6] "1" no later than the
+-- earliest served-until mark that kept a due job from it, when that job may become
+-- its own; now_ms when a filtered batch came back full) and next_cron_ms the earliest
 -- cron tick, so the worker knows when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
 local worker, prefix = ARGV[4], ARGV[5]
 local serve = nil
-if #ARGV > 5 then
+if #ARGV > 6 or ARGV[6] == '1' then
   serve = {}
-  for i = 6, #ARGV do serve[ARGV[i]] = true end
+  for i = 7, #ARGV do serve[ARGV[i]] = true end
+end
+local adopt = ARGV[6] == '1'
+local served = KEYS[6]
+local recheck = nil  -- earliest served-until mark (> now) that kept a due job from this worker
+-- May this worker take a job of `topic`? Its own topics, and (adopting) any topic whose
+-- served-until mark is missing or past; decided once per topic per call (cached in serve).
+local function may_take(topic)
+  local yes = serve[topic]
+  if yes == nil then
+    yes = false
+    if adopt then
+      local till = tonumber(redis.call('HGET', served, topic) or '0')
+      if till <= now then yes = true elseif not recheck or till < recheck then recheck = till end
+    end
+    serve[topic] = yes
+  end
+  return yes
 end
 
 local out = { -1, -1 }
 local n = 2  -- #out, kept by hand (the fields of each job are written in place)
 local taken = 0
+-- With a filter at most `window` due jobs are looked at, so a backlog of other topics
+-- cannot make a call unbounded; they are read a page of `limit` at a time (jobs of
+-- other topics stay in the due set, before the page that follows: skip past them).
 local window = limit
 if serve then window = 1000 end
-local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', '0', int(window))
-for _, id in ipairs(ids) do
-  if taken >= limit then break end
-  local key = prefix .. id
-  -- HGETALL and a table, not HMGET of every possible field: most are absent (left
-  -- out while default), and each absent one is a full scan of the listpack.
-  local raw = redis.call('HGETALL', key)
-  local h = {}
-  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
-  local topic = h.topic
-  if not topic then
-    redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
-  elseif serve == nil or serve[topic] then
-    local job_due = h.due or h.run_at
-    local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
-      outbox, counts)
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
-    out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
-    out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
-    out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
-    out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
-    n = n + CLAIM_FIELDS
-    taken = taken + 1
+local scanned, skipped = 0, 0
+while taken < limit and scanned < window do
+  local size = math.min(limit, window - scanned)
+  local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', int(skipped), int(size))
+  for _, id in ipairs(ids) do
+    if taken >= limit then break end
+    scanned = scanned + 1
+    local key = prefix .. id
+    -- HGETALL and a table, not HMGET of every possible field: most are absent (left
+    -- out while default), and each absent one is a full scan of the listpack.
+    local raw = redis.call('HGETALL', key)
+    local h = {}
+    for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+    local topic = h.topic
+    if not topic then
+      redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
+    elseif serve == nil or may_take(topic) then
+      local job_due = h.due or h.run_at
+      local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
+        outbox, counts)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
+      out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
+      out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
+      out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
+      out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
+      n = n + CLAIM_FIELDS
+      taken = taken + 1
+    else
+      skipped = skipped + 1
+    end
   end
+  if serve == nil or #ids < size then break end
 end
 
 if serve == nil then
   local nxt = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
   if nxt[2] then out[1] = tonumber(nxt[2]) end
 else
-  local scan = redis.call('ZRANGE', due, '0', int(window - 1), 'WITHSCORES')
-  for i = 1, #scan, 2 do
-    local topic = redis.call('HGET', prefix .. scan[i], 'topic')
-    if topic and serve[topic] then out[1] = tonumber(scan[i + 1]); break end
+  -- the earliest job left that this worker may take, among the first `window`: the first
+  -- one alone (usually it is), then pages of 64. A full batch: claim again at once.
+  local from, size = 0, 1
+  if taken >= limit then out[1] = now end
+  while out[1] < 0 and from < window do
+    local scan = redis.call('ZRANGE', due, int(from), int(math.min(from + size, window) - 1), 'WITHSCORES')
+    for i = 1, #scan, 2 do
+      local topic = redis.call('HGET', prefix .. scan[i], 'topic')
+      if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
+    end
+    if #scan < 2 * size then break end
+    from, size = from + size, 64
   end
+  if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
 end
 local cron = redis.call('ZRANGE', KEYS[5], '0', '0', 'WITHSCORES')
 if cron[2] then out[2] = tonumber(cron[2]) end

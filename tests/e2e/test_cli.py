@@ -64,3 +64,13 @@ def test_bad_config_value_is_a_clear_error(redis_url: str, database_url: str, na
     result = run(["jobs", "stats"], env)
     assert result.returncode != 0
     assert "worker.concurrency='0'" in result.stderr
+
+
+def test_worker_without_listeners_refuses_to_start(redis_url: str, database_url: str, namespace: str) -> None:
+    result = run(["worker"], cli_env(redis_url, database_url, namespace))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "Error: the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic"
+    ]
+    result = run(["worker", "--all-topics", "--topics", "x"], cli_env(redis_url, database_url, namespace))
+    assert result.returncode == 2 and "exclude each other" in result.stderr

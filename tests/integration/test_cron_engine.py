@@ -140,7 +140,7 @@ async def test_misfire_modes_after_downtime(redis_url: str, namespace: str, redi
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("hourly", "0 * * * *", topic="t", misfire=misfire)
         clock.set_ms(ms("2026-06-01T17:20:00"))  # no worker ran through 13:00..17:00
-        async with s.worker():
+        async with s.worker(all_topics=True):
             await eventually(lambda: _next_is(s, "hourly", utc("2026-06-01T18:00:00")), what="schedule advanced")
             await asyncio.sleep(0.1)
         jobs = await tick_jobs(redis, namespace, "hourly")
@@ -153,7 +153,7 @@ async def test_misfire_all_is_capped(redis_url: str, namespace: str, redis: aior
     async with s:
         await s.schedule_cron("minutely", "* * * * *", topic="t", misfire="all")
         clock.advance(3600)
-        async with s.worker():
+        async with s.worker(all_topics=True):
             await eventually(lambda: _next_is(s, "minutely", utc("2026-06-01T13:01:00")), what="schedule advanced")
         jobs = await tick_jobs(redis, namespace, "minutely")
         assert [tick_of(j) for j in jobs] == [utc(f"2026-06-01T12:{m:02d}:00") for m in range(1, 8)]
@@ -209,7 +209,7 @@ async def test_daylight_saving_daily_wall_times(redis_url: str, namespace: str, 
     clock = FakeClock(ms(start))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("dst", expr, topic="t", tz=tz)
-        async with s.worker():
+        async with s.worker(all_topics=True):
             fired = await run_ticks(s, clock, "dst", utc(until))
         assert fired == [utc(t) for t in expected]
         assert [tick_of(j) for j in await tick_jobs(redis, namespace, "dst")] == fired
@@ -220,7 +220,7 @@ async def test_every_15_minutes_keeps_real_time_through_fall_back(redis_url: str
     clock = FakeClock(ms("2026-11-01T05:50:00"))  # 00:50 CDT, Chicago
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("q", "*/15 * * * *", topic="t", tz="America/Chicago")
-        async with s.worker():
+        async with s.worker(all_topics=True):
             fired = await run_ticks(s, clock, "q", utc("2026-11-01T08:30:00"))
         # 01:00 CDT .. 01:45 CDT, then 01:00 CST .. 01:45 CST, then 02:00 CST..: every 15 real minutes.
         expected = [ms("2026-11-01T06:00:00") + i * 900_000 for i in range(11)]
@@ -263,7 +263,7 @@ async def test_a_stored_schedule_that_no_longer_parses_is_paused_not_spun_on(red
         await s.schedule_cron("legacy", "*/5 * * * *", topic="t")
         await redis.hset(Keys(namespace).cron("legacy"), "expr", "*/5 * * * * * * *")  # older rules
         clock.advance(600)
-        async with s.worker():
+        async with s.worker(all_topics=True):
             await eventually(lambda: _is_paused(s, "legacy"), what="the broken schedule paused")
         assert await tick_jobs(redis, namespace, "legacy") == []
 

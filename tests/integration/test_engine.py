@@ -196,9 +196,15 @@ async def test_no_listener_completes_with_warning_and_counter(redis_url: str, na
                                                               redis: aioredis.Redis) -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    s = make_scheduler(redis_url, namespace, ListenerRegistry())
+    reg = ListenerRegistry()
+
+    @reg.on_event("someone.else")  # a worker needs a listener (or all_topics) to start
+    async def other(event: ScheduleArrivedEvent) -> None: ...
+
+    s = make_scheduler(redis_url, namespace, reg)
     s.metrics = Metrics(provider.get_meter("test"))
     async with s:
+        # no live worker serves the topic: the worker claims it and completes it as no_listener
         ids = [await s.schedule_in("nobody.listens", 0) for _ in range(2)]
         with caplog.at_level(logging.WARNING, logger="horae.worker"):
             async with s.worker():

@@ -100,9 +100,9 @@ class WorkerProcesses:
 
     def spawn(
         self, name: str, *, concurrency: int = 10, grace: float | None = None, env: Mapping[str, str] | None = None,
-        extra_args: tuple[str, ...] = (),
+        extra_args: tuple[str, ...] = (), app: str = APP,
     ) -> WorkerProcess:
-        args: list[Any] = [str(HORAE), "worker", "--app", APP, "--concurrency", str(concurrency), *extra_args]
+        args: list[Any] = [str(HORAE), "worker", "--app", app, "--concurrency", str(concurrency), *extra_args]
         if grace is not None:
             args += ["--grace", str(grace)]
         log_path = self.log_dir / f"worker-{name}.log"

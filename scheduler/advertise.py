@@ -1,0 +1,95 @@
+"""The worker registry: which topics a worker claims, the entry it advertises with
+each heartbeat (so workers see which topics a live worker serves) and WorkerInfo,
+what `Scheduler.workers()` lists. Pure: the store reads and writes the entries."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduler.errors import ConfigError
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.timeutil import ms_to_utc
+
+
+@dataclass(frozen=True)
+class ClaimFilter:
+    """What a worker passes to claim: its topics, and whether it also takes jobs of topics
+    no live worker serves. No topics and not `unserved`: every topic (no filter)."""
+
+    topics: tuple[str, ...]
+    unserved: bool
+    all_topics: bool
+
+    @classmethod
+    def of(cls, listened: Iterable[str], topics: Sequence[str] | None, all_topics: bool) -> ClaimFilter:
+        """The filter of a worker with listeners for `listened`.
+
+        Args:
+            listened: the topics its listener registry has listeners for.
+            topics: explicit topics (exactly those; None: the ones it listens to, plus unserved ones).
+            all_topics: claim every topic, whatever listens (jobs without a listener complete as no_listener).
+
+        Raises:
+            ConfigError: both `topics` and `all_topics`.
+        """
+        if all_topics:
+            if topics:
+                raise ConfigError("a worker takes either explicit topics or all topics, not both")
+            return cls((), False, True)
+        if topics:
+            return cls(tuple(dict.fromkeys(topics)), False, False)
+        own = tuple(sorted(t for t in set(listened) if t != SCHEDULE_FAILED_TOPIC))
+        return cls(own, True, False)
+
+    def advertised(self, listened: Iterable[str]) -> tuple[str, ...]:
+        """The topics the worker serves in the registry: the ones it claims, or, taking every
+        topic, the ones it has listeners for."""
+        if self.all_topics:
+            return tuple(sorted(t for t in set(listened) if t != SCHEDULE_FAILED_TOPIC))
+        return self.topics
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One live worker as its last heartbeat advertised it."""
+
+    id: str
+    host: str
+    pid: int
+    topics: tuple[str, ...]
+    concurrency: int
+    running: int
+    last_heartbeat: datetime
+    all_topics: bool
+
+
+def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics: bool, pid: int,
+               now_ms: int, ttl_ms: int, host: str | None = None) -> str:
+    """The registry entry of a worker (compact JSON; layout in lua/advertise_worker.lua)."""
+    return json.dumps({
+        "host": host if host is not None else socket.gethostname(), "pid": pid, "topics": list(topics),
+        "concurrency": concurrency, "running": running, "heartbeat_ms": now_ms, "ttl_ms": ttl_ms,
+        "all_topics": all_topics,
+    }, separators=(",", ":"))
+
+
+def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:
+    """The entries whose heartbeat is younger than their TTL, by id (unreadable ones skipped)."""
+    out = []
+    for worker_id, raw in sorted(entries.items()):
+        try:
+            e = json.loads(raw)
+            if int(e["heartbeat_ms"]) + int(e["ttl_ms"]) <= now_ms:
+                continue
+            out.append(WorkerInfo(
+                id=worker_id, host=str(e["host"]), pid=int(e["pid"]), topics=tuple(e["topics"]),
+                concurrency=int(e["concurrency"]), running=int(e["running"]),
+                last_heartbeat=ms_to_utc(int(e["heartbeat_ms"])), all_topics=bool(e["all_topics"]),
+            ))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out

@@ -1,0 +1,54 @@
+"""Which topics a worker claims and advertises, and reading the worker registry."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from scheduler.advertise import ClaimFilter, entry_json, live_workers
+from scheduler.errors import ConfigError
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+
+LISTENED = ["b", SCHEDULE_FAILED_TOPIC, "a"]
+
+
+def test_by_default_a_worker_claims_its_listeners_topics_plus_unserved_ones() -> None:
+    f = ClaimFilter.of(LISTENED, None, False)
+    assert f == ClaimFilter(("a", "b"), True, False)
+    assert f.advertised(LISTENED) == ("a", "b")
+
+
+def test_explicit_topics_are_exactly_those() -> None:
+    f = ClaimFilter.of(LISTENED, ["x", "y", "x"], False)
+    assert f == ClaimFilter(("x", "y"), False, False)
+    assert f.advertised(LISTENED) == ("x", "y")
+
+
+def test_all_topics_claims_everything_and_advertises_what_it_listens_to() -> None:
+    f = ClaimFilter.of(LISTENED, None, True)
+    assert f == ClaimFilter((), False, True)
+    assert f.advertised(LISTENED) == ("a", "b")
+    with pytest.raises(ConfigError):
+        ClaimFilter.of(LISTENED, ["x"], True)
+
+
+def test_no_listeners_leaves_no_own_topic() -> None:
+    assert ClaimFilter.of([SCHEDULE_FAILED_TOPIC], None, False) == ClaimFilter((), True, False)
+
+
+def test_live_workers_reads_entries_younger_than_their_ttl() -> None:
+    now = 1_800_000_000_000
+    entries = {
+        "w2": entry_json(["a"], 4, 2, False, 12, now - 100, 1_000, host="h2"),
+        "w1": entry_json([], 10, 0, True, 11, now - 999, 1_000, host="h1"),
+        "dead": entry_json(["a"], 4, 0, False, 13, now - 1_000, 1_000, host="h3"),
+        "junk": "{not json",
+        "partial": json.dumps({"host": "h"}),
+    }
+    infos = live_workers(entries, now)
+    assert [(i.id, i.host, i.pid, i.topics, i.concurrency, i.running, i.all_topics) for i in infos] == [
+        ("w1", "h1", 11, (), 10, 0, True), ("w2", "h2", 12, ("a",), 4, 2, False),
+    ]
+    assert infos[1].last_heartbeat == datetime.fromtimestamp((now - 100) / 1000, UTC)
