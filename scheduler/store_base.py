@@ -1,0 +1,53 @@
+"""StoreBase: the Redis connection every store module shares (one pipelined wire),
+its script and command calls with driver errors converted to StorageError, and the
+wake-up subscription."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from scheduler.errors import StorageError
+from scheduler.keys import Keys
+from scheduler.scripts import Scripts
+from scheduler.wire import Endpoint, Subscription, WireConnection
+
+
+class StoreBase:
+    """The connection, keys and scripts of one namespace; RedisStore's other parts build on it."""
+
+    def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
+                 wire: WireConnection | None = None) -> None:
+        self.redis = redis  # the owner's client: the wire connects where its URL says
+        self.keys = Keys(namespace)
+        self._scripts = Scripts(audit)
+        # Script calls and reads share one pipelined connection (none of them blocks).
+        # Replies come back as str (hiredis decodes them): keys, fields and values are text.
+        self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool),
+                                                                 decode=True)
+
+    async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        script = self._scripts[name]
+        try:
+            return await self.wire.evalsha(script.sha, script.source, keys, args)
+        except RedisError as exc:
+            raise StorageError(f"redis script {name} failed: {exc}") from exc
+
+    async def _call(self, what: str, *command: Any) -> Any:
+        try:
+            return await self.wire.call(*command)
+        except RedisError as exc:
+            raise StorageError(f"redis {what} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the script connection (the redis-py client is its owner's to close)."""
+        await self.wire.aclose()
+
+    async def subscribe_wake(self, on_wake: Callable[[], None]) -> Subscription:
+        """Call `on_wake()` on every wake-up message, and after a lost subscription is back."""
+        sub = Subscription(self.wire.endpoint, [self.keys.wake], lambda channel, data: on_wake())
+        await sub.start()
+        return sub

@@ -1,0 +1,108 @@
+"""Reading jobs: one job's snapshot (payload chunks joined), many at once, a page of
+ids of a state walk (lua/list_jobs.lua), and the per-state counts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+from redis.exceptions import RedisError
+
+from scheduler.errors import StorageError
+from scheduler.job import JobInfo, JobState
+from scheduler.listing import Cursor, Walk
+from scheduler.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
+from scheduler.store_base import StoreBase
+from scheduler.timeutil import ms_to_utc
+from scheduler.wire import as_map
+
+
+def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str | None) -> str | None:
+    """A job's payload JSON: its hash's chunk fields p1..p8 (taken out of `fields`), or,
+    when too big to inline, its separate string key (layout and reasons: lua/_lib.lua).
+
+    `chunks` are the chunk fields read as bytes: a chunk boundary may split a UTF-8
+    character, so they are joined before decoding."""
+    for name in PAYLOAD_CHUNK_FIELDS:
+        fields.pop(name, None)
+    present = [c for c in chunks if c is not None]
+    if present:
+        return b"".join(present).decode()
+    return separate
+
+
+class ReadStore(StoreBase):
+    """Job snapshots, listing pages and counts."""
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        """A snapshot of the job, or None when unknown (or pruned)."""
+        key = self.keys.job(job_id)
+        try:
+            flat, chunks, separate = await self.wire.call_many(
+                [("HGETALL", key), ("HMGET", key, *PAYLOAD_CHUNK_FIELDS), ("GET", self.keys.payload(job_id))],
+                raw=(False, True, False))
+        except RedisError as exc:
+            raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
+        if not flat:
+            return None
+        stored = as_map(flat)
+        payload = _payload(stored, chunks, separate)
+        f = {**JOB_DEFAULTS, **stored}  # fields left out hold their default
+        state = JobState(f["state"])
+        waiting = state in (JobState.SCHEDULED, JobState.RETRYING)
+        return JobInfo(
+            id=job_id,
+            topic=f["topic"],
+            state=state,
+            attempts=int(f.get("attempts", 0)),
+            max_attempts=int(f["max"]),
+            run_at=ms_to_utc(int(f["run_at"])),
+            next_attempt_at=ms_to_utc(int(f.get("due", f["run_at"]))) if waiting else None,
+            last_error=json.loads(f["last_error"]) if f.get("last_error") else None,
+            payload=json.loads(payload) if payload is not None else None,
+            metadata=json.loads(f["meta"]),
+            tz=f["tz"],
+            backoff_type=f["btype"],
+            backoff_delay_ms=int(f["bdelay"]),
+            timeout_ms=int(f["timeout"]),
+            created_at=ms_to_utc(int(f["created"])),
+            finished_at=ms_to_utc(int(f["finished"])) if f.get("finished") else None,
+            cron=f.get("cron") or None,
+            outcome=f.get("outcome") or None,  # stored by complete.lua only when not the default
+            backoff_max_delay_ms=int(f["bmax"]),
+            backoff_jitter=f["bjit"],
+        )
+
+    async def stats(self, topic: str | None = None) -> dict[str, int]:
+        """Jobs per state currently held in Redis (all topics, or one). The counts hash
+        keeps <topic>|<state> fields only; the totals are their sums."""
+        try:
+            if topic is not None:
+                values = await self.wire.call("HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState))
+                return {s.value: int(v or 0) for s, v in zip(JobState, values)}
+            counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
+        except RedisError as exc:
+            raise StorageError(f"redis read of counts failed: {exc}") from exc
+        totals = {s.value: 0 for s in JobState}
+        for name, value in counts.items():
+            _, sep, state = name.rpartition("|")
+            if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
+                totals[state] += int(value)
+        return totals
+    async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
+                           budget: int) -> tuple[list[str], Cursor | None]:
+        """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
+        members examined), and the next page's cursor (None: the walk is over)."""
+        k = self.keys
+        res = await self._run(
+            "list_jobs", [k.due, k.active, k.completed, k.failed, k.cancelled],
+            [k.job_prefix, walk.first, walk.last, after.set if after else 0, after.score if after else "",
+             after.id if after else "", limit, budget, walk.state, walk.topic],
+        )
+        following = Cursor(int(res[0]), str(res[1]), res[2]) if int(res[0]) > 0 else None
+        return list(res[3:]), following
+
+    async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
+        """get_job of each id, all pipelined on the connection at once; in order."""
+        return list(await asyncio.gather(*(self.get_job(job_id) for job_id in job_ids)))

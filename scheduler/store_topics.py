@@ -1,0 +1,117 @@
+"""Topics' stored configuration, dead letters (listing, replay, delete, prune) and the
+worker registry (which live worker serves which topics)."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from redis.exceptions import RedisError
+
+from scheduler.errors import StorageError
+from scheduler.job import JobInfo, NewJob
+from scheduler.store_base import StoreBase
+from scheduler.wire import as_map
+
+
+class TopicStore(StoreBase):
+    """Topic configuration, dead letters and worker entries (scheduler/topics.py, advertise.py)."""
+
+    async def put_topic(self, name: str, fields: dict[str, str]) -> None:
+        """Store (replace) a topic's configuration hash and list its name."""
+        k = self.keys
+        try:
+            await self.wire.call_many([("DEL", k.topic(name)), ("HSET", k.topic(name), *_flat(fields)),
+                                       ("SADD", k.topic_names, name)])
+        except RedisError as exc:
+            raise StorageError(f"redis write of topic {name} failed: {exc}") from exc
+
+    async def get_topic(self, name: str) -> dict[str, str] | None:
+        """A topic's stored configuration fields, or None."""
+        return as_map(await self._call(f"read of topic {name}", "HGETALL", self.keys.topic(name))) or None
+
+    async def topic_names(self) -> list[str]:
+        """Every configured topic name, sorted."""
+        return sorted(await self._call("read of topics", "SMEMBERS", self.keys.topic_names))
+
+    async def remove_topic(self, name: str) -> bool:
+        """Delete a topic's configuration; False when there was none."""
+        k = self.keys
+        try:
+            deleted, _ = await self.wire.call_many([("DEL", k.topic(name)), ("SREM", k.topic_names, name)])
+        except RedisError as exc:
+            raise StorageError(f"redis delete of topic {name} failed: {exc}") from exc
+        return int(deleted) > 0
+
+    async def dead_letter_ids(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
+        """Up to `limit` (id, failed ms) of a dead-letter topic, oldest first, after (ms, id) when given."""
+        key = self.keys.dead_letters(topic)
+        offset = 0
+        if after is not None:
+            ms, last = after
+            lower = await self._call("read of dead letters", "ZCOUNT", key, "-inf", f"({ms}")
+            same = await self._call("read of dead letters", "ZRANGEBYSCORE", key, ms, ms)
+            offset = int(lower) + bisect_right(sorted(same), last)  # a zset orders equal scores by member
+        flat = await self._call("read of dead letters", "ZRANGE", key, offset, offset + limit - 1, "WITHSCORES")
+        return [(str(flat[i]), int(float(flat[i + 1]))) for i in range(0, len(flat), 2)]
+
+    async def dead_letter_topics(self) -> list[str]:
+        """The dead-letter topics that hold or held dead letters."""
+        return sorted(await self._call("read of dead-letter topics", "SMEMBERS", self.keys.dead_letter_topics))
+
+    async def replay_dead_letter(self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str) -> int:
+        """Schedule a dead letter's payload as `job` (due now) and remove the dead letter; OperationCode.REPLAYED
+        or a ScriptCode."""
+        k = self.keys
+        return int(await self._run(
+            "replay_dead_letter",
+            [k.job(dead_letter.id), k.dead_letters(dead_letter.topic), k.job(job.id), k.due, k.outbox, k.counts,
+             k.wake],
+            [dead_letter.id, now_ms, actor, job.id, job.topic, job.metadata_json, job.max_attempts, job.backoff_type,
+             job.backoff_delay_ms, job.timeout_ms, job.backoff_max_delay_ms, job.backoff_jitter],
+        ))
+
+    async def held_dead_letter_topic(self, job_id: str) -> str | None:
+        """The dead-letter topic holding `job_id`, or None when it is not a dead letter."""
+        topic = await self._call(f"read of job {job_id}", "HGET", self.keys.job(job_id), "topic")
+        if topic is None:
+            return None
+        held = await self._call("read of dead letters", "ZSCORE", self.keys.dead_letters(topic), job_id)
+        return str(topic) if held is not None else None
+
+    async def delete_dead_letter(self, job_id: str, topic: str, now_ms: int, actor: str) -> int:
+        """Remove a dead letter of `topic`; OperationCode.DELETED or ScriptCode.NOT_FOUND."""
+        k = self.keys
+        return int(await self._run("delete_dead_letter", [k.job(job_id), k.dead_letters(topic), k.outbox, k.counts],
+                                   [job_id, now_ms, actor]))
+
+    async def prune_dead_letters(self, topic: str, now_ms: int, age_ms: int, cap: int, limit: int = 500) -> int:
+        """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how many."""
+        k = self.keys
+        return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox],
+                                   [now_ms, k.job_prefix, age_ms, cap, limit]))
+
+    # ------------------------------------------------------------ worker registry
+    async def advertise_worker(self, worker_id: str, entry_json: str, topics: Sequence[str], now_ms: int,
+                               ttl_ms: int) -> int:
+        """Write a worker's registry entry; it serves `topics` until now + ttl. Returns how
+        many dead workers' entries were removed."""
+        k = self.keys
+        return int(await self._run("advertise_worker", [k.workers, k.served],
+                                   [now_ms, ttl_ms, worker_id, entry_json, *topics]))
+
+    async def forget_worker(self, worker_id: str, now_ms: int) -> bool:
+        """Remove a stopping worker's entry (its topics stay served only by other live workers)."""
+        k = self.keys
+        return int(await self._run("forget_worker", [k.workers, k.served], [now_ms, worker_id])) > 0
+
+    async def worker_entries(self) -> dict[str, str]:
+        """The raw registry: worker id -> entry JSON (dead ones included until cleaned up)."""
+        try:
+            return as_map(await self.wire.call("HGETALL", self.keys.workers))
+        except RedisError as exc:
+            raise StorageError(f"redis read of workers failed: {exc}") from exc
+
+
+def _flat(fields: dict[str, str]) -> list[str]:
+    return [x for pair in fields.items() for x in pair]
