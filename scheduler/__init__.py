@@ -12,6 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scheduler.advertise import WorkerInfo
     from scheduler.api import Scheduler
     from scheduler.errors import (
         ConfigError,
@@ -58,6 +59,7 @@ _SOURCES = {
     "StorageError": "scheduler.errors",
     "TopicOptions": "scheduler.topics",
     "Worker": "scheduler.worker",
+    "WorkerInfo": "scheduler.advertise",
 }
 
 __all__ = [
@@ -83,6 +85,7 @@ __all__ = [
     "StorageError",
     "TopicOptions",
     "Worker",
+    "WorkerInfo",
 ]
 
 

@@ -4,15 +4,12 @@ and (when enabled) the audit trail."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
-from dataclasses import replace
-from functools import cached_property
+from contextlib import AbstractContextManager, asynccontextmanager
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -21,31 +18,22 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
 from scheduler.advertise import WorkerInfo, live_workers
-from scheduler.clock import Clock, SystemClock
-from scheduler.config import Settings, load_settings
-from scheduler.errors import InvalidCron, SchedulerError, StorageError
-from scheduler.cron import next_fire, parse_cron
 from scheduler.bulk import build_jobs, store_jobs
-from scheduler.job import CronInfo, JobInfo, JobPage, JobState, NewCron, NewJob
+from scheduler.clock import Clock
+from scheduler.config import Settings, load_settings
+from scheduler.connection import open_connection
+from scheduler.cron_schedules import CronSchedules
+from scheduler.errors import SchedulerError
+from scheduler.job import CronInfo, JobInfo, JobPage, JobState, NewJob
 from scheduler.listing import list_jobs
 from scheduler.metrics import Metrics
-from scheduler.retry import Backoff, RetryPolicy
 from scheduler.operations import JobOperations
-from scheduler.scripts import PauseCode
+from scheduler.retry import Backoff, RetryPolicy
+from scheduler.scheduling import Scheduling
 from scheduler.store import RedisStore
-from scheduler.topics import DeadLetterPage, TopicOptions, Topics
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
-from scheduler.tracing import (
-    CRON_NAME,
-    JOB_RUN_AT,
-    JOB_TZ,
-    MESSAGING_MESSAGE_ID,
-    current_traceparent,
-    get_tracer,
-    is_noop,
-    producer_span,
-)
-from scheduler.validation import build_job, check_cron_name, check_dead_letter, check_misfire
+from scheduler.topics import TopicOptions, Topics
+from scheduler.tracing import get_tracer
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
@@ -99,36 +87,18 @@ class Scheduler:
         await self.close()
 
     async def connect(self) -> None:
-        """Resolve servers (starting embedded ones when no URL is set) and connect."""
-        from scheduler.servers import resolve_services
-
+        """Resolve servers (starting embedded ones when no URL is set) and connect (`connection.py`)."""
         s = self.settings
-        urls = await asyncio.to_thread(
-            resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=self._audit_on
-        )
-        self.services = urls
-        # A blocking pool waits for a free connection instead of failing past its size.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            urls.redis_url, max_connections=s.redis_max_connections, timeout=30
-        )
-        self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
-        try:
-            if self._clock is None:
-                clock = SystemClock()
-                await clock.calibrate(self._redis)
-                self._clock = clock
-        except Exception as exc:
-            await self._redis.aclose()
-            raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
-        self._store = RedisStore(self._redis, s.namespace, audit=s.audit.enabled)
+        conn = await open_connection(s, self._clock, need_database=self._audit_on)
+        self.services, self._redis, self._clock, self._store = conn.services, conn.redis, conn.clock, conn.store
         if self._audit_on:
             from audit import AuditRelay, AuditTrail, RelayOptions
 
             options = RelayOptions.from_settings(s.audit)
-            self._audit = AuditTrail(self._redis, s.namespace, urls.database_url, options)
+            self._audit = AuditTrail(self._redis, s.namespace, conn.services.database_url, options)
             await self._audit.open()
             # This process's relay: started by its first worker (start_relay), stopped by close().
-            self._relay = AuditRelay(self._redis, s.namespace, urls.database_url, options)
+            self._relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
 
     @property
     def _audit_on(self) -> bool:
@@ -184,31 +154,14 @@ class Scheduler:
         job_id: str | None = None,
         dead_letter: str | None = None,
     ) -> str:
-        """Run every listener of `topic` at `run_at` (naive = wall time in `tz`).
+        """Run every listener of `topic` at `run_at` (naive = wall time in `tz`; past = now); the job id.
 
-        Args:
-            topic: listeners registered with @on_event(topic) run.
-            run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
-            tz: IANA zone name for a naive run_at (and recorded with the job).
-            payload: JSON-serializable value handed to listeners (checked against the
-                topic's schema when this process registered one: @on_event(topic, schema=)).
-            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms,
-                "max_delay": ms, "jitter": "none"|"full"|"equal"}} (omitted keys: the defaults).
-            metadata: JSON object kept with the job and its audit row.
-            timeout: per-attempt limit (default from config).
-            job_id: idempotency key; scheduling an existing id changes nothing.
-            dead_letter: topic the job is copied to when its last attempt fails (default:
-                its topic's TopicOptions.dead_letter, if configured).
-
-        Returns:
-            The job id.
-
-        Raises:
-            ScheduleError: a subclass naming the field; nothing is stored.
+        `scheduling.Scheduling.enqueue` documents every argument. Raises ScheduleError (a subclass
+        naming the field); nothing is stored.
         """
         when = resolve_run_at(run_at, tz)
-        return await self._enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout, job_id,
-                                   dead_letter=dead_letter)
+        return await self._scheduling.enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout,
+                                              job_id, dead_letter=dead_letter)
 
     async def schedule_in(
         self,
@@ -226,54 +179,18 @@ class Scheduler:
         """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d")."""
         seconds = parse_duration(delay, "delay")
         due = self.clock.now_ms() + int(seconds * 1000)
-        return await self._enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id, dead_letter=dead_letter)
+        return await self._scheduling.enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id,
+                                              dead_letter=dead_letter)
 
-    async def _enqueue(
-        self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, *, cron: str = "", dead_letter: str | None = None,
-    ) -> str:
-        now = self.clock.now_ms()
-        job = self._build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now)
-        if dead_letter is not None:
-            job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
-        # No SDK: skip the no-op span, but still keep a caller's propagated context.
-        span = (nullcontext() if is_noop(self.tracer) else
-                producer_span(self.tracer, job.topic, "send", {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms,
-                                                               JOB_TZ: tz}))
-        with span:
-            trace = current_traceparent()
-            if trace:
-                job = replace(job, trace=trace)
-            created = await self._enqueue_local(job, now) if job.due_ms <= now else None
-            if created is None:
-                created = await self.store.enqueue(job, now)
-        if created:
-            self.metrics.scheduled.add(1, {"topic": job.topic})
-        return job.id
+    @cached_property
+    def _scheduling(self) -> Scheduling:
+        return Scheduling(self, self._workers)
 
-    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
-        """Hand a job due now to a running worker of this scheduler with a free slot (local
-        handoff); whether it was created, or None when no worker took it (nothing written)."""
-        if not self.settings.worker.local_handoff:
-            return None
-        for worker in list(self._workers):
-            created = await worker.enqueue_local(job, now_ms)
-            if created is not None:
-                return created
-        return None
+    # --------------------------------------------------- cron (scheduler/cron_schedules.py)
+    @cached_property
+    def _crons(self) -> CronSchedules:
+        return CronSchedules(self, self._scheduling.build_job)
 
-    def _build_job(
-        self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, cron: str, *, now_ms: int = 0,
-    ) -> NewJob:
-        """Validate everything before anything is written (defaults from settings; the
-        payload against the topic's schema when this process's registry has one)."""
-        validate = self.registry.validator(topic) if isinstance(topic, str) else None
-        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
-                         default_retry=self.default_retry, default_timeout_ms=self.settings.worker.timeout_ms,
-                         now_ms=now_ms, validate=validate)
-
-    # ---------------------------------------------------------------------- cron
     async def schedule_cron(
         self,
         name: str,
@@ -287,35 +204,9 @@ class Scheduler:
         misfire: str | None = None,
         timeout: timedelta | float | str | None = None,
     ) -> CronInfo:
-        """Create or update (by name) a recurring schedule; each tick becomes an ordinary job.
-
-        An unchanged expression and zone keep the next run, so every process may call
-        this at startup; a changed one recomputes it. Ticks fire exactly once across
-        any number of workers (one Lua script fires a tick and advances the schedule).
-
-        Args:
-            name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
-            cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
-            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
-            misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
-
-        Raises:
-            ScheduleError: a subclass naming the field; nothing is stored.
-        """
-        check_cron_name(name)
-        mode = check_misfire(misfire or self.settings.cron.misfire)
-        spec = parse_cron(cron, tz)
-        meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
-        job = self._build_job(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
-        with producer_span(self.tracer, job.topic, "create", {CRON_NAME: name}):
-            now = self.clock.now_ms()
-            await self.store.upsert_cron(
-                NewCron(name, spec.expr, mode, next_fire(spec, now), job, current_traceparent()),
-                now,
-            )
-        info = await self.store.get_cron(name)
-        assert info is not None
-        return info
+        """Create or update (by name) a recurring schedule; each tick becomes an ordinary job
+        (`cron_schedules.py` documents the arguments). Raises ScheduleError; nothing is stored."""
+        return await self._crons.schedule(name, cron, topic, tz, payload, retry, metadata, misfire, timeout)
 
     async def unschedule(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""
@@ -323,19 +214,11 @@ class Scheduler:
 
     async def pause_cron(self, name: str) -> bool:
         """Stop firing ticks until resumed. False when already paused; InvalidCron if unknown."""
-        return await self._set_paused(name, True)
+        return await self._crons.set_paused(name, True)
 
     async def resume_cron(self, name: str) -> bool:
         """Fire again from the next tick after now (ticks passed while paused do not run)."""
-        return await self._set_paused(name, False)
-
-    async def _set_paused(self, name: str, paused: bool) -> bool:
-        info = await self.store.get_cron(name)
-        if info is None:
-            raise InvalidCron(f"no cron schedule named {name!r}", field="name")
-        now = self.clock.now_ms()
-        next_ms = next_fire(parse_cron(info.cron, info.tz), now)
-        return await self.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED
+        return await self._crons.set_paused(name, False)
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule: name, cron, tz, topic, next_run_at (aware UTC), paused, last_run_at."""
@@ -411,53 +294,38 @@ class Scheduler:
         """Delete a topic's configuration; TopicInUse while it has jobs, unless `force`."""
         return await self._topics.delete(name, force)
 
-    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
         """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s dead letters."""
         return await self._topics.dead_letters(topic, limit, cursor)
 
     async def replay(self, job_id: str, *, actor: str | None = None) -> str:
         """Schedule a dead letter's payload again on its source topic (due now) and remove it; the new id."""
         def build(topic: str, now_ms: int, payload: Any, metadata: Any) -> NewJob:
-            return self._build_job(topic, now_ms, "UTC", payload, None, metadata, None, None, "", now_ms=now_ms)
+            return self._scheduling.build_job(topic, now_ms, "UTC", payload, None, metadata, None, None, "",
+                                              now_ms=now_ms)
         return await self._topics.replay(job_id, build, actor)
 
     async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
         """Remove every dead letter held on `topic`; how many."""
         return await self._topics.purge(topic, actor)
+
     # -------------------------------------------------------- listing and bulk
     async def jobs(self, topic: str | None = None, state: JobState | str | None = None, limit: int = 100,
                    cursor: str | None = None) -> JobPage:
-        """One page of jobs: state sets in a fixed order, each by time then id
-        (README: Listing and bulk scheduling).
-
-        A page examines at most limit * 10 jobs, so a rare state or topic can give a short
-        (even empty) page whose cursor goes on.
-
-        Args:
-            topic: only this topic's jobs (None: all).
-            state: a JobState, its value or its name (None: all).
-            limit: page size, 1..1000.
-            cursor: the previous page's cursor (None: the first page).
-
-        Raises:
-            ScheduleError: naming topic, state, limit or cursor.
-        """
+        """One page of jobs of `topic` and `state` (None: all), `cursor` from the previous page
+        (`listing.list_jobs` documents the order and the arguments; README: Listing and bulk scheduling)."""
         return await list_jobs(self.store, topic, state, limit, cursor)
 
     async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Schedule many jobs, each item a mapping of schedule_at's keywords (or `delay`
-        instead of run_at; neither = now); every item is checked before anything is written.
-
-        Returns:
-            The job ids, in item order (an existing job_id changes nothing, as in schedule_at).
+        """Schedule many jobs, each item a mapping of schedule_at's keywords (or `delay` instead of
+        run_at; neither = now); every item is checked first (`bulk.py`). The ids, in item order.
 
         Raises:
-            ScheduleError: the item's, e.g. InvalidTopic with field "items[3].topic", or a
-                job_id repeated within the call; nothing is stored.
+            ScheduleError: the item's, e.g. field "items[3].topic"; nothing is stored.
             StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
         """
         now = self.clock.now_ms()
-        jobs = build_jobs(items, partial(self._build_job, cron="", now_ms=now), now)
+        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now), now)
         return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)
 
     # ------------------------------------------------------------------- workers

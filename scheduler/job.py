@@ -1,5 +1,5 @@
 """Job values: the JobState enum, JobInfo (what get_job returns), JobPage (what
-jobs() returns) and ClaimedJob (what a worker runs). Frozen; no I/O."""
+jobs() and dead_letters() return) and ClaimedJob (what a worker runs). Frozen; no I/O."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ class JobInfo:
 
 @dataclass(frozen=True)
 class JobPage:
-    """One page of a job listing (Scheduler.jobs): pass `cursor` back for the next
-    page; None on the last one."""
+    """One page of a job listing (Scheduler.jobs) or of dead letters (Scheduler.dead_letters,
+    oldest first): pass `cursor` back for the next page; None on the last one."""
 
     items: list[JobInfo]
     cursor: str | None

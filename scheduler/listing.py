@@ -140,8 +140,25 @@ class Walk:
 
 async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str | None, limit: int,
                     cursor: str | None) -> JobPage:
-    """One page of jobs (the contract is Scheduler.jobs'); checks first, then one script
-    call for the ids and one pipelined read of the jobs."""
+    """One page of jobs (Scheduler.jobs): state sets in a fixed order, each by time then id.
+
+    Checks first, then one script call for the ids and one pipelined read of the jobs.
+    A page examines at most limit * 10 jobs, so a rare state or topic can give a short
+    (even empty) page whose cursor goes on.
+
+    Args:
+        store: the Redis store.
+        topic: only this topic's jobs (None: all).
+        state: a JobState, its value or its name (None: all).
+        limit: page size, 1..1000.
+        cursor: the previous page's cursor (None: the first page).
+
+    Returns:
+        The page; its cursor is None on the last one.
+
+    Raises:
+        ScheduleError: naming topic, state, limit or cursor.
+    """
     walk = Walk.of(topic, state)
     size = check_limit(limit)
     after = walk.start(cursor)

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from scheduler.clock import Clock
 from scheduler.errors import ScheduleError
-from scheduler.job import JobInfo, NewJob
+from scheduler.job import JobInfo, JobPage, NewJob
 from scheduler.retry import RetryPolicy
 from scheduler.scripts import OperationCode, ScriptCode
 from scheduler.store import RedisStore
@@ -89,14 +89,6 @@ def topic_options(stored: dict[str, str]) -> TopicOptions:
     return TopicOptions(dead_letter=stored.get("dead_letter") or None)
 
 
-@dataclass(frozen=True)
-class DeadLetterPage:
-    """One page of dead letters, oldest first; pass `cursor` back for the next (None: last page)."""
-
-    items: list[JobInfo]
-    cursor: str | None
-
-
 def _encode_cursor(ms: int, job_id: str) -> str:
     return f"{ms}.{job_id}"
 
@@ -149,7 +141,7 @@ class Topics:
                                  field="name")
         return await self._host.store.remove_topic(name)
 
-    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
         """A page of the dead letters held on `topic`, oldest first."""
         check_topic(topic)
         if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
@@ -160,7 +152,7 @@ class Topics:
         page = ids[:limit]
         infos = await asyncio.gather(*(store.get_job(i) for i, _ in page))
         next_cursor = _encode_cursor(page[-1][1], page[-1][0]) if len(ids) > limit else None
-        return DeadLetterPage([i for i in infos if i is not None], next_cursor)
+        return JobPage([i for i in infos if i is not None], next_cursor)
 
     async def _dead_letter(self, job_id: str) -> JobInfo:
         info = await self._host.store.get_job(job_id)

@@ -1,0 +1,65 @@
+"""Connecting a Scheduler to Redis: resolve the servers (starting embedded ones when no
+URL is set), open the pooled client, calibrate the clock to the server, make the store."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import redis.asyncio as aioredis
+
+from scheduler.clock import Clock, SystemClock
+from scheduler.config import Settings
+from scheduler.errors import StorageError
+from scheduler.store import RedisStore
+
+if TYPE_CHECKING:
+    from scheduler.servers import ServiceUrls
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What connect() keeps: the resolved URLs, the client (owning its pool), the clock, the store."""
+
+    services: ServiceUrls
+    redis: aioredis.Redis
+    clock: Clock
+    store: RedisStore
+
+
+async def open_connection(settings: Settings, clock: Clock | None, *, need_database: bool) -> Connection:
+    """Resolve the servers and connect to Redis.
+
+    Args:
+        settings: the URLs, data directory, pool size, namespace and audit switch.
+        clock: the clock to keep; None: a SystemClock calibrated to the server's TIME.
+        need_database: resolve (or start) Postgres too.
+
+    Returns:
+        The connection; closing `redis` closes its pool.
+
+    Raises:
+        StorageError: Redis cannot be reached (the client is closed again).
+    """
+    from scheduler.servers import resolve_services
+
+    s = settings
+    urls = await asyncio.to_thread(
+        resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=need_database
+    )
+    # A blocking pool waits for a free connection instead of failing past its size.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        urls.redis_url, max_connections=s.redis_max_connections, timeout=30
+    )
+    redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
+    try:
+        if clock is None:
+            system = SystemClock()
+            await system.calibrate(redis)
+            clock = system
+    except Exception as exc:
+        await redis.aclose()
+        raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
+    return Connection(urls, redis, clock, RedisStore(redis, s.namespace, audit=s.audit.enabled))

@@ -1,0 +1,91 @@
+"""Recurring schedules as the facade exposes them: create or update one (its tick job
+checked like any job), pause and resume it; the cron arithmetic is `cron.py`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from scheduler.cron import next_fire, parse_cron
+from scheduler.errors import InvalidCron
+from scheduler.job import CronInfo, NewCron, NewJob
+from scheduler.retry import RetryPolicy
+from scheduler.scripts import PauseCode
+from scheduler.scheduling import Host
+from scheduler.tracing import CRON_NAME, current_traceparent, producer_span
+from scheduler.validation import check_cron_name, check_misfire
+
+# (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron) -> a checked NewJob.
+BuildJob = Callable[[Any, int, str, Any, Any, Any, Any, "str | None", str], NewJob]
+
+
+class CronSchedules:
+    """The cron schedules of one Scheduler; `build` checks a tick's job as schedule_at does."""
+
+    def __init__(self, host: Host, build: BuildJob) -> None:
+        self._host = host
+        self._build = build
+
+    async def schedule(
+        self,
+        name: str,
+        cron: str,
+        topic: str,
+        tz: str,
+        payload: Any,
+        retry: RetryPolicy | Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+        misfire: str | None,
+        timeout: timedelta | float | str | None,
+    ) -> CronInfo:
+        """Create or update (by name) a recurring schedule; each tick becomes an ordinary job.
+
+        An unchanged expression and zone keep the next run, so every process may call
+        this at startup; a changed one recomputes it. Ticks fire exactly once across
+        any number of workers (one Lua script fires a tick and advances the schedule).
+
+        Args:
+            name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
+            cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
+            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
+            misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
+
+        Returns:
+            The stored schedule.
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        host = self._host
+        check_cron_name(name)
+        mode = check_misfire(misfire or host.settings.cron.misfire)
+        spec = parse_cron(cron, tz)
+        meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
+        job = self._build(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
+        with producer_span(host.tracer, job.topic, "create", {CRON_NAME: name}):
+            now = host.clock.now_ms()
+            await host.store.upsert_cron(
+                NewCron(name, spec.expr, mode, next_fire(spec, now), job, current_traceparent()),
+                now,
+            )
+        info = await host.store.get_cron(name)
+        assert info is not None
+        return info
+
+    async def set_paused(self, name: str, paused: bool) -> bool:
+        """Pause or resume a schedule; a resumed one fires from its next tick after now.
+
+        Returns:
+            False when it already was in that state.
+
+        Raises:
+            InvalidCron: no schedule has this name.
+        """
+        host = self._host
+        info = await host.store.get_cron(name)
+        if info is None:
+            raise InvalidCron(f"no cron schedule named {name!r}", field="name")
+        now = host.clock.now_ms()
+        next_ms = next_fire(parse_cron(info.cron, info.tz), now)
+        return await host.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED

@@ -1,0 +1,113 @@
+"""Scheduling one job: check the request into a `NewJob` (settings' defaults, the topic's
+payload schema), then hand it to a local worker or store it under a PRODUCER span."""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import nullcontext
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from opentelemetry.trace import Tracer
+
+from listeners import ListenerRegistry
+from scheduler import operations
+from scheduler.config import Settings
+from scheduler.job import NewJob
+from scheduler.retry import RetryPolicy
+from scheduler.tracing import JOB_RUN_AT, JOB_TZ, MESSAGING_MESSAGE_ID, current_traceparent, is_noop, producer_span
+from scheduler.validation import build_job, check_dead_letter
+
+if TYPE_CHECKING:
+    from scheduler.worker import Worker
+
+
+class Host(operations.Host, Protocol):
+    """What scheduling (and `cron_schedules.py`) use of their Scheduler, besides the store,
+    clock and metrics the operations use."""
+
+    settings: Settings
+    registry: ListenerRegistry
+    default_retry: RetryPolicy
+    tracer: Tracer
+
+
+class Scheduling:
+    """The single-job scheduling path of one Scheduler; `workers` are its own running
+    workers, the candidates for local handoff."""
+
+    def __init__(self, host: Host, workers: weakref.WeakSet[Worker]) -> None:
+        self._host = host
+        self._workers = workers
+
+    def build_job(
+        self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, cron: str, *, now_ms: int = 0,
+    ) -> NewJob:
+        """Validate everything before anything is written (defaults from settings; the
+        payload against the topic's schema when this process's registry has one)."""
+        host = self._host
+        validate = host.registry.validator(topic) if isinstance(topic, str) else None
+        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
+                         default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
+                         now_ms=now_ms, validate=validate)
+
+    async def enqueue(
+        self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, *, cron: str = "", dead_letter: str | None = None,
+    ) -> str:
+        """Build the job and store it (or hand it to a local worker when due now): the path of
+        Scheduler.schedule_at and schedule_in, whose keywords these are.
+
+        Args:
+            topic: listeners registered with @on_event(topic) run.
+            run_at_ms: when, epoch ms (schedule_at: its aware datetime, or naive wall-clock
+                time in `tz`; past = now. schedule_in: now + its delay).
+            tz: IANA zone name for a naive run_at (and recorded with the job).
+            payload: JSON-serializable value handed to listeners (checked against the
+                topic's schema when this process registered one: @on_event(topic, schema=)).
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms,
+                "max_delay": ms, "jitter": "none"|"full"|"equal"}} (omitted keys: the defaults).
+            metadata: JSON object kept with the job and its audit row.
+            timeout: per-attempt limit (default from config).
+            job_id: idempotency key; scheduling an existing id changes nothing.
+            cron: the schedule a tick belongs to ("" for none).
+            dead_letter: topic the job is copied to when its last attempt fails (default:
+                its topic's TopicOptions.dead_letter, if configured).
+
+        Returns:
+            The job id.
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        host = self._host
+        now = host.clock.now_ms()
+        job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now)
+        if dead_letter is not None:
+            job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
+        # No SDK: skip the no-op span, but still keep a caller's propagated context.
+        span = (nullcontext() if is_noop(host.tracer) else
+                producer_span(host.tracer, job.topic, "send", {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms,
+                                                               JOB_TZ: tz}))
+        with span:
+            trace = current_traceparent()
+            if trace:
+                job = replace(job, trace=trace)
+            created = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            if created is None:
+                created = await host.store.enqueue(job, now)
+        if created:
+            host.metrics.scheduled.add(1, {"topic": job.topic})
+        return job.id
+
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+        """Hand a job due now to a running worker of this scheduler with a free slot (local
+        handoff); whether it was created, or None when no worker took it (nothing written)."""
+        if not self._host.settings.worker.local_handoff:
+            return None
+        for worker in list(self._workers):
+            created = await worker.enqueue_local(job, now_ms)
+            if created is not None:
+                return created
+        return None
