@@ -154,10 +154,22 @@ class Scheduler:
         job_id: str | None = None,
         dead_letter: str | None = None,
     ) -> str:
-        """Run every listener of `topic` at `run_at` (naive = wall time in `tz`; past = now); the job id.
+        """Run every listener of `topic` at `run_at`.
 
-        `scheduling.Scheduling.enqueue` documents every argument. Raises ScheduleError (a subclass
-        naming the field); nothing is stored.
+        Args:
+            topic: listeners registered with @on_event(topic) run (its schema, if any, checks payload).
+            run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
+            tz: IANA zone name for a naive run_at (and recorded with the job).
+            payload, metadata: JSON-serializable value for listeners; JSON object kept with the job.
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay", "jitter"}}.
+            timeout: per-attempt limit (default from config); job_id: idempotency key.
+            dead_letter: topic a copy goes to when the last attempt fails (default: the topic's).
+
+        Returns:
+            The job id.
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
         """
         when = resolve_run_at(run_at, tz)
         return await self._scheduling.enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout,
