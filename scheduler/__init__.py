@@ -28,6 +28,9 @@ if TYPE_CHECKING:
         ScheduleError,
         SchedulerError,
         StorageError,
+        UnsupportedTopicOption,
+        TopicInUse,
+        DeadLetterNotFound,
     )
     from scheduler.job import JobInfo, JobPage, JobState
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
@@ -57,6 +60,9 @@ _SOURCES = {
     "Scheduler": "scheduler.api",
     "SchedulerError": "scheduler.errors",
     "StorageError": "scheduler.errors",
+    "UnsupportedTopicOption": "scheduler.errors",
+    "TopicInUse": "scheduler.errors",
+    "DeadLetterNotFound": "scheduler.errors",
     "TopicOptions": "scheduler.topics",
     "Worker": "scheduler.worker",
     "WorkerInfo": "scheduler.advertise",
@@ -65,6 +71,7 @@ _SOURCES = {
 __all__ = [
     "Backoff",
     "ConfigError",
+    "DeadLetterNotFound",
     "DoNotRetry",
     "InvalidCron",
     "InvalidDelay",
@@ -83,7 +90,9 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "StorageError",
+    "TopicInUse",
     "TopicOptions",
+    "UnsupportedTopicOption",
     "Worker",
     "WorkerInfo",
 ]

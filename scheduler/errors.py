@@ -8,7 +8,10 @@
     │   ├── InvalidTopic
     │   ├── InvalidJobId
     │   ├── InvalidDelay
-    │   └── InvalidCron
+    │   ├── InvalidCron
+    │   ├── UnsupportedTopicOption a TopicOptions field this release does not implement
+    │   ├── TopicInUse             delete_topic while the topic has jobs
+    │   └── DeadLetterNotFound
     ├── ConfigError                a setting in a file or env var is wrong
     └── StorageError               Redis or PostgreSQL failed underneath us
 
@@ -76,6 +79,24 @@ class InvalidCron(ScheduleError):
     """The cron expression cannot be parsed."""
 
     code = "SCHEDULE_CRON_INVALID"
+
+
+class UnsupportedTopicOption(ScheduleError):
+    """This topic option is not supported yet; nothing was stored."""
+
+    code = "TOPIC_OPTION_UNSUPPORTED"
+
+
+class TopicInUse(ScheduleError):
+    """The topic still has jobs; delete them first or pass force=True."""
+
+    code = "TOPIC_IN_USE"
+
+
+class DeadLetterNotFound(ScheduleError):
+    """No such dead letter."""
+
+    code = "DEAD_LETTER_NOT_FOUND"
 
 
 class ConfigError(SchedulerError):

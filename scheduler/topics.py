@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
 from scheduler.clock import Clock
-from scheduler.errors import ScheduleError
+from scheduler.errors import DeadLetterNotFound, ScheduleError, TopicInUse, UnsupportedTopicOption
 from scheduler.job import JobInfo, JobPage, NewJob
 from scheduler.retry import RetryPolicy
 from scheduler.scripts import OperationCode, ScriptCode
@@ -18,24 +18,6 @@ from scheduler.store import RedisStore
 from scheduler.validation import check_dead_letter, check_topic
 
 MAX_PAGE = 1_000
-
-
-class UnsupportedTopicOption(ScheduleError):
-    """This topic option is not supported yet; nothing was stored."""
-
-    code = "TOPIC_OPTION_UNSUPPORTED"
-
-
-class TopicInUse(ScheduleError):
-    """The topic still has jobs; delete them first or pass force=True."""
-
-    code = "TOPIC_IN_USE"
-
-
-class DeadLetterNotFound(ScheduleError):
-    """No such dead letter."""
-
-    code = "DEAD_LETTER_NOT_FOUND"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, SCHEDULE_FAILED_TOPIC, TopicOptions
 from scheduler.job import JobInfo
 from scheduler.metrics import Metrics
-from scheduler.topics import DeadLetterNotFound, TopicInUse, UnsupportedTopicOption
+from scheduler.errors import DeadLetterNotFound, TopicInUse, UnsupportedTopicOption
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
