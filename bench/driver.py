@@ -114,6 +114,7 @@ async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
     else:
         for j in jobs:
             await a.enqueue(j)
+    await a.settle()  # not timed: the pre-enqueue is setup, whatever path it took
 
 
 async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:

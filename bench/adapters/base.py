@@ -73,6 +73,10 @@ class Adapter:
     async def finish(self) -> None:
         """Work that belongs inside the measured time once every handler ran (horae: audit flush)."""
 
+    async def settle(self) -> None:
+        """Finish untimed setup work before the clock starts (horae: relay the pre-enqueued
+        jobs' audit events, so a timed drain flush does not include them)."""
+
     async def close(self) -> None:
         raise NotImplementedError
 

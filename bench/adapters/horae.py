@@ -130,6 +130,10 @@ class HoraeAdapter(Adapter):
         await asyncio.gather(*(caller(f"bench-claim-{i}") for i in range(concurrency)))
         return calls, claimed
 
+    async def settle(self) -> None:
+        if self.audit:
+            await self.s.audit.flush(timeout=300)
+
     async def finish(self) -> None:
         if self.audit:
             await self.s.audit.flush(timeout=300)  # the audit is complete when the clock stops
