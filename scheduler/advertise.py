@@ -18,11 +18,13 @@ from scheduler.timeutil import ms_to_utc
 @dataclass(frozen=True)
 class ClaimFilter:
     """What a worker passes to claim: its topics, and whether it also takes jobs of topics
-    no live worker serves. No topics and not `unserved`: every topic (no filter)."""
+    no live worker serves (no topics and not `unserved`: every topic, no filter), and the
+    topics it has listeners for: only those have their dead letters run by it."""
 
     topics: tuple[str, ...]
     unserved: bool
     all_topics: bool
+    listened: tuple[str, ...]
 
     @classmethod
     def of(cls, listened: Iterable[str], topics: Sequence[str] | None, all_topics: bool) -> ClaimFilter:
@@ -36,14 +38,15 @@ class ClaimFilter:
         Raises:
             ConfigError: both `topics` and `all_topics`.
         """
+        own = tuple(sorted(t for t in set(listened) if t != SCHEDULE_FAILED_TOPIC))
         if all_topics:
             if topics:
                 raise ConfigError("a worker takes either explicit topics or all topics, not both")
-            return cls((), False, True)
+            return cls((), False, True, own)
         if topics:
-            return cls(tuple(dict.fromkeys(topics)), False, False)
-        own = tuple(sorted(t for t in set(listened) if t != SCHEDULE_FAILED_TOPIC))
-        return cls(own, True, False)
+            explicit = tuple(dict.fromkeys(topics))
+            return cls(explicit, False, False, tuple(t for t in own if t in explicit))
+        return cls(own, True, False, own)
 
     def advertised(self, listened: Iterable[str]) -> tuple[str, ...]:
         """The topics the worker serves in the registry: the ones it claims, or, taking every

@@ -75,10 +75,8 @@ class JobOperations:
             self._acting.reset(token)
 
     async def retry(self, job_id: str, actor: str | None = None) -> bool:
-        """Run a failed or cancelled job again now, with a fresh attempt budget (not a dead letter:
-        those are held, never due; replay one instead)."""
-        if await self._host.store.held_dead_letter_topic(job_id) is not None:
-            return False
+        """Run a failed or cancelled job again now, with a fresh attempt budget (a dead letter
+        waits in its dead-letter set again, for a listener of that topic)."""
         code = await self._host.store.retry_job(job_id, self._host.clock.now_ms(), self.actor(actor))
         return code == OperationCode.RETRIED
 

@@ -52,15 +52,17 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
 
     async def claim(
         self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = (),
-        unserved: bool = False,
+        unserved: bool = False, listened: Sequence[str] = (),
     ) -> tuple[list[ClaimedJob], int | None, int | None]:
         """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
-        and with `unserved` also of topics no live worker serves. Returns them, the next due
-        ms and the next cron tick ms (None: nothing waits)."""
+        and with `unserved` also of topics no live worker serves; then dead letters waiting on
+        the `listened` topics (the worker has listeners for them). Returns the jobs, the next
+        due ms and the next cron tick ms (None: nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served],
-            [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", *topics],
+            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics],
+            [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", k.dead_letter_prefix,
+             len(listened), *listened, *topics],
         )
         next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []
@@ -103,13 +105,13 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
         `actor` is recorded in the `cancelled` event ("" for none)."""
         k = self.keys
         return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts],
-                                   [job_id, now_ms, actor]))
+                                   [job_id, now_ms, actor, k.dead_letter_prefix]))
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Run a failed or cancelled job again, due now; OperationCode.RETRIED or a ScriptCode."""
         k = self.keys
         return int(await self._run("retry_job", [k.job(job_id), k.due, k.failed, k.cancelled, k.outbox, k.counts,
-                                                 k.wake], [job_id, now_ms, actor]))
+                                                 k.wake], [job_id, now_ms, actor, k.dead_letter_prefix]))
 
     async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Remove a job that is not running; OperationCode.DELETED or a ScriptCode."""
@@ -137,7 +139,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
         if not leases:
             return 0
         k = self.keys
-        args: list[Any] = [now_ms, k.job_prefix]
+        args: list[Any] = [now_ms, k.job_prefix, k.dead_letter_prefix]
         for job_id, token in leases:
             args += [job_id, token]
         return int(await self._run("release", [k.active, k.due, k.cancelled, k.outbox, k.counts, k.wake], args))

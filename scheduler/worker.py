@@ -248,7 +248,7 @@ class Worker:
                     await fire_due_crons(self.store, self.clock, self.cron, self.tracer)
                 jobs, next_due, self._next_cron = await self.store.claim(
                     self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
-                    self._filter.unserved,
+                    self._filter.unserved, self._filter.listened,
                 )
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})

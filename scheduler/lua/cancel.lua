@@ -5,12 +5,13 @@
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
 -- KEYS[5] counts hash
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor who asked ("" for none: no actor field)
+-- ARGV[4] dead-letter set key prefix (a waiting dead letter leaves its set: wait_set)
 --
 -- Returns (scripts.CancelCode, ScriptCode) CANCELLED (1) cancelled while waiting or
 -- retrying, CANCELLED_RUNNING (2) cancelled with an attempt in flight,
 -- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
 local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, now, actor = ARGV[1], ARGV[2], ARGV[3] or ''
+local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4]
 
 local function cancelled_event(attempts, running)
   if actor == '' then
@@ -20,11 +21,11 @@ local function cancelled_event(attempts, running)
   end
 end
 
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl')
 local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
 if state == 'scheduled' or state == 'retrying' then
-  redis.call('ZREM', due, id)
+  redis.call('ZREM', wait_set(f[4], f[2], due, dl_prefix), id)
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')

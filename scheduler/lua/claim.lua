@@ -3,13 +3,18 @@
 -- KEYS[1] due zset   KEYS[2] active zset (score = lease deadline)
 -- KEYS[3] outbox     KEYS[4] counts hash  KEYS[5] crons zset (active schedules)
 -- KEYS[6] served hash (topic -> ms until which a live worker serves it: advertise_worker.lua)
+-- KEYS[7] set of dead-letter topics (fail.lua)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
 -- ARGV[6] "1": also take jobs of topics no live worker serves (their served-until
 --         mark is missing or past: the no-listener completion applies); "0": only
 --         the topics given
--- ARGV[7..] topics this worker serves (none, with ARGV[6] "0" = every topic: no
+-- ARGV[7] dead-letter set key prefix  ARGV[8] L, the number of topics that follow
+--         which this worker has listeners for: it also takes the dead letters
+--         waiting on those of them that are dead-letter topics (after due jobs)
+-- ARGV[9..8+L] those topics
+-- ARGV[9+L..] topics this worker serves (none, with ARGV[6] "0" = every topic: no
 --         filter, no extra reads)
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
@@ -24,11 +29,14 @@
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
-local worker, prefix = ARGV[4], ARGV[5]
+local worker, prefix, dl_prefix = ARGV[4], ARGV[5], ARGV[7]
+local listened = {}
+for i = 9, 8 + tonumber(ARGV[8]) do listened[#listened + 1] = ARGV[i] end
+local first_topic = 9 + #listened
 local serve = nil
-if #ARGV > 6 or ARGV[6] == '1' then
+if #ARGV >= first_topic or ARGV[6] == '1' then
   serve = {}
-  for i = 7, #ARGV do serve[ARGV[i]] = true end
+  for i = first_topic, #ARGV do serve[ARGV[i]] = true end
 end
 local adopt = ARGV[6] == '1'
 local served = KEYS[6]
@@ -51,6 +59,28 @@ end
 local out = { -1, -1 }
 local n = 2  -- #out, kept by hand (the fields of each job are written in place)
 local taken = 0
+-- Lease job `id` (hash fields h) of `topic` out of the sorted set `from` and write its
+-- fields to out.
+local function take(key, id, h, topic, from)
+  local job_due = h.due or h.run_at
+  local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, from, active,
+    outbox, counts)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
+  out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
+  out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
+  out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
+  out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
+  n = n + CLAIM_FIELDS
+  taken = taken + 1
+end
+-- HGETALL and a table, not HMGET of every possible field: most are absent (left
+-- out while default), and each absent one is a full scan of the listpack.
+local function fields(key)
+  local raw = redis.call('HGETALL', key)
+  local h = {}
+  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+  return h
+end
 -- With a filter at most `window` due jobs are looked at, so a backlog of other topics
 -- cannot make a call unbounded; they are read a page of `limit` at a time (jobs of
 -- other topics stay in the due set, before the page that follows: skip past them).
@@ -64,25 +94,12 @@ while taken < limit and scanned < window do
     if taken >= limit then break end
     scanned = scanned + 1
     local key = prefix .. id
-    -- HGETALL and a table, not HMGET of every possible field: most are absent (left
-    -- out while default), and each absent one is a full scan of the listpack.
-    local raw = redis.call('HGETALL', key)
-    local h = {}
-    for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+    local h = fields(key)
     local topic = h.topic
     if not topic then
       redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
     elseif serve == nil or may_take(topic) then
-      local job_due = h.due or h.run_at
-      local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, due, active,
-        outbox, counts)
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
-      out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
-      out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
-      out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
-      out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
-      n = n + CLAIM_FIELDS
-      taken = taken + 1
+      take(key, id, h, topic, due)
     else
       skipped = skipped + 1
     end
@@ -108,6 +125,34 @@ else
     from, size = from + size, 64
   end
   if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
+end
+-- Dead letters of the topics this worker listens to, when capacity is left; the
+-- earliest one left counts for next_due_ms.
+if #listened > 0 then
+  local held = redis.call('SMISMEMBER', KEYS[7], unpack(listened))
+  for i, topic in ipairs(listened) do
+    if held[i] == 1 then
+      local set = dl_prefix .. topic
+      if taken < limit then
+        local ids = redis.call('ZRANGEBYSCORE', set, '-inf', now_s, 'LIMIT', '0', int(limit - taken))
+        for _, id in ipairs(ids) do
+          local key = prefix .. id
+          local h = fields(key)
+          if h.topic == topic and (h.state == 'scheduled' or h.state == 'retrying') then
+            take(key, id, h, topic, set)
+          else
+            redis.call('ZREM', set, id)  -- gone or no longer waiting: drop the stale entry
+          end
+        end
+      end
+      local first = redis.call('ZRANGE', set, '0', '0', 'WITHSCORES')
+      if first[2] then
+        local at = tonumber(first[2])
+        if taken >= limit and at <= now then at = now end
+        if out[1] < 0 or at < out[1] then out[1] = at end
+      end
+    end
+  end
 end
 local cron = redis.call('ZRANGE', KEYS[5], '0', '0', 'WITHSCORES')
 if cron[2] then out[2] = tonumber(cron[2]) end

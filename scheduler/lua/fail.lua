@@ -6,8 +6,9 @@
 -- there in the same call: a new job (the given dead-letter id) on the
 -- dead-letter topic with the original payload and metadata source_topic,
 -- source_job_id, error, error_type, failed_at, attempts; state scheduled,
--- held in that topic's dead-letter set, never in the due set (no worker runs
--- or completes it), and recorded `scheduled`.
+-- flagged dl, held in that topic's dead-letter set, never in the due set (only
+-- a worker with a listener for that topic runs it: claim.lua), and recorded
+-- `scheduled`. A dead letter's own retries wait in that set too (wait_set).
 --
 -- KEYS[1] active zset  KEYS[2] due zset     KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox       KEYS[6] counts hash  KEYS[7] wake channel
@@ -49,8 +50,11 @@ local function dead_letter(key, id, topic, own, attempt, dl_id, err_type, err_me
   for name, default in pairs(DEFAULTS) do
     if j[name] == nil then j[name] = default end
   end
-  if create_job(prefix .. dl_id, dl_prefix .. dl_topic, outbox, counts, now_s, j) then
+  local set = dl_prefix .. dl_topic
+  if create_job(prefix .. dl_id, set, outbox, counts, now_s, j) then
+    redis.call('HSET', prefix .. dl_id, 'dl', '1')
     redis.call('SADD', dl_topics, dl_topic)
+    wake_if_first(set, wake, dl_id, now_s)
   end
 end
 
@@ -60,7 +64,7 @@ for i = 6, #ARGV, 9 do
   local retry_at_s = ARGV[i + 5]
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq', 'dl')
   local lease = redis.call('ZSCORE', active, id)
   if f[1] ~= token then
     res[#res + 1] = -1
@@ -77,12 +81,13 @@ for i = 6, #ARGV, 9 do
       redis.call('ZADD', cancelled, now_s, id)
       res[#res + 1] = 2
     elseif retry_at >= 0 then
+      local set = wait_set(f[8], f[3], due, dl_prefix)
       redis.call('HSET', key, 'state', 'retrying', 'due', retry_at_s)
-      redis.call('ZADD', due, retry_at_s, id)
+      redis.call('ZADD', set, retry_at_s, id)
       move_count(counts, f[3], f[2], 'retrying')
       emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now_s, 'a', attempt,
         'next_at', retry_at_s)
-      wake_if_first(due, wake, id, retry_at_s)
+      wake_if_first(set, wake, id, retry_at_s)
       res[#res + 1] = 3
     else
       redis.call('HSET', key, 'state', 'failed', 'finished', now_s)

@@ -3,16 +3,17 @@
 --
 -- KEYS[1] active zset  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
 -- KEYS[5] counts hash  KEYS[6] wake channel
--- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3..] pairs: id, token
+-- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] dead-letter set key prefix (a
+-- released dead letter goes back to its set: wait_set)  ARGV[4..] pairs: id, token
 --
 -- Returns the number of jobs released.
 local active, due, cancelled, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local now, prefix = tonumber(ARGV[1]), ARGV[2]
+local now, prefix, dl_prefix = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local released = 0
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'dl')
   if f[1] == token then
     redis.call('ZREM', active, id)
     local attempt = tonumber(f[4])
@@ -24,10 +25,11 @@ for i = 3, #ARGV, 2 do
     else
       local back = 'retrying'
       if attempt <= 1 then back = 'scheduled' end
+      local set = wait_set(f[6], f[3], due, dl_prefix)
       redis.call('HSET', key, 'state', back, 'due', now)
-      redis.call('ZADD', due, now, id)
+      redis.call('ZADD', set, now, id)
       move_count(counts, f[3], f[2], back)
-      wake_if_first(due, wake, id, now)
+      wake_if_first(set, wake, id, now)
     end
     released = released + 1
   end

@@ -6,14 +6,15 @@
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox    KEYS[6] counts hash  KEYS[7] wake channel
--- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor
+-- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor  ARGV[4] dead-letter set key prefix (a
+--   dead letter waits in its set again: wait_set)
 --
 -- Returns (scripts.OperationCode, ScriptCode) RETRIED (1) due again now,
 -- NOT_FOUND (-3) no such job, RUNNING (-6) cancelled while an attempt is still
 -- in flight (retry once it has finished), WRONG_STATE (-7) not failed or cancelled.
 local job, due, failed, cancelled, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id, now, actor = ARGV[1], ARGV[2], ARGV[3]
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token')
+local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'dl')
 local state = f[1]
 if not state then return -3 end
 if state ~= 'failed' and state ~= 'cancelled' then return -7 end
@@ -22,8 +23,9 @@ redis.call('ZREM', failed, id)
 redis.call('ZREM', cancelled, id)
 redis.call('HDEL', job, 'attempts', 'finished', 'outcome')
 redis.call('HSET', job, 'state', 'scheduled', 'due', now)
-redis.call('ZADD', due, now, id)
+local set = wait_set(f[5], f[2], due, dl_prefix)
+redis.call('ZADD', set, now, id)
 move_count(counts, f[2], state, 'scheduled')
 emit(outbox, 'e', 'retried', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
-wake_if_first(due, wake, id, now)
+wake_if_first(set, wake, id, now)
 return 1

@@ -197,10 +197,14 @@ async def test_delete_and_purge_remove_dead_letters(redis_url: str, namespace: s
             await eventually(lambda: has_dead_letters(s, "pay.dlq", 4), what="4 dead letters")
         first, second, *_ = await dead_letters(s, "pay.dlq")
         assert not await s.reschedule(second.id, datetime.now(timezone.utc)), "held: never made due"
-        assert await s.cancel(second.id) and not await s.retry(second.id)
+        assert await s.cancel(second.id)
+        assert second.id not in [d.id for d in await dead_letters(s, "pay.dlq")], "cancelled: no longer held"
+        assert not await s.retry(first.id), "a held dead letter is waiting: nothing to retry"
+        assert await s.retry(second.id)
+        assert second.id in [d.id for d in await dead_letters(s, "pay.dlq")], "retried: held again"
         assert await s.delete(first.id)
         assert await s.get_job(first.id) is None and len(await dead_letters(s, "pay.dlq")) == 3
-        assert await s.purge_dead_letters("pay.dlq") == 3, "the cancelled one too"
+        assert await s.purge_dead_letters("pay.dlq") == 3, "the retried one too"
         assert await dead_letters(s, "pay.dlq") == [] and (await s.stats("pay.dlq"))["scheduled"] == 0
 
 

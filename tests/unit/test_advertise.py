@@ -16,26 +16,27 @@ LISTENED = ["b", SCHEDULE_FAILED_TOPIC, "a"]
 
 def test_by_default_a_worker_claims_its_listeners_topics_plus_unserved_ones() -> None:
     f = ClaimFilter.of(LISTENED, None, False)
-    assert f == ClaimFilter(("a", "b"), True, False)
+    assert f == ClaimFilter(("a", "b"), True, False, ("a", "b"))
     assert f.advertised(LISTENED) == ("a", "b")
 
 
 def test_explicit_topics_are_exactly_those() -> None:
     f = ClaimFilter.of(LISTENED, ["x", "y", "x"], False)
-    assert f == ClaimFilter(("x", "y"), False, False)
+    assert f == ClaimFilter(("x", "y"), False, False, ())
+    assert ClaimFilter.of(LISTENED, ["b", "x"], False).listened == ("b",)  # dead letters: only with a listener
     assert f.advertised(LISTENED) == ("x", "y")
 
 
 def test_all_topics_claims_everything_and_advertises_what_it_listens_to() -> None:
     f = ClaimFilter.of(LISTENED, None, True)
-    assert f == ClaimFilter((), False, True)
+    assert f == ClaimFilter((), False, True, ("a", "b"))
     assert f.advertised(LISTENED) == ("a", "b")
     with pytest.raises(ConfigError):
         ClaimFilter.of(LISTENED, ["x"], True)
 
 
 def test_no_listeners_leaves_no_own_topic() -> None:
-    assert ClaimFilter.of([SCHEDULE_FAILED_TOPIC], None, False) == ClaimFilter((), True, False)
+    assert ClaimFilter.of([SCHEDULE_FAILED_TOPIC], None, False) == ClaimFilter((), True, False, ())
 
 
 def test_live_workers_reads_entries_younger_than_their_ttl() -> None:
