@@ -29,7 +29,6 @@ if TYPE_CHECKING:
         SchedulerError,
         StorageError,
         InvalidFlowOption,
-        UnsupportedTopicOption,
         TopicInUse,
         TopicPolicyLocked,
         DeadLetterNotFound,
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from scheduler.job import JobInfo, JobPage, JobState
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.retry import Backoff, RetryPolicy
-    from scheduler.topics import TopicOptions
+    from scheduler.topic_options import TopicOptions
     from scheduler.worker import Worker
 
 # Public name -> the module defining it.
@@ -66,11 +65,10 @@ _SOURCES = {
     "InvalidFlowOption": "scheduler.errors",
     "TopicInUse": "scheduler.errors",
     "TopicPolicyLocked": "scheduler.errors",
-    "UnsupportedTopicOption": "scheduler.errors",
     "DeadLetterNotFound": "scheduler.errors",
     "Dedupe": "scheduler.flow",
     "RateLimit": "scheduler.flow",
-    "TopicOptions": "scheduler.topics",
+    "TopicOptions": "scheduler.topic_options",
     "Worker": "scheduler.worker",
     "WorkerInfo": "scheduler.advertise",
 }
@@ -103,7 +101,6 @@ __all__ = [
     "TopicInUse",
     "TopicOptions",
     "TopicPolicyLocked",
-    "UnsupportedTopicOption",
     "Worker",
     "WorkerInfo",
 ]

@@ -9,7 +9,6 @@
     │   ├── InvalidJobId
     │   ├── InvalidDelay
     │   ├── InvalidCron
-    │   ├── UnsupportedTopicOption a TopicOptions field this release does not implement
     │   ├── InvalidFlowOption      a topic option, RateLimit, Dedupe or priority out of bounds
     │   ├── TopicPolicyLocked      configure_topic changing a topic's policy
     │   ├── TopicInUse             delete_topic while the topic has jobs
@@ -81,12 +80,6 @@ class InvalidCron(ScheduleError):
     """The cron expression cannot be parsed."""
 
     code = "SCHEDULE_CRON_INVALID"
-
-
-class UnsupportedTopicOption(ScheduleError):
-    """This topic option is not supported yet; nothing was stored."""
-
-    code = "TOPIC_OPTION_UNSUPPORTED"
 
 
 class InvalidFlowOption(ScheduleError):
