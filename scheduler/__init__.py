@@ -28,14 +28,16 @@ if TYPE_CHECKING:
         ScheduleError,
         SchedulerError,
         StorageError,
-        UnsupportedTopicOption,
+        InvalidFlowOption,
         TopicInUse,
+        TopicPolicyLocked,
         DeadLetterNotFound,
     )
+    from scheduler.flow import Dedupe, RateLimit
     from scheduler.job import JobInfo, JobPage, JobState
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.retry import Backoff, RetryPolicy
-    from scheduler.topics import TopicOptions
+    from scheduler.topic_options import TopicOptions
     from scheduler.worker import Worker
 
 # Public name -> the module defining it.
@@ -60,10 +62,13 @@ _SOURCES = {
     "Scheduler": "scheduler.api",
     "SchedulerError": "scheduler.errors",
     "StorageError": "scheduler.errors",
-    "UnsupportedTopicOption": "scheduler.errors",
+    "InvalidFlowOption": "scheduler.errors",
     "TopicInUse": "scheduler.errors",
+    "TopicPolicyLocked": "scheduler.errors",
     "DeadLetterNotFound": "scheduler.errors",
-    "TopicOptions": "scheduler.topics",
+    "Dedupe": "scheduler.flow",
+    "RateLimit": "scheduler.flow",
+    "TopicOptions": "scheduler.topic_options",
     "Worker": "scheduler.worker",
     "WorkerInfo": "scheduler.advertise",
 }
@@ -72,9 +77,11 @@ __all__ = [
     "Backoff",
     "ConfigError",
     "DeadLetterNotFound",
+    "Dedupe",
     "DoNotRetry",
     "InvalidCron",
     "InvalidDelay",
+    "InvalidFlowOption",
     "InvalidJobId",
     "InvalidPayload",
     "InvalidTimezone",
@@ -82,6 +89,7 @@ __all__ = [
     "JobInfo",
     "JobPage",
     "JobState",
+    "RateLimit",
     "Retry",
     "RetryPolicy",
     "RetryPolicyInvalid",
@@ -92,7 +100,7 @@ __all__ = [
     "StorageError",
     "TopicInUse",
     "TopicOptions",
-    "UnsupportedTopicOption",
+    "TopicPolicyLocked",
     "Worker",
     "WorkerInfo",
 ]

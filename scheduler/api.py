@@ -290,12 +290,12 @@ class Scheduler:
         return Topics(self, self._operations.actor)
 
     async def configure_topic(self, name: str, options: TopicOptions) -> None:
-        """Create or replace a topic's TopicOptions (only dead_letter is implemented; other
-        non-default fields raise UnsupportedTopicOption, nothing stored)."""
+        """Create or replace a topic's TopicOptions. Raises a ScheduleError naming the field
+        (TopicPolicyLocked when the stored policy differs); nothing is stored."""
         await self._topics.configure(name, options)
 
     async def get_topic(self, name: str) -> TopicOptions | None:
-        """The stored TopicOptions of a topic, or None."""
+        """The stored TopicOptions of a topic (normalised), or None."""
         return await self._topics.get(name)
 
     async def list_topics(self) -> list[str]:
@@ -305,6 +305,10 @@ class Scheduler:
     async def delete_topic(self, name: str, force: bool = False) -> bool:
         """Delete a topic's configuration; TopicInUse while it has jobs, unless `force`."""
         return await self._topics.delete(name, force)
+
+    async def blocked_keys(self, topic: str) -> list[str]:
+        """The keys of a key_strict_fifo topic whose queue is blocked (by a failed job), sorted."""
+        return await self._topics.blocked_keys(topic)
 
     async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
         """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s dead letters."""

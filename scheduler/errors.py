@@ -9,7 +9,8 @@
     │   ├── InvalidJobId
     │   ├── InvalidDelay
     │   ├── InvalidCron
-    │   ├── UnsupportedTopicOption a TopicOptions field this release does not implement
+    │   ├── InvalidFlowOption      a topic option, RateLimit, Dedupe or priority out of bounds
+    │   ├── TopicPolicyLocked      configure_topic changing a topic's policy
     │   ├── TopicInUse             delete_topic while the topic has jobs
     │   └── DeadLetterNotFound
     ├── ConfigError                a setting in a file or env var is wrong
@@ -81,10 +82,21 @@ class InvalidCron(ScheduleError):
     code = "SCHEDULE_CRON_INVALID"
 
 
-class UnsupportedTopicOption(ScheduleError):
-    """This topic option is not supported yet; nothing was stored."""
+class InvalidFlowOption(ScheduleError):
+    """A flow-control value (a TopicOptions field, RateLimit, Dedupe, a priority) is not allowed."""
 
-    code = "TOPIC_OPTION_UNSUPPORTED"
+    code = "SCHEDULE_FLOW_OPTION_INVALID"
+
+
+class TopicPolicyLocked(ScheduleError):
+    """A topic's policy cannot change once stored (delete the topic to pick another); nothing was stored."""
+
+    code = "TOPIC_POLICY_LOCKED"
+
+    def __init__(self, message: str | None = None, *, old: str, new: str) -> None:
+        super().__init__(message, field="policy")
+        self.old = old
+        self.new = new
 
 
 class TopicInUse(ScheduleError):

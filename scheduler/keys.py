@@ -105,6 +105,11 @@ class Keys:
         """Set of every configured topic name (for list_topics)."""
         return f"{self.prefix}topic_names"
 
+    def fifo_blocked(self, topic: str) -> str:
+        """Set of the keys of a key_strict_fifo topic whose queue is blocked (written by the engine;
+        read by Scheduler.blocked_keys)."""
+        return f"{self.prefix}fifo_blocked:{topic}"
+
     def dead_letters(self, topic: str) -> str:
         """Sorted set of the dead letters held on a dead-letter topic, scored by failure time (ms).
         Dead letters are never in the due set: no worker runs or completes them."""

@@ -15,7 +15,7 @@ SCRIPT_NAMES = (
     "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
     "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
-    "replay_dead_letter", "delete_dead_letter", "prune_dead_letters",
+    "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -88,6 +88,14 @@ class UpsertCode(IntEnum):
     UPDATED = 0  # same expression and zone: the next fire is kept
     CREATED = 1
     RESCHEDULED = 2  # expression or zone changed: the next fire is recomputed
+
+
+class TopicCode(IntEnum):
+    """What put_topic.lua did with a topic's configuration (its reply is {code, stored policy})."""
+
+    CREATED = 1
+    UPDATED = 2
+    POLICY_LOCKED = 3  # the stored policy differs from the new one: nothing written
 
 
 class PauseCode(IntEnum):

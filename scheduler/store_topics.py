@@ -17,14 +17,13 @@ from scheduler.wire import as_map
 class TopicStore(StoreBase):
     """Topic configuration, dead letters and worker entries (scheduler/topics.py, advertise.py)."""
 
-    async def put_topic(self, name: str, fields: dict[str, str]) -> None:
-        """Store (replace) a topic's configuration hash and list its name."""
+    async def put_topic(self, name: str, fields: dict[str, str]) -> tuple[int, str]:
+        """Store (replace) a topic's configuration hash (`fields` holds `policy`) and list its name,
+        unless the stored policy differs: (TopicCode, the policy stored before or "")."""
         k = self.keys
-        try:
-            await self.wire.call_many([("DEL", k.topic(name)), ("HSET", k.topic(name), *_flat(fields)),
-                                       ("SADD", k.topic_names, name)])
-        except RedisError as exc:
-            raise StorageError(f"redis write of topic {name} failed: {exc}") from exc
+        rest = [x for pair in fields.items() if pair[0] != "policy" for x in pair]
+        code, before = await self._run("put_topic", [k.topic(name), k.topic_names], [name, fields["policy"], *rest])
+        return int(code), str(before)
 
     async def get_topic(self, name: str) -> dict[str, str] | None:
         """A topic's stored configuration fields, or None."""
@@ -42,6 +41,10 @@ class TopicStore(StoreBase):
         except RedisError as exc:
             raise StorageError(f"redis delete of topic {name} failed: {exc}") from exc
         return int(deleted) > 0
+
+    async def blocked_keys(self, topic: str) -> list[str]:
+        """The blocked keys of a key_strict_fifo topic (the engine's set), sorted."""
+        return sorted(await self._call(f"read of blocked keys of {topic}", "SMEMBERS", self.keys.fifo_blocked(topic)))
 
     async def dead_letter_ids(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
         """Up to `limit` (id, failed ms) of a dead-letter topic, oldest first, after (ms, id) when given."""
@@ -111,7 +114,3 @@ class TopicStore(StoreBase):
             return as_map(await self.wire.call("HGETALL", self.keys.workers))
         except RedisError as exc:
             raise StorageError(f"redis read of workers failed: {exc}") from exc
-
-
-def _flat(fields: dict[str, str]) -> list[str]:
-    return [x for pair in fields.items() for x in pair]

@@ -1,74 +1,25 @@
-"""Topic configuration (TopicOptions, stored per topic in Redis) and the dead letters
-a topic's failed jobs leave on its dead-letter topic: listing, replay, delete, purge."""
+"""Topic configuration (TopicOptions, checked and encoded by topic_options.py, stored
+per topic in Redis) and the dead letters a topic's failed jobs leave on its dead-letter
+topic: listing, replay, delete, purge."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from datetime import timedelta
-from dataclasses import dataclass, fields
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from scheduler.clock import Clock
-from scheduler.errors import DeadLetterNotFound, ScheduleError, TopicInUse, UnsupportedTopicOption
+from scheduler.errors import DeadLetterNotFound, ScheduleError, TopicInUse, TopicPolicyLocked
 from scheduler.job import JobInfo, JobPage, NewJob
 from scheduler.retry import RetryPolicy
-from scheduler.scripts import OperationCode, ScriptCode
+from scheduler.scripts import OperationCode, ScriptCode, TopicCode
 from scheduler.store import RedisStore
-from scheduler.validation import check_dead_letter, check_topic
+from scheduler.topic_options import TopicOptions, check_topic_options, topic_fields, topic_options
+from scheduler.validation import check_topic
+
+__all__ = ["TopicOptions", "Topics"]
 
 MAX_PAGE = 1_000
-
-
-@dataclass(frozen=True)
-class TopicOptions:
-    """A topic's configuration (`Scheduler.configure_topic`).
-
-    This release implements `dead_letter`: the topic a job of this topic is copied to when
-    its last attempt fails (a job's own `dead_letter=` wins). The other fields are part of
-    the type for flow control; any value but the default is refused by configure_topic
-    (UnsupportedTopicOption naming the field), never stored and ignored.
-    """
-
-    policy: Literal["standard"] = "standard"
-    retry: RetryPolicy | Mapping[str, Any] | None = None
-    timeout: timedelta | float | str | None = None
-    rate_limit: str | None = None
-    concurrency: int | None = None
-    priority_default: int = 0
-    warning_size: int | None = None
-    dead_letter: str | None = None
-
-
-# The default of each field that is not implemented yet (any other value is refused).
-_UNSUPPORTED = {f.name: f.default for f in fields(TopicOptions) if f.name != "dead_letter"}
-
-
-def check_topic_options(name: str, options: TopicOptions) -> dict[str, str]:
-    """The hash fields to store for `options` of topic `name`.
-
-    Raises:
-        InvalidTopic: the name or the dead-letter topic is not a usable topic, or they are equal.
-        UnsupportedTopicOption: a field that is not supported yet holds a non-default value.
-    """
-    check_topic(name)
-    if not isinstance(options, TopicOptions):
-        raise ScheduleError(f"options must be TopicOptions; got {type(options).__name__}", field="options")
-    for field, default in _UNSUPPORTED.items():
-        value = getattr(options, field)
-        if value != default:
-            raise UnsupportedTopicOption(
-                f"TopicOptions.{field}={value!r} is not supported yet (flow control lands later); "
-                f"leave it at {default!r}", field=field)
-    stored: dict[str, str] = {"policy": options.policy}
-    if options.dead_letter is not None:
-        stored["dead_letter"] = check_dead_letter(name, options.dead_letter)
-    return stored
-
-
-def topic_options(stored: dict[str, str]) -> TopicOptions:
-    """The TopicOptions of a stored configuration hash."""
-    return TopicOptions(dead_letter=stored.get("dead_letter") or None)
 
 
 def _encode_cursor(ms: int, job_id: str) -> str:
@@ -91,6 +42,8 @@ class Host(Protocol):
     @property
     def clock(self) -> Clock: ...
 
+    default_retry: RetryPolicy  # what a retry mapping's omitted keys mean
+
 
 BuildReplay = Callable[[str, int, Any, Any], NewJob]  # (source topic, now ms, payload, metadata) -> the new job
 
@@ -103,8 +56,18 @@ class Topics:
         self._actor = actor
 
     async def configure(self, name: str, options: TopicOptions) -> None:
-        """Create or replace a topic's configuration (see TopicOptions)."""
-        await self._host.store.put_topic(name, check_topic_options(name, options))
+        """Create or replace a topic's configuration (see TopicOptions); its policy never changes.
+
+        Raises:
+            ScheduleError: a subclass naming the invalid field; TopicPolicyLocked when the stored
+                policy differs. Nothing is stored.
+        """
+        checked = check_topic_options(name, options, self._host.default_retry)
+        code, before = await self._host.store.put_topic(name, topic_fields(checked))
+        if code == TopicCode.POLICY_LOCKED:
+            raise TopicPolicyLocked(
+                f"topic {name!r} has policy {before!r}; a topic's policy cannot change (got {checked.policy!r}): "
+                f"delete the topic to choose another", old=before, new=checked.policy)
 
     async def get(self, name: str) -> TopicOptions | None:
         """The stored options of a topic, or None."""
@@ -112,7 +75,12 @@ class Topics:
         return topic_options(stored) if stored is not None else None
 
     async def names(self) -> list[str]:
+        """Every configured topic's name, sorted."""
         return await self._host.store.topic_names()
+
+    async def blocked_keys(self, topic: str) -> list[str]:
+        """The keys of a key_strict_fifo topic whose queue the engine has blocked, sorted."""
+        return await self._host.store.blocked_keys(check_topic(topic))
 
     async def delete(self, name: str, force: bool = False) -> bool:
         """Delete a topic's configuration; refused while it has jobs unless `force` (the jobs stay)."""

@@ -17,7 +17,7 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, SCHEDULE_FAILED_TOPIC, TopicOptions
 from scheduler.job import JobInfo
 from scheduler.metrics import Metrics
-from scheduler.errors import DeadLetterNotFound, TopicInUse, UnsupportedTopicOption
+from scheduler.errors import DeadLetterNotFound, InvalidFlowOption, TopicInUse
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
@@ -100,11 +100,11 @@ async def test_a_jobs_own_dead_letter_wins_and_no_topic_means_none(redis_url: st
         assert (await dead_letters(s, "own.dlq"))[0].metadata["source_job_id"] == own
 
 
-async def test_topic_options_refuse_what_is_not_supported_and_store_nothing(redis_url: str, namespace: str) -> None:
+async def test_topic_options_refuse_an_invalid_value_and_store_nothing(redis_url: str, namespace: str) -> None:
     reg, _ = registry()
     async with make_scheduler(redis_url, namespace, reg) as s:
-        with pytest.raises(UnsupportedTopicOption, match="concurrency") as err:
-            await s.configure_topic("pay", TopicOptions(concurrency=3, dead_letter="pay.dlq"))
+        with pytest.raises(InvalidFlowOption, match="concurrency") as err:
+            await s.configure_topic("pay", TopicOptions(concurrency=0, dead_letter="pay.dlq"))
         assert err.value.field == "concurrency"
         assert await s.get_topic("pay") is None and await s.list_topics() == []
         await s.configure_topic("pay", TopicOptions(dead_letter="pay.dlq"))

@@ -18,6 +18,7 @@ from scheduler.scripts import (
     PauseCode,
     ScriptCode,
     SettleCode,
+    TopicCode,
     UpsertCode,
     script_source,
 )
@@ -37,6 +38,7 @@ REPLIES: dict[str, type[IntEnum]] = {
     "reschedule_job": OperationCode,
     "replay_dead_letter": OperationCode,
     "delete_dead_letter": OperationCode,
+    "put_topic": TopicCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
