@@ -311,15 +311,17 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit package and `dlq`, wired here: the CLI is a composition root."""
+    """Commands of the audit package, `dlq` and `topics`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
 
     from scheduler.cli_dlq import register as register_dlq
+    from scheduler.cli_topics import register as register_topics
 
     register(cli, _resolved_settings)
     register_analytics(cli)
     register_dlq(cli, _run, console)
+    register_topics(cli, _run, console)
 
 
 _register_extensions()
