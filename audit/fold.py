@@ -280,6 +280,15 @@ def _rescheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     fold.job["tz"] = _opt(e.get("tz")) or fold.job["tz"]
 
 
+def _debounced(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    # A later call (dedupe mode debounce) gave the waiting job its payload and time.
+    run_at = _int(e.get("run_at"))
+    if run_at is not None:
+        fold.job["run_at"] = ms_to_utc(run_at)
+    if e.get("payload"):
+        fold.job["payload"] = parse_json(e.get("payload"))
+
+
 def _deleted(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # A job deleted before it finished never runs again: the row ends cancelled (the
     # statuses stay four); a finished one keeps its status. schedule_events keeps the
@@ -298,7 +307,7 @@ def _released(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 
 def _log_only(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    """retry_scheduled and schedule.failed change no row; schedule_events keeps them."""
+    """retry_scheduled, schedule.failed and deduplicated change no row; schedule_events keeps them."""
 
 
 _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
@@ -315,6 +324,8 @@ _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
     outbox.RETRIED: _retried,
     outbox.RESCHEDULED: _rescheduled,
     outbox.DELETED: _deleted,
+    outbox.DEBOUNCED: _debounced,
+    outbox.DEDUPLICATED: _log_only,
 }
 
 

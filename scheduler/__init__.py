@@ -32,9 +32,10 @@ if TYPE_CHECKING:
         TopicInUse,
         TopicPolicyLocked,
         DeadLetterNotFound,
+        KeyRequired,
     )
     from scheduler.flow import Dedupe, RateLimit
-    from scheduler.job import JobInfo, JobPage, JobState
+    from scheduler.job import JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.retry import Backoff, RetryPolicy
     from scheduler.topic_options import TopicOptions
@@ -54,6 +55,8 @@ _SOURCES = {
     "JobInfo": "scheduler.job",
     "JobPage": "scheduler.job",
     "JobState": "scheduler.job",
+    "KeyRequired": "scheduler.errors",
+    "ScheduleResult": "scheduler.job",
     "Retry": "scheduler.errors",
     "RetryPolicy": "scheduler.retry",
     "RetryPolicyInvalid": "scheduler.errors",
@@ -89,12 +92,14 @@ __all__ = [
     "JobInfo",
     "JobPage",
     "JobState",
+    "KeyRequired",
     "RateLimit",
     "Retry",
     "RetryPolicy",
     "RetryPolicyInvalid",
     "SCHEDULE_FAILED_TOPIC",
     "ScheduleError",
+    "ScheduleResult",
     "Scheduler",
     "SchedulerError",
     "StorageError",

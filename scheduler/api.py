@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
 from datetime import datetime, timedelta
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
 from scheduler.advertise import WorkerInfo, live_workers
-from scheduler.bulk import build_jobs, store_jobs
+from scheduler.api_schedule import ScheduleCalls
 from scheduler.clock import Clock
 from scheduler.config import Settings, load_settings
 from scheduler.connection import open_connection
@@ -31,7 +31,6 @@ from scheduler.operations import JobOperations
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scheduling import Scheduling
 from scheduler.store import RedisStore
-from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
 from scheduler.worker import Worker
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("horae")
 
 
-class Scheduler:
+class Scheduler(ScheduleCalls):
     """Schedule jobs, inspect, cancel, retry, reschedule and delete them, and run workers.
 
     With no redis_url / database_url (argument, env or config file) embedded
@@ -139,60 +138,6 @@ class Scheduler:
         if self._clock is None:
             raise SchedulerError("Scheduler is not connected")
         return self._clock
-
-    # ----------------------------------------------------------------- scheduling
-    async def schedule_at(
-        self,
-        topic: str,
-        run_at: datetime,
-        tz: str = "UTC",
-        *,
-        payload: Any = None,
-        retry: RetryPolicy | Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        timeout: timedelta | float | str | None = None,
-        job_id: str | None = None,
-        dead_letter: str | None = None,
-    ) -> str:
-        """Run every listener of `topic` at `run_at`.
-
-        Args:
-            topic: listeners registered with @on_event(topic) run (its schema, if any, checks payload).
-            run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
-            tz: IANA zone name for a naive run_at (and recorded with the job).
-            payload, metadata: JSON-serializable value for listeners; JSON object kept with the job.
-            retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay", "jitter"}}.
-            timeout: per-attempt limit (default from config); job_id: idempotency key.
-            dead_letter: topic a copy goes to when the last attempt fails (default: the topic's).
-
-        Returns:
-            The job id.
-
-        Raises:
-            ScheduleError: a subclass naming the field; nothing is stored.
-        """
-        when = resolve_run_at(run_at, tz)
-        return await self._scheduling.enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout,
-                                              job_id, dead_letter=dead_letter)
-
-    async def schedule_in(
-        self,
-        topic: str,
-        delay: timedelta | float | str,
-        *,
-        payload: Any = None,
-        retry: RetryPolicy | Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        timeout: timedelta | float | str | None = None,
-        job_id: str | None = None,
-        tz: str = "UTC",
-        dead_letter: str | None = None,
-    ) -> str:
-        """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d")."""
-        seconds = parse_duration(delay, "delay")
-        due = self.clock.now_ms() + int(seconds * 1000)
-        return await self._scheduling.enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id,
-                                              dead_letter=dead_letter)
 
     @cached_property
     def _scheduling(self) -> Scheduling:
@@ -331,18 +276,6 @@ class Scheduler:
         """One page of jobs of `topic` and `state` (None: all), `cursor` from the previous page
         (`listing.list_jobs` documents the order and the arguments; README: Listing and bulk scheduling)."""
         return await list_jobs(self.store, topic, state, limit, cursor)
-
-    async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Schedule many jobs, each item a mapping of schedule_at's keywords (or `delay` instead of
-        run_at; neither = now); every item is checked first (`bulk.py`). The ids, in item order.
-
-        Raises:
-            ScheduleError: the item's, e.g. field "items[3].topic"; nothing is stored.
-            StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
-        """
-        now = self.clock.now_ms()
-        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now), now)
-        return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:

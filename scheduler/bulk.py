@@ -14,6 +14,7 @@ from opentelemetry.trace import Span, Tracer
 from scheduler.errors import InvalidDelay, InvalidJobId, ScheduleError
 from scheduler.job import NewJob
 from scheduler.metrics import Metrics
+from scheduler.scheduling import observe
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import current_traceparent, is_noop, producer_span
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from scheduler.store import RedisStore
 
 # The keys an item may hold: schedule_at's keywords, plus schedule_in's `delay`.
-ITEM_KEYS = ("topic", "run_at", "delay", "tz", "payload", "retry", "metadata", "timeout", "job_id")
+ITEM_KEYS = ("topic", "run_at", "delay", "tz", "payload", "retry", "metadata", "timeout", "job_id", "key", "dedupe",
+             "priority")
 _KNOWN = frozenset(ITEM_KEYS)
 
 
@@ -29,7 +31,8 @@ class BuildJob(Protocol):
     """Validate one request and build its job (the facade's, with its defaults and schemas)."""
 
     def __call__(self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any,
-                 timeout: Any, job_id: str | None) -> NewJob: ...
+                 timeout: Any, job_id: str | None, *, key: Any = None, dedupe: Any = None,
+                 priority: Any = None) -> NewJob: ...
 
 
 def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int) -> list[NewJob]:
@@ -74,7 +77,8 @@ def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob
         else:
             run_at_ms = now_ms
         return build(item.get("topic"), run_at_ms, tz, item.get("payload"), item.get("retry"),
-                     item.get("metadata"), item.get("timeout"), item.get("job_id"))
+                     item.get("metadata"), item.get("timeout"), item.get("job_id"), key=item.get("key"),
+                     dedupe=item.get("dedupe"), priority=item.get("priority"))
     except ScheduleError as exc:
         raise _at(index, exc) from exc
 
@@ -89,7 +93,8 @@ async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: 
                      now_ms: int) -> list[str]:
     """Store built jobs (RedisStore.enqueue_many) under one PRODUCER span for the call, not
     one per job (its cost would be most of a job's); every job keeps that span's context
-    as its trace, so its attempts join the call's trace. Returns the ids in order."""
+    as its trace, so its attempts join the call's trace. Returns the ids in order (a
+    job a dedupe or its topic's policy kept out: the id of the job holding its slot)."""
     if not jobs:
         return []
     topics = {job.topic for job in jobs}
@@ -99,8 +104,7 @@ async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: 
         trace = current_traceparent()
         if trace:
             jobs = [replace(job, trace=trace) for job in jobs]
-        created = await store.enqueue_many(jobs, now_ms)
-    for job, new in zip(jobs, created):
-        if new:
-            metrics.scheduled.add(1, {"topic": job.topic})
-    return [job.id for job in jobs]
+        done = await store.enqueue_many(jobs, now_ms)
+    for job, one in zip(jobs, done):
+        observe(metrics, job.topic, one)
+    return [one.result.job_id for one in done]

@@ -111,6 +111,12 @@ class DeadLetterNotFound(ScheduleError):
     code = "DEAD_LETTER_NOT_FOUND"
 
 
+class KeyRequired(ScheduleError):
+    """The topic's policy (key_strict_fifo) orders jobs per key: a job needs `key=`."""
+
+    code = "SCHEDULE_KEY_REQUIRED"
+
+
 class ConfigError(SchedulerError):
     """A configuration value is invalid."""
 

@@ -86,6 +86,21 @@ class JobInfo:
     outcome: str | None = None
     backoff_max_delay_ms: int = DEFAULT_MAX_DELAY_MS  # the cap on a retry's delay (retry.Backoff)
     backoff_jitter: str = "none"
+    key: str | None = None  # the key its topic's policy, per-key rate limit and FIFO use
+    priority: int = 0  # higher is claimed first among due jobs
+    deduplicated: int = 0  # later calls a dedupe or the policy folded into this job
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """What a scheduling call did (Scheduler.schedule): `created` False means nothing was
+    stored and `job_id` is the job that holds the slot: `reason` "duplicate_id" (the id
+    exists), "throttle" (a dedupe key), "debounce" (the waiting job took this call's
+    payload and time) or the topic's policy ("short", "singleton", "stately", "exclusive")."""
+
+    job_id: str
+    created: bool
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,15 @@ class NewJob:
     trace: str = ""
     cron: str = ""
     dead_letter: str = ""  # the job's own dead-letter topic ("" for its topic's, if configured)
+    # Flow control (scheduler/flow.py); enqueue.lua applies the topic's defaults where
+    # these leave them open.
+    key: str = ""
+    priority: str = ""  # "" = the topic's priority_default
+    dedupe_key: str = ""
+    dedupe_window_ms: str = ""  # "" = until the job finishes
+    dedupe_mode: str = "throttle"
+    retry_given: bool = True  # False: the topic's default retry policy applies, if it has one
+    timeout_given: bool = True
 
 
 def _record_json(record: ErrorRecord | None) -> str:

@@ -22,6 +22,14 @@ class Metrics:
             description="Jobs completed without running listeners: their topic's schema refused the payload",
         )
         self.scheduled = meter.create_counter("horae_jobs_scheduled_total", description="Jobs scheduled")
+        self.deduplicated = meter.create_counter(
+            "horae_jobs_deduplicated_total",
+            description="Scheduling calls a dedupe key or the topic's policy folded into an existing job, by reason",
+        )
+        self.backlog_warnings = meter.create_counter(
+            "horae_topic_warning_size_exceeded_total",
+            description="Jobs scheduled while their topic's waiting + retrying jobs exceeded its warning_size",
+        )
         self.attempts = meter.create_counter("horae_attempts_total", description="Attempts by outcome")
         self.completed = meter.create_counter("horae_jobs_completed_total", description="Jobs completed")
         self.failed = meter.create_counter("horae_jobs_failed_total", description="Jobs failed for good")

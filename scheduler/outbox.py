@@ -70,6 +70,11 @@ CANCELLED: Final = "cancelled"
 RETRIED: Final = "retried"
 RESCHEDULED: Final = "rescheduled"
 DELETED: Final = "deleted"
+# Flow control (enqueue.lua), recorded on the job that holds the slot: a later call a
+# dedupe key or the topic's policy kept out (fields reason, dropped: the refused id),
+# and a debounce that gave the waiting job a later call's payload and time.
+DEDUPLICATED: Final = "deduplicated"
+DEBOUNCED: Final = "debounced"
 
 EVENT_TYPES: Final = frozenset(
     {
@@ -86,6 +91,8 @@ EVENT_TYPES: Final = frozenset(
         RETRIED,
         RESCHEDULED,
         DELETED,
+        DEDUPLICATED,
+        DEBOUNCED,
     }
 )
 

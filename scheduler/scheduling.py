@@ -3,6 +3,8 @@ payload schema), then hand it to a local worker or store it under a PRODUCER spa
 
 from __future__ import annotations
 
+import logging
+import time
 import weakref
 from contextlib import nullcontext
 from dataclasses import replace
@@ -13,13 +15,18 @@ from opentelemetry.trace import Tracer
 from listeners import ListenerRegistry
 from scheduler import operations
 from scheduler.config import Settings
-from scheduler.job import NewJob
+from scheduler.flow import Dedupe
+from scheduler.job import NewJob, ScheduleResult
+from scheduler.metrics import Metrics
+from scheduler.store_bulk import Enqueued
 from scheduler.retry import RetryPolicy
 from scheduler.tracing import JOB_RUN_AT, JOB_TZ, MESSAGING_MESSAGE_ID, current_traceparent, is_noop, producer_span
 from scheduler.validation import build_job, check_dead_letter
 
 if TYPE_CHECKING:
     from scheduler.worker import Worker
+
+log = logging.getLogger("horae.scheduler")
 
 
 class Host(operations.Host, Protocol):
@@ -42,20 +49,22 @@ class Scheduling:
 
     def build_job(
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, cron: str, *, now_ms: int = 0,
+        job_id: str | None, cron: str, *, now_ms: int = 0, **flow: Any,
     ) -> NewJob:
         """Validate everything before anything is written (defaults from settings; the
-        payload against the topic's schema when this process's registry has one)."""
+        payload against the topic's schema when this process's registry has one; `flow`:
+        key, dedupe, priority)."""
         host = self._host
         validate = host.registry.validator(topic) if isinstance(topic, str) else None
         return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
                          default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
-                         now_ms=now_ms, validate=validate)
+                         now_ms=now_ms, validate=validate, **flow)
 
     async def enqueue(
         self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, *, cron: str = "", dead_letter: str | None = None,
-    ) -> str:
+        job_id: str | None, *, cron: str = "", dead_letter: str | None = None, key: str | None = None,
+        dedupe: Dedupe | None = None, priority: int | str | None = None,
+    ) -> ScheduleResult:
         """Build the job and store it (or hand it to a local worker when due now): the path of
         Scheduler.schedule_at and schedule_in, whose keywords these are.
 
@@ -74,16 +83,19 @@ class Scheduling:
             cron: the schedule a tick belongs to ("" for none).
             dead_letter: topic the job is copied to when its last attempt fails (default:
                 its topic's TopicOptions.dead_letter, if configured).
+            key, dedupe, priority: flow control (README "Flow control").
 
         Returns:
-            The job id.
+            What happened: the job's id, or the id of the job holding its slot when a
+            dedupe key or the topic's policy kept it out (created False).
 
         Raises:
             ScheduleError: a subclass naming the field; nothing is stored.
         """
         host = self._host
         now = host.clock.now_ms()
-        job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now)
+        job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now,
+                             key=key, dedupe=dedupe, priority=priority)
         if dead_letter is not None:
             job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
         # No SDK: skip the no-op span, but still keep a caller's propagated context.
@@ -94,20 +106,41 @@ class Scheduling:
             trace = current_traceparent()
             if trace:
                 job = replace(job, trace=trace)
-            created = await self._enqueue_local(job, now) if job.due_ms <= now else None
-            if created is None:
-                created = await host.store.enqueue(job, now)
-        if created:
-            host.metrics.scheduled.add(1, {"topic": job.topic})
-        return job.id
+            done = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            if done is None:
+                done = await host.store.enqueue(job, now)
+        observe(host.metrics, job.topic, done)
+        return done.result
 
-    async def _enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> Enqueued | None:
         """Hand a job due now to a running worker of this scheduler with a free slot (local
-        handoff); whether it was created, or None when no worker took it (nothing written)."""
+        handoff); what happened, or None when no worker took it (nothing written)."""
         if not self._host.settings.worker.local_handoff:
             return None
         for worker in list(self._workers):
-            created = await worker.enqueue_local(job, now_ms)
-            if created is not None:
-                return created
+            done = await worker.enqueue_local(job, now_ms)
+            if done is not None:
+                return done
         return None
+
+
+# When a topic's backlog last got a WARN (monotonic seconds), so a flood logs once a minute.
+_warned: dict[str, float] = {}
+
+
+def observe(metrics: Metrics, topic: str, done: Enqueued) -> None:
+    """Count what a scheduling call did: scheduled, or folded into another job (dedupe or
+    policy, `horae_jobs_deduplicated_total{topic,reason}`); WARN (once a minute per topic)
+    and count when the topic's waiting jobs exceed its warning_size."""
+    result = done.result
+    if result.created:
+        metrics.scheduled.add(1, {"topic": topic})
+    elif result.reason != "duplicate_id":
+        metrics.deduplicated.add(1, {"topic": topic, "reason": result.reason})
+    if done.waiting:
+        metrics.backlog_warnings.add(1, {"topic": topic})
+        now = time.monotonic()
+        if now - _warned.get(topic, -60.0) >= 60.0:
+            _warned[topic] = now
+            log.warning("topic %s has %d jobs waiting or retrying, over its warning_size", topic, done.waiting,
+                        extra={"event": "topic_warning_size", "topic": topic, "waiting": done.waiting})

@@ -47,6 +47,7 @@ class ScriptCode(IntEnum):
     RUNNING = -6  # an attempt is in flight (a job operation that needs it settled first)
     WRONG_STATE = -7  # the job's state is not one the operation applies to
     DUPLICATE = -10
+    KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
 
 
 class SettleCode(IntEnum):
@@ -63,6 +64,8 @@ class EnqueueCode(IntEnum):
 
     QUEUED = 1
     LEASED = 2  # leased to the caller's own worker at once
+    REFUSED = 3  # a dedupe key or the topic's policy kept it out: the holder's id and the reason
+    DEBOUNCED = 4  # the waiting holder took its payload and time (dedupe mode debounce)
 
 
 class CancelCode(IntEnum):
@@ -115,7 +118,7 @@ def settle_reply(code: int) -> SettleReply:
 
 def script_source(name: str, audit: bool = True) -> str:
     """The full source of a script as sent to Redis (audit flag + defaults + chunk field names + claim
-    fields per job + helpers + body).
+    fields per job + helpers + flow-control helpers + body).
 
     The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
     nothing for the outbox. Every process of a namespace must use the same setting.
@@ -126,7 +129,7 @@ def script_source(name: str, audit: bool = True) -> str:
     chunks = "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n"
     claim_fields = f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n"
     return (flag + defaults + chunks + claim_fields + (lua / "_lib.lua").read_text() + "\n"
-            + (lua / f"{name}.lua").read_text())
+            + (lua / "_flow.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text())
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from scheduler.errors import StorageError
 from scheduler.job import ClaimedJob, NewJob, Settlement, dead_letter_args
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
 from scheduler.store_base import StoreBase
-from scheduler.store_bulk import BulkStore
+from scheduler.store_bulk import BulkStore, Enqueued, enqueued
 from scheduler.store_crons import CronStore
 from scheduler.store_reads import ReadStore
 from scheduler.store_topics import TopicStore
@@ -26,23 +26,23 @@ LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", 
 class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
     """All job state of one namespace in one Redis (or one Cluster slot)."""
 
-    async def enqueue(self, job: NewJob, now_ms: int) -> bool:
-        """Store a new job; False when a job with this id already exists."""
-        created, _ = await self.enqueue_for(job, now_ms, "", 0)
-        return created
+    async def enqueue(self, job: NewJob, now_ms: int) -> Enqueued:
+        """Store a new job (or not: see ScheduleResult)."""
+        done, _ = await self.enqueue_for(job, now_ms, "", 0)
+        return done
 
     async def enqueue_for(self, job: NewJob, now_ms: int, worker_id: str,
-                          lease_ms: int) -> tuple[bool, ClaimedJob | None]:
+                          lease_ms: int) -> tuple[Enqueued, ClaimedJob | None]:
         """Store a new job and, when it is due now and no other job is, lease it to
         `worker_id` in the same call (the caller's own worker: no wake-up, no claim).
 
-        Returns whether it was created, and the leased attempt (None: queued as usual).
+        Returns what happened, and the leased attempt (None: queued as usual, or not stored).
         """
         res = await self._run("enqueue", *self._enqueue_call(job, now_ms, worker_id, lease_ms))
-        code = int(res[0])
-        if code != EnqueueCode.LEASED:
-            return code == EnqueueCode.QUEUED, None
-        return True, ClaimedJob(
+        done = enqueued(job, res)
+        if int(res[0]) != EnqueueCode.LEASED:
+            return done, None
+        return done, ClaimedJob(
             id=job.id, attempt=int(res[1]), token=res[2], topic=job.topic, payload_json=job.payload_json,
             metadata_json=job.metadata_json, run_at_ms=job.run_at_ms, due_ms=job.due_ms,
             max_attempts=job.max_attempts, backoff_type=job.backoff_type, backoff_delay_ms=job.backoff_delay_ms,

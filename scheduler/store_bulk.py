@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from scheduler.errors import StorageError
-from scheduler.job import NewJob
-from scheduler.scripts import EnqueueCode
+from scheduler.errors import KeyRequired, StorageError
+from scheduler.job import NewJob, ScheduleResult
+from scheduler.scripts import EnqueueCode, ScriptCode
 from scheduler.store_base import StoreBase
 
 # enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
@@ -23,6 +24,32 @@ ENQUEUE_BATCH = 200
 ENQUEUE_IN_FLIGHT = 5
 
 
+@dataclass(frozen=True)
+class Enqueued:
+    """enqueue.lua's reply for one job: what happened, and the topic's waiting + retrying
+    jobs when that is over its warning_size (else 0)."""
+
+    result: ScheduleResult
+    waiting: int = 0
+
+
+def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
+    """Read enqueue.lua's reply for `job`.
+
+    Raises:
+        KeyRequired: the topic's policy is key_strict_fifo and the job has no key.
+    """
+    code = int(reply[0])
+    if code in (EnqueueCode.QUEUED, EnqueueCode.LEASED):
+        return Enqueued(ScheduleResult(job.id, True), int(reply[3]))
+    if code in (EnqueueCode.REFUSED, EnqueueCode.DEBOUNCED):
+        return Enqueued(ScheduleResult(str(reply[1]), False, str(reply[2])))
+    if code == ScriptCode.KEY_REQUIRED:
+        raise KeyRequired(f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
+                          field="key")
+    return Enqueued(ScheduleResult(job.id, False, "duplicate_id"))
+
+
 class BulkStore(StoreBase):
     """enqueue.lua's call shape and the pipelined batches of enqueue_many."""
 
@@ -31,25 +58,26 @@ class BulkStore(StoreBase):
         """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
         k = self.keys
         return (
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active],
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active, k.topic(job.topic)],
             [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
              job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
              job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
-             job.dead_letter],
+             job.dead_letter, job.key, job.priority, job.dedupe_key, job.dedupe_window_ms, job.dedupe_mode,
+             "1" if job.retry_given else "0", "1" if job.timeout_given else "0"],
         )
 
     async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,
-                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[bool]:
+                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[Enqueued]:
         """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
         usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
-        replies (Redis runs one while the next is packed). One created flag per job, in order.
+        replies (Redis runs one while the next is packed). One reply per job, in order.
 
         Raises:
             StorageError: Redis failed; batches written before the failure may be stored
                 (scheduling the same ids again is a no-op for those).
         """
-        pending: deque[asyncio.Future[list[bool]]] = deque()
-        created: list[bool] = []
+        pending: deque[asyncio.Future[list[Enqueued]]] = deque()
+        created: list[Enqueued] = []
         try:
             for start in range(0, len(jobs), batch):
                 if len(pending) >= in_flight:
@@ -62,7 +90,7 @@ class BulkStore(StoreBase):
                 await asyncio.gather(*pending, return_exceptions=True)
         return created
 
-    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[bool]:
+    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[Enqueued]:
         script = self._scripts["enqueue"]
         commands = []
         for job in jobs:
@@ -80,4 +108,4 @@ class BulkStore(StoreBase):
                 replies = await self.wire.call_many(commands)
         except RedisError as exc:
             raise StorageError(f"redis script enqueue failed: {exc}") from exc
-        return [int(r[0]) == EnqueueCode.QUEUED for r in replies]
+        return [enqueued(job, r) for job, r in zip(jobs, replies)]

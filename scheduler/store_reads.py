@@ -72,6 +72,9 @@ class ReadStore(StoreBase):
             outcome=f.get("outcome") or None,  # stored by complete.lua only when not the default
             backoff_max_delay_ms=int(f["bmax"]),
             backoff_jitter=f["bjit"],
+            key=f.get("key"),
+            priority=int(f.get("prio", 0)),
+            deduplicated=int(f.get("dups", 0)),
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

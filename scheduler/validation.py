@@ -9,7 +9,8 @@ from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
 from scheduler.cron import MISFIRE_MODES
-from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic
+from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic, ScheduleError
+from scheduler.flow import Dedupe, parse_priority
 from scheduler.job import NewJob, new_job_id
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.retry import RetryPolicy, parse_retry
@@ -126,10 +127,46 @@ def check_payload(payload_json: str, validate: Validator | None) -> None:
         raise InvalidPayload(f"payload refused by the topic's schema: {exc}", field="payload") from exc
 
 
+MAX_KEY_LEN = 512
+
+
+def check_key(key: object) -> str:
+    """A job's key ("" for None): the unit of its topic's policy, per-key rate limit and FIFO.
+
+    Raises:
+        ScheduleError: not a non-empty string of at most MAX_KEY_LEN characters without NUL.
+    """
+    if key is None:
+        return ""
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or "\x00" in key:
+        shown = repr(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
+        raise ScheduleError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters without NUL; "
+                            f"got {shown}", field="key")
+    return key
+
+
+def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]:
+    """NewJob's flow-control fields of schedule_at's key=, dedupe= and priority=.
+
+    Raises:
+        ScheduleError: a subclass naming the field (key, dedupe, priority).
+    """
+    fields = {"key": check_key(key)}
+    if priority is not None:
+        fields["priority"] = str(parse_priority(priority))
+    if dedupe is not None:
+        if not isinstance(dedupe, Dedupe):
+            raise ScheduleError(f"dedupe must be a Dedupe(key, window=, mode=); got {dedupe!r}", field="dedupe")
+        window = dedupe.window_ms()
+        fields.update(dedupe_key=dedupe.key, dedupe_window_ms="" if window is None else str(window),
+                      dedupe_mode=dedupe.mode)
+    return fields
+
+
 def build_job(
     topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
     job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
-    validate: Validator | None = None,
+    validate: Validator | None = None, key: object = None, dedupe: object = None, priority: object = None,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
@@ -137,8 +174,10 @@ def build_job(
         topic, tz, payload, retry, metadata, timeout, job_id: as given to Scheduler.schedule_at.
         run_at_ms: the requested time; a past one is due at `now_ms`.
         cron: the schedule's name for a cron template ("" for none).
-        default_retry, default_timeout_ms: what an omitted retry or timeout means.
+        default_retry, default_timeout_ms: what an omitted retry or timeout means (unless the
+            topic's configuration has its own: enqueue.lua applies it).
         validate: the topic's payload schema when this process knows one (None: unchecked).
+        key, dedupe, priority: flow control (flow_fields).
 
     Raises:
         ScheduleError: a subclass naming the first invalid field.
@@ -151,6 +190,7 @@ def build_job(
     if timeout_s <= 0:
         raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
     given_id = check_job_id(job_id)
+    flow = flow_fields(key, dedupe, priority)
     payload_json = to_json(payload, "payload")
     check_payload(payload_json, validate)
     return NewJob(
@@ -168,4 +208,7 @@ def build_job(
         backoff_jitter=policy.backoff.jitter,
         timeout_ms=max(1, int(timeout_s * 1000)),
         cron=cron,
+        retry_given=retry is not None,
+        timeout_given=timeout is not None,
+        **flow,
     )

@@ -29,6 +29,7 @@ from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
 from scheduler.outbox import INVALID_PAYLOAD, NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
 from scheduler.scripts import ScriptCode, SettleCode, SettleReply
+from scheduler.store_bulk import Enqueued
 from scheduler.settler import Settler
 from scheduler.store import RedisStore
 from scheduler.wire import Subscription
@@ -187,22 +188,22 @@ class Worker:
         return await self._housekeeping.prune()
 
     # ------------------------------------------------------------- local handoff
-    async def enqueue_local(self, job: NewJob, now_ms: int) -> bool | None:
+    async def enqueue_local(self, job: NewJob, now_ms: int) -> Enqueued | None:
         """Store `job`, due now, and lease it to this worker in the same call when the worker
         runs, serves its topic and has a free slot (and no other job is due): no wake-up
         message, no claim round trip.
 
         Returns:
-            Whether the job was created; None when this worker cannot take it (nothing written).
+            What happened (store_bulk.Enqueued); None when this worker cannot take it (nothing written).
         """
         if not self._reserve(job.topic):
             return None
         leased = None
         try:
-            created, leased = await self.store.enqueue_for(job, now_ms, self.id, self.settings.lease_ms)
+            done, leased = await self.store.enqueue_for(job, now_ms, self.id, self.settings.lease_ms)
         finally:
             self._adopt(leased)
-        return created
+        return done
 
     def _reserve(self, topic: str) -> bool:
         """Hold a slot for a job of `topic` while the call that stores it is in flight."""

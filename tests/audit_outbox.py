@@ -111,3 +111,11 @@ class Outbox:
 
     async def released(self, job_id: str, attempt: int, worker: str = "w1") -> str:
         return await self.add("attempt_released", job_id, attempt, worker=worker)
+
+    async def deduplicated(self, job_id: str, *, reason: str = "throttle", dropped: str = "later") -> str:
+        return await self.add("deduplicated", job_id, 0, reason=reason, dropped=dropped)
+
+    async def debounced(self, job_id: str, run_at: int, *, due: int | None = None, payload: object = None,
+                        dropped: str = "later") -> str:
+        return await self.add("debounced", job_id, 0, run_at=run_at, due=run_at if due is None else due,
+                              payload=_json(payload), dropped=dropped)

@@ -13,6 +13,7 @@
 --   dlq        the job's own dead-letter topic (dead_letter=): absent when not given
 --   dl         "1" on a dead letter: it waits in its topic's dead-letter set, not the
 --              due set (wait_set), so only a worker listening to that topic runs it
+--   fl, key, pol, dd, prio   flow control (_flow.lua): absent when unused
 --   worker, token, started, finished, last_error   set as the job runs
 --   p1..p8     the payload JSON in chunks (below)
 --
@@ -50,15 +51,6 @@ local function wake_if_first(due, wake, id, due_ms)
   if first[1] == id then
     redis.call('PUBLISH', wake, due_ms)
   end
-end
-
--- The sorted set a waiting job waits in: a dead letter (hash field dl = "1") in its
--- topic's dead-letter set, which only workers with a listener for that topic claim
--- from (claim.lua), so no-listener completion never reaches it; any other job in
--- the due set.
-local function wait_set(dl, topic, due, dl_prefix)
-  if dl == '1' then return dl_prefix .. topic end
-  return due
 end
 
 -- A job's payload JSON lives inside its hash, as chunk fields p1..pN of at

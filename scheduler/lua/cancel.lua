@@ -21,11 +21,15 @@ local function cancelled_event(attempts, running)
   end
 end
 
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl', 'prio', 'fl')
 local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
+if f[6] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'running') then
+  flow_leave(ns_of(job), id, flow_fields(job), state, false, now)
+end
 if state == 'scheduled' or state == 'retrying' then
-  redis.call('ZREM', wait_set(f[4], f[2], due, dl_prefix), id)
+  redis.call('ZREM', wait_set(f[4], f[5], f[2], due, dl_prefix), id)
+  redis.call('ZREM', ns_of(job) .. 'pk:' .. f[2], id)  -- parked by a limit
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')

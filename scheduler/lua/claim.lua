@@ -81,50 +81,165 @@ local function fields(key)
   for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
   return h
 end
--- With a filter at most `window` due jobs are looked at, so a backlog of other topics
--- cannot make a call unbounded; they are read a page of `limit` at a time (jobs of
--- other topics stay in the due set, before the page that follows: skip past them).
-local window = limit
-if serve then window = 1000 end
-local scanned, skipped = 0, 0
-while taken < limit and scanned < window do
-  local size = math.min(limit, window - scanned)
-  local ids = redis.call('ZRANGEBYSCORE', due, '-inf', now_s, 'LIMIT', int(skipped), int(size))
-  for _, id in ipairs(ids) do
-    if taken >= limit then break end
-    scanned = scanned + 1
-    local key = prefix .. id
-    local h = fields(key)
-    local topic = h.topic
-    if not topic then
-      redis.call('ZREM', due, id)  -- a due entry without its hash: drop the orphan
-    elseif serve == nil or may_take(topic) then
-      take(key, id, h, topic, due)
-    else
-      skipped = skipped + 1
+-- Flow control (_flow.lua), read only when some topic is configured: a topic's
+-- concurrency and rate limit, a job's key policy. A due job they hold is parked in
+-- {ns}:pk:<topic> (out of the due sets, so it neither blocks the sets' heads nor
+-- is scanned again) until {ns}:unpark says when to look at the topic again: the
+-- rate limit's next slot, or RECHECK_MS (a job of the topic finishing makes it now).
+local ns = ns_of(prefix)
+local flow_on = redis.call('EXISTS', ns .. 'topic_names') == 1
+local RECHECK_MS = 1000
+local unpark = ns .. 'unpark'
+local topic_cfg = {}
+local function tcfg(topic)
+  local c = topic_cfg[topic]
+  if c == nil then
+    c = false
+    if flow_on then
+      local f = redis.call('HMGET', ns .. 'topic:' .. topic, 'concurrency', 'rl_max', 'rl_per', 'rl_key')
+      if f[1] or f[2] then
+        c = { conc = tonumber(f[1]), rl_max = tonumber(f[2]), rl_per = tonumber(f[3]), rl_key = f[4] == '1' }
+      end
     end
+    topic_cfg[topic] = c
   end
-  if serve == nil or #ids < size then break end
+  return c
+end
+-- nil when job `id` (hash fields h) may start now, else the ms to look at it again.
+-- A start the rate limit allows is counted here (GCRA: one start per per/max ms,
+-- up to max/20 at once), so call it last, right before take.
+local function held(id, h, topic)
+  local c = tcfg(topic)
+  if c and c.conc then
+    local running = tonumber(redis.call('HGET', counts, topic .. '|running') or '0')
+    if running >= c.conc then return now + RECHECK_MS end
+  end
+  local pol = h.pol
+  if pol == 'key_strict_fifo' then
+    local ff = flow_key(ns, 'ff', topic, h.key)
+    local head = redis.call('ZRANGE', ff, '0', '0')[1]
+    while head and head ~= id and redis.call('EXISTS', prefix .. head) == 0 do
+      redis.call('ZREM', ff, head)  -- pruned or deleted without its entry: not a blocker
+      head = redis.call('ZRANGE', ff, '0', '0')[1]
+    end
+    if head ~= id then return now + RECHECK_MS end
+  elseif pol then
+    local holder = slot_holder(ns, prefix, pol, topic, h.key or '', 'running')
+    if holder and holder ~= id then return now + RECHECK_MS end
+  end
+  if c and c.rl_max then
+    local rk = flow_key(ns, 'rl', topic, c.rl_key and (h.key or '') or '')
+    local interval = c.rl_per / c.rl_max
+    local tolerance = (math.max(1, math.floor(c.rl_max / 20)) - 1) * interval
+    local tat = math.max(tonumber(redis.call('GET', rk) or '0'), now)
+    if tat > now + tolerance then return math.ceil(tat - tolerance) end
+    redis.call('SET', rk, string.format('%.3f', tat + interval), 'PX', int(math.ceil(tat + interval - now) + 1000))
+  end
+  return nil
+end
+local function park(set, id, score, topic, at)
+  redis.call('ZREM', set, id)
+  redis.call('ZADD', ns .. 'pk:' .. topic, score, id)
+  redis.call('ZADD', unpark, int(at), topic)
+end
+-- Move parked jobs of topics whose time has come back to their due sets.
+if flow_on then
+  local ready = redis.call('ZRANGEBYSCORE', unpark, '-inf', now_s, 'LIMIT', '0', '16')
+  for _, topic in ipairs(ready) do
+    local pk = ns .. 'pk:' .. topic
+    local back = redis.call('ZRANGE', pk, '0', int(limit - 1), 'WITHSCORES')
+    for i = 1, #back, 2 do
+      redis.call('ZREM', pk, back[i])
+      wait_add('', redis.call('HGET', prefix .. back[i], 'prio'), topic, due, '', back[i + 1], back[i])
+    end
+    if redis.call('EXISTS', pk) == 1 then redis.call('ZADD', unpark, now_s, topic)
+    else redis.call('ZREM', unpark, topic) end
+  end
 end
 
-if serve == nil then
-  local nxt = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
-  if nxt[2] then out[1] = tonumber(nxt[2]) end
-else
-  -- the earliest job left that this worker may take, among the first `window`: the first
-  -- one alone (usually it is), then pages of 64. A full batch: claim again at once.
+-- The due sets, highest priority first: {ns}:due:p:<p> for p > 0, {ns}:due (0), then p < 0.
+local sets = { due }
+local levels = redis.call('ZREVRANGE', due .. ':levels', '0', '-1')
+if #levels > 0 then
+  sets = {}
+  for _, p in ipairs(levels) do
+    if tonumber(p) < 0 and sets[#sets] ~= due and not sets.zero then sets[#sets + 1] = due; sets.zero = true end
+    sets[#sets + 1] = due .. ':p:' .. p
+  end
+  if not sets.zero then sets[#sets + 1] = due end
+end
+
+-- With a filter (or flow control) at most `window` due jobs are looked at, so a
+-- backlog of other topics cannot make a call unbounded; they are read a page of
+-- `limit` at a time (jobs of other topics stay in the due set, before the page
+-- that follows: skip past them).
+local window = limit
+if serve or flow_on then window = 1000 end
+local scanned = 0
+for _, set in ipairs(sets) do
+  local skipped = 0
+  while taken < limit and scanned < window do
+    local size = math.min(limit, window - scanned)
+    local ids = redis.call('ZRANGEBYSCORE', set, '-inf', now_s, 'LIMIT', int(skipped), int(size))
+    local parked = 0
+    for _, id in ipairs(ids) do
+      if taken >= limit then break end
+      scanned = scanned + 1
+      local key = prefix .. id
+      local h = fields(key)
+      local topic = h.topic
+      if not topic then
+        redis.call('ZREM', set, id)  -- a due entry without its hash: drop the orphan
+      elseif serve == nil or may_take(topic) then
+        local at = flow_on and held(id, h, topic)
+        if at then
+          park(set, id, h.due or h.run_at, topic, at)
+          parked = parked + 1
+        else
+          take(key, id, h, topic, set)
+          if h.fl == '1' and h.pol then move_slot(ns, h.pol, topic, h.key or '', id, h.state, 'running') end
+        end
+      else
+        skipped = skipped + 1
+      end
+    end
+    if (serve == nil and parked == 0) or #ids < size then break end
+  end
+  if set ~= due and redis.call('EXISTS', set) == 0 then
+    redis.call('ZREM', due .. ':levels', string.sub(set, #due + 4))  -- an emptied priority level
+  end
+end
+
+-- The earliest job left that this worker may take, in each due set: without a filter
+-- the set's first; with one, among the first `window`: the first one alone (usually it
+-- is), then pages of 64. A full batch: claim again at once.
+local function earliest(set)
+  if serve == nil then
+    local nxt = redis.call('ZRANGE', set, '0', '0', 'WITHSCORES')
+    return tonumber(nxt[2])
+  end
   local from, size = 0, 1
-  if taken >= limit then out[1] = now end
-  while out[1] < 0 and from < window do
-    local scan = redis.call('ZRANGE', due, int(from), int(math.min(from + size, window) - 1), 'WITHSCORES')
+  while from < window do
+    local scan = redis.call('ZRANGE', set, int(from), int(math.min(from + size, window) - 1), 'WITHSCORES')
     for i = 1, #scan, 2 do
       local topic = redis.call('HGET', prefix .. scan[i], 'topic')
-      if topic and may_take(topic) then out[1] = tonumber(scan[i + 1]); break end
+      if topic and may_take(topic) then return tonumber(scan[i + 1]) end
     end
     if #scan < 2 * size then break end
     from, size = from + size, 64
   end
-  if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
+  return nil
+end
+if taken >= limit and serve then out[1] = now end
+for _, set in ipairs(sets) do
+  if out[1] >= 0 and out[1] <= now then break end
+  local at = earliest(set)
+  if at and (out[1] < 0 or at < out[1]) then out[1] = at end
+end
+if recheck and (out[1] < 0 or recheck < out[1]) then out[1] = recheck end
+if flow_on then
+  local at = tonumber(redis.call('ZRANGE', unpark, '0', '0', 'WITHSCORES')[2])
+  if at and (out[1] < 0 or at < out[1]) then out[1] = at end
 end
 -- Dead letters of the topics this worker listens to, when capacity is left; the
 -- earliest one left counts for next_due_ms.

@@ -21,7 +21,7 @@ local res = {}
 for i = 4, #ARGV, 4 do
   local id, token, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl')
   if f[1] ~= token then
     res[#res + 1] = -1
   else
@@ -38,6 +38,7 @@ for i = 4, #ARGV, 4 do
       kind = 'attempt_succeeded'
       res[#res + 1] = 2
     else
+      if f[7] == '1' then flow_leave(ns_of(prefix), id, flow_fields(key), 'running', false, now_s) end
       redis.call('HSET', key, 'state', 'completed')
       redis.call('ZADD', completed, now_s, id)
       move_count(counts, f[3], f[2], 'completed')

@@ -1,5 +1,6 @@
 -- delete_job: remove a job that is not running, whatever its state: its hash,
--- its payload key, its due or retention entry and its count. Its id is free
+-- its payload key, its due (or priority, or parked) or retention entry, its
+-- flow-control slots (_flow.lua) and its count. Its id is free
 -- again (scheduling it creates a new job). `deleted` records who did it.
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] completed zset  KEYS[4] failed zset
@@ -11,13 +12,17 @@
 local job, outbox, counts = KEYS[1], KEYS[6], KEYS[7]
 local sets = { KEYS[2], KEYS[3], KEYS[4], KEYS[5] }  -- due and retention: the id is in at most one
 local id, now, actor = ARGV[1], ARGV[2], ARGV[3]
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'prio', 'fl')
 local state = f[1]
 if not state then return -3 end
 if state == 'running' or (f[4] and f[4] ~= '') then return -6 end
 for _, set in ipairs(sets) do
   redis.call('ZREM', set, id)
 end
+local ns = ns_of(job)
+redis.call('ZREM', wait_set('', f[5], f[2], KEYS[2], ''), id)  -- a priority's due set
+redis.call('ZREM', ns .. 'pk:' .. f[2], id)  -- parked by a limit
+if f[6] == '1' then flow_leave(ns, id, flow_fields(job), state, false, now) end
 move_count(counts, f[2], state, nil)
 delete_job(job)
 emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'actor', actor)

@@ -33,6 +33,7 @@ local active, due, failed, cancelled, outbox, counts, wake, dl_topics =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, prefix, topic_prefix, dl_prefix, failed_at = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
+local ns = ns_of(prefix)
 
 -- Copy a job failing for good to its dead-letter topic, if it has one.
 local function dead_letter(key, id, topic, own, attempt, dl_id, err_type, err_message)
@@ -64,7 +65,14 @@ for i = 6, #ARGV, 9 do
   local retry_at_s = ARGV[i + 5]
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq', 'dl')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq', 'dl',
+    'prio', 'fl')
+  local fh = f[10] == '1' and flow_fields(key) or nil
+  -- stately: a second job of a key cannot enter retry (pg-boss); it fails instead
+  if fh and retry_at >= 0 and f[2] ~= 'cancelled' and fh.pol == 'stately'
+      and slot_holder(ns, prefix, 'stately', fh.topic, fh.key, 'retrying') then
+    retry_at = -1
+  end
   local lease = redis.call('ZSCORE', active, id)
   if f[1] ~= token then
     res[#res + 1] = -1
@@ -81,15 +89,16 @@ for i = 6, #ARGV, 9 do
       redis.call('ZADD', cancelled, now_s, id)
       res[#res + 1] = 2
     elseif retry_at >= 0 then
-      local set = wait_set(f[8], f[3], due, dl_prefix)
       redis.call('HSET', key, 'state', 'retrying', 'due', retry_at_s)
-      redis.call('ZADD', set, retry_at_s, id)
+      local set = wait_add(f[8], f[9], f[3], due, dl_prefix, retry_at_s, id)
+      if fh then move_slot(ns, fh.pol, fh.topic, fh.key, id, 'running', 'retrying') end
       move_count(counts, f[3], f[2], 'retrying')
       emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now_s, 'a', attempt,
         'next_at', retry_at_s)
       wake_if_first(set, wake, id, retry_at_s)
       res[#res + 1] = 3
     else
+      if fh then flow_leave(ns, id, fh, 'running', true, now_s) end
       redis.call('HSET', key, 'state', 'failed', 'finished', now_s)
       redis.call('ZADD', failed, now_s, id)
       move_count(counts, f[3], f[2], 'failed')

@@ -13,7 +13,7 @@ local released = 0
 for i = 4, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'dl')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'dl', 'prio', 'fl')
   if f[1] == token then
     redis.call('ZREM', active, id)
     local attempt = tonumber(f[4])
@@ -25,9 +25,12 @@ for i = 4, #ARGV, 2 do
     else
       local back = 'retrying'
       if attempt <= 1 then back = 'scheduled' end
-      local set = wait_set(f[6], f[3], due, dl_prefix)
       redis.call('HSET', key, 'state', back, 'due', now)
-      redis.call('ZADD', set, now, id)
+      local set = wait_add(f[6], f[7], f[3], due, dl_prefix, now, id)
+      if f[8] == '1' then
+        local fh = flow_fields(key)
+        move_slot(ns_of(prefix), fh.pol, fh.topic, fh.key, id, 'running', back)
+      end
       move_count(counts, f[3], f[2], back)
       wake_if_first(set, wake, id, now)
     end

@@ -9,7 +9,7 @@
 -- NOT_FOUND (-3) no such job, WRONG_STATE (-7) running or finished.
 local job, due, outbox, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, now, run_at, tz, actor = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local f = redis.call('HMGET', job, 'state', 'attempts')
+local f = redis.call('HMGET', job, 'state', 'attempts', 'topic', 'prio')
 local state = f[1]
 if not state then return -3 end
 if state ~= 'scheduled' and state ~= 'retrying' then return -7 end
@@ -18,8 +18,9 @@ if tonumber(run_at) < tonumber(now) then due_ms = now end
 redis.call('HSET', job, 'run_at', run_at)
 if due_ms == run_at then redis.call('HDEL', job, 'due') else redis.call('HSET', job, 'due', due_ms) end
 if tz == DEFAULTS.tz then redis.call('HDEL', job, 'tz') else redis.call('HSET', job, 'tz', tz) end
-redis.call('ZADD', due, due_ms, id)
+redis.call('ZREM', ns_of(job) .. 'pk:' .. f[3], id)  -- parked by a limit: due again
+local set = wait_add('', f[4], f[3], due, '', due_ms, id)
 emit(outbox, 'e', 'rescheduled', 'id', id, 'ts', now, 'a', f[2] or '0', 'run_at', run_at, 'due', due_ms,
   'tz', tz, 'actor', actor)
-wake_if_first(due, wake, id, due_ms)
+wake_if_first(set, wake, id, due_ms)
 return 3

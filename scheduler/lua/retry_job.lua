@@ -14,7 +14,7 @@
 -- in flight (retry once it has finished), WRONG_STATE (-7) not failed or cancelled.
 local job, due, failed, cancelled, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'dl')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'dl', 'prio', 'fl')
 local state = f[1]
 if not state then return -3 end
 if state ~= 'failed' and state ~= 'cancelled' then return -7 end
@@ -23,8 +23,14 @@ redis.call('ZREM', failed, id)
 redis.call('ZREM', cancelled, id)
 redis.call('HDEL', job, 'attempts', 'finished', 'outcome')
 redis.call('HSET', job, 'state', 'scheduled', 'due', now)
-local set = wait_set(f[5], f[2], due, dl_prefix)
-redis.call('ZADD', set, now, id)
+local set = wait_add(f[5], f[6], f[2], due, dl_prefix, now, id)
+if f[7] == '1' then
+  -- back in its key's slots and, a failed key_strict_fifo job (still its key's oldest),
+  -- its key unblocked
+  local fh, ns = flow_fields(job), ns_of(job)
+  move_slot(ns, fh.pol, fh.topic, fh.key, id, nil, 'scheduled')
+  if fh.pol == 'key_strict_fifo' then redis.call('SREM', ns .. 'fifo_blocked:' .. fh.topic, fh.key) end
+end
 move_count(counts, f[2], state, 'scheduled')
 emit(outbox, 'e', 'retried', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
 wake_if_first(set, wake, id, now)

@@ -12,6 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
+from scheduler.flow import Dedupe
 from scheduler.keys import Keys
 from scheduler.outbox import EVENT_TYPES
 from scheduler.retry import Backoff, RetryPolicy
@@ -88,11 +89,21 @@ async def _released(ob: Outbox, f: Fields) -> str:
     return await ob.released(f["id"], int(f["a"]), worker=f["worker"])
 
 
+async def _deduplicated(ob: Outbox, f: Fields) -> str:
+    return await ob.deduplicated(f["id"], reason=f["reason"], dropped=f["dropped"])
+
+
+async def _debounced(ob: Outbox, f: Fields) -> str:
+    return await ob.debounced(f["id"], int(f["run_at"]), due=int(f["due"]), payload=json.loads(f["payload"]),
+                              dropped=f["dropped"])
+
+
 WRITERS: dict[str, Callable[[Outbox, Fields], Awaitable[str]]] = {
     "scheduled": _scheduled, "attempt_started": _started, "attempt_failed": _attempt_failed,
     "retry_scheduled": _retry_scheduled, "completed": _completed, "attempt_succeeded": _attempt_succeeded,
     "failed": _failed, "schedule.failed": _schedule_failed, "cancelled": _cancelled,
     "attempt_released": _released, "retried": _retried, "rescheduled": _rescheduled, "deleted": _deleted,
+    "deduplicated": _deduplicated, "debounced": _debounced,
 }
 
 
@@ -146,6 +157,12 @@ async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespac
         assert await s.retry(later, actor="ops")
         assert await s.reschedule(later, ms_to_utc(START_MS + 7_200_000), "Asia/Tokyo")
         assert await s.delete(later)
+        # Flow control: a throttled call and a debounced one, recorded on the job they fold into.
+        first = await s.schedule_in("ok", "1h", payload=[0], dedupe=Dedupe("once"))
+        assert await s.schedule_in("ok", "1h", payload=[0], dedupe=Dedupe("once")) == first
+        waiting = await s.schedule_in("ok", "1h", payload=[1], dedupe=Dedupe("last", window="1m", mode="debounce"))
+        assert await s.schedule_in("ok", "2h", payload=[2], dedupe=Dedupe("last", window="1m",
+                                                                          mode="debounce")) == waiting
 
     written = await _entries(redis, key)
     assert {f["e"] for f in written} == EVENT_TYPES

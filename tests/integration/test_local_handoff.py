@@ -100,16 +100,20 @@ async def test_a_job_never_jumps_ahead_of_one_already_due(redis_url: str, namesp
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         now = s.clock.now_ms()
         assert await s.store.enqueue(new_job("waiting", now - 5), now)
-        created, leased = await s.store.enqueue_for(new_job("newer", now), now, "w", 30_000)
+        done, leased = await s.store.enqueue_for(new_job("newer", now), now, "w", 30_000)
+        created = done.result.created
         assert created and leased is None, "queued behind the one already due"
-        created, leased = await s.store.enqueue_for(new_job("later", now + 60_000), now, "w", 30_000)
+        done, leased = await s.store.enqueue_for(new_job("later", now + 60_000), now, "w", 30_000)
+        created = done.result.created
         assert created and leased is None, "not due yet"
         claim = await s.store.claim(now, 10, 30_000, "w")
         assert [j.id for j in claim[0]] == ["waiting", "newer"]
-        created, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        created = done.result.created
         assert created and isinstance(leased, ClaimedJob)
         assert (leased.id, leased.attempt, leased.token, leased.payload_json) == ("alone", 1, "w:1", '{"n":1}')
-        created, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
+        created = done.result.created
         assert not created and leased is None, "an existing id is left alone"
 
 

@@ -1,0 +1,110 @@
+-- Flow control helpers (scheduler/flow.py, README "Flow control"), prepended to
+-- every script after _lib.lua. A job takes part when its hash has fl = "1"
+-- (set by enqueue.lua when it has a key, a policy other than standard, a
+-- dedupe that lasts until it finishes, or a topic with a concurrency or rate
+-- limit); its fields say how: key, pol (the topic's policy when it was
+-- created), dd (a dedupe key held until it finishes), prio (absent = 0).
+--
+-- Keys (<n> is the topic's length, so no topic/key pair names another's key):
+--   {ns}:ks:<n>:<topic>:<key>   hash: the key's policy slots (POLICY_SLOTS) -> holder id
+--   {ns}:ff:<n>:<topic>:<key>   zset: a key_strict_fifo key's unfinished jobs, creation order
+--   {ns}:fifo_blocked:<topic>   set: key_strict_fifo keys whose oldest job failed
+--   {ns}:dd:<n>:<topic>:<dd>    string: the job holding a dedupe key
+--   {ns}:pk:<topic>             zset: a topic's due jobs claim parked (a limit held them), by due
+--   {ns}:unpark                 zset: topic -> ms when claim moves its parked jobs back
+--   {ns}:rl:<n>:<topic>:<key>   string: a rate limit's theoretical arrival time (GCRA), ms
+--   {ns}:due:p:<prio>           zset: due jobs of a priority other than 0 (0: {ns}:due)
+--   {ns}:due:levels             zset: the priorities other than 0 with waiting jobs
+
+local function flow_key(ns, kind, topic, key)
+  return ns .. kind .. ':' .. #topic .. ':' .. topic .. ':' .. (key or '')
+end
+
+-- The namespace prefix "{ns}:" of a job key "{ns}:j:<id>" or a prefix "{ns}:j:".
+local function ns_of(job_key)
+  return string.match(job_key, '^(%b{}:)')
+end
+
+-- The slots a policy limits per key: job state -> slot field in the key's hash.
+-- short: 1 waiting; singleton: 1 running; stately: 1 per state; exclusive: 1
+-- unfinished. key_strict_fifo is kept by the ff zset instead.
+local POLICY_SLOTS = {
+  short = { scheduled = 'w' },
+  singleton = { running = 'r' },
+  stately = { scheduled = 'w', running = 'r', retrying = 't' },
+  exclusive = { scheduled = 'x', running = 'x', retrying = 'x' },
+}
+
+-- The job holding the slot that state `state` needs under policy `pol`, or nil when
+-- it is free. A holder no longer in a state of that slot (finished, deleted) frees it.
+local function slot_holder(ns, job_prefix, pol, topic, key, state)
+  local slots = POLICY_SLOTS[pol]
+  local slot = slots and slots[state]
+  if not slot then return nil end
+  local ks = flow_key(ns, 'ks', topic, key)
+  local holder = redis.call('HGET', ks, slot)
+  if not holder then return nil end
+  local st = redis.call('HGET', job_prefix .. holder, 'state')
+  if st and slots[st] == slot then return holder end
+  redis.call('HDEL', ks, slot)
+  return nil
+end
+
+-- Job `id` moves from state `from` to `to` (nil: it leaves, finished or deleted):
+-- release the slot it held and take the one it needs.
+local function move_slot(ns, pol, topic, key, id, from, to)
+  local slots = POLICY_SLOTS[pol]
+  if not slots then return end
+  local a, b = from and slots[from], to and slots[to]
+  if a == b then return end
+  local ks = flow_key(ns, 'ks', topic, key)
+  if a and redis.call('HGET', ks, a) == id then redis.call('HDEL', ks, a) end
+  if b then redis.call('HSET', ks, b, id) end
+end
+
+-- The flow fields of a job hash (HMGET), as a table; nil when it takes no part.
+local function flow_fields(job_key)
+  local f = redis.call('HMGET', job_key, 'fl', 'topic', 'key', 'pol', 'dd', 'state')
+  if f[1] ~= '1' then return nil end
+  return { topic = f[2], key = f[3] or '', pol = f[4] or '', dd = f[5], state = f[6] }
+end
+
+-- A job taking part in flow control (fields `fh`: flow_fields) finishes or is deleted
+-- (from state `from`): free its slots, its dedupe key and, key_strict_fifo, its place,
+-- unless it failed (`failed`: its key stays blocked until it is retried or deleted);
+-- and let claim look at the topic's parked jobs again at once.
+local function flow_leave(ns, id, fh, from, failed, now_s)
+  local topic, key, pol = fh.topic, fh.key, fh.pol
+  move_slot(ns, pol, topic, key, id, from, nil)
+  if pol == 'key_strict_fifo' then
+    if failed then
+      redis.call('SADD', ns .. 'fifo_blocked:' .. topic, key)
+    else
+      redis.call('ZREM', flow_key(ns, 'ff', topic, key), id)
+      if from == 'failed' then redis.call('SREM', ns .. 'fifo_blocked:' .. topic, key) end
+    end
+  end
+  if fh.dd and fh.dd ~= '' then
+    local ddk = flow_key(ns, 'dd', topic, fh.dd)
+    if redis.call('GET', ddk) == id then redis.call('DEL', ddk) end
+  end
+  redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', now_s, topic)
+end
+
+-- The set a waiting job waits in: a dead letter (dl = "1") in its topic's
+-- dead-letter set, which only workers with a listener for that topic claim from
+-- (claim.lua), so no-listener completion never reaches it; a job of priority p ~= 0
+-- in {ns}:due:p:<p>; any other in the due set.
+local function wait_set(dl, prio, topic, due, dl_prefix)
+  if dl == '1' then return dl_prefix .. topic end
+  if prio and prio ~= '' and prio ~= '0' then return due .. ':p:' .. prio end
+  return due
+end
+
+-- Put job `id` in its wait set (wait_set) at `score`; the set's name (for wake_if_first).
+local function wait_add(dl, prio, topic, due, dl_prefix, score, id)
+  local set = wait_set(dl, prio, topic, due, dl_prefix)
+  redis.call('ZADD', set, score, id)
+  if set ~= due and dl ~= '1' then redis.call('ZADD', due .. ':levels', prio, prio) end
+  return set
+end
