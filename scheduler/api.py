@@ -160,10 +160,14 @@ class Scheduler(ScheduleCalls):
         metadata: Mapping[str, Any] | None = None,
         misfire: str | None = None,
         timeout: timedelta | float | str | None = None,
+        key: str | None = None,
+        dedupe: Any = None,
+        priority: int | str | None = None,
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job
         (`cron_schedules.py` documents the arguments). Raises ScheduleError; nothing is stored."""
-        return await self._crons.schedule(name, cron, topic, tz, payload, retry, metadata, misfire, timeout)
+        return await self._crons.schedule(name, cron, topic, tz, payload, retry, metadata, misfire, timeout,
+                                          key, dedupe, priority)
 
     async def unschedule(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler.cron import next_fire, parse_cron
-from scheduler.errors import InvalidCron
+from scheduler.errors import InvalidCron, ScheduleError
 from scheduler.job import CronInfo, NewCron, NewJob
 from scheduler.retry import RetryPolicy
 from scheduler.scripts import PauseCode
@@ -16,8 +16,9 @@ from scheduler.scheduling import Host
 from scheduler.tracing import CRON_NAME, current_traceparent, producer_span
 from scheduler.validation import check_cron_name, check_misfire
 
-# (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron) -> a checked NewJob.
-BuildJob = Callable[[Any, int, str, Any, Any, Any, Any, "str | None", str], NewJob]
+# (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, *, key=, priority=)
+# -> a checked NewJob.
+BuildJob = Callable[..., NewJob]
 
 
 class CronSchedules:
@@ -38,6 +39,9 @@ class CronSchedules:
         metadata: Mapping[str, Any] | None,
         misfire: str | None,
         timeout: timedelta | float | str | None,
+        key: str | None = None,
+        dedupe: object = None,
+        priority: int | str | None = None,
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job.
 
@@ -50,6 +54,9 @@ class CronSchedules:
             cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
             topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
             misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
+            key: the key of its ticks under the topic's policy (default: the schedule's name,
+                so a singleton topic never runs two ticks at once); priority: of its ticks.
+            dedupe: refused (ticks are unique per schedule and time already; use the policy).
 
         Returns:
             The stored schedule.
@@ -62,7 +69,11 @@ class CronSchedules:
         mode = check_misfire(misfire or host.settings.cron.misfire)
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
-        job = self._build(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name)
+        if dedupe is not None:
+            raise ScheduleError("dedupe is not supported on cron schedules (each tick is unique per schedule "
+                                "and time); use the topic's policy with key= instead", field="dedupe")
+        job = self._build(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name, key=key,
+                          priority=priority)
         with producer_span(host.tracer, job.topic, "create", {CRON_NAME: name}):
             now = host.clock.now_ms()
             await host.store.upsert_cron(

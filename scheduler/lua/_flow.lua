@@ -108,3 +108,33 @@ local function wait_add(dl, prio, topic, due, dl_prefix, score, id)
   if set ~= due and dl ~= '1' then redis.call('ZADD', due .. ':levels', prio, prio) end
   return set
 end
+
+-- The job that keeps a new job of `topic` and `key` out under policy `pol` (short,
+-- stately, exclusive: their waiting slot is taken), or nil.
+local function flow_refusal(ns, pol, topic, key)
+  if pol == 'standard' or pol == 'key_strict_fifo' then return nil end
+  return slot_holder(ns, ns .. 'j:', pol, topic, key, 'scheduled')
+end
+
+-- A new job (hash `job_key`, already created) joins flow control: its fields key, prio,
+-- fl, pol and dd (`dd`: a dedupe key it holds until it finishes), its priority level,
+-- and its key's slot or FIFO place. `flow`: it takes part (fl, see the top).
+local function flow_join(ns, due, job_key, id, topic, key, pol, prio, flow, dd)
+  local extra = {}
+  if key ~= '' then extra[#extra + 1] = 'key'; extra[#extra + 1] = key end
+  if prio ~= '0' then
+    extra[#extra + 1] = 'prio'; extra[#extra + 1] = prio
+    redis.call('ZADD', due .. ':levels', prio, prio)
+  end
+  if flow then
+    extra[#extra + 1] = 'fl'; extra[#extra + 1] = '1'
+    if pol ~= 'standard' then extra[#extra + 1] = 'pol'; extra[#extra + 1] = pol end
+  end
+  if dd then extra[#extra + 1] = 'dd'; extra[#extra + 1] = dd end
+  if #extra > 0 then redis.call('HSET', job_key, unpack(extra)) end
+  if pol == 'key_strict_fifo' then
+    redis.call('ZADD', flow_key(ns, 'ff', topic, key), redis.call('INCR', ns .. 'seq'), id)
+  elseif pol ~= 'standard' then
+    move_slot(ns, pol, topic, key, id, nil, 'scheduled')
+  end
+end

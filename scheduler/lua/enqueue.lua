@@ -91,38 +91,22 @@ if dd ~= '' then
     -- the holder runs: a running job is never replaced, this one is created
   end
 end
-if pol ~= 'standard' and pol ~= 'key_strict_fifo' then
-  local holder = slot_holder(ns, ns .. 'j:', pol, topic, jkey, 'scheduled')
-  if holder then return refuse(holder, pol) end
-end
+local holder = flow_refusal(ns, pol, topic, jkey)
+if holder then return refuse(holder, pol) end
 
 local set = wait_set('', prio, topic, due, '')
 create_job(key, set, KEYS[3], KEYS[4], now, job)
 local flow = pol ~= 'standard' or cfg.concurrency or cfg.rl_max or (ddk and dd_window == '')
-local extra = {}
-if jkey ~= '' then extra[#extra + 1] = 'key'; extra[#extra + 1] = jkey end
-if prio ~= '0' then
-  extra[#extra + 1] = 'prio'; extra[#extra + 1] = prio
-  redis.call('ZADD', due .. ':levels', prio, prio)
-end
-if flow then
-  extra[#extra + 1] = 'fl'; extra[#extra + 1] = '1'
-  if pol ~= 'standard' then extra[#extra + 1] = 'pol'; extra[#extra + 1] = pol end
-end
+local held_dd = nil
 if ddk then
   if dd_window == '' then
     redis.call('SET', ddk, job.id)
-    extra[#extra + 1] = 'dd'; extra[#extra + 1] = dd
+    held_dd = dd
   else
     redis.call('SET', ddk, job.id, 'PX', dd_window)
   end
 end
-if #extra > 0 then redis.call('HSET', key, unpack(extra)) end
-if pol == 'key_strict_fifo' then
-  redis.call('ZADD', flow_key(ns, 'ff', topic, jkey), redis.call('INCR', ns .. 'seq'), job.id)
-elseif pol ~= 'standard' then
-  move_slot(ns, pol, topic, jkey, job.id, nil, 'scheduled')
-end
+flow_join(ns, due, key, job.id, topic, jkey, pol, prio, flow, held_dd)
 local waiting = 0
 if cfg.warn then
   local c = redis.call('HMGET', KEYS[4], topic .. '|scheduled', topic .. '|retrying')

@@ -11,19 +11,25 @@
 --           (tick ms, job id, traceparent of the tick's producer span)
 --
 -- A tick's job takes the schedule's template (its backoff cap and jitter stored
--- in the job hash only when not the default, as enqueue does).
+-- in the job hash only when not the default, as enqueue does) and obeys its
+-- topic's configuration as a scheduled job does (_flow.lua): its key is the
+-- schedule's `key`, else its name, so under `singleton` two ticks never run at
+-- once, and under short/stately/exclusive a tick whose slot is held is not
+-- created (`deduplicated` is recorded on the holder). Its priority is the
+-- schedule's, else the topic's default.
 --
 -- Returns one number per schedule: jobs created, or STALE (-5) when its next
 -- fire was no longer the expected one or is not due yet (nothing done).
 local crons, due, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, cprefix, jprefix = ARGV[1], ARGV[2], ARGV[3]
+local ns = ns_of(jprefix)
 local res = {}
 local i = 4
 while i <= #ARGV do
   local name, expected, new_next, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = cprefix .. name
   local f = redis.call('HMGET', key, 'next', 'paused', 'topic', 'payload', 'meta', 'tz', 'max', 'btype',
-    'bdelay', 'timeout', 'bmax', 'bjit')
+    'bdelay', 'timeout', 'bmax', 'bjit', 'key', 'prio')
   -- A reader may have seen the hash after another worker advanced it: a
   -- `next` still in the future is not due, whatever the caller planned.
   if f[1] ~= expected or f[2] == '1' or tonumber(expected) > tonumber(now) then
@@ -31,15 +37,24 @@ while i <= #ARGV do
   else
     local created = 0
     local last = nil
+    local topic = f[3]
+    local cfg = redis.call('HMGET', ns .. 'topic:' .. topic, 'policy', 'prio', 'concurrency', 'rl_max')
+    local pol, jkey, prio = cfg[1] or 'standard', f[13] or name, f[14] or cfg[2] or '0'
+    local flow = pol ~= 'standard' or cfg[3] or cfg[4]
+    local set = wait_set('', prio, topic, due, '')
     for t = 0, n - 1 do
       local tick, id, trace = ARGV[i + 4 + 3 * t], ARGV[i + 5 + 3 * t], ARGV[i + 6 + 3 * t]
       local job = { id = id, due = tick, run_at = tick, topic = f[3], payload = f[4], meta = f[5], tz = f[6],
         max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name,
         -- false (a schedule stored before bmax/bjit existed) -> nil: create_job leaves them out (defaults)
         bmax = f[11] or nil, bjit = f[12] or nil }
-      if create_job(jprefix .. id, due, outbox, counts, now, job) then
+      local holder = flow_refusal(ns, pol, topic, jkey)
+      if holder then
+        emit(outbox, 'e', 'deduplicated', 'id', holder, 'ts', now, 'a', '0', 'reason', pol, 'dropped', id)
+      elseif create_job(jprefix .. id, set, outbox, counts, now, job) then
+        flow_join(ns, due, jprefix .. id, id, topic, jkey, pol, prio, flow, nil)
         created = created + 1
-        wake_if_first(due, wake, id, tick)
+        wake_if_first(set, wake, id, tick)
       end
       last = tick
     end

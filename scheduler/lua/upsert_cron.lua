@@ -11,6 +11,7 @@
 -- ARGV[12] misfire (coalesce|skip|all)  ARGV[13] next fire ms for a new/changed schedule
 -- ARGV[14] traceparent of the upsert (ticks link their new traces to it)
 -- ARGV[15] backoff_max_delay_ms  ARGV[16] backoff_jitter (none|full|equal)
+-- ARGV[17] key of its ticks ("" = the schedule's name)  ARGV[18] priority ("" = the topic's)
 --          (always stored here; a hash written before them has neither, and its
 --          ticks take the defaults: see fire_crons.lua)
 --
@@ -22,6 +23,9 @@ local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused')
 redis.call('HSET', cron, 'expr', expr, 'tz', tz, 'topic', ARGV[5], 'payload', ARGV[6], 'meta', ARGV[7],
   'max', ARGV[8], 'btype', ARGV[9], 'bdelay', ARGV[10], 'timeout', ARGV[11], 'misfire', ARGV[12],
   'updated', now, 'trace', ARGV[14], 'bmax', ARGV[15], 'bjit', ARGV[16])
+for field, value in pairs({ key = ARGV[17], prio = ARGV[18] }) do
+  if value == '' then redis.call('HDEL', cron, field) else redis.call('HSET', cron, field, value) end
+end
 redis.call('SADD', names, name)
 local result = 0
 if not cur[1] then

@@ -179,3 +179,22 @@ async def _next(s: Any, topic: str, **kw: Any) -> str:
     job_id = await s.schedule_in(topic, 0, **kw)
     s.clock.advance(0.001)
     return str(job_id)
+
+
+@pytest.mark.parametrize(("policy", "second_tick_created"), [("singleton", True), ("exclusive", False)])
+async def test_cron_ticks_obey_the_topic_policy(redis_url: str, namespace: str, policy: str,
+                                                second_tick_created: bool) -> None:
+    from scheduler.ticker import fire_due_crons
+    async with sched(redis_url, namespace) as s:
+        await s.configure_topic("nightly", TopicOptions(policy=policy))
+        await s.schedule_cron("every-second", "* * * * * *", topic="nightly", misfire="all")
+        s.clock.advance(1)
+        assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) == 1
+        [first] = await claim_ids(s)
+        s.clock.advance(1)
+        assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) == int(second_tick_created)
+        assert await claim_ids(s) == [], "the previous run is still going: no overlapping tick"
+        await _complete(s, first)
+        assert len(await claim_ids(s)) == int(second_tick_created)
+        info = await s.get_job(first)
+        assert info is not None and info.key == "every-second", "a tick's key is its schedule's name"
