@@ -140,20 +140,21 @@ end
 local function park(set, id, score, topic, at)
   redis.call('ZREM', set, id)
   redis.call('ZADD', ns .. 'pk:' .. topic, score, id)
-  redis.call('ZADD', unpark, int(at), topic)
+  redis.call('ZADD', unpark, 'LT', int(at), topic)  -- the earliest reason to look again wins
 end
--- Move parked jobs of topics whose time has come back to their due sets.
+-- Move parked jobs of topics whose time has come back to their due sets (a batch of
+-- `limit` each); a job held again is parked again, which sets the topic's next look.
+local ready = {}
 if flow_on then
-  local ready = redis.call('ZRANGEBYSCORE', unpark, '-inf', now_s, 'LIMIT', '0', '16')
+  ready = redis.call('ZRANGEBYSCORE', unpark, '-inf', now_s, 'LIMIT', '0', '16')
   for _, topic in ipairs(ready) do
     local pk = ns .. 'pk:' .. topic
+    redis.call('ZREM', unpark, topic)
     local back = redis.call('ZRANGE', pk, '0', int(limit - 1), 'WITHSCORES')
     for i = 1, #back, 2 do
       redis.call('ZREM', pk, back[i])
       wait_add('', redis.call('HGET', prefix .. back[i], 'prio'), topic, due, '', back[i + 1], back[i])
     end
-    if redis.call('EXISTS', pk) == 1 then redis.call('ZADD', unpark, now_s, topic)
-    else redis.call('ZREM', unpark, topic) end
   end
 end
 
@@ -207,6 +208,13 @@ for _, set in ipairs(sets) do
   end
   if set ~= due and redis.call('EXISTS', set) == 0 then
     redis.call('ZREM', due .. ':levels', string.sub(set, #due + 4))  -- an emptied priority level
+  end
+end
+
+-- A topic whose parked jobs were not all moved back, and none held again: the rest next.
+for _, topic in ipairs(ready) do
+  if redis.call('EXISTS', ns .. 'pk:' .. topic) == 1 and not redis.call('ZSCORE', unpark, topic) then
+    redis.call('ZADD', unpark, now_s, topic)
   end
 end
 
