@@ -138,7 +138,7 @@ class JobFold:
             "payload": None, "metadata": None, "trace_id": None, "cron_name": None,
             "created_at": created_at, "updated_at": created_at,
             "completed_at": None, "failed_at": None, "cancelled_at": None,
-            "applied_ms": None, "applied_seq": None,
+            "applied_ms": None, "applied_seq": None, "deduplicated": 0,
         }
         self.rows: dict[int, dict[str, Any]] = {}
         # An attempt row was removed since the relay last wrote this fold: the stored
@@ -280,8 +280,14 @@ def _rescheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     fold.job["tz"] = _opt(e.get("tz")) or fold.job["tz"]
 
 
+def _deduplicated(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
+    # A later call a dedupe key or the topic's policy kept out (schedule_events keeps which).
+    fold.job["deduplicated"] += 1
+
+
 def _debounced(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # A later call (dedupe mode debounce) gave the waiting job its payload and time.
+    fold.job["deduplicated"] += 1
     run_at = _int(e.get("run_at"))
     if run_at is not None:
         fold.job["run_at"] = ms_to_utc(run_at)
@@ -307,7 +313,7 @@ def _released(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 
 def _log_only(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    """retry_scheduled, schedule.failed and deduplicated change no row; schedule_events keeps them."""
+    """retry_scheduled and schedule.failed change no row; schedule_events keeps them."""
 
 
 _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
@@ -325,7 +331,7 @@ _HANDLERS: dict[str, Callable[[JobFold, OutboxEvent, datetime], None]] = {
     outbox.RESCHEDULED: _rescheduled,
     outbox.DELETED: _deleted,
     outbox.DEBOUNCED: _debounced,
-    outbox.DEDUPLICATED: _log_only,
+    outbox.DEDUPLICATED: _deduplicated,
 }
 
 

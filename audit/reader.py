@@ -42,7 +42,7 @@ def _record(row: asyncpg.Record) -> AuditRecord:
         metadata=metadata if isinstance(metadata, dict) else None,
         trace_id=row["trace_id"], cron_name=row["cron_name"], created_at=row["created_at"],
         updated_at=row["updated_at"], completed_at=row["completed_at"], failed_at=row["failed_at"],
-        cancelled_at=row["cancelled_at"],
+        cancelled_at=row["cancelled_at"], deduplicated=row["deduplicated"],
     )
 
 

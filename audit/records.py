@@ -39,6 +39,7 @@ class AuditRecord:
     completed_at: datetime | None
     failed_at: datetime | None
     cancelled_at: datetime | None
+    deduplicated: int = 0  # later calls a dedupe key or the policy folded into this job
 
     @property
     def job_id(self) -> str:

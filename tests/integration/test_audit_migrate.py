@@ -24,7 +24,7 @@ EXPECTED_COLUMNS = {
         ("cron_name", "text", "YES"), ("created_at", "timestamp with time zone", "NO"),
         ("updated_at", "timestamp with time zone", "NO"), ("completed_at", "timestamp with time zone", "YES"),
         ("failed_at", "timestamp with time zone", "YES"), ("cancelled_at", "timestamp with time zone", "YES"),
-        ("applied_ms", "bigint", "YES"), ("applied_seq", "bigint", "YES"),
+        ("applied_ms", "bigint", "YES"), ("applied_seq", "bigint", "YES"), ("deduplicated", "integer", "NO"),
     ],
     "schedule_attempts": [
         ("job_id", "text", "NO"), ("attempt_no", "integer", "NO"), ("worker_id", "text", "YES"),
@@ -105,7 +105,7 @@ def month_names(*months: datetime) -> list[str]:
 
 async def test_empty_database_gets_the_expected_schema(database_url: str) -> None:
     now = datetime.now(UTC)
-    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4]
+    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4, 5]
     conn = await asyncpg.connect(database_url)
     try:
         got = await schema(conn)
@@ -118,7 +118,8 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
         versions = await conn.fetch("SELECT version, name FROM schema_version")
         assert [(r["version"], r["name"]) for r in versions] == [(1, "audit_schema"), (2, "audit_applied"),
                                                                   (3, "analytics_tables"),
-                                                                  (4, "invalid_payload_outcome")]
+                                                                  (4, "invalid_payload_outcome"),
+                                                                  (5, "deduplicated")]
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)
@@ -135,17 +136,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 4
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 5
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 4
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 5
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

@@ -198,3 +198,20 @@ async def test_cron_ticks_obey_the_topic_policy(redis_url: str, namespace: str, 
         assert len(await claim_ids(s)) == int(second_tick_created)
         info = await s.get_job(first)
         assert info is not None and info.key == "every-second", "a tick's key is its schedule's name"
+
+
+async def test_the_audit_counts_what_was_folded_into_a_job(redis_url: str, database_url: str,
+                                                           namespace: str) -> None:
+    from tests.integration.engine_fixtures import audited_scheduler
+    async with audited_scheduler(redis_url, database_url, namespace, ListenerRegistry(), FakeClock(START_MS)) as s:
+        d = Dedupe("search", window="30s", mode="debounce")
+        first = await s.schedule_in("t", 10, payload="a", dedupe=d)
+        await s.schedule_in("t", 20, payload="b", dedupe=d)
+        await s.schedule_in("t", 0, payload="x", dedupe=Dedupe("once"))
+        await s.schedule_in("t", 0, payload="y", dedupe=Dedupe("once"))
+        await s.start_relay()
+        await s.audit.flush()
+        record = await s.audit.get(first)
+        assert record is not None and record.deduplicated == 1 and record.payload == "b"
+        events = [kind for _, kind, *_ in await s.audit.events(first)]
+        assert events == ["scheduled", "debounced"]
