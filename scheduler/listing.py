@@ -24,12 +24,15 @@ MAX_LIMIT = 1000
 # walking the whole set in one call.
 WORK_PER_ITEM = 10
 
-# The sets list_jobs.lua walks, by their 1-based place in its KEYS (due, active,
-# completed, failed, cancelled), and the set holding each state.
-FIRST_SET, LAST_SET = 1, 5
-SET_OF_STATE = {
-    JobState.SCHEDULED: 1, JobState.RETRYING: 1, JobState.RUNNING: 2,
-    JobState.COMPLETED: 3, JobState.FAILED: 4, JobState.CANCELLED: 5,
+# The sets a listing walks, in order, named by tokens (a cursor holds its set's token):
+# waiting jobs first ("p:<n>" a priority above 0, highest first; "due", priority 0;
+# "p:<n>" below 0; "pk:<topic>" jobs a limit parked), then "active", "completed",
+# "failed", "cancelled". Priority levels and parked topics come and go, so a cursor
+# names its set, not a place in a list.
+GROUPS = ("waiting", "active", "completed", "failed", "cancelled")
+GROUP_OF_STATE = {
+    JobState.SCHEDULED: "waiting", JobState.RETRYING: "waiting", JobState.RUNNING: "active",
+    JobState.COMPLETED: "completed", JobState.FAILED: "failed", JobState.CANCELLED: "cancelled",
 }
 # States whose set holds other states too, so each member's state field is read:
 # scheduled and retrying share the due set; a job cancelled while its attempt runs
@@ -37,12 +40,29 @@ SET_OF_STATE = {
 FILTERED_STATES = frozenset({JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING})
 
 
+def set_order(token: str) -> tuple[int, int, str]:
+    """Where a set comes in a walk (see GROUPS); ValueError for a token no walk has."""
+    if token == "due":
+        return (0, 0, "")
+    if token.startswith("p:"):
+        return (0, -int(token[2:]), "")
+    if token.startswith("pk:") and len(token) > 3:
+        return (1, 0, token[3:])
+    return (GROUPS.index(token) + 1, 0, "")
+
+
+def group_of(token: str) -> str:
+    """The group ("waiting", "active", ...) of a set token."""
+    return "waiting" if token == "due" or token.startswith(("p:", "pk:")) else token
+
+
 @dataclass(frozen=True)
 class Cursor:
-    """Where a page ended: the set (1..5), the member's score and its id. The next page
-    starts after (score, id) in that set, wherever that member is now."""
+    """Where a page ended: the set's token, the member's score and its id. The next page
+    starts after (score, id) in that set, wherever that member is now (or, if the set is
+    gone, at the next set of the walk)."""
 
-    set: int
+    set: str
     score: str
     id: str
 
@@ -64,11 +84,19 @@ class Cursor:
             value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         except (binascii.Error, ValueError) as exc:  # (json's errors are ValueErrors)
             raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor") from exc
-        if (not isinstance(value, list) or len(value) != 3 or type(value[0]) is not int
-                or not FIRST_SET <= value[0] <= LAST_SET or not isinstance(value[1], str)
+        if (not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str)
+                or not _token(value[0]) or not isinstance(value[1], str)
                 or not _finite(value[1]) or not isinstance(value[2], str) or not value[2]):
             raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor")
         return cls(value[0], value[1], value[2])
+
+
+def _token(token: str) -> bool:
+    try:
+        set_order(token)
+    except ValueError:
+        return False
+    return True
 
 
 def _finite(score: str) -> bool:
@@ -107,10 +135,10 @@ def check_state(state: object) -> JobState | None:
 
 @dataclass(frozen=True)
 class Walk:
-    """What one listing call walks: sets first..last, keeping one state and/or topic."""
+    """What one listing call walks: the sets of `groups` (in GROUPS order), keeping one
+    state and/or topic."""
 
-    first: int
-    last: int
+    groups: tuple[str, ...]
     state: str  # "" keeps every state
     topic: str  # "" keeps every topic
 
@@ -124,18 +152,27 @@ class Walk:
         kept = check_state(state)
         name = "" if topic is None else check_topic(topic)
         if kept is None:
-            return cls(FIRST_SET, LAST_SET, "", name)
-        place = SET_OF_STATE[kept]
-        return cls(place, place, kept.value if kept in FILTERED_STATES else "", name)
+            return cls(GROUPS, "", name)
+        return cls((GROUP_OF_STATE[kept],), kept.value if kept in FILTERED_STATES else "", name)
 
     def start(self, cursor: str | None) -> Cursor | None:
         """The decoded cursor, checked to belong to this walk's sets."""
         if cursor is None:
             return None
         at = Cursor.decode(cursor)
-        if not self.first <= at.set <= self.last:
+        if group_of(at.set) not in self.groups:
             raise ScheduleError("cursor belongs to a listing of another state", field="cursor")
         return at
+
+    def sets(self, levels: list[str], parked: list[str]) -> list[str]:
+        """This walk's set tokens in order, given the priority levels other than 0 and the
+        topics with parked jobs."""
+        tokens = []
+        if "waiting" in self.groups:
+            tokens += ["due", *(f"p:{p}" for p in levels)]
+            tokens += [f"pk:{t}" for t in parked if not self.topic or t == self.topic]
+        tokens += [g for g in self.groups if g != "waiting"]
+        return sorted(tokens, key=set_order)
 
 
 async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str | None, limit: int,

@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from scheduler.errors import StorageError
 from scheduler.job import JobInfo, JobState
-from scheduler.listing import Cursor, Walk
+from scheduler.listing import Cursor, Walk, set_order
 from scheduler.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
 from scheduler.store_base import StoreBase
 from scheduler.timeutil import ms_to_utc
@@ -98,13 +98,35 @@ class ReadStore(StoreBase):
         """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
         members examined), and the next page's cursor (None: the walk is over)."""
         k = self.keys
+        levels, parked = [], []
+        if "waiting" in walk.groups:
+            levels, parked = await self.wire.call_many([("ZRANGE", f"{k.due}:levels", 0, -1),
+                                                        ("ZRANGE", f"{k.prefix}unpark", 0, -1)])
+        tokens = walk.sets([str(p) for p in levels], [str(t) for t in parked])
+        start, exact = 0, False
+        if after is not None:
+            order = set_order(after.set)
+            start = next((i for i, t in enumerate(tokens) if set_order(t) >= order), len(tokens))
+            exact = start < len(tokens) and tokens[start] == after.set
+        tokens = tokens[start:]
+        if not tokens:
+            return [], None
         res = await self._run(
-            "list_jobs", [k.due, k.active, k.completed, k.failed, k.cancelled],
-            [k.job_prefix, walk.first, walk.last, after.set if after else 0, after.score if after else "",
-             after.id if after else "", limit, budget, walk.state, walk.topic],
+            "list_jobs", [self._set_key(t) for t in tokens],
+            [k.job_prefix, "1" if exact else "0", after.score if exact and after else "",
+             after.id if exact and after else "", limit, budget, walk.state, walk.topic],
         )
-        following = Cursor(int(res[0]), str(res[1]), res[2]) if int(res[0]) > 0 else None
+        following = Cursor(tokens[int(res[0]) - 1], str(res[1]), res[2]) if int(res[0]) > 0 else None
         return list(res[3:]), following
+
+    def _set_key(self, token: str) -> str:
+        """The Redis key of a listing's set token (scheduler/listing.py)."""
+        k = self.keys
+        if token == "due" or token.startswith("p:"):
+            return k.due if token == "due" else f"{k.due}:{token}"
+        if token.startswith("pk:"):
+            return f"{k.prefix}{token}"
+        return {"active": k.active, "completed": k.completed, "failed": k.failed, "cancelled": k.cancelled}[token]
 
     async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
         """get_job of each id, all pipelined on the connection at once; in order."""

@@ -1,25 +1,24 @@
--- list_jobs: read one page of job ids from the state sorted sets, walked in
--- (set, score, id) order after a cursor, keeping those of one state and/or
--- topic. Reads only. The cursor is re-resolved to a rank on every call, so jobs
--- added or removed elsewhere in a set never shift a page.
+-- list_jobs: read one page of job ids from sorted sets, walked in (set, score, id)
+-- order after a cursor, keeping those of one state and/or topic. Reads only. The
+-- cursor is re-resolved to a rank on every call, so jobs added or removed elsewhere
+-- in a set never shift a page. The caller (store_reads.list_job_ids) passes the sets
+-- of its walk in order, starting with the cursor's set (or the next one).
 --
--- KEYS[1] due zset  KEYS[2] active zset  KEYS[3] completed zset
--- KEYS[4] failed zset  KEYS[5] cancelled zset
--- ARGV[1] job key prefix  ARGV[2] first set to walk (1..5)  ARGV[3] last set to walk
--- ARGV[4] cursor's set (0: no cursor, start at the first set)  ARGV[5] cursor's score
--- ARGV[6] cursor's id  ARGV[7] page size  ARGV[8] most members to examine (the work
--- bound of one call, >= page size)  ARGV[9] state to keep ("" for any)
--- ARGV[10] topic to keep ("" for any)
+-- KEYS[1..] the sets to walk, in order
+-- ARGV[1] job key prefix  ARGV[2] "1": the first set is the cursor's: start after
+-- (ARGV[3] score, ARGV[4] id) in it; "0": from the start of the first set
+-- ARGV[5] page size  ARGV[6] most members to examine (the work bound of one call,
+-- >= page size)  ARGV[7] state to keep ("" for any)  ARGV[8] topic to keep ("" for any)
 --
--- Returns { next set, next score, next id, id... }: the next page's cursor (next set
--- 0 when nothing is left to walk), then the page's ids in order (fewer than the page
--- size when the work bound ran out first).
-local sets = { KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }
+-- Returns { next set, next score, next id, id... }: the next page's cursor (next set:
+-- its place in KEYS, 0 when nothing is left to walk), then the page's ids in order
+-- (fewer than the page size when the work bound ran out first).
+local sets = {}
+for i = 1, #KEYS do sets[i] = KEYS[i] end
 local prefix = ARGV[1]
-local set_i, last = tonumber(ARGV[2]), tonumber(ARGV[3])
-local cursor_set = tonumber(ARGV[4])
-local limit, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
-local want_state, want_topic = ARGV[9], ARGV[10]
+local set_i, last = 1, #KEYS
+local limit, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+local want_state, want_topic = ARGV[7], ARGV[8]
 local filtered = want_state ~= '' or want_topic ~= ''
 local CHUNK = 100
 
@@ -50,9 +49,8 @@ local function rank_after(set, score, id)
 end
 
 local rank = 0
-if cursor_set > 0 then
-  set_i = cursor_set
-  rank = rank_after(sets[set_i], ARGV[5], ARGV[6])
+if ARGV[2] == '1' then
+  rank = rank_after(sets[1], ARGV[3], ARGV[4])
 end
 local page, examined = {}, 0
 local at_set, at_score, at_id, at_rank = 0, '', '', 0

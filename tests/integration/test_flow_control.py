@@ -215,3 +215,23 @@ async def test_the_audit_counts_what_was_folded_into_a_job(redis_url: str, datab
         assert record is not None and record.deduplicated == 1 and record.payload == "b"
         events = [kind for _, kind, *_ in await s.audit.events(first)]
         assert events == ["scheduled", "debounced"]
+
+
+async def test_listing_waiting_jobs_covers_every_priority_and_parked_job(redis_url: str, namespace: str) -> None:
+    async with sched(redis_url, namespace) as s:
+        await s.configure_topic("c", TopicOptions(concurrency=1))
+        ids = {await _next(s, "t", priority=p) for p in (-1, 0, 0, 4)}
+        ids |= {await _next(s, "c") for _ in range(3)}
+        assert len(await claim_ids(s, limit=1)) == 1  # a job of priority 4 runs
+        jobs, _, _ = await s.store.claim(s.clock.now_ms(), 10, 30_000, "w", ["c"])  # one runs, two are parked
+        assert len(jobs) == 1
+        assert await s.store.wire.call("ZCARD", f"{s.store.keys.prefix}pk:c") == 2
+        seen, cursor = [], None
+        while True:
+            page = await s.jobs(state="scheduled", limit=2, cursor=cursor)
+            seen += [j.id for j in page.items]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        running = {j.id for j in (await s.jobs(state="running")).items}
+        assert len(seen) == len(set(seen)) == 5 and set(seen) | running == ids

@@ -30,8 +30,9 @@ BUILD = partial(build_job, cron="", default_retry=RetryPolicy(), default_timeout
 
 
 # ------------------------------------------------------------------- cursor
-@pytest.mark.parametrize("cursor", [Cursor(1, "1800000000000", "a"), Cursor(5, "0", "ünï/cødé id=="),
-                                    Cursor(3, "-12.5", "x" * 200)])
+@pytest.mark.parametrize("cursor", [Cursor("due", "1800000000000", "a"), Cursor("cancelled", "0", "ünï/cødé id=="),
+                                    Cursor("completed", "-12.5", "x" * 200), Cursor("p:-5", "1", "b"),
+                                    Cursor("pk:pay.ments", "2", "c")])
 def test_a_cursor_survives_its_text_form(cursor: Cursor) -> None:
     text = cursor.encode()
     assert Cursor.decode(text) == cursor
@@ -43,9 +44,11 @@ def _b64(raw: bytes) -> str:
 
 
 @pytest.mark.parametrize("bad", [
-    None, "", 42, "not base64!!", _b64(b"not json"), _b64(b"{}"), _b64(b"[1, \"5\"]"),
-    _b64(b"[0, \"5\", \"a\"]"), _b64(b"[6, \"5\", \"a\"]"), _b64(b"[true, \"5\", \"a\"]"),
-    _b64(b"[1, \"x\", \"a\"]"), _b64(b"[1, \"inf\", \"a\"]"), _b64(b"[1, 5, \"a\"]"), _b64(b"[1, \"5\", \"\"]"),
+    None, "", 42, "not base64!!", _b64(b"not json"), _b64(b"{}"), _b64(b"[\"due\", \"5\"]"),
+    _b64(b"[1, \"5\", \"a\"]"), _b64(b"[\"dead\", \"5\", \"a\"]"), _b64(b"[\"p:x\", \"5\", \"a\"]"),
+    _b64(b"[\"pk:\", \"5\", \"a\"]"), _b64(b"[true, \"5\", \"a\"]"),
+    _b64(b"[\"due\", \"x\", \"a\"]"), _b64(b"[\"due\", \"inf\", \"a\"]"), _b64(b"[\"due\", 5, \"a\"]"),
+    _b64(b"[\"due\", \"5\", \"\"]"),
 ])
 def test_an_invalid_cursor_is_refused_naming_the_cursor(bad: object) -> None:
     with pytest.raises(ScheduleError) as info:
@@ -54,9 +57,9 @@ def test_an_invalid_cursor_is_refused_naming_the_cursor(bad: object) -> None:
 
 
 def test_a_cursor_of_another_state_is_refused() -> None:
-    done = Cursor(3, "5", "a").encode()
-    assert Walk.of(None, None).start(done) == Cursor(3, "5", "a")
-    assert Walk.of(None, "completed").start(done) == Cursor(3, "5", "a")
+    done = Cursor("completed", "5", "a").encode()
+    assert Walk.of(None, None).start(done) == Cursor("completed", "5", "a")
+    assert Walk.of(None, "completed").start(done) == Cursor("completed", "5", "a")
     with pytest.raises(ScheduleError) as info:
         Walk.of(None, "scheduled").start(done)
     assert info.value.field == "cursor"
@@ -83,12 +86,19 @@ def test_state_is_a_member_its_value_or_its_name() -> None:
 
 
 def test_each_state_walks_its_own_set_filtering_only_where_the_set_is_shared() -> None:
-    assert Walk.of(None, None) == Walk(1, 5, "", "")
-    assert Walk.of("t", "scheduled") == Walk(1, 1, "scheduled", "t")
-    assert Walk.of(None, JobState.RETRYING) == Walk(1, 1, "retrying", "")
-    assert Walk.of(None, "RUNNING") == Walk(2, 2, "running", "")  # a cancelled job may run on
+    assert Walk.of(None, None) == Walk(("waiting", "active", "completed", "failed", "cancelled"), "", "")
+    assert Walk.of("t", "scheduled") == Walk(("waiting",), "scheduled", "t")
+    assert Walk.of(None, JobState.RETRYING) == Walk(("waiting",), "retrying", "")
+    assert Walk.of(None, "RUNNING") == Walk(("active",), "running", "")  # a cancelled job may run on
     assert [Walk.of(None, s) for s in ("completed", "failed", "cancelled")] == [
-        Walk(3, 3, "", ""), Walk(4, 4, "", ""), Walk(5, 5, "", "")]
+        Walk(("completed",), "", ""), Walk(("failed",), "", ""), Walk(("cancelled",), "", "")]
+
+
+def test_waiting_sets_run_from_the_highest_priority_to_the_parked_ones() -> None:
+    walk = Walk.of(None, None)
+    assert walk.sets(["-1", "5", "2"], ["b", "a"]) == [
+        "p:5", "p:2", "due", "p:-1", "pk:a", "pk:b", "active", "completed", "failed", "cancelled"]
+    assert Walk.of("a", "scheduled").sets(["3"], ["b", "a"]) == ["p:3", "due", "pk:a"]
     with pytest.raises(InvalidTopic):
         Walk.of("", None)
 
