@@ -111,7 +111,7 @@ end
 -- (from state `from`): free its slots, its dedupe key and, key_strict_fifo, its place
 -- (the key's next job goes back to its wait set: fifo_promote), unless it failed
 -- (`failed`: its key stays blocked until it is retried or deleted); and let claim look
--- at the topic's parked jobs again at once.
+-- at the topic's parked jobs again at once (a wake-up when it had planned later).
 local function flow_leave(ns, id, fh, from, failed, now_s)
   local topic, key, pol = fh.topic, fh.key, fh.pol
   move_slot(ns, pol, topic, key, id, from, nil)
@@ -128,6 +128,10 @@ local function flow_leave(ns, id, fh, from, failed, now_s)
     local ddk = flow_key(ns, 'dd', topic, fh.dd)
     if redis.call('GET', ddk) == id then redis.call('DEL', ddk) end
   end
-  redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', now_s, topic)
+  -- parked jobs wait for this mark: when it moved to now, wake the sleeping workers (they
+  -- planned their next claim for the old mark, up to claim's RECHECK_MS away)
+  if redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', 'CH', now_s, topic) == 1 then
+    redis.call('PUBLISH', ns .. 'wake', now_s)
+  end
 end
 

@@ -115,7 +115,6 @@ async def test_singleton_never_overlaps_a_key_while_keys_run_in_parallel(
         overlaps = [(a, b) for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1]]
         assert not overlaps, f"key {k}: overlapping runs {overlaps}"
     assert max_overlap([(r["start"], r["end"]) for r in got]) >= 2, "different keys never ran at once"
-    assert len({r["pid"] for r in got}) >= 2, "one process did every run"
 
 
 async def test_enqueue_policies_refuse_with_the_holder_id_across_producers(
@@ -356,21 +355,27 @@ async def test_topic_concurrency_caps_running_attempts_across_processes(
 ) -> None:
     """concurrency=3 on a topic, three processes at concurrency 10 each (30 slots): sampled
     every few ms, stats' running never exceeds 3, nor do the recorded run intervals; and it
-    reaches 3 (a cap of 1 would pass the first checks)."""
+    reaches 3 (a cap of 1 would pass the first checks), with the next job starting as soon
+    as one finishes."""
     await s.configure_topic(T["conc"], TopicOptions(concurrency=CONCURRENCY))
     await start_workers(procs)
     jobs = 24
     await s.schedule_many([{"topic": T["conc"], "payload": {"n": i, "sleep": 0.2}} for i in range(jobs)])
     samples: list[int] = []
-    deadline = time.monotonic() + 40
+    started = time.monotonic()
+    deadline = started + 40
     while (st := await s.stats(T["conc"]))["completed"] < jobs:
         samples.append(st["running"])
         assert time.monotonic() < deadline, f"{st}\n{procs.logs()}"
         await asyncio.sleep(0.005)
+    took = time.monotonic() - started
     got = await wait_runs(redis, namespace, jobs, 5, procs)
     overlap = max_overlap([(r["start"], r["end"]) for r in got])
     print(f"\nconcurrency {CONCURRENCY}: {len(samples)} samples, max running {max(samples)}, "
-          f"max overlapping runs {overlap}, pids {len({r['pid'] for r in got})}")
+          f"max overlapping runs {overlap}, pids {len({r['pid'] for r in got})}, {jobs} jobs in {took:.2f} s")
     assert max(samples) <= CONCURRENCY, f"{max(samples)} running at once"
     assert overlap <= CONCURRENCY, f"{overlap} runs overlapped"
     assert max(samples) == CONCURRENCY and overlap == CONCURRENCY
+    # 8 rounds of 0.2 s: a finished job lets the next one start at once, not when a
+    # worker next happens to claim (the held jobs' RECHECK_MS, 1 s: ~8 s)
+    assert took < 4.0, f"{jobs} jobs of 0.2 s at concurrency {CONCURRENCY} took {took:.1f} s"
