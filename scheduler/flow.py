@@ -107,9 +107,11 @@ class RateLimit:
 
 @dataclass(frozen=True)
 class Dedupe:
-    """Jobs with the same `key` collapse: "throttle" keeps the first within `window`
-    (None: while it is unfinished), "debounce" keeps the last, run `window` after it
-    (so it needs a window). `window` (≤ 30 days) is kept as a timedelta of whole ms."""
+    """Jobs of a topic with the same `key` collapse: "throttle" keeps the first within
+    `window` (None: while it is unfinished); "debounce" keeps one waiting job that takes
+    the payload and run_at of each later call within `window` of the previous one (the
+    window restarts with each; so it needs one). `window` (≤ 30 days) is kept as a
+    timedelta of whole ms."""
 
     key: str
     window: Duration | None = None

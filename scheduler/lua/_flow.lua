@@ -69,28 +69,6 @@ local function flow_fields(job_key)
   return { topic = f[2], key = f[3] or '', pol = f[4] or '', dd = f[5], state = f[6] }
 end
 
--- A job taking part in flow control (fields `fh`: flow_fields) finishes or is deleted
--- (from state `from`): free its slots, its dedupe key and, key_strict_fifo, its place,
--- unless it failed (`failed`: its key stays blocked until it is retried or deleted);
--- and let claim look at the topic's parked jobs again at once.
-local function flow_leave(ns, id, fh, from, failed, now_s)
-  local topic, key, pol = fh.topic, fh.key, fh.pol
-  move_slot(ns, pol, topic, key, id, from, nil)
-  if pol == 'key_strict_fifo' then
-    if failed then
-      redis.call('SADD', ns .. 'fifo_blocked:' .. topic, key)
-    else
-      redis.call('ZREM', flow_key(ns, 'ff', topic, key), id)
-      if from == 'failed' then redis.call('SREM', ns .. 'fifo_blocked:' .. topic, key) end
-    end
-  end
-  if fh.dd and fh.dd ~= '' then
-    local ddk = flow_key(ns, 'dd', topic, fh.dd)
-    if redis.call('GET', ddk) == id then redis.call('DEL', ddk) end
-  end
-  redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', now_s, topic)
-end
-
 -- The set a waiting job waits in: a dead letter (dl = "1") in its topic's
 -- dead-letter set, which only workers with a listener for that topic claim from
 -- (claim.lua), so no-listener completion never reaches it; a job of priority p ~= 0
@@ -138,3 +116,52 @@ local function flow_join(ns, due, job_key, id, topic, key, pol, prio, flow, dd)
     move_slot(ns, pol, topic, key, id, nil, 'scheduled')
   end
 end
+
+-- A key_strict_fifo key's oldest unfinished job (its head) back in its wait set, once the
+-- job before it left: claim drops a job that is not its key's head from the due sets
+-- (the key's ff zset keeps it), so only this brings it back. Heads whose hash is gone
+-- (pruned) are skipped, as claim does.
+local function fifo_promote(ns, topic, key)
+  local ff = flow_key(ns, 'ff', topic, key)
+  local head = redis.call('ZRANGE', ff, '0', '0')[1]
+  while head and redis.call('EXISTS', ns .. 'j:' .. head) == 0 do
+    redis.call('ZREM', ff, head)
+    head = redis.call('ZRANGE', ff, '0', '0')[1]
+  end
+  if not head then return end
+  local f = redis.call('HMGET', ns .. 'j:' .. head, 'state', 'due', 'run_at', 'prio', 'dl')
+  if (f[1] ~= 'scheduled' and f[1] ~= 'retrying') or f[5] == '1' then return end
+  local score = f[2] or f[3]
+  redis.call('ZREM', ns .. 'pk:' .. topic, head)
+  local set = wait_add('', f[4], topic, ns .. 'due', '', score, head)
+  wake_if_first(set, ns .. 'wake', head, score)
+end
+
+-- A job taking part in flow control (fields `fh`: flow_fields) finishes or is deleted
+-- (from state `from`): free its slots, its dedupe key and, key_strict_fifo, its place
+-- (the key's next job goes back to its wait set: fifo_promote), unless it failed
+-- (`failed`: its key stays blocked until it is retried or deleted); and let claim look
+-- at the topic's parked jobs again at once (a wake-up when it had planned later).
+local function flow_leave(ns, id, fh, from, failed, now_s)
+  local topic, key, pol = fh.topic, fh.key, fh.pol
+  move_slot(ns, pol, topic, key, id, from, nil)
+  if pol == 'key_strict_fifo' then
+    if failed then
+      redis.call('SADD', ns .. 'fifo_blocked:' .. topic, key)
+    else
+      redis.call('ZREM', flow_key(ns, 'ff', topic, key), id)
+      if from == 'failed' then redis.call('SREM', ns .. 'fifo_blocked:' .. topic, key) end
+      fifo_promote(ns, topic, key)
+    end
+  end
+  if fh.dd and fh.dd ~= '' then
+    local ddk = flow_key(ns, 'dd', topic, fh.dd)
+    if redis.call('GET', ddk) == id then redis.call('DEL', ddk) end
+  end
+  -- parked jobs wait for this mark: when it moved to now, wake the sleeping workers (they
+  -- planned their next claim for the old mark, up to claim's RECHECK_MS away)
+  if redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', 'CH', now_s, topic) == 1 then
+    redis.call('PUBLISH', ns .. 'wake', now_s)
+  end
+end
+

@@ -86,6 +86,9 @@ end
 -- {ns}:pk:<topic> (out of the due sets, so it neither blocks the sets' heads nor
 -- is scanned again) until {ns}:unpark says when to look at the topic again: the
 -- rate limit's next slot, or RECHECK_MS (a job of the topic finishing makes it now).
+-- Parked jobs come back `limit` at a time, earliest due first, so a key_strict_fifo job
+-- behind its key's head is not parked but dropped (held returns true): parked, such
+-- jobs could fill every batch and keep a later-due head parked for good.
 local ns = ns_of(prefix)
 local flow_on = redis.call('EXISTS', ns .. 'topic_names') == 1
 local RECHECK_MS = 1000
@@ -105,27 +108,33 @@ local function tcfg(topic)
   end
   return c
 end
--- nil when job `id` (hash fields h) may start now, else the ms to look at it again.
+-- nil when job `id` (hash fields h) may start now, true when it is a key_strict_fifo job
+-- behind its key's head (it leaves the due sets: fifo_promote brings it back when the
+-- jobs before it have left), else the ms to look at it again.
 -- A start the rate limit allows is counted here (GCRA: one start per per/max ms,
 -- up to max/20 at once), so call it last, right before take.
 local function held(id, h, topic)
   local c = tcfg(topic)
-  if c and c.conc then
-    local running = tonumber(redis.call('HGET', counts, topic .. '|running') or '0')
-    if running >= c.conc then return now + RECHECK_MS end
-  end
   local pol = h.pol
   if pol == 'key_strict_fifo' then
     local ff = flow_key(ns, 'ff', topic, h.key)
     local head = redis.call('ZRANGE', ff, '0', '0')[1]
+    local pruned = false
     while head and head ~= id and redis.call('EXISTS', prefix .. head) == 0 do
       redis.call('ZREM', ff, head)  -- pruned or deleted without its entry: not a blocker
-      head = redis.call('ZRANGE', ff, '0', '0')[1]
+      head, pruned = redis.call('ZRANGE', ff, '0', '0')[1], true
     end
-    if head ~= id then return now + RECHECK_MS end
+    if head ~= id then
+      if pruned then fifo_promote(ns, topic, h.key) end  -- the new head may have been dropped
+      return true
+    end
   elseif pol then
     local holder = slot_holder(ns, prefix, pol, topic, h.key or '', 'running')
     if holder and holder ~= id then return now + RECHECK_MS end
+  end
+  if c and c.conc then
+    local running = tonumber(redis.call('HGET', counts, topic .. '|running') or '0')
+    if running >= c.conc then return now + RECHECK_MS end
   end
   if c and c.rl_max then
     local rk = flow_key(ns, 'rl', topic, c.rl_key and (h.key or '') or '')
@@ -193,7 +202,10 @@ for _, set in ipairs(sets) do
         redis.call('ZREM', set, id)  -- a due entry without its hash: drop the orphan
       elseif serve == nil or may_take(topic) then
         local at = flow_on and held(id, h, topic)
-        if at then
+        if at == true then
+          redis.call('ZREM', set, id)
+          parked = parked + 1
+        elseif at then
           park(set, id, h.due or h.run_at, topic, at)
           parked = parked + 1
         else

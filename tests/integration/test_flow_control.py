@@ -235,3 +235,29 @@ async def test_listing_waiting_jobs_covers_every_priority_and_parked_job(redis_u
             cursor = page.cursor
         running = {j.id for j in (await s.jobs(state="running")).items}
         assert len(seen) == len(set(seen)) == 5 and set(seen) | running == ids
+
+
+async def test_key_strict_fifo_head_runs_when_later_jobs_of_its_key_are_due_first(redis_url: str,
+                                                                                  namespace: str) -> None:
+    """A key's next job must run once the one before it finished, even when more of the
+    key's later jobs than a claim's limit are due before it (they used to be parked and
+    returned `limit` at a time, earliest due first, so the head was never looked at again)."""
+    async with sched(redis_url, namespace) as s:
+        await s.configure_topic("o", TopicOptions(policy="key_strict_fifo"))
+        o1 = await s.schedule_in("o", 0, key="k")
+        o2 = await s.schedule_in("o", 3, key="k")  # the head once o1 finished, due last
+        later = [await s.schedule_in("o", 1 + i / 10, key="k") for i in range(3)]
+        s.clock.advance(3)
+        assert await claim_ids(s, limit=1) == [o1]
+        assert await claim_ids(s, limit=1) == []
+        await _complete(s, o1)
+        for _ in range(3):
+            got = await claim_ids(s, limit=1)
+            if got:
+                break
+            s.clock.advance(1)
+        assert got == [o2]
+        await _complete(s, o2)
+        for expected in later:
+            assert await claim_ids(s, limit=1) == [expected]
+            await _complete(s, expected)

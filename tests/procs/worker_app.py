@@ -8,6 +8,8 @@ deletes them:
     {ns}:test:runs     hash  job id -> how many times the listener ran it
     {ns}:test:by_pid   hash  worker pid -> how many runs that process did
     {ns}:test:events   list  JSON {job, attempt, pid, what: start|finish}
+    {ns}:test:flow     list  JSON {job, topic, key, n, attempt, run, pid, start, end, ok, src}:
+                             one per run of a FLOW_TOPICS listener (start/end: wall-clock ms)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 
 import redis.asyncio as aioredis
 
@@ -40,7 +43,7 @@ def key(name: str) -> str:
 
 
 async def _record(event: ScheduleArrivedEvent, what: str) -> None:
-    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "pid": os.getpid(), "what": what}
+    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "run": run, "pid": os.getpid(), "what": what}
     await _redis().rpush(key("events"), json.dumps(entry))
 
 
@@ -79,3 +82,37 @@ async def fail_once(event: ScheduleArrivedEvent) -> None:
 async def doomed(event: ScheduleArrivedEvent) -> None:
     """Always fails."""
     raise ValueError(f"doomed attempt {event.attempt}")
+
+
+# Flow-control topics (tests/integration/test_flow_multiprocess.py): the test configures
+# each one's policy, concurrency or rate limit; one listener records every run.
+FLOW_TOPICS = {name: f"flow.{name}" for name in (
+    "singleton", "exclusive", "short", "stately", "fifo", "dedupe", "prio", "rate", "conc",
+)}
+
+
+async def flow_run(event: ScheduleArrivedEvent) -> None:
+    """Sleep payload["sleep"] seconds, then record the run (start and end ms, wall clock: one
+    host, so the processes' times compare) in {ns}:test:flow; fail when the attempt is listed
+    in payload["fail"] or this is one of the job's first payload["fail_runs"] runs (counted in
+    {ns}:test:flow_runs: `retry` restarts the attempts, not this count). `src` is the
+    scheduler package this process imported."""
+    import scheduler
+
+    p = event.payload if isinstance(event.payload, dict) else {}
+    start = time.time() * 1000
+    await asyncio.sleep(float(p.get("sleep", 0)))
+    run = await _redis().hincrby(key("flow_runs"), event.scheduled_job_id, 1)
+    fail = event.attempt in p.get("fail", ()) or run <= int(p.get("fail_runs", 0))
+    entry = {
+        "job": event.scheduled_job_id, "topic": event.topic, "key": p.get("key"), "n": p.get("n"),
+        "attempt": event.attempt, "run": run, "pid": os.getpid(), "start": start, "end": time.time() * 1000,
+        "ok": not fail, "src": scheduler.__file__,
+    }
+    await _redis().rpush(key("flow"), json.dumps(entry))
+    if fail:
+        raise ValueError(f"flow attempt {event.attempt} fails")
+
+
+for _topic in FLOW_TOPICS.values():
+    registry.on_event(_topic)(flow_run)
