@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -117,19 +118,66 @@ def settle_reply(code: int) -> SettleReply:
 
 
 def script_source(name: str, audit: bool = True) -> str:
-    """The full source of a script as sent to Redis (audit flag + defaults + chunk field names + claim
-    fields per job + helpers + flow-control helpers + body).
+    """The full source of a script as sent to Redis: the compiled-in values (audit flag,
+    defaults, chunk field names, claim fields per job) and the helpers of _lib.lua and
+    _flow.lua that the body uses (directly or through another helper), then the body.
+
+    Only the helpers used: Redis runs a script's whole top level on every call, and
+    each definition costs (measured here: about 8 us per call for all of _lib.lua,
+    as much again for _flow.lua, against 12 us for an empty script).
 
     The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
     nothing for the outbox. Every process of a namespace must use the same setting.
     """
     lua = resources.files("scheduler") / "lua"
-    flag = f"local AUDIT = {'true' if audit else 'false'}\n"
-    defaults = "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n"
-    chunks = "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n"
-    claim_fields = f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n"
-    return (flag + defaults + chunks + claim_fields + (lua / "_lib.lua").read_text() + "\n"
-            + (lua / "_flow.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text())
+    values = "".join((
+        f"local AUDIT = {'true' if audit else 'false'}\n",
+        "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n",
+        "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n",
+        f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n",
+    ))
+    body = (lua / f"{name}.lua").read_text()
+    blocks = _blocks(values) + _blocks((lua / "_lib.lua").read_text()) + _blocks((lua / "_flow.lua").read_text())
+    return "".join(text for _, text in _used(blocks, body)) + "\n" + body
+
+
+_DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """The top-level definitions of a helper file, in order: (name, text with the comment
+    lines above it). A definition starts at a column-0 `local`; indented lines, blank
+    lines and a column-0 `end` or `}` continue it; column-0 comments open the next one."""
+    blocks: list[tuple[str, str]] = []
+    comments: list[str] = []
+    for line in text.splitlines(keepends=True):
+        start = _DEFINITION.match(line)
+        if start:
+            blocks.append((start.group(1), "".join(comments) + line))
+            comments = []
+        elif blocks and not comments and (line[:1] in (" ", "\t", "\n", "}") or line.startswith("end")):
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + line)
+        else:
+            comments.append(line)
+    return blocks
+
+
+def _code_names(text: str) -> set[str]:
+    """The identifiers `text` uses, outside comments."""
+    return set(_NAME.findall(re.sub(r"--[^\n]*", "", text)))
+
+
+def _used(blocks: list[tuple[str, str]], body: str) -> list[tuple[str, str]]:
+    """The blocks the body needs, with the ones they need in turn, in their order."""
+    by_name = dict(blocks)
+    needed, todo = set(), list(_code_names(body) & by_name.keys())
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo += list(_code_names(by_name[name]) & by_name.keys())
+    return [(n, t) for n, t in blocks if n in needed]
 
 
 @dataclass(frozen=True)

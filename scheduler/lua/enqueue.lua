@@ -53,7 +53,8 @@ if ARGV[26] ~= '1' and cfg.timeout then job.timeout, defaulted = cfg.timeout, tr
 if prio == '' then prio = cfg.prio or '0' end
 local pol = cfg.policy or 'standard'
 if pol == 'key_strict_fifo' and jkey == '' then return { -11 } end
-if redis.call('EXISTS', key) == 1 then return { -10 } end
+local controlled = dd ~= '' or pol ~= 'standard'  -- a dedupe or the policy may refuse the job
+if controlled and redis.call('EXISTS', key) == 1 then return { -10 } end  -- (an id wins over both)
 
 -- A refusal is recorded on the job that holds the slot (an event, never a silent drop).
 local function refuse(holder, reason)
@@ -95,7 +96,7 @@ local holder = flow_refusal(ns, pol, topic, jkey)
 if holder then return refuse(holder, pol) end
 
 local set = wait_set('', prio, topic, due, '')
-create_job(key, set, KEYS[3], KEYS[4], now, job)
+if not create_job(key, set, KEYS[3], KEYS[4], now, job) then return { -10 } end
 local flow = pol ~= 'standard' or cfg.concurrency or cfg.rl_max or (ddk and dd_window == '')
 local held_dd = nil
 if ddk then
@@ -106,7 +107,9 @@ if ddk then
     redis.call('SET', ddk, job.id, 'PX', dd_window)
   end
 end
-flow_join(ns, due, key, job.id, topic, jkey, pol, prio, flow, held_dd)
+if flow or jkey ~= '' or prio ~= '0' or held_dd then
+  flow_join(ns, due, key, job.id, topic, jkey, pol, prio, flow, held_dd)
+end
 local waiting = 0
 if cfg.warn then
   local c = redis.call('HMGET', KEYS[4], topic .. '|scheduled', topic .. '|retrying')
