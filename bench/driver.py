@@ -32,6 +32,10 @@ CLAIM_BATCH = 100           # claim: jobs per claim.lua call ...
 CLAIM_CONCURRENCY = 4       # ... with this many calls in flight (as several workers would), so Redis is never idle
 MEMORY_DELAY_S = 3600.0     # memory: jobs due in an hour (never run)
 MEMORY_PAYLOAD_BYTES = 100  # ~100-byte JSON payload
+PRIORITIES = (-1, 0, 1)     # drain_priority: job i gets PRIORITIES[i % 3] (horae's scale, higher first)
+RATE_MAX = 2_000            # rate_limited: at most 2,000 starts ...
+RATE_PER_S = 1.0            # ... per second, for the bench topic
+RATE_STEADY = (0.25, 0.95)  # rate_limited: the achieved rate is measured between these fractions of the starts
 
 
 def load_adapter(system: str) -> type[Adapter]:
@@ -130,6 +134,94 @@ async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) 
     cmds = redis_commands(url) - cmds0
     return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds": cmds, "redis_cmds_per_s": cmds / dt,
             "redis_cmds_per_job": cmds / n}
+
+
+def priority_order(starts: list[float], prio: list[int]) -> dict[str, Any]:
+    """How well the start order follows the priorities, from the handlers' start times.
+
+    inversions_pct: among pairs of jobs of different priorities, the % where the lower
+    priority job started strictly before the higher one (0 = priority order, ~50 = none).
+    mean_rank.<p>: the mean start rank of priority p's jobs as a fraction of N (with three
+    equal thirds in priority order: high 0.17, normal 0.5, low 0.83; without any: 0.5 each).
+    """
+    levels = sorted(set(prio), reverse=True)
+    order = sorted(range(len(starts)), key=starts.__getitem__)
+    n = len(order)
+    started = dict.fromkeys(levels, 0)  # jobs of each priority started at an earlier instant
+    inversions = pairs = 0
+    i = 0
+    while i < n:  # walk groups of equal start times: a tie is neither in order nor inverted
+        j = i
+        while j < n and starts[order[j]] == starts[order[i]]:
+            j += 1
+        for k in order[i:j]:
+            inversions += sum(c for q, c in started.items() if q < prio[k])
+        for k in order[i:j]:
+            started[prio[k]] += 1
+        i = j
+    counts = {q: prio.count(q) for q in levels}
+    for a in levels:
+        for b in levels:
+            if a > b:
+                pairs += counts[a] * counts[b]
+    rank_sum = dict.fromkeys(levels, 0)
+    for rank, k in enumerate(order):
+        rank_sum[prio[k]] += rank
+    last_rank = {q: max(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
+    first_rank = {q: min(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
+    return {"inversions_pct": 100 * inversions / pairs if pairs else 0.0, "inverted_pairs": inversions,
+            "pairs": pairs,
+            "mean_rank": {str(q): rank_sum[q] / counts[q] / n for q in levels},
+            "first_rank": {str(q): first_rank[q] for q in levels},
+            "last_rank": {str(q): last_rank[q] for q in levels}}
+
+
+async def sc_drain_priority(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    """drain with three priorities interleaved (job i: PRIORITIES[i % 3]); same worker as drain."""
+    if not a.supports_priority:
+        raise NotAvailable("n/a (no priorities)")
+    prio = [PRIORITIES[i % len(PRIORITIES)] for i in range(n)]
+    await _pre_enqueue(a, [Job(payload(i), priority=prio[i]) for i in range(n)])
+    cmds0 = redis_commands(url)
+    prof_start()
+    t0 = time.perf_counter()
+    await a.start_worker(CONCURRENCY)
+    await rec.wait(timeout)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    prof_stop()
+    cmds = redis_commands(url) - cmds0
+    return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds_per_s": cmds / dt, "redis_cmds_per_job": cmds / n,
+            "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
+            "order": priority_order(rec.first_start, prio)}
+
+
+async def sc_rate_limited(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    """A backlog of N jobs on a topic limited to RATE_MAX starts per RATE_PER_S; one worker (concurrency
+    50). The achieved rate is the slope of the handler starts between the RATE_STEADY fractions of N
+    (skips a start-up burst the limiter may allow, and the tail)."""
+    await a.set_rate_limit(RATE_MAX, RATE_PER_S)
+    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
+    t0 = time.perf_counter()
+    await a.start_worker(CONCURRENCY)
+    await rec.wait(timeout)
+    await a.finish()
+    dt = time.perf_counter() - t0
+    starts = sorted(rec.first_start)
+    lo, hi = (int(f * (n - 1)) for f in RATE_STEADY)
+    target = RATE_MAX / RATE_PER_S
+    rate = (hi - lo) / (starts[hi] - starts[lo]) if starts[hi] > starts[lo] else float("inf")
+    # the most starts seen in any window of RATE_PER_S (the limit itself, bursts included)
+    most = j = 0
+    for i in range(n):
+        while starts[i] - starts[j] >= RATE_PER_S:
+            j += 1
+        most = max(most, i - j + 1)
+    return {"rate_per_s": rate, "rate_error_pct": (rate - target) / target * 100, "target_per_s": target,
+            "overall_per_s": n / dt, "seconds": dt, "max_starts_in_any_window": most,
+            "steady_window": f"starts {RATE_STEADY[0]:.0%}..{RATE_STEADY[1]:.0%} of N, "
+                             f"{starts[hi] - starts[lo]:.2f} s",
+            "limit": f"{RATE_MAX} per {RATE_PER_S:g} s"}
 
 
 async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
@@ -262,6 +354,8 @@ SCENARIOS = {
     "enqueue": sc_enqueue,
     "enqueue_bulk": sc_enqueue_bulk,
     "drain": sc_drain,
+    "drain_priority": sc_drain_priority,
+    "rate_limited": sc_rate_limited,
     "e2e": sc_e2e,
     "paced": sc_paced,
     "delayed_burst": sc_delayed_burst,

@@ -8,13 +8,22 @@ from typing import Any
 from common import ALL_SYSTEMS, PEERS, README
 
 TABLE_START, TABLE_END = "<!-- bench:table:start -->", "<!-- bench:table:end -->"
+PRIORITY_SLACK = 2 * 50 * 50  # drain_priority: jobs in flight (concurrency 50) at each of the 2 priority boundaries
 
-# (scenario, metric path, label, higher is better)
-TABLE_METRICS: list[tuple[str, str, str, bool]] = [
+# (scenario, metric path, label, higher is better; None: no better side, no ratio)
+TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
     ("enqueue", "jobs_per_s", "enqueue jobs/s (one await at a time)", True),
     ("enqueue_bulk", "jobs_per_s", "enqueue jobs/s (bulk API)", True),
     ("drain", "jobs_per_s", "drain jobs/s (concurrency 50)", True),
     ("drain", "redis_cmds_per_s", "drain Redis commands/s", True),
+    ("drain_priority", "jobs_per_s", "drain_priority jobs/s (3 priorities, concurrency 50)", True),
+    ("drain_priority", "order.inversions_pct", "drain_priority start-order inversions % of pairs", False),
+    ("drain_priority", "order.mean_rank.1", "drain_priority mean start rank ÷ N, high (1)", None),
+    ("drain_priority", "order.mean_rank.0", "drain_priority mean start rank ÷ N, normal (0)", None),
+    ("drain_priority", "order.mean_rank.-1", "drain_priority mean start rank ÷ N, low (-1)", None),
+    ("rate_limited", "rate_per_s", "rate_limited achieved jobs/s (limit 2,000 per 1 s)", None),
+    ("rate_limited", "rate_error_pct", "rate_limited error vs 2,000/s %", None),
+    ("rate_limited", "max_starts_in_any_window", "rate_limited most starts in any 1 s", None),
     ("e2e", "jobs_per_s", "e2e jobs/s", True),
     ("e2e", "latency.p50_ms", "e2e latency p50 ms", False),
     ("e2e", "latency.p99_ms", "e2e latency p99 ms", False),
@@ -105,7 +114,10 @@ def median_of(summary: dict[str, Any], system: str, scenario: str, path: str) ->
     return e[path]["median"] if path in e else None
 
 
-def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool) -> tuple[str | None, float | None]:
+def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool | None
+              ) -> tuple[str | None, float | None]:
+    if higher is None:
+        return None, None
     vals = [(p, v) for p in PEERS if (v := median_of(summary, p, scenario, path)) is not None]
     if not vals:
         return None, None
@@ -164,6 +176,26 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             f"{fmt(v)} B vs {peer} {fmt(pv)} B = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("memory", {}).get("status", "not run"),
             None if v is None or pv is None else v <= pv)
+    for system in ("horae", "horae+audit", "bullmq"):  # issue 14: flow control (bullmq shown for context)
+        tag = "" if system == "horae" else f" ({'audit on' if system == 'horae+audit' else system + ', for comparison'})"
+        e = summary.get(system, {}).get("drain_priority")
+        if e is not None:
+            inv = e.get("order.inverted_pairs", {}).get("max")
+            ranks = [e.get(f"order.mean_rank.{q}", {}).get("median") for q in (1, 0, -1)]
+            ok = inv is not None and None not in ranks
+            add(f"drain_priority: priority order respected (inverted pairs ≤ 2 × 50² = {PRIORITY_SLACK:,}, the "
+                f"jobs in flight at the two priority boundaries; mean start rank high < normal < low){tag}",
+                f"inverted pairs max {fmt(inv)} ({fmt(e.get('order.inversions_pct', {}).get('max'))}% of pairs); "
+                f"mean rank {' / '.join(fmt(r) for r in ranks)}" if ok else e.get("status", "?"),
+                None if not ok else (inv <= PRIORITY_SLACK and ranks[0] < ranks[1] < ranks[2]))
+        e = summary.get(system, {}).get("rate_limited")
+        if e is not None:
+            rate = e.get("rate_per_s", {}).get("median")
+            err = e.get("rate_error_pct", {})
+            add(f"rate_limited: achieved rate within ±5% of 2,000/s{tag}",
+                f"{fmt(rate)} jobs/s, error {err['median']:+.2f}% (reps {err['min']:+.2f}%..{err['max']:+.2f}%)"
+                if rate is not None else e.get("status", "?"),
+                None if rate is None else max(abs(err["min"]), abs(err["max"])) <= 5)
     # The issue's ceiling is redis-benchmark's EVALSHA rate (a bare `return 1`: one
     # Redis command per call). A script making 10 calls, counted as 11 commands, is a
     # stricter reference (cheap HINCRBYs inside one call), shown beside it.
@@ -228,14 +260,26 @@ def markdown(report: dict[str, Any]) -> str:
                       f"of {m['cores']} (per run in the JSON, `cpu.foreign_cores`)."]
     lines += ["", "| target | measured | |", "|---|---|---|"]
     for t in report["targets"]:
+        if t["met"] == "n/a" and "not run" in t["measured"]:
+            continue  # a run of a few scenarios (--readme-part): only the checks it measured
         lines.append(f"| {t['target']} | {t['measured']} | {t['met']} |")
     return "\n".join(lines)
 
 
-def write_readme(md: str) -> None:
+def write_readme(md: str, part: str | None = None) -> None:
+    """Rewrite the table between the markers; with `part`, only a block of that name at its end
+    (added or replaced; a full rewrite drops it, since the table is then what that run measured)."""
     text = README.read_text() if README.exists() else f"# bench\n\n{TABLE_START}\n{TABLE_END}\n"
     if TABLE_START not in text:
         text += f"\n{TABLE_START}\n{TABLE_END}\n"
     head, _, rest = text.partition(TABLE_START)
-    _, _, tail = rest.partition(TABLE_END)
-    README.write_text(f"{head}{TABLE_START}\n{md}\n{TABLE_END}{tail}")
+    table, _, tail = rest.partition(TABLE_END)
+    if part is None:
+        table = f"\n{md}\n"
+    else:
+        start, end = f"<!-- bench:part:{part}:start -->", f"<!-- bench:part:{part}:end -->"
+        before, found, after = table.partition(start)
+        if found:
+            table = before + after.partition(end)[2]
+        table = f"{table.rstrip()}\n\n{start}\n{md}\n{end}\n"
+    README.write_text(f"{head}{TABLE_START}{table}{TABLE_END}{tail}")

@@ -48,6 +48,8 @@ SCENARIO_N = {
     "retry": 2_000,
     "memory": 100_000,
     "claim": 20_000,
+    "drain_priority": 20_000,
+    "rate_limited": 10_000,  # ~5 s at the 2,000/s limit
 }
 ALL_SCENARIOS = tuple(SCENARIO_N)
 CEILING_REQUESTS = 1_000_000
@@ -151,6 +153,8 @@ def main() -> None:
     p.add_argument("--scenarios", default=",".join(ALL_SCENARIOS))
     p.add_argument("--no-ceiling", action="store_true", help="skip the redis-benchmark EVALSHA ceilings")
     p.add_argument("--no-readme", action="store_true", help="do not rewrite the table in bench/README.md")
+    p.add_argument("--readme-part", metavar="NAME", help="write this run's table as a block of its own at the end "
+                   "of the README table (added or replaced by name) instead of rewriting the table")
     p.add_argument("--merge", metavar="JSON", help="start from an earlier results file: its runs are kept except "
                    "the (system, scenario) pairs this invocation runs again; its ceilings are kept with --no-ceiling")
     p.add_argument("--profile", action="store_true",
@@ -252,8 +256,9 @@ def finish(report: dict[str, Any], args: argparse.Namespace, partial: Path) -> N
     log("\n" + md + "\n")
     log(f"results: {path.relative_to(ROOT)}")
     if not args.no_readme and not report.get("aborted"):
-        write_readme(md)
-        log(f"table written to {README.relative_to(ROOT)}")
+        write_readme(md, args.readme_part)
+        log(f"table written to {README.relative_to(ROOT)}"
+            + (f" (block {args.readme_part!r})" if args.readme_part else ""))
 
 
 def short(r: dict[str, Any]) -> str:
@@ -262,12 +267,15 @@ def short(r: dict[str, Any]) -> str:
         return f"{r.get('status')} {extra[0][:200]}"
     m = r["metrics"]
     bits = []
-    for key in ("jobs_per_s", "seconds", "bytes_per_job", "redis_cmds_per_s"):
+    for key in ("jobs_per_s", "rate_per_s", "rate_error_pct", "seconds", "bytes_per_job", "redis_cmds_per_s"):
         if key in m:
             bits.append(f"{key}={fmt(m[key])}")
     for key in ("latency", "lateness"):
         if key in m:
             bits.append(f"{key} p50/p99/max={fmt(m[key]['p50_ms'])}/{fmt(m[key]['p99_ms'])}/{fmt(m[key]['max_ms'])} ms")
+    if "order" in m:
+        o = m["order"]
+        bits.append(f"inversions={o['inversions_pct']:.4f}% mean_rank={o['mean_rank']}")
     if "exactly_twice" in m:
         bits.append(f"exactly_twice={m['exactly_twice']}")
     fc = r.get("cpu", {}).get("foreign_cores")

@@ -32,6 +32,7 @@ class Job:
     payload: dict[str, Any]
     due: float | None = None
     retry: bool = False
+    priority: int | None = None  # horae's scale: higher runs first (drain_priority uses -1, 0, 1)
 
 
 class Adapter:
@@ -39,6 +40,7 @@ class Adapter:
 
     name = "?"
     supports_bulk = False
+    supports_priority = False  # Job.priority honoured (drain_priority); else that scenario is n/a
 
     def __init__(self, redis_url: str, on_run: OnRun, options: dict[str, Any]) -> None:
         self.redis_url = redis_url
@@ -66,6 +68,11 @@ class Adapter:
 
     async def start_worker(self, concurrency: int) -> None:
         raise NotImplementedError
+
+    async def set_rate_limit(self, max_jobs: int, per_s: float) -> None:
+        """At most `max_jobs` job starts per `per_s` seconds for the bench topic (rate_limited),
+        set before the jobs are enqueued and the worker starts. NotAvailable without one."""
+        raise NotAvailable("n/a (no rate limiter)")
 
     async def stop_worker(self) -> None:
         raise NotImplementedError

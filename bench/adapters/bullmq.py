@@ -10,16 +10,19 @@ from typing import Any
 from adapters.base import QUEUE, RETRY_ATTEMPTS, RETRY_DELAY_S, TOPIC, Adapter, Job, pkg_version
 
 BULK_CHUNK = 1_000
+PRIORITY_BASE = 2  # bullmq priority = 2 - horae priority, so -1/0/1 map to 3/2/1
 
 
 class BullmqAdapter(Adapter):
     name = "bullmq"
     supports_bulk = True
+    supports_priority = True  # opts.priority: 1 is the highest
 
     def __init__(self, redis_url: str, on_run: Any, options: dict[str, Any]) -> None:
         super().__init__(redis_url, on_run, options)
         self.queue: Any = None
         self.worker: Any = None
+        self.limiter: dict[str, int] | None = None
         self.retry_opts = {"attempts": RETRY_ATTEMPTS, "backoff": {"type": "fixed", "delay": int(RETRY_DELAY_S * 1000)}}
 
     def versions(self) -> dict[str, str]:
@@ -34,6 +37,8 @@ class BullmqAdapter(Adapter):
             "retry (retry scenario)": self.retry_opts,
             "delayed": "opts.delay = round((due - time.time()) * 1000) ms at add",
             "bulk": f"Queue.addBulk in chunks of {BULK_CHUNK}",
+            "priority (drain_priority)": f"opts.priority = {PRIORITY_BASE} - horae priority (1 highest)",
+            "rate limit (rate_limited)": "Worker opts.limiter {max, duration ms}",
         }
 
     async def connect(self) -> None:
@@ -47,7 +52,12 @@ class BullmqAdapter(Adapter):
             opts["delay"] = max(0, round((job.due - time.time()) * 1000))
         if job.retry:
             opts.update(self.retry_opts)
+        if job.priority is not None:  # horae's -1/0/1 (higher first) -> bullmq's 3/2/1 (1 is the highest)
+            opts["priority"] = PRIORITY_BASE - job.priority
         return opts
+
+    async def set_rate_limit(self, max_jobs: int, per_s: float) -> None:
+        self.limiter = {"max": max_jobs, "duration": round(per_s * 1000)}  # Worker opts.limiter
 
     async def enqueue(self, job: Job) -> None:
         await self.queue.add(TOPIC, job.payload, self._opts(job))
@@ -67,7 +77,10 @@ class BullmqAdapter(Adapter):
             if on_run(job.data, started):
                 raise RuntimeError("bench: fail the first run")
 
-        self.worker = Worker(QUEUE, process, {"connection": self.redis_url, "concurrency": concurrency})
+        opts: dict[str, Any] = {"connection": self.redis_url, "concurrency": concurrency}
+        if self.limiter is not None:
+            opts["limiter"] = self.limiter
+        self.worker = Worker(QUEUE, process, opts)
 
     async def stop_worker(self) -> None:
         if self.worker is not None:

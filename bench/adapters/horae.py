@@ -26,6 +26,7 @@ def audit_wired() -> bool:
 class HoraeAdapter(Adapter):
     name = "horae"
     supports_bulk = True  # Scheduler.schedule_many
+    supports_priority = True  # priority= on schedule_at / schedule_in / schedule_many items (issue 14)
 
     def __init__(self, redis_url: str, on_run: Any, options: dict[str, Any]) -> None:
         super().__init__(redis_url, on_run, options)
@@ -76,6 +77,8 @@ class HoraeAdapter(Adapter):
             "retry (retry scenario)": f"{RETRY_ATTEMPTS} attempts, fixed {int(RETRY_DELAY_S * 1000)} ms",
             "enqueue": "schedule_in(topic, 0) / schedule_at(topic, aware UTC datetime)",
             "bulk": f"schedule_many in chunks of {BULK_CHUNK} (items: topic, payload, run_at when delayed, retry)",
+            "priority (drain_priority)": "priority= on each schedule_many item (-1/0/1, higher first)",
+            "rate limit (rate_limited)": "configure_topic(topic, TopicOptions(rate_limit=RateLimit(max, per)))",
         }
 
     async def connect(self) -> None:
@@ -85,11 +88,13 @@ class HoraeAdapter(Adapter):
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None
+        # priority= only when a scenario sets one: the other scenarios make the same call as before it existed
+        extra = {} if job.priority is None else {"priority": job.priority}
         if job.due is None:
-            await self.s.schedule_in(TOPIC, 0, payload=job.payload, retry=retry)
+            await self.s.schedule_in(TOPIC, 0, payload=job.payload, retry=retry, **extra)
         else:
             when = datetime.fromtimestamp(job.due, tz=timezone.utc)
-            await self.s.schedule_at(TOPIC, when, payload=job.payload, retry=retry)
+            await self.s.schedule_at(TOPIC, when, payload=job.payload, retry=retry, **extra)
 
     async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
         for start in range(0, len(jobs), BULK_CHUNK):
@@ -101,7 +106,14 @@ class HoraeAdapter(Adapter):
             item["run_at"] = datetime.fromtimestamp(job.due, tz=timezone.utc)
         if job.retry:
             item["retry"] = self.retry_policy
+        if job.priority is not None:
+            item["priority"] = job.priority
         return item
+
+    async def set_rate_limit(self, max_jobs: int, per_s: float) -> None:
+        from scheduler import RateLimit, TopicOptions
+
+        await self.s.configure_topic(TOPIC, TopicOptions(rate_limit=RateLimit(max=max_jobs, per=f"{per_s:g}s")))
 
     async def start_worker(self, concurrency: int) -> None:
         self.worker = self.s.make_worker(concurrency=concurrency)
