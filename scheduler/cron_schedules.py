@@ -56,7 +56,8 @@ class CronSchedules:
             misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
             key: the key of its ticks under the topic's policy (default: the schedule's name,
                 so a singleton topic never runs two ticks at once); priority: of its ticks.
-            dedupe: refused (ticks are unique per schedule and time already; use the policy).
+            dedupe: Dedupe(key, window=) in throttle mode: a tick is not created while another
+                job holds the key (debounce is refused: ticks do not move).
 
         Returns:
             The stored schedule.
@@ -69,11 +70,11 @@ class CronSchedules:
         mode = check_misfire(misfire or host.settings.cron.misfire)
         spec = parse_cron(cron, tz)
         meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
-        if dedupe is not None:
-            raise ScheduleError("dedupe is not supported on cron schedules (each tick is unique per schedule "
-                                "and time); use the topic's policy with key= instead", field="dedupe")
         job = self._build(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name, key=key,
-                          priority=priority)
+                          priority=priority, dedupe=dedupe)
+        if job.dedupe_mode == "debounce":
+            raise ScheduleError("dedupe mode 'debounce' is not supported on cron schedules (a tick's time is "
+                                "fixed); use mode 'throttle'", field="dedupe.mode")
         with producer_span(host.tracer, job.topic, "create", {CRON_NAME: name}):
             now = host.clock.now_ms()
             await host.store.upsert_cron(

@@ -27,7 +27,8 @@ class CronStore(StoreBase):
             "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
             [cron.name, now_ms, cron.expr, job.tz, job.topic, job.payload_json, job.metadata_json,
              job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms, cron.misfire, cron.next_ms,
-             cron.trace, job.backoff_max_delay_ms, job.backoff_jitter, job.key, job.priority],
+             cron.trace, job.backoff_max_delay_ms, job.backoff_jitter, job.key, job.priority, job.dedupe_key,
+             job.dedupe_window_ms],
         ))
 
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:

@@ -87,6 +87,35 @@ local function wait_add(dl, prio, topic, due, dl_prefix, score, id)
   return set
 end
 
+-- The job holding dedupe key `dd` of `topic` and its state, or nil: with a `window`
+-- ("" for none) the key expires by itself, so any holder still stored counts; without
+-- one only an unfinished holder does.
+local function dedupe_holder(ns, topic, dd, window)
+  local holder = redis.call('GET', flow_key(ns, 'dd', topic, dd))
+  local state = holder and redis.call('HGET', ns .. 'j:' .. holder, 'state')
+  if state and (window ~= '' or (state ~= 'completed' and state ~= 'failed' and state ~= 'cancelled')) then
+    return holder, state
+  end
+  return nil
+end
+
+-- Job `id` holds dedupe key `dd` of `topic`: for `window` ms, or ("") until it finishes
+-- (then it must take part in flow control with field dd: flow_leave frees the key).
+local function dedupe_hold(ns, topic, dd, window, id)
+  if window == '' then
+    redis.call('SET', flow_key(ns, 'dd', topic, dd), id)
+  else
+    redis.call('SET', flow_key(ns, 'dd', topic, dd), id, 'PX', window)
+  end
+end
+
+-- A new job (`dropped`) was kept out by the job holding its slot: recorded on the
+-- holder (its dups count and a `deduplicated` event), never a silent drop.
+local function record_refusal(ns, outbox, holder, reason, dropped, now)
+  redis.call('HINCRBY', ns .. 'j:' .. holder, 'dups', '1')
+  emit(outbox, 'e', 'deduplicated', 'id', holder, 'ts', now, 'a', '0', 'reason', reason, 'dropped', dropped)
+end
+
 -- The job that keeps a new job of `topic` and `key` out under policy `pol` (short,
 -- stately, exclusive: their waiting slot is taken), or nil.
 local function flow_refusal(ns, pol, topic, key)

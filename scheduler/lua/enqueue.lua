@@ -58,19 +58,15 @@ if controlled and redis.call('EXISTS', key) == 1 then return { -10 } end  -- (an
 
 -- A refusal is recorded on the job that holds the slot (an event, never a silent drop).
 local function refuse(holder, reason)
-  redis.call('HINCRBY', ns .. 'j:' .. holder, 'dups', '1')
-  emit(KEYS[3], 'e', 'deduplicated', 'id', holder, 'ts', now, 'a', '0', 'reason', reason, 'dropped', job.id)
+  record_refusal(ns, KEYS[3], holder, reason, job.id, now)
   return { 3, holder, reason }
 end
 
-local ddk = nil
 if dd ~= '' then
-  ddk = flow_key(ns, 'dd', topic, dd)
-  local holder = redis.call('GET', ddk)
-  local hkey = holder and (ns .. 'j:' .. holder)
-  local state = hkey and redis.call('HGET', hkey, 'state')
-  if state and (dd_window ~= '' or (state ~= 'completed' and state ~= 'failed' and state ~= 'cancelled')) then
+  local holder, state = dedupe_holder(ns, topic, dd, dd_window)
+  if holder then
     if dd_mode ~= 'debounce' then return refuse(holder, 'throttle') end
+    local hkey = ns .. 'j:' .. holder
     if state == 'scheduled' or state == 'retrying' then
       -- debounce: the waiting holder takes this call's payload and time; its window restarts
       local hprio = redis.call('HGET', hkey, 'prio')
@@ -85,7 +81,7 @@ if dd ~= '' then
       redis.call('HINCRBY', hkey, 'dups', '1')
       emit(KEYS[3], 'e', 'debounced', 'id', holder, 'ts', now, 'a', '0', 'run_at', job.run_at, 'due', job.due,
         'payload', job.payload, 'dropped', job.id)
-      redis.call('PEXPIRE', ddk, dd_window)
+      redis.call('PEXPIRE', flow_key(ns, 'dd', topic, dd), dd_window)
       wake_if_first(set, KEYS[5], holder, job.due)
       return { 4, holder, 'debounce' }
     end
@@ -97,16 +93,9 @@ if holder then return refuse(holder, pol) end
 
 local set = wait_set('', prio, topic, due, '')
 if not create_job(key, set, KEYS[3], KEYS[4], now, job) then return { -10 } end
-local flow = pol ~= 'standard' or cfg.concurrency or cfg.rl_max or (ddk and dd_window == '')
-local held_dd = nil
-if ddk then
-  if dd_window == '' then
-    redis.call('SET', ddk, job.id)
-    held_dd = dd
-  else
-    redis.call('SET', ddk, job.id, 'PX', dd_window)
-  end
-end
+local held_dd = dd ~= '' and dd_window == '' and dd or nil
+local flow = pol ~= 'standard' or cfg.concurrency or cfg.rl_max or held_dd
+if dd ~= '' then dedupe_hold(ns, topic, dd, dd_window, job.id) end
 if flow or jkey ~= '' or prio ~= '0' or held_dd then
   flow_join(ns, due, key, job.id, topic, jkey, pol, prio, flow, held_dd)
 end

@@ -16,7 +16,8 @@
 -- schedule's `key`, else its name, so under `singleton` two ticks never run at
 -- once, and under short/stately/exclusive a tick whose slot is held is not
 -- created (`deduplicated` is recorded on the holder). Its priority is the
--- schedule's, else the topic's default.
+-- schedule's, else the topic's default. A schedule's dedupe key (throttle) keeps
+-- a tick out while another job holds it, as for schedule_at.
 --
 -- Returns one number per schedule: jobs created, or STALE (-5) when its next
 -- fire was no longer the expected one or is not due yet (nothing done).
@@ -29,7 +30,7 @@ while i <= #ARGV do
   local name, expected, new_next, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = cprefix .. name
   local f = redis.call('HMGET', key, 'next', 'paused', 'topic', 'payload', 'meta', 'tz', 'max', 'btype',
-    'bdelay', 'timeout', 'bmax', 'bjit', 'key', 'prio')
+    'bdelay', 'timeout', 'bmax', 'bjit', 'key', 'prio', 'dd', 'ddw')
   -- A reader may have seen the hash after another worker advanced it: a
   -- `next` still in the future is not due, whatever the caller planned.
   if f[1] ~= expected or f[2] == '1' or tonumber(expected) > tonumber(now) then
@@ -40,7 +41,9 @@ while i <= #ARGV do
     local topic = f[3]
     local cfg = redis.call('HMGET', ns .. 'topic:' .. topic, 'policy', 'prio', 'concurrency', 'rl_max')
     local pol, jkey, prio = cfg[1] or 'standard', f[13] or name, f[14] or cfg[2] or '0'
-    local flow = pol ~= 'standard' or cfg[3] or cfg[4]
+    local dd, ddw = f[15], f[16] or ''
+    local held_dd = dd and ddw == '' and dd or nil
+    local flow = pol ~= 'standard' or cfg[3] or cfg[4] or held_dd
     local set = wait_set('', prio, topic, due, '')
     for t = 0, n - 1 do
       local tick, id, trace = ARGV[i + 4 + 3 * t], ARGV[i + 5 + 3 * t], ARGV[i + 6 + 3 * t]
@@ -48,11 +51,13 @@ while i <= #ARGV do
         max = f[7], btype = f[8], bdelay = f[9], timeout = f[10], trace = trace, cron = name,
         -- false (a schedule stored before bmax/bjit existed) -> nil: create_job leaves them out (defaults)
         bmax = f[11] or nil, bjit = f[12] or nil }
-      local holder = flow_refusal(ns, pol, topic, jkey)
+      local holder, reason = dd and dedupe_holder(ns, topic, dd, ddw), 'throttle'
+      if not holder then holder, reason = flow_refusal(ns, pol, topic, jkey), pol end
       if holder then
-        emit(outbox, 'e', 'deduplicated', 'id', holder, 'ts', now, 'a', '0', 'reason', pol, 'dropped', id)
+        record_refusal(ns, outbox, holder, reason, id, now)
       elseif create_job(jprefix .. id, set, outbox, counts, now, job) then
-        flow_join(ns, due, jprefix .. id, id, topic, jkey, pol, prio, flow, nil)
+        flow_join(ns, due, jprefix .. id, id, topic, jkey, pol, prio, flow, held_dd)
+        if dd then dedupe_hold(ns, topic, dd, ddw, id) end
         created = created + 1
         wake_if_first(set, wake, id, tick)
       end

@@ -12,6 +12,8 @@
 -- ARGV[14] traceparent of the upsert (ticks link their new traces to it)
 -- ARGV[15] backoff_max_delay_ms  ARGV[16] backoff_jitter (none|full|equal)
 -- ARGV[17] key of its ticks ("" = the schedule's name)  ARGV[18] priority ("" = the topic's)
+-- ARGV[19] dedupe key of its ticks ("" for none)  ARGV[20] its window ms ("" for none:
+--          until the tick holding it finishes)
 --          (always stored here; a hash written before them has neither, and its
 --          ticks take the defaults: see fire_crons.lua)
 --
@@ -23,7 +25,7 @@ local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused')
 redis.call('HSET', cron, 'expr', expr, 'tz', tz, 'topic', ARGV[5], 'payload', ARGV[6], 'meta', ARGV[7],
   'max', ARGV[8], 'btype', ARGV[9], 'bdelay', ARGV[10], 'timeout', ARGV[11], 'misfire', ARGV[12],
   'updated', now, 'trace', ARGV[14], 'bmax', ARGV[15], 'bjit', ARGV[16])
-for field, value in pairs({ key = ARGV[17], prio = ARGV[18] }) do
+for field, value in pairs({ key = ARGV[17], prio = ARGV[18], dd = ARGV[19], ddw = ARGV[20] }) do
   if value == '' then redis.call('HDEL', cron, field) else redis.call('HSET', cron, field, value) end
 end
 redis.call('SADD', names, name)

@@ -261,3 +261,45 @@ async def test_key_strict_fifo_head_runs_when_later_jobs_of_its_key_are_due_firs
         for expected in later:
             assert await claim_ids(s, limit=1) == [expected]
             await _complete(s, expected)
+
+
+async def test_a_cron_dedupe_keeps_a_tick_out_while_the_last_one_is_unfinished(redis_url: str,
+                                                                             namespace: str) -> None:
+    from scheduler import ScheduleError
+    from scheduler.ticker import fire_due_crons
+    async with sched(redis_url, namespace) as s:
+        with pytest.raises(ScheduleError) as info:
+            await s.schedule_cron("x", "* * * * * *", topic="t", dedupe=Dedupe("k", window="1s", mode="debounce"))
+        assert info.value.field == "dedupe.mode" and await s.list_crons() == []
+        await s.schedule_cron("sync", "* * * * * *", topic="t", misfire="all", dedupe=Dedupe("sync-lock"))
+        s.clock.advance(1)
+        assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) == 1
+        s.clock.advance(1)
+        assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) == 0, "the first still waits"
+        [first] = await claim_ids(s)
+        await _complete(s, first)
+        s.clock.advance(1)
+        assert await fire_due_crons(s.store, s.clock, s.settings.cron, s.tracer) == 1
+        info2 = await s.get_job(first)
+        assert info2 is not None and info2.deduplicated == 1
+
+
+async def test_warning_size_logs_and_counts_a_backlog(redis_url: str, namespace: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from scheduler.metrics import Metrics
+    reader = InMemoryMetricReader()
+    async with sched(redis_url, namespace) as s:
+        s.metrics = Metrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+        await s.configure_topic("w", TopicOptions(warning_size=2))
+        for _ in range(4):
+            await s.schedule_in("w", 60)
+        await s.schedule_in("quiet", 60)
+    warned = [r for r in caplog.records if getattr(r, "event", "") == "topic_warning_size"]
+    assert len(warned) == 1 and warned[0].__dict__["topic"] == "w", "once a minute per topic"
+    points = {tuple(sorted(p.attributes.items())): p.value
+              for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+              for p in m.data.data_points if m.name == "horae_topic_warning_size_exceeded_total"}
+    assert points == {(("topic", "w"),): 2}, "the 3rd and 4th jobs found more than 2 waiting"
