@@ -43,7 +43,7 @@ def key(name: str) -> str:
 
 
 async def _record(event: ScheduleArrivedEvent, what: str) -> None:
-    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "run": run, "pid": os.getpid(), "what": what}
+    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "pid": os.getpid(), "what": what}
     await _redis().rpush(key("events"), json.dumps(entry))
 
 
