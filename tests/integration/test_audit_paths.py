@@ -25,7 +25,7 @@ def job_row(job_id: str, **changes: Any) -> Row:
         backoff_type="exponential", backoff_delay_ms=1_000, last_error=None, run_at=at(RUN_AT),
         tz="Europe/Paris", payload={"invoice": job_id}, metadata={"tenant": "acme"}, trace_id=None,
         cron_name=None, created_at=at(T0), updated_at=at(T0), completed_at=None, failed_at=None,
-        cancelled_at=None,
+        cancelled_at=None, deduplicated=0,
     )
     row.update(changes)
     return row
