@@ -30,6 +30,11 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL can hold `text` (no NUL, no unpaired surrogate): others match nothing."""
+    return "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
 def _record(row: asyncpg.Record) -> AuditRecord:
     metadata = row["metadata"]
     last_error = row["last_error"]
@@ -141,17 +146,23 @@ class AuditTrail:
         Raises:
             StorageError: when Postgres cannot answer.
         """
+        if not _storable(job_id):
+            return None  # no job can have it: PostgreSQL refuses the text
         async with self._conn() as conn:
             row = await conn.fetchrow(query("get_job"), job_id)
         return _record(row) if row is not None else None
 
     async def attempts(self, job_id: str) -> list[AttemptRecord]:
         """The job's attempts, ordered by attempt number."""
+        if not _storable(job_id):
+            return []
         async with self._conn() as conn:
             return [_attempt(r) for r in await conn.fetch(query("get_attempts"), job_id)]
 
     async def events(self, job_id: str) -> list[tuple[str, str, int, datetime, dict[str, str]]]:
         """The job's raw outbox events in stream order: (stream id, type, attempt, ts, fields)."""
+        if not _storable(job_id):
+            return []
         async with self._conn() as conn:
             rows = await conn.fetch(query("get_events"), job_id)
         return [(f"{r['stream_ms']}-{r['stream_seq']}", r["event_type"], r["attempt_no"], r["ts"],

@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
+from opentelemetry import metrics
+from opentelemetry.metrics import Counter
 from redis.exceptions import RedisError
 
 from audit.fold import FoldCache
@@ -22,6 +24,16 @@ from audit.writer import BatchWriter, is_outage
 __all__ = ["AuditRelay"]
 
 log = logging.getLogger("horae.audit")
+
+# Consecutive refusals of a batch that are not an outage (a data error such as a NUL
+# PostgreSQL cannot store) before the batch is written job by job to find the culprit.
+ISOLATE_AFTER = 2
+
+
+def _parked_counter() -> Counter:
+    """horae_audit_events_parked_total, on the global meter provider (the process's)."""
+    return metrics.get_meter("horae.audit").create_counter(
+        "horae_audit_events_parked_total", description="Outbox events PostgreSQL refused for good, parked")
 
 
 class AuditRelay:
@@ -176,14 +188,18 @@ class AuditRelay:
 
     async def _write_until_committed(self, entries: Sequence[Entry]) -> None:
         loop = asyncio.get_running_loop()
-        failures = 0
+        failures = refused = 0
         touched = loop.time()
         while True:
             try:
-                await self.write_batch(entries)
+                if refused >= ISOLATE_AFTER:
+                    await self._isolate(entries)
+                else:
+                    await self.write_batch(entries)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # every failure is retried: events are never dropped
+            except Exception as exc:  # an outage is retried until it ends: events are never dropped
+                refused = 0 if is_outage(exc) else refused + 1
                 self._pg_down(loop.time(), exc, len(entries))
                 await asyncio.sleep(self._backoff(failures))
                 failures += 1
@@ -196,6 +212,38 @@ class AuditRelay:
                 continue
             self._pg_up(loop.time())
             return
+
+    async def _isolate(self, entries: Sequence[Entry]) -> None:
+        """Write a batch PostgreSQL refused (not an outage) job by job, each job's events
+        together; a job refused twice more is parked (audit.stream.park), counted and
+        logged once, so one poison event cannot stall the audit of a namespace.
+
+        Raises:
+            Exception: an outage meanwhile (the whole batch is retried; jobs already
+                written are written again harmlessly).
+        """
+        jobs: dict[str, list[Entry]] = {}
+        for entry in entries:
+            pair = decode(entry)
+            if pair is not None:  # (undecodable ones were logged by decode; they are acknowledged)
+                jobs.setdefault(pair[1].job_id, []).append(entry)
+        for job_id, group in jobs.items():
+            error: Exception | None = None
+            for _ in range(2):
+                try:
+                    await self.write_batch(group)
+                    error = None
+                    break
+                except Exception as exc:
+                    if is_outage(exc):
+                        raise
+                    error = exc
+            if error is not None:
+                await self.stream.park(group, f"{type(error).__name__}: {error}")
+                _parked_counter().add(len(group))
+                log.warning("audit relay: PostgreSQL refuses the events of job %r (%s: %s); %d parked in %s, "
+                            "the relay goes on", job_id, type(error).__name__, error, len(group),
+                            self.stream.parked_key, extra={"event": "audit.events_parked", "job_id": job_id})
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.options.retry_max_s, self.options.retry_initial_s * 2 ** min(failures, 30)))

@@ -140,6 +140,21 @@ class OutboxStream:
         if ids:
             await self._admin.call("XCLAIM", self.key, self.group, self.consumer, 0, *ids, "JUSTID")
 
+    @property
+    def parked_key(self) -> str:
+        """The stream of events the relay could never write (see park)."""
+        return f"{self.key}:parked"
+
+    async def park(self, entries: Sequence[Entry], error: str) -> None:
+        """Copy entries PostgreSQL refuses for good to the parked stream (their fields, plus
+        `parked_id`: the outbox id, and `parked_error`), so the relay can go on; the caller
+        acknowledges them afterwards. An operator reads them with XRANGE."""
+        await self._wire.call_many([
+            ("XADD", self.parked_key, "*", *[x for kv in (e.fields or {}).items() for x in kv],
+             "parked_id", e.stream_id, "parked_error", error[:1000])
+            for e in entries
+        ])
+
     async def ack(self, ids: Sequence[str]) -> None:
         """XACK entries whose events are committed (or can never be)."""
         if ids:

@@ -13,6 +13,7 @@ from scheduler.flow import Dedupe
 from scheduler.job import ScheduleResult
 from scheduler.retry import RetryPolicy
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
+from scheduler.validation import check_run_at_ms
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -123,7 +124,7 @@ class ScheduleCalls:
         """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d"); the
         other keywords as schedule_at's."""
         seconds = parse_duration(delay, "delay")
-        due = self.clock.now_ms() + int(seconds * 1000)
+        due = check_run_at_ms(self.clock.now_ms() + int(min(seconds, 1e16) * 1000), "delay")
         result = await self._scheduling.enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id,
                                                 dead_letter=dead_letter, key=key, dedupe=dedupe, priority=priority)
         return result.job_id

@@ -17,6 +17,7 @@ from scheduler.metrics import Metrics
 from scheduler.scheduling import observe
 from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.tracing import current_traceparent, is_noop, producer_span
+from scheduler.validation import check_run_at_ms
 
 if TYPE_CHECKING:
     from scheduler.store import RedisStore
@@ -73,7 +74,8 @@ def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob
                 raise InvalidDelay("give run_at or delay, not both", field="delay")
             run_at_ms = utc_to_ms(resolve_run_at(item["run_at"], tz))
         elif item.get("delay") is not None:
-            run_at_ms = now_ms + int(parse_duration(item["delay"], "delay") * 1000)
+            run_at_ms = check_run_at_ms(now_ms + int(min(parse_duration(item["delay"], "delay"), 1e16) * 1000),
+                                        "delay")
         else:
             run_at_ms = now_ms
         return build(item.get("topic"), run_at_ms, tz, item.get("payload"), item.get("retry"),

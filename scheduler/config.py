@@ -74,6 +74,12 @@ class CronSettings(_Section):
     fire_batch: int = Field(200, ge=1, le=5_000)
 
 
+class LimitsSettings(_Section):
+    """Input limits checked at scheduling (nothing is written when one is exceeded)."""
+
+    json_bytes: int = Field(524_288, ge=1_024, le=67_108_864)  # a payload's or metadata's JSON, each
+
+
 class TelemetrySettings(_Section):
     """OpenTelemetry export. "none" installs nothing (the embedding app may install its own SDK)."""
 
@@ -137,6 +143,7 @@ class Settings(_Section):
     retention: RetentionSettings = RetentionSettings()
     worker: WorkerSettings = WorkerSettings()
     cron: CronSettings = CronSettings()
+    limits: LimitsSettings = LimitsSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings
 from scheduler.errors import StorageError
+from scheduler.procutil import scrub
 from scheduler.store import RedisStore
 
 if TYPE_CHECKING:
@@ -61,5 +62,5 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
             clock = system
     except Exception as exc:
         await redis.aclose()
-        raise StorageError(f"cannot reach Redis at {urls.redis_url}: {exc}") from exc
+        raise StorageError(scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)) from None
     return Connection(urls, redis, clock, RedisStore(redis, s.namespace, audit=s.audit.enabled))

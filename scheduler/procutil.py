@@ -114,3 +114,16 @@ def hide_password(url: str) -> str:
         userinfo, _, hostport = netloc.rpartition("@")
         netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def scrub(text: str, *urls: str | None) -> str:
+    """`text` (an error message) with the password of each URL replaced by ***, wherever it
+    appears (a driver may echo the URL or the password itself)."""
+    for url in urls:
+        if not url:
+            continue
+        password = urlsplit(url).password
+        text = text.replace(url, hide_password(url))
+        if password:
+            text = text.replace(password, "***")
+    return text

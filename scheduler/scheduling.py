@@ -58,7 +58,7 @@ class Scheduling:
         validate = host.registry.validator(topic) if isinstance(topic, str) else None
         return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
                          default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
-                         now_ms=now_ms, validate=validate, **flow)
+                         now_ms=now_ms, validate=validate, max_json_bytes=host.settings.limits.json_bytes, **flow)
 
     async def enqueue(
         self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,

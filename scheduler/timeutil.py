@@ -58,9 +58,12 @@ def resolve_run_at(run_at: datetime, tz: str) -> datetime:
     if not isinstance(run_at, datetime):
         raise InvalidDelay(f"run_at must be a datetime; got {run_at!r} ({type(run_at).__name__})", field="run_at")
     zinfo = zone(tz)
-    if run_at.tzinfo is not None and run_at.utcoffset() is not None:
-        return run_at.astimezone(timezone.utc)
-    return wall_to_utc(run_at, zinfo)
+    try:
+        if run_at.tzinfo is not None and run_at.utcoffset() is not None:
+            return run_at.astimezone(timezone.utc)
+        return wall_to_utc(run_at, zinfo)
+    except OverflowError:
+        raise InvalidDelay(f"run_at {run_at!r} in {tz} falls outside the years 1..9999 in UTC", field="run_at") from None
 
 
 def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:

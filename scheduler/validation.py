@@ -4,6 +4,7 @@ with a ScheduleError naming the field, before anything is written. Pure."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,27 @@ from scheduler.timeutil import parse_duration, zone
 
 MAX_TOPIC_LEN = 200
 MAX_ID_LEN = 200
+MAX_JSON_BYTES = 512 * 1024  # a payload's or metadata's JSON text, each (README "Limits")
+MAX_RUN_AT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a datetime holds
+MAX_TIMEOUT_MS = 30 * 86_400_000  # an attempt's timeout: 30 days at most
+
+# What PostgreSQL (the audit) cannot store in text or jsonb: NUL, and UTF-16 surrogates
+# that are not a pair (Python strings may hold them; UTF-8 cannot encode them).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_JSON_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u([0-9a-f]{4})")  # a \uXXXX escape, not an escaped backslash
+
+
+def check_text(value: str, field: str, error: type[ScheduleError] = ScheduleError) -> str:
+    """`value` when PostgreSQL can store it (no NUL, no lone surrogate).
+
+    Raises:
+        `error`: naming `field` and the offending character's position.
+    """
+    bad = _UNSTORABLE.search(value)
+    if bad is not None:
+        raise error(f"{field} must not contain NUL or an unpaired surrogate (U+{ord(bad.group()):04X} at "
+                    f"position {bad.start()}); got {value!r}", field=field)
+    return value
 
 
 def check_topic(topic: object) -> str:
@@ -32,7 +54,7 @@ def check_topic(topic: object) -> str:
         raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
     if topic == SCHEDULE_FAILED_TOPIC:
         raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
-    return topic
+    return check_text(topic, "topic", InvalidTopic)
 
 
 def check_dead_letter(topic: str, dead_letter: object) -> str:
@@ -59,7 +81,7 @@ def check_job_id(job_id: object) -> str | None:
     if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
         raise InvalidJobId(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
                            f"got {job_id!r}", field="job_id")
-    return job_id
+    return None if job_id is None else check_text(job_id, "job_id", InvalidJobId)
 
 
 def check_metadata(metadata: object) -> Mapping[str, Any] | None:
@@ -86,7 +108,7 @@ def check_cron_name(name: object) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
         raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
                           field="name")
-    return name
+    return check_text(name, "name", InvalidCron)
 
 
 def check_misfire(mode: str) -> str:
@@ -100,16 +122,44 @@ def check_misfire(mode: str) -> str:
     return mode
 
 
-def to_json(value: Any, field: str) -> str:
-    """Compact JSON text of value.
+def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
+    """Compact JSON text of value (ASCII: other characters escaped).
 
     Raises:
-        InvalidPayload: naming `field`, when value is not JSON-serializable (NaN included).
+        InvalidPayload: naming `field`, when value is not JSON-serializable (NaN included),
+            nested too deeply, holds text PostgreSQL cannot store (NUL, a lone surrogate),
+            or is over `max_bytes` as JSON.
     """
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
+    except RecursionError:
+        raise InvalidPayload(f"{field} is nested too deeply to serialize as JSON", field=field) from None
+    if len(text) > max_bytes:
+        raise InvalidPayload(f"{field} is {len(text):,} bytes as JSON; at most {max_bytes:,} are allowed "
+                             f"([limits] json_bytes)", field=field)
+    if "\\u" in text and (bad := _unstorable_escape(text)) is not None:
+        raise InvalidPayload(f"{field} must not contain NUL or an unpaired surrogate in its strings "
+                             f"(found \\u{bad} in the JSON)", field=field)
+    return text
+
+
+def _unstorable_escape(text: str) -> str | None:
+    """The first \\uXXXX escape of JSON `text` that PostgreSQL's jsonb refuses (NUL, or a
+    surrogate not in a high-low pair), or None."""
+    pending_high = False
+    last_end = last_code = -1
+    for m in _JSON_ESCAPE.finditer(text):
+        code = int(m.group(1), 16)
+        adjacent = m.start(1) - 2 == last_end
+        if pending_high and not (adjacent and 0xDC00 <= code <= 0xDFFF):
+            return f"{last_code:04x}"
+        if code == 0 or (0xDC00 <= code <= 0xDFFF and not pending_high):
+            return m.group(1)
+        pending_high = 0xD800 <= code <= 0xDBFF
+        last_end, last_code = m.end(), code
+    return f"{last_code:04x}" if pending_high else None
 
 
 def check_payload(payload_json: str, validate: Validator | None) -> None:
@@ -130,6 +180,18 @@ def check_payload(payload_json: str, validate: Validator | None) -> None:
 MAX_KEY_LEN = 512
 
 
+def check_run_at_ms(ms: int, field: str) -> int:
+    """An instant (epoch ms) no later than 9999-12-31T23:59:59.999Z, the last a datetime holds.
+
+    Raises:
+        InvalidDelay: naming `field` (a delay that large is not a delay).
+    """
+    if ms > MAX_RUN_AT_MS:
+        raise InvalidDelay(f"{field} must be no later than 9999-12-31T23:59:59.999Z; got {ms:,} ms since 1970",
+                           field=field)
+    return ms
+
+
 def check_key(key: object) -> str:
     """A job's key ("" for None): the unit of its topic's policy, per-key rate limit and FIFO.
 
@@ -138,11 +200,11 @@ def check_key(key: object) -> str:
     """
     if key is None:
         return ""
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or "\x00" in key:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
         shown = repr(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
-        raise ScheduleError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters without NUL; "
+        raise ScheduleError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters; "
                             f"got {shown}", field="key")
-    return key
+    return check_text(key, "key")
 
 
 def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]:
@@ -157,6 +219,7 @@ def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]
     if dedupe is not None:
         if not isinstance(dedupe, Dedupe):
             raise ScheduleError(f"dedupe must be a Dedupe(key, window=, mode=); got {dedupe!r}", field="dedupe")
+        check_text(dedupe.key, "dedupe.key")
         window = dedupe.window_ms()
         fields.update(dedupe_key=dedupe.key, dedupe_window_ms="" if window is None else str(window),
                       dedupe_mode=dedupe.mode)
@@ -167,6 +230,7 @@ def build_job(
     topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
     job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
     validate: Validator | None = None, key: object = None, dedupe: object = None, priority: object = None,
+    max_json_bytes: int = MAX_JSON_BYTES,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
@@ -178,6 +242,7 @@ def build_job(
             topic's configuration has its own: enqueue.lua applies it).
         validate: the topic's payload schema when this process knows one (None: unchecked).
         key, dedupe, priority: flow control (flow_fields).
+        max_json_bytes: the largest payload and metadata, each, as JSON ([limits] json_bytes).
 
     Raises:
         ScheduleError: a subclass naming the first invalid field.
@@ -187,11 +252,13 @@ def build_job(
     policy = parse_retry(retry, default_retry)
     meta = check_metadata(metadata)
     timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
-    if timeout_s <= 0:
-        raise InvalidDelay(f"timeout must be > 0; got {timeout!r}", field="timeout")
+    if timeout_s <= 0 or timeout_s * 1000 > MAX_TIMEOUT_MS:
+        raise InvalidDelay(f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {timeout!r}",
+                           field="timeout")
+    check_run_at_ms(run_at_ms, "run_at")
     given_id = check_job_id(job_id)
     flow = flow_fields(key, dedupe, priority)
-    payload_json = to_json(payload, "payload")
+    payload_json = to_json(payload, "payload", max_json_bytes)
     check_payload(payload_json, validate)
     return NewJob(
         id=given_id or new_job_id(),
@@ -200,7 +267,7 @@ def build_job(
         run_at_ms=run_at_ms,
         tz=tz,
         payload_json=payload_json,
-        metadata_json=to_json(dict(meta), "metadata") if meta else "{}",
+        metadata_json=to_json(dict(meta), "metadata", max_json_bytes) if meta else "{}",
         max_attempts=policy.attempts,
         backoff_type=policy.backoff.type,
         backoff_delay_ms=policy.backoff.delay_ms,

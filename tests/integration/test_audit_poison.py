@@ -1,0 +1,52 @@
+"""A poison event cannot stall the audit (issue 16): PostgreSQL refuses a job's events for
+good (a NUL in its topic), the relay writes the rest of the batch job by job, parks the
+refused events in `<outbox>:parked` with the error, counts and logs them once, and goes on
+with later batches."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from audit import relay as relay_module
+from audit.relay import AuditRelay
+from tests.audit_outbox import Outbox
+
+
+class Count:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+
+
+async def test_a_poison_event_is_parked_and_the_relay_goes_on(
+    outbox: Outbox, relay: AuditRelay, db: asyncpg.Connection, redis: aioredis.Redis,
+    drain: Callable[[AuditRelay], Awaitable[int]], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parked = Count()
+    monkeypatch.setattr(relay_module, "_parked_counter", lambda: parked)
+    await outbox.scheduled("good-1")
+    poison = await outbox.scheduled("bad", topic="t\x00x")
+    await outbox.scheduled("good-2")
+    assert await drain(relay) == 3
+    rows = {r["id"] for r in await db.fetch("SELECT id FROM schedule_audit")}
+    assert rows == {"good-1", "good-2"}
+    entries = await redis.xrange(f"{relay.stream.key}:parked")
+    assert len(entries) == 1 and parked.n == 1
+    fields: dict[str, Any] = {k.decode(): v.decode() for k, v in entries[0][1].items()}
+    assert fields["id"] == "bad" and fields["parked_id"] == poison
+    assert "UntranslatableCharacter" in fields["parked_error"] or "0x00" in fields["parked_error"]
+    warned = [r for r in caplog.records if getattr(r, "event", "") == "audit.events_parked"]
+    assert len(warned) == 1 and "bad" in warned[0].getMessage()
+    # Later batches are not held up: the outbox is fully acknowledged and moves on.
+    await outbox.scheduled("good-3")
+    assert await drain(relay) == 1
+    assert await db.fetchval("SELECT count(*) FROM schedule_audit WHERE id = 'good-3'") == 1
+    assert await relay.lag() == (0, None)
