@@ -64,7 +64,8 @@ class AuditRelay:
 
     # ------------------------------------------------------------- building blocks
     async def read_batch(self, block_ms: int | None = None) -> list[Entry]:
-        """Entries idle too long at a dead consumer first, else new ones (may block)."""
+        """Entries of a consumer whose process is gone (this host), or idle too long at a
+        dead consumer (any host), first; else new ones (may block)."""
         if not self._group_ready:
             await self.stream.ensure_group()
             self._group_ready = True
@@ -72,6 +73,9 @@ class AuditRelay:
         # a few times per claim_idle_ms is enough (not one more round trip per batch).
         now = time.monotonic()
         if now >= self._next_claim:
+            claimed = await self.stream.claim_from_dead(self.options.batch_size)
+            if claimed:
+                return claimed
             claimed = await self.stream.claim(self.options.claim_idle_ms, self.options.batch_size)
             if claimed:
                 return claimed

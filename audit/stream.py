@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from redis.exceptions import ResponseError
 from audit.streamid import GroupPosition, StreamId, format_id, parse_id, trim_point
 from scheduler.keys import Keys
 from scheduler.outbox import OutboxEvent, decode_entry
+from scheduler.procutil import pid_alive
 from scheduler.wire import Endpoint, WireConnection, as_map
 
 log = logging.getLogger("horae.audit")
@@ -133,6 +135,34 @@ class OutboxStream:
         deleted = [Entry(sid, None) for sid in (reply[2] if len(reply) > 2 else None) or []]
         found = await self._admin.call_many([("XRANGE", self.key, sid, sid) for sid in ids])
         return [Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(ids, found)] + deleted
+
+    async def claim_from_dead(self, count: int) -> list[Entry]:
+        """Take over, at once, the pending entries of a consumer of this host whose process
+        is gone (its name is host:pid:..., as relays name themselves, and the pid no longer
+        runs): a SIGKILLed worker's batch is written again within a claim check, not after
+        claim_idle_ms. Consumers of other hosts wait for claim() as before."""
+        try:
+            consumers = await self._admin.call("XINFO", "CONSUMERS", self.key, self.group)
+        except ResponseError:
+            return []
+        host = socket.gethostname()
+        for info in map(as_map, consumers):
+            name = str(info["name"])
+            their_host, _, rest = name.partition(":")
+            pid = rest.partition(":")[0]
+            if (name == self.consumer or int(info["pending"]) == 0 or their_host != host or not pid.isdigit()
+                    or pid_alive(int(pid))):
+                continue
+            pending = await self._admin.call("XPENDING", self.key, self.group, "-", "+", count, name)
+            ids = [str(p[0]) for p in pending or ()]
+            if not ids:
+                continue
+            taken = await self._admin.call("XCLAIM", self.key, self.group, self.consumer, 0, *ids, "JUSTID")
+            found = await self._admin.call_many([("XRANGE", self.key, sid, sid) for sid in taken])
+            log.info("audit relay: took over %d entries of %s (its process is gone)", len(taken), name,
+                     extra={"event": "audit.dead_consumer_claimed"})
+            return [Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(taken, found)]
+        return []
 
     async def touch(self, ids: Sequence[str]) -> None:
         """Reset the idle time of entries we hold (XCLAIM to ourselves), so that

@@ -19,7 +19,9 @@ invalid bytes replaced) or not; a call may ask for bytes on a decoding connectio
 Only non-blocking commands may share a WireConnection: a blocking one holds up
 every caller behind it. A connection that breaks fails the calls in flight with
 redis.exceptions.ConnectionError (their outcome is unknown) and the next call
-reconnects; nothing is retried here, because scripts are not all idempotent.
+reconnects. Only read-only commands (READ_ONLY) are sent again, once, on a new
+connection when the old one broke (a Redis restart, a dropped socket): scripts and
+writes are not all idempotent, so their callers decide.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 log = logging.getLogger("horae.wire")
+
+# Commands that only read: safe to send again when a connection broke before the reply.
+READ_ONLY = frozenset({
+    "GET", "MGET", "EXISTS", "HGET", "HMGET", "HGETALL", "HLEN", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE",
+    "ZSCORE", "ZCOUNT", "ZCARD", "ZRANK", "SMEMBERS", "SISMEMBER", "SCARD", "XRANGE", "XREVRANGE", "XLEN",
+    "XINFO", "XPENDING", "INFO", "PING", "TIME", "TTL", "PTTL", "TYPE", "DBSIZE",
+})
+
+
+def _read_only(commands: Sequence[Sequence[Any]]) -> bool:
+    return all(str(c[0]).upper() in READ_ONLY for c in commands)
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -195,6 +208,16 @@ class WireConnection:
         self._opening: asyncio.Task[_Pipe] | None = None
 
     async def call(self, *args: Any, raw: bool = False) -> Any:
+        """Send one command and return its reply (see _call); a read-only one is sent
+        again once on a new connection when the connection broke."""
+        try:
+            return await self._call(*args, raw=raw)
+        except RedisConnectionError:
+            if not _read_only([args]):
+                raise
+            return await self._call(*args, raw=raw)
+
+    async def _call(self, *args: Any, raw: bool = False) -> Any:
         """Send one command and return its reply (str or bytes, int, list, None).
 
         Args:
@@ -211,6 +234,16 @@ class WireConnection:
         return await pipe.request(args, raw)
 
     async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
+        """Several commands in one write (see _call_many); all read-only ones are sent
+        again once on a new connection when the connection broke."""
+        try:
+            return await self._call_many(commands, raw)
+        except RedisConnectionError:
+            if not _read_only(commands):
+                raise
+            return await self._call_many(commands, raw)
+
+    async def _call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
         """Send several commands in one write and return their replies, in order.
 
         Args:

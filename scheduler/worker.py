@@ -90,7 +90,7 @@ class Worker:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._settler = Settler(store, clock, retention.completed_count)
+        self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
         self._started = False
         self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local)
         self._subscription: Subscription | None = None
@@ -267,6 +267,10 @@ class Worker:
     async def _run(self, job: ClaimedJob) -> None:
         try:
             await self._attempt(job)
+        except Exception as exc:  # noqa: BLE001 - settlement failed for good (Redis down past the lease)
+            log.warning("attempt %d of job %s could not be settled (%s: %s); its lease expires and another "
+                        "worker recovers it", job.attempt, job.id, type(exc).__name__, exc,
+                        extra={"event": "settle_failed", "job_id": job.id, "topic": job.topic})
         finally:
             self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self.metrics.active_attempts.add(-1)

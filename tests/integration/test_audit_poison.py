@@ -50,3 +50,34 @@ async def test_a_poison_event_is_parked_and_the_relay_goes_on(
     assert await drain(relay) == 1
     assert await db.fetchval("SELECT count(*) FROM schedule_audit WHERE id = 'good-3'") == 1
     assert await relay.lag() == (0, None)
+
+
+async def test_a_dead_relays_entries_are_taken_over_at_once(
+    outbox: Outbox, redis: aioredis.Redis, namespace: str, database_url: str, db: asyncpg.Connection,
+    drain: Callable[[AuditRelay], Awaitable[int]],
+) -> None:
+    """A relay of this host whose process is gone (SIGKILL) leaves a batch read but not
+    acknowledged: another relay writes it within a claim check, not after claim_idle_ms."""
+    import socket
+    import subprocess
+
+    from audit.options import RelayOptions
+    from scheduler.config import AuditSettings
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    options = RelayOptions.from_settings(AuditSettings(), block_ms=50, claim_idle_ms=60_000,
+                                         connect_timeout_s=2.0, command_timeout_s=10.0)
+    dead = AuditRelay(redis, namespace, database_url, RelayOptions.from_settings(
+        AuditSettings(), block_ms=50, consumer=f"{socket.gethostname()}:{gone.pid}:deadbeef"))
+    await outbox.scheduled("orphan-1")
+    await outbox.scheduled("orphan-2")
+    assert len(await dead.read_batch(50)) == 2  # read, never written nor acknowledged
+    await dead.stream.aclose()
+    await dead.writer.close()
+    alive = AuditRelay(redis, namespace, database_url, options)
+    try:
+        assert await drain(alive) == 2, "taken over at once, though claim_idle_ms is 60 s"
+    finally:
+        await alive.stop()
+    assert {r["id"] for r in await db.fetch("SELECT id FROM schedule_audit")} == {"orphan-1", "orphan-2"}
