@@ -285,28 +285,34 @@ def services() -> None:
 @click.pass_obj
 def services_stop(settings: Settings) -> None:
     """Stop the embedded servers."""
+    from scheduler.datadir import data_dir_of
     from scheduler.servers import stop_all
 
-    stopped = stop_all(Path(settings.data_dir))
+    stopped = stop_all(data_dir_of(settings))
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
 
 
 @services.command("status")
-@click.pass_obj
-def services_status(settings: Settings) -> None:
-    """Show whether the embedded servers run."""
-    from scheduler.servers import status
+@click.pass_context
+def services_status(ctx: click.Context) -> None:
+    """The config file and data directory in use; each server's URL and whether it runs or answers."""
+    import os
 
-    for name, state in status(Path(settings.data_dir)).items():
-        click.echo(f"{name}: {state}")
+    from scheduler.datadir import config_file
+    from scheduler.service_status import status_lines
+
+    config = config_file(ctx.find_root().params.get("config_path"), os.environ)
+    for line in status_lines(ctx.obj, config):
+        click.echo(line)
 
 
 def _resolved_settings(ctx: click.Context) -> Settings:
     """Settings with both URLs filled in (embedded servers started when none is set)."""
+    from scheduler.datadir import data_dir_of
     from scheduler.servers import resolve_services
 
     settings: Settings = ctx.find_root().obj
-    urls = resolve_services(settings.redis_url, settings.database_url, Path(settings.data_dir))
+    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings))
     return settings.model_copy(update={"redis_url": urls.redis_url, "database_url": urls.database_url})
 
 
