@@ -79,15 +79,21 @@ def _run(coro: Any) -> Any:
               help="Claim every topic (jobs without a listener here complete as no_listener).")
 @click.option("--grace", type=float, default=None, help="Seconds in-flight attempts may finish on stop.")
 @click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
+@click.option("--nightly", is_flag=True, default=False,
+              help="Also schedule and run the nightly analytics report (cron horae.audit.nightly in this "
+                   "namespace); or [analytics] nightly = true.")
 @click.pass_obj
 def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
-           all_topics: bool, grace: float | None, metrics_port: int | None) -> None:
+           all_topics: bool, grace: float | None, metrics_port: int | None, nightly: bool) -> None:
     """Run a worker until SIGINT/SIGTERM, then stop gracefully."""
     registry = _load_app(app)
     if all_topics and topics:
         _refuse("--topics and --all-topics exclude each other")
     if not all_topics and not topics and not [t for t in registry.topics() if t != SCHEDULE_FAILED_TOPIC]:
         _refuse("the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic")
+    nightly = nightly or settings.analytics.nightly
+    if nightly and not (settings.audit.enabled and settings.audit.relay):
+        _refuse("the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)")
     telemetry = setup_telemetry(settings.telemetry, metrics_port)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
 
@@ -98,10 +104,10 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
         async with Scheduler(settings=settings, listeners=registry) as s:
-            if settings.analytics.nightly and settings.audit.enabled and settings.audit.relay:
+            if nightly:
                 from audit.analytics.nightly import install_nightly
 
-                await install_nightly(s)
+                click.echo(await install_nightly(s), err=True)
             async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace,
                                 all_topics=all_topics) as w:
                 click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
@@ -285,28 +291,34 @@ def services() -> None:
 @click.pass_obj
 def services_stop(settings: Settings) -> None:
     """Stop the embedded servers."""
+    from scheduler.datadir import data_dir_of
     from scheduler.servers import stop_all
 
-    stopped = stop_all(Path(settings.data_dir))
+    stopped = stop_all(data_dir_of(settings))
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
 
 
 @services.command("status")
-@click.pass_obj
-def services_status(settings: Settings) -> None:
-    """Show whether the embedded servers run."""
-    from scheduler.servers import status
+@click.pass_context
+def services_status(ctx: click.Context) -> None:
+    """The config file and data directory in use; each server's URL and whether it runs or answers."""
+    import os
 
-    for name, state in status(Path(settings.data_dir)).items():
-        click.echo(f"{name}: {state}")
+    from scheduler.datadir import config_file
+    from scheduler.service_status import status_lines
+
+    config = config_file(ctx.find_root().params.get("config_path"), os.environ)
+    for line in status_lines(ctx.obj, config):
+        click.echo(line)
 
 
 def _resolved_settings(ctx: click.Context) -> Settings:
     """Settings with both URLs filled in (embedded servers started when none is set)."""
+    from scheduler.datadir import data_dir_of
     from scheduler.servers import resolve_services
 
     settings: Settings = ctx.find_root().obj
-    urls = resolve_services(settings.redis_url, settings.database_url, Path(settings.data_dir))
+    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings))
     return settings.model_copy(update={"redis_url": urls.redis_url, "database_url": urls.database_url})
 
 

@@ -4,7 +4,8 @@ files. Precedence: explicit argument > env var > config file > defaults.
 Env vars: HORAE_REDIS_URL, HORAE_DATABASE_URL, HORAE_NAMESPACE, HORAE_DATA_DIR,
 HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any other
 value (e.g. HORAE_WORKER__CONCURRENCY=20). `config/horae.toml` lists every
-default; a test keeps it equal to the models below.
+default; a test keeps it equal to the models below. Where the config file and
+the data directory are found: scheduler/datadir.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from scheduler.datadir import absolute, config_file, default_data_dir
 from scheduler.errors import ConfigError
 
 
@@ -107,7 +109,7 @@ class AnalyticsSettings(_Section):
     jdbc_partitions: int = Field(4, ge=1)
     spark_jars: str = ""
     spark_conf: dict[str, str] = Field(default_factory=dict)
-    nightly: bool = True  # `horae worker` schedules horae.audit.nightly and runs it
+    nightly: bool = False  # `horae worker` schedules horae.audit.nightly and runs it (or `--nightly`)
     nightly_cron: str = "30 2 * * *"
     nightly_tz: str = "UTC"
     nightly_timeout_s: float = Field(7200.0, gt=0)
@@ -137,7 +139,7 @@ class Settings(_Section):
     redis_url: str | None = None
     database_url: str | None = None
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    data_dir: str = ".horae"
+    data_dir: str = ""  # "" = .horae/ next to the config file, else the per-user dir (datadir.py)
     redis_max_connections: int = Field(64, ge=2, le=10_000)
     retry: RetrySettings = RetrySettings()
     retention: RetentionSettings = RetentionSettings()
@@ -200,29 +202,42 @@ def load_settings(
     """Build Settings from a TOML file, the environment and explicit overrides.
 
     Args:
-        path: a TOML file; default HORAE_CONFIG, else ./horae.toml when present.
+        path: a TOML file; default HORAE_CONFIG, else the nearest horae.toml upward from
+            the current directory.
         env: the environment (default os.environ); injectable for tests.
         overrides: top-level fields (None values are ignored).
+
+    Returns:
+        Settings whose `data_dir` is an absolute path: relative values are taken from the
+        config file's directory (in the file) or the current directory (env, arguments);
+        unset, `.horae/` next to the config file, else the per-user data directory.
 
     Raises:
         ConfigError: naming the file or variable, the value and what is allowed.
     """
     env = os.environ if env is None else env
-    file = Path(path) if path else (Path(env["HORAE_CONFIG"]) if env.get("HORAE_CONFIG") else Path("horae.toml"))
+    file = config_file(path, env)
+    found = file is not None and file.is_file()
     data: dict[str, Any] = {}
-    if file.is_file():
+    if file is not None and found:
         try:
             data = _flatten_toml(tomllib.loads(file.read_text()))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {file}: {exc}") from exc
+        if isinstance(data.get("data_dir"), str) and data["data_dir"]:
+            data["data_dir"] = absolute(data["data_dir"], file.resolve().parent)
     elif path:
         raise ConfigError(f"config file {file} does not exist")
-    data = _merge(data, _from_env(env))
-    data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
+    given = _merge(_from_env(env), {k: v for k, v in overrides.items() if v is not None})
+    if isinstance(given.get("data_dir"), str) and given["data_dir"]:
+        given["data_dir"] = absolute(given["data_dir"], Path.cwd())
+    data = _merge(data, given)
+    if not data.get("data_dir"):
+        data["data_dir"] = str(default_data_dir(file if found else None, env))
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()
         )
-        raise ConfigError(f"invalid configuration ({file if file.is_file() else 'defaults/env'}): {problems}") from exc
+        raise ConfigError(f"invalid configuration ({file if found else 'defaults/env'}): {problems}") from exc

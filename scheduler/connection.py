@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import Settings
+from scheduler.datadir import data_dir_of
 from scheduler.errors import StorageError
 from scheduler.procutil import scrub
 from scheduler.store import RedisStore
@@ -48,7 +48,7 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
 
     s = settings
     urls = await asyncio.to_thread(
-        resolve_services, s.redis_url, s.database_url, Path(s.data_dir), need_database=need_database
+        resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database
     )
     # A blocking pool waits for a free connection instead of failing past its size.
     pool = aioredis.BlockingConnectionPool.from_url(

@@ -5,6 +5,7 @@ listens to, scheduled as wall-clock times in two zones."""
 from __future__ import annotations
 
 import asyncio
+import shlex
 import time
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -19,6 +20,15 @@ from scheduler.job import JobInfo
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 
 FAST_RETRY = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}}
+DEFAULT_NAMESPACE: str = Settings.model_fields["namespace"].default
+
+
+def suggested_commands(namespace: str, job_id: str, audit: bool) -> list[str]:
+    """Commands to look further at the demo's jobs; each names the demo's namespace
+    (unless it is the default one) so it works when pasted."""
+    ns = "" if namespace == DEFAULT_NAMESPACE else f" --namespace {shlex.quote(namespace)}"
+    commands = [f"horae{ns} jobs show {job_id}", f"horae{ns} jobs stats"]
+    return ([f"horae{ns} audit show {job_id}"] if audit else []) + commands
 
 
 def demo_registry(failures: list[ScheduleFailedEvent]) -> ListenerRegistry:
@@ -87,8 +97,9 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
         console.print(_table(infos, audit))
         console.print(f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}")
         console.print(f"settled in {time.monotonic() - started:.1f} s; counts: {await s.stats()}")
-        if audit:
-            console.print(f"full history of a job: horae audit show {infos[-2].id}")
+        console.print(f"look further (the demo's jobs are in namespace {s.settings.namespace!r}):")
+        for command in suggested_commands(s.settings.namespace, infos[-2].id, bool(audit)):
+            console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
         return infos
 
 

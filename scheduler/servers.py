@@ -89,7 +89,7 @@ def resolve_services(
         database_embedded=database_embedded,
         data_dir=data_dir.resolve(),
     )
-    log.info("%s", urls.describe())
+    log.debug("%s", urls.describe())  # long; `horae -v` shows it
     return urls
 
 

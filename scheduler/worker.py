@@ -322,6 +322,8 @@ class Worker:
         reply = await self._settler.settle(settlement)
         if reply is SettleCode.COMPLETED:
             self.metrics.completed.add(1, {"topic": job.topic})
+            log.debug("job %s (topic %r) completed in attempt %d", job.id, job.topic, job.attempt,
+                      extra={"event": "job_completed", "job_id": job.id, "topic": job.topic})
         elif isinstance(reply, ScriptCode):
             self._log_lost(job.id, reply)
 
@@ -329,10 +331,11 @@ class Worker:
                               span: Span) -> None:
         span.set_status(Status(StatusCode.ERROR, f"{error['type']}: {error['message']}"))
         reply = await self._settler.settle(settlement)
-        log.info(
-            "attempt %d of job %s %s: %s", job.attempt, job.id, settlement.outcome, error["message"],
-            extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": settlement.outcome},
-        )
+        if reply is not SettleCode.FAILED:  # a failure for good is logged at WARNING by _after_failure
+            log.info(
+                "attempt %d of job %s %s: %s", job.attempt, job.id, settlement.outcome, error["message"],
+                extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": settlement.outcome},
+            )
         if reply is SettleCode.FAILED:
             span.add_event(SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]})
         self._after_failure(job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply)
@@ -345,6 +348,11 @@ class Worker:
             self.metrics.retries.add(1, attrs)
         elif reply is SettleCode.FAILED:
             self.metrics.failed.add(1, attrs)
+            log.warning(
+                "job %s (topic %r) failed after attempt %d: %s: %s", job_id, topic, attempt, error["type"],
+                error["message"], extra={"event": "job_failed", "job_id": job_id, "topic": topic,
+                                         "attempt": attempt, "error": f"{error['type']}: {error['message']}"},
+            )
             failed = ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)
             self._spawn(self._emit_failed(failed))
         elif isinstance(reply, ScriptCode):

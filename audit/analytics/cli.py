@@ -195,9 +195,10 @@ def execute(config: AnalyticsConfig, database_url: str | None, opts: dict[str, A
 def _database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
+    from scheduler.datadir import data_dir_of
     from scheduler.servers import ensure_postgres  # no URL configured: the embedded server, as everywhere
 
-    return ensure_postgres(Path(settings.data_dir))
+    return ensure_postgres(data_dir_of(settings))
 
 
 @click.command("report")

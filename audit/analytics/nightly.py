@@ -92,10 +92,12 @@ async def run_report_async(database_url: str, since: date, until: date, out: str
                                        stderr.decode(errors="replace"))
 
 
-async def install_nightly(scheduler: Scheduler) -> None:
-    """Schedule horae.audit.nightly with the cron feature and register its listener.
+async def install_nightly(scheduler: Scheduler) -> str:
+    """Schedule horae.audit.nightly with the cron feature and register its listener;
+    return one line saying so (the worker prints it).
 
-    Called by `horae worker` (the composition root) when `analytics.nightly` is on:
+    Called by `horae worker` (the composition root) only when asked (`--nightly` or
+    `[analytics] nightly = true`):
     the upsert is idempotent, so every worker may call it; the tick is an ordinary,
     audited job, and the listener runs the pipeline in a subprocess so the worker's
     event loop is never blocked. A failed report fails the attempt (and retries).
@@ -120,3 +122,6 @@ async def install_nightly(scheduler: Scheduler) -> None:
         NIGHTLY_TOPIC, conf.nightly_cron, topic=NIGHTLY_TOPIC, tz=conf.nightly_tz,
         timeout=conf.nightly_timeout_s, retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 600_000}},
     )
+    return (f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) in namespace "
+            f"{scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
+            f"`horae cron remove {NIGHTLY_TOPIC}` drops it")

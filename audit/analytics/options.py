@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from scheduler.datadir import data_dir_of
+
 if TYPE_CHECKING:
     from scheduler.config import Settings
 
@@ -41,7 +43,7 @@ class AnalyticsConfig:
                    baseline_days=a.baseline_days, alert_margin=a.alert_margin, alert_min_jobs=a.alert_min_jobs,
                    top_errors=a.top_errors, signatures_per_day=a.signatures_per_day, source=a.source,
                    jdbc_partitions=a.jdbc_partitions, spark_jars=a.spark_jars, spark_conf=dict(a.spark_conf),
-                   data_dir=settings.data_dir)
+                   data_dir=str(data_dir_of(settings)))
 
     @property
     def dataset(self) -> str:

@@ -194,13 +194,14 @@ async def test_killed_postgres_leaves_stale_lock_files_and_is_started_fresh(data
 async def test_resolve_services_embedded_then_stop_all_stops_both(
     data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="horae.servers")
+    caplog.set_level(logging.DEBUG, logger="horae.servers")
 
     urls = servers.resolve_services(None, None, data_dir)
 
     assert urls.redis_embedded and urls.database_embedded
     lines = [r.getMessage() for r in caplog.records if r.name == "horae.servers"]
     assert lines == [urls.describe()]
+    assert [r.levelno for r in caplog.records if r.name == "horae.servers"] == [logging.DEBUG]  # -v only
     assert f"redis: embedded 6.2 at {urls.redis_url} (data " in lines[0]
     assert f"; postgres: embedded 18 at {urls.database_url} (data " in lines[0]
     redis_pid, pg_pid = redis_state(data_dir)["pid"], postmaster_pid(data_dir)
@@ -227,7 +228,7 @@ async def test_resolve_services_embedded_then_stop_all_stops_both(
 def test_resolve_services_with_given_urls_starts_nothing(
     data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="horae.servers")
+    caplog.set_level(logging.DEBUG, logger="horae.servers")
     redis_url = "redis://:s3cret@127.0.0.1:6390/0"
     database_url = "postgresql://horae:pa55word@127.0.0.1:5432/test?sslmode=disable"
 
