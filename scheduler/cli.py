@@ -174,10 +174,11 @@ def cron_list(settings: Settings, as_json: bool) -> None:
 @cron.command("add")
 @click.argument("name")
 @click.argument("expression")
-@click.option("--topic", required=True)
-@click.option("--tz", default="UTC", show_default=True)
+@click.option("--topic", required=True, help="The topic of each tick's job.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA zone the expression is read in.")
 @click.option("--payload", default="null", help="JSON payload of each tick.")
-@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None)
+@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None,
+              help="Ticks missed while down: one run (coalesce, the default), none (skip), each (all).")
 @click.pass_obj
 def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str, payload: str,
              misfire: str | None) -> None:
@@ -195,8 +196,13 @@ def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str
     _run(main())
 
 
+_CRON_HELP = {"remove": "Delete the schedule NAME (the jobs it created stay).",
+              "pause": "Pause the schedule NAME: no ticks fire until it is resumed.",
+              "resume": "Resume the schedule NAME from its next tick (ticks passed while paused do not run)."}
+
+
 def _cron_action(verb: str) -> Any:
-    @cron.command(verb)
+    @cron.command(verb, help=_CRON_HELP[verb])
     @click.argument("name")
     @click.pass_obj
     def command(settings: Settings, name: str) -> None:
@@ -211,8 +217,6 @@ def _cron_action(verb: str) -> Any:
             raise click.ClickException(f"no cron schedule named {name!r} in namespace {settings.namespace!r}")
         click.echo(f"{name}: {verb + 'd' if changed else 'unchanged'}")
 
-    command.__doc__ = {"remove": "Delete a schedule.", "pause": "Pause a schedule.",
-                       "resume": "Resume a schedule from its next tick."}[verb]
     return command
 
 

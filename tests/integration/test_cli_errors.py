@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -81,3 +82,23 @@ def test_the_installed_command_prints_one_line() -> None:
     errors = [line for line in done.stderr.splitlines() if not LOG_LINE.match(line)]
     assert done.returncode == 1 and len(errors) == 1 and errors[0].startswith("Error: cannot reach Redis"), done.stderr
     assert "s3cret" not in done.stderr + done.stdout and done.stdout == ""
+
+
+def _commands(group: click.Group, path: str) -> list[tuple[str, click.Command]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((f"{path} {name}", command))
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{path} {name}")
+    return found
+
+
+def test_every_subcommand_and_option_has_help_text() -> None:
+    commands = _commands(cli, "horae")
+    assert {"horae jobs list", "horae jobs show", "horae workers", "horae cron show", "horae audit failures"} <= {
+        p for p, _ in commands}
+    assert [p for p, c in commands if not (c.help or "").strip()] == []
+    assert [(p, o.opts) for p, c in commands for o in c.params if isinstance(o, click.Option) and not o.help] == []
+    for path, _ in commands:
+        result = CliRunner().invoke(cli, [*path.split()[1:], "--help"], prog_name="horae")
+        assert result.exit_code == 0 and "Usage: " + path in result.output, path
