@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import Invalid, echo_json, iso, no_relay, print_table, to_json
+from scheduler.cli_common import Invalid, echo_json, iso, mask_urls, no_relay, print_table, to_json
 from scheduler.config import Settings
 from scheduler.errors import InvalidDelay, SchedulerError
 from scheduler.job import JobInfo, JobState
@@ -162,7 +162,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 try:
                     return info, await s.audit.attempts(job_id), None
                 except SchedulerError as exc:
-                    return info, None, str(exc)
+                    return info, None, mask_urls(str(exc))
 
         info, attempts, audit_error = run(main())
         if info is None:
