@@ -13,7 +13,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 import asyncpg
@@ -27,8 +27,10 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay import AuditRelay
+from scheduler.cli_common import echo_json, print_table
 from scheduler.config import AuditSettings
-from scheduler.errors import SchedulerError, StorageError
+from scheduler.errors import InvalidDelay, SchedulerError, StorageError
+from scheduler.timeutil import parse_duration
 
 T = TypeVar("T")
 
@@ -120,6 +122,42 @@ async def _show(conn: Connections, job_id: str, events: bool) -> bool:
         await redis.aclose()
 
 
+def _since(text: str | None) -> datetime | None:
+    """--since: an ISO datetime (naive: UTC) or a duration back from now ("24h", "7d")."""
+    if text is None:
+        return None
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text, "--since"))
+    except InvalidDelay:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"an ISO datetime such as 2026-11-01T00:00 (UTC) or a duration back from now "
+                                 f"such as 24h or 7d; got {text!r}", param_hint="--since") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+async def _failures(conn: Connections, topic: str | None, since: datetime | None, limit: int) -> list[AuditRecord]:
+    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    try:
+        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
+                              RelayOptions.from_settings(conn.audit)) as trail:
+            return await trail.failures(topic, since, limit)
+    finally:
+        await redis.aclose()
+
+
+def _failures_table(rows: list[AuditRecord], title: str) -> Table:
+    table = Table("id", "topic", "failed at (UTC)", "attempts", "error", title=title)
+    for row in rows:
+        error = row.last_error or {}
+        message = str(error.get("message") or "").splitlines()
+        table.add_row(row.id, row.topic, _when(row.failed_at), str(row.attempts),
+                      f"{error.get('type') or ''}: {message[0] if message else ''}" if error else "")
+    return table
+
+
 async def _relay(conn: Connections, options: RelayOptions) -> None:
     redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
     relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"), options)
@@ -189,6 +227,26 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
         if not _run(_show(resolve(ctx), job_id, events)):
             raise click.ClickException(f"job {job_id!r} is not in the audit trail")
 
+    @audit_group.command("failures")
+    @click.option("--topic", default=None, help="Only jobs of this topic.")
+    @click.option("--since", default=None, metavar="WHEN",
+                  help="Failed since an ISO datetime (naive: UTC) or a duration back from now, e.g. 24h.")
+    @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Rows at most.")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON array of the audit rows (tracebacks as lines).")
+    @click.pass_context
+    def failures_command(ctx: click.Context, topic: str | None, since: str | None, limit: int,
+                         as_json: bool) -> None:
+        """Jobs that failed for good, newest first (`horae jobs show ID` or `audit show ID` for one)."""
+        when = _since(since)
+        conn = resolve(ctx)
+        rows = _run(_failures(conn, topic, when, limit))
+        if as_json:
+            echo_json(rows)
+            return
+        title = f"failed jobs in {conn.namespace}" + (f", topic {topic}" if topic else "") + (
+            f", since {_when(when)}" if when else "")
+        print_table(Console(), _failures_table(rows, title))
+
     @audit_group.command("relay")
     @click.option("--batch-size", type=click.IntRange(1, 50_000), default=None, help="Default: audit.batch_size.")
     @click.option("--block-ms", type=click.IntRange(1), default=None, help="Default: audit.block_ms.")
@@ -231,7 +289,7 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
 
 
 def register(cli: click.Group, resolve: Resolver | None = None) -> None:
-    """Add `audit` (show, relay, prune, lag) and `migrate` to the host CLI.
+    """Add `audit` (show, failures, relay, prune, lag) and `migrate` to the host CLI.
 
     Args:
         cli: the host group.

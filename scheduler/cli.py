@@ -19,7 +19,7 @@ from rich.table import Table
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
-from scheduler.errors import SchedulerError
+from scheduler.cli_common import HoraeGroup, echo_json, no_relay, print_table
 from scheduler.logs import configure_logging
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.telemetry import setup_telemetry
@@ -45,7 +45,7 @@ def _load_app(spec: str | None) -> ListenerRegistry:
     return default_registry
 
 
-@click.group()
+@click.group(cls=HoraeGroup)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="TOML config file.")
 @click.option("--redis-url", envvar="HORAE_REDIS_URL", default=None, help="Redis URL (default: embedded server).")
 @click.option("--database-url", envvar="HORAE_DATABASE_URL", default=None, help="PostgreSQL URL (default: embedded).")
@@ -54,19 +54,17 @@ def _load_app(spec: str | None) -> ListenerRegistry:
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, redis_url: str | None, database_url: str | None,
         namespace: str | None, verbose: bool) -> None:
-    """horae: delayed and cron jobs on Redis, with retries and an audit trail."""
-    try:
-        ctx.obj = load_settings(config_path, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    except SchedulerError as exc:
-        raise click.ClickException(str(exc)) from exc
+    """horae: delayed and cron jobs on Redis, with retries and an audit trail.
+
+    Errors are one line on stderr: exit status 2 for a usage error, 1 for a runtime one."""
+    ctx.meta["horae.verbose"] = verbose
+    ctx.obj = load_settings(config_path, redis_url=redis_url, database_url=database_url, namespace=namespace)
     configure_logging(logging.DEBUG if verbose else logging.INFO, ctx.obj.telemetry.json_logs)
 
 
 def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except SchedulerError as exc:
-        raise click.ClickException(str(exc)) from exc
+    """Run a command's coroutine; its errors become one line in HoraeGroup (cli_common.one_line)."""
+    return asyncio.run(coro)
 
 
 @cli.command()
@@ -146,77 +144,23 @@ def demo(settings: Settings) -> None:
 
 
 @cli.group()
-def jobs() -> None:
-    """Inspect jobs."""
-
-
-@jobs.command("show")
-@click.argument("job_id")
-@click.pass_obj
-def jobs_show(settings: Settings, job_id: str) -> None:
-    """Print one job as JSON."""
-
-    async def main() -> None:
-        async with Scheduler(settings=settings) as s:
-            info = await s.get_job(job_id)
-            if info is None:
-                raise click.ClickException(f"no job {job_id!r} in namespace {settings.namespace!r}")
-            click.echo(json.dumps({k: (v.isoformat() if hasattr(v, "isoformat") else v)
-                                   for k, v in info.__dict__.items()}, default=str, indent=2))
-
-    _run(main())
-
-
-@jobs.command("stats")
-@click.option("--topic", default=None)
-@click.pass_obj
-def jobs_stats(settings: Settings, topic: str | None) -> None:
-    """Jobs per state."""
-
-    async def main() -> None:
-        async with Scheduler(settings=settings) as s:
-            counts = await s.stats(topic)
-        table = Table("state", "jobs", title=f"namespace {settings.namespace}" + (f", topic {topic}" if topic else ""))
-        for state, n in counts.items():
-            table.add_row(state, str(n))
-        console.print(table)
-
-    _run(main())
-
-
-@cli.command("workers")
-@click.pass_obj
-def workers_list(settings: Settings) -> None:
-    """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat."""
-
-    async def main() -> None:
-        async with Scheduler(settings=settings) as s:
-            infos = await s.workers()
-        table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)",
-                      title=f"live workers in {settings.namespace}")
-        for w in infos:
-            topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
-            table.add_row(w.id, w.host, str(w.pid), topics, str(w.concurrency), str(w.running),
-                          w.last_heartbeat.isoformat(timespec="seconds"))
-        console.print(table)
-
-    _run(main())
-
-
-@cli.group()
 def cron() -> None:
     """Recurring schedules."""
 
 
 @cron.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of the schedules instead of a table.")
 @click.pass_obj
-def cron_list(settings: Settings) -> None:
+def cron_list(settings: Settings, as_json: bool) -> None:
     """Every schedule with its next run in its own zone and in UTC."""
     from zoneinfo import ZoneInfo
 
     async def main() -> None:
-        async with Scheduler(settings=settings) as s:
+        async with Scheduler(settings=no_relay(settings)) as s:
             crons = await s.list_crons()
+        if as_json:
+            echo_json(crons)
+            return
         table = Table("name", "cron", "zone", "topic", "next run (zone)", "next run (UTC)", "last run (UTC)",
                       "misfire", "paused", title=f"cron schedules in {settings.namespace}")
         for c in crons:
@@ -228,7 +172,7 @@ def cron_list(settings: Settings) -> None:
                 c.last_run_at.strftime("%Y-%m-%d %H:%M:%S") if c.last_run_at else "-",
                 c.misfire, "yes" if c.paused else "no",
             )
-        console.print(table)
+        print_table(console, table)
 
     _run(main())
 
@@ -236,10 +180,11 @@ def cron_list(settings: Settings) -> None:
 @cron.command("add")
 @click.argument("name")
 @click.argument("expression")
-@click.option("--topic", required=True)
-@click.option("--tz", default="UTC", show_default=True)
+@click.option("--topic", required=True, help="The topic of each tick's job.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA zone the expression is read in.")
 @click.option("--payload", default="null", help="JSON payload of each tick.")
-@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None)
+@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None,
+              help="Ticks missed while down: one run (coalesce, the default), none (skip), each (all).")
 @click.pass_obj
 def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str, payload: str,
              misfire: str | None) -> None:
@@ -257,8 +202,13 @@ def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str
     _run(main())
 
 
+_CRON_HELP = {"remove": "Delete the schedule NAME (the jobs it created stay).",
+              "pause": "Pause the schedule NAME: no ticks fire until it is resumed.",
+              "resume": "Resume the schedule NAME from its next tick (ticks passed while paused do not run)."}
+
+
 def _cron_action(verb: str) -> Any:
-    @cron.command(verb)
+    @cron.command(verb, help=_CRON_HELP[verb])
     @click.argument("name")
     @click.pass_obj
     def command(settings: Settings, name: str) -> None:
@@ -269,12 +219,10 @@ def _cron_action(verb: str) -> Any:
                 return await (s.pause_cron(name) if verb == "pause" else s.resume_cron(name))
 
         changed = _run(main())
-        click.echo(f"{name}: {verb + 'd' if changed else 'unchanged'}".replace("ed'd", "ed"))
         if verb == "remove" and not changed:
-            raise click.ClickException(f"no cron schedule named {name!r}")
+            raise click.ClickException(f"no cron schedule named {name!r} in namespace {settings.namespace!r}")
+        click.echo(f"{name}: {verb + 'd' if changed else 'unchanged'}")
 
-    command.__doc__ = {"remove": "Delete a schedule.", "pause": "Pause a schedule.",
-                       "resume": "Resume a schedule from its next tick."}[verb]
     return command
 
 
@@ -323,17 +271,19 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit package, `dlq` and `topics`, wired here: the CLI is a composition root."""
+    """Commands of the audit package, `dlq`, `topics`, `jobs`, `workers` and `cron show`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
 
     from scheduler.cli_dlq import register as register_dlq
+    from scheduler.cli_jobs import register as register_jobs
     from scheduler.cli_topics import register as register_topics
 
     register(cli, _resolved_settings)
     register_analytics(cli)
     register_dlq(cli, _run, console)
     register_topics(cli, _run, console)
+    register_jobs(cli, _run, console)
 
 
 _register_extensions()

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.api import Scheduler
+from scheduler.cli_common import print_table
 from scheduler.config import Settings
 
 Run = Callable[[Any], Any]
@@ -75,7 +76,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 m = dl.metadata
                 table.add_row(dl.id, str(m.get("source_topic")), str(m.get("source_job_id")), str(m.get("failed_at")),
                               str(m.get("attempts")), f"{m.get('error_type')}: {m.get('error')}")
-            console.print(table)
+            print_table(console, table)
             if page.cursor:
                 click.echo(f"next page: --cursor {page.cursor}")
 

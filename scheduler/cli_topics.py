@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
+from scheduler.cli_common import Invalid, print_table
 from scheduler.config import Settings
 from scheduler.errors import ScheduleError, TopicInUse
 from scheduler.flow import RateLimit
@@ -31,12 +32,6 @@ from scheduler.topic_options import POLICIES, TopicOptions, describe
 Run = Callable[[Any], Any]
 # Fields `set --unset` clears (policy is fixed once stored).
 CLEARABLE = ("retry", "timeout", "rate_limit", "concurrency", "priority_default", "warning_size", "dead_letter")
-
-
-class Invalid(click.ClickException):
-    """A usage or validation error: one line, exit status 2."""
-
-    exit_code = 2
 
 
 class OneLineCommand(click.Command):
@@ -89,12 +84,6 @@ def _cells(doc: dict[str, Any]) -> dict[str, str]:
         "warning size": "-" if doc["warning_size"] is None else str(doc["warning_size"]),
         "dead letter": doc["dead_letter"] or "-",
     }
-
-
-def _print(console: Console, table: Table) -> None:
-    """Print a table whole: on a terminal long cells wrap; piped, each row stays one line."""
-    out = console if console.is_terminal else Console(width=100_000, no_color=True, highlight=False)
-    out.print(table)
 
 
 def _duration(text: str) -> float | str:
@@ -167,7 +156,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             table.add_row(*(Text(x) for x in (doc["name"], c["policy"], c["concurrency"], c["rate limit"],
                                               c["timeout"], c["priority"], c["warning size"], c["dead letter"],
                                               c["retry"])))
-        _print(console, table)
+        print_table(console, table)
 
     @topics.command("show", cls=OneLineCommand)
     @click.argument("name")
@@ -294,4 +283,4 @@ def _show(console: Console, doc: dict[str, Any], as_json: bool) -> None:
     table = Table("field", "value", title=f"topic {doc['name']}")
     for field, text in _cells(doc).items():
         table.add_row(field, Text(text))
-    _print(console, table)
+    print_table(console, table)
