@@ -4,9 +4,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.view import View
+
+# Bucket upper bounds (seconds) of the two time histograms: 1 ms to 1 h, roughly 1-2.5-5
+# per decade. OpenTelemetry's default boundaries (0, 5, 10, 25, ... 10000) are meant for
+# milliseconds: read as seconds every sub-5-second value lands in one bucket, and
+# histogram_quantile reports p50 = 2.5 s for a 5 ms lateness.
+SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)
+SECONDS_HISTOGRAMS: tuple[str, ...] = ("horae_attempt_duration_seconds", "horae_job_lateness_seconds")
+
+
+def histogram_views() -> list[View]:
+    """SDK Views giving the time histograms SECONDS_BUCKETS; for every MeterProvider horae
+    builds (`telemetry.py`). Needs opentelemetry-sdk."""
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+
+    return [View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(SECONDS_BUCKETS))
+            for name in SECONDS_HISTOGRAMS]
 
 
 class Metrics:
@@ -39,11 +62,15 @@ class Metrics:
             "horae_dead_letters_dropped_total",
             description="Dead letters dropped by retention (age or the per-topic cap), by dead-letter topic",
         )
+        # The Views of histogram_views() set the buckets where horae builds the provider; the
+        # advisory gives the same buckets under an application's own SDK (one without Views).
         self.attempt_duration = meter.create_histogram(
-            "horae_attempt_duration_seconds", unit="s", description="Wall time of one attempt"
+            "horae_attempt_duration_seconds", unit="s", description="Wall time of one attempt",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.lateness = meter.create_histogram(
-            "horae_job_lateness_seconds", unit="s", description="Attempt start minus due time"
+            "horae_job_lateness_seconds", unit="s", description="Attempt start minus due time",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.active_attempts = meter.create_up_down_counter(
             "horae_worker_active_attempts", description="Attempts running in this worker"

@@ -72,7 +72,9 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
         readers.append(PrometheusMetricReader())
         out._servers.append(start_http_server(port or 9464, addr="0.0.0.0"))
         out.metrics_port = port or 9464
-    out.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    from scheduler.metrics import histogram_views
+
+    out.meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=histogram_views())
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(out.meter_provider)
     return out
