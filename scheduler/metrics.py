@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from scheduler.outbox import ATTEMPT_FAILED_OUTCOME, SUCCEEDED
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.view import View
 
@@ -20,6 +22,7 @@ SECONDS_BUCKETS: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 )
+ZERO_OUTCOMES: tuple[str, ...] = (SUCCEEDED, ATTEMPT_FAILED_OUTCOME)  # attempt outcomes start_topics() exports at 0
 SECONDS_HISTOGRAMS: tuple[str, ...] = ("horae_attempt_duration_seconds", "horae_job_lateness_seconds")
 
 
@@ -86,6 +89,18 @@ class Metrics:
                                       description="Outbox events not yet committed to Postgres")
         meter.create_observable_gauge("horae_audit_outbox_oldest_age_seconds", callbacks=[self._observe_age],
                                       unit="s", description="Age of the oldest uncommitted outbox event")
+
+    def start_topics(self, topics: Iterable[str]) -> None:
+        """Export 0 for the per-topic counters of `topics` (a worker's, at start), so a rate
+        or a ratio over them shows 0 instead of "no data" before anything happened."""
+        for topic in topics:
+            attrs = {"topic": topic}
+            for counter in (self.scheduled, self.completed, self.failed, self.retries, self.no_listener,
+                            self.invalid_payload, self.backlog_warnings):
+                counter.add(0, attrs)
+            for outcome in ZERO_OUTCOMES:
+                self.attempts.add(0, {**attrs, "outcome": outcome})
+        self.cancelled.add(0)  # no topic label
 
     def _observe_jobs(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(n, {"state": state}) for state, n in self.jobs_by_state.items()]

@@ -260,6 +260,24 @@ async def test_metrics_count_exactly_what_happened(redis_url: str, namespace: st
     meter_provider.shutdown()
 
 
+async def test_a_worker_exports_its_topics_counters_from_zero(redis_url: str, namespace: str) -> None:
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    reg = ListenerRegistry()
+    reg.add("ok", lambda event: None)
+    s = make_scheduler(redis_url, namespace, reg)
+    s.metrics = Metrics(meter_provider.get_meter("test"))
+    async with s, s.worker():
+        points = metric_points(reader)
+    meter_provider.shutdown()
+    for name in ("horae_jobs_scheduled_total", "horae_jobs_completed_total", "horae_jobs_failed_total",
+                 "horae_retries_total", "app_schedule_job_no_listener_total", "horae_jobs_invalid_payload_total"):
+        assert points[(name, (("topic", "ok"),))] == 0, name
+    assert points[("horae_attempts_total", (("outcome", "failed"), ("topic", "ok")))] == 0
+    assert points[("horae_attempts_total", (("outcome", "succeeded"), ("topic", "ok")))] == 0
+    assert points[("horae_jobs_cancelled_total", ())] == 0
+
+
 PRODUCER = """
 import asyncio, sys, urllib.request
 import scheduler
