@@ -31,6 +31,13 @@ class Samples:
 
     series: dict[Labels, list[tuple[float, float]]] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, text: str) -> Samples:
+        """One scrape's samples."""
+        out = cls()
+        out.add_scrape(text, 0.0)
+        return out
+
     def add_scrape(self, text: str, at: float, **extra: str) -> None:
         """Add one scrape's Prometheus text, its samples taken at `at` (extra: e.g. instance=...)."""
         for family in text_string_to_metric_families(text):
@@ -149,7 +156,7 @@ class Evaluator:
         return names
 
     def _aggregation(self, op: str) -> Vector:
-        grouping: tuple[str, list[str]] = ("without", [])
+        grouping: tuple[str, list[str]] = ("by", [])  # no clause: everything in one group
         if self._peek() in ("by", "without"):
             grouping = (self._take()[1], self._labels())
         self._take("(")
