@@ -132,7 +132,7 @@ class Evaluator:
             self._take("(")
             ranged = self._selector(self._take()[1], ranged=True)
             self._take(")")
-            return _rate(ranged, per_second=text == "rate")
+            return _rate(ranged, per_second=text == "rate")  # type: ignore[arg-type]
         if text == "histogram_quantile":
             self._take("(")
             q = self._sum()
@@ -195,7 +195,7 @@ class Evaluator:
         return {_drop(labels, "__name__"): points[-1][1] for labels, points in picked.items() if points[-1][0] == last}
 
 
-def _rate(ranged: dict[Labels, list[tuple[float, float]]], per_second: bool) -> Vector:  # type: ignore[type-arg]
+def _rate(ranged: dict[Labels, list[tuple[float, float]]], per_second: bool) -> Vector:
     out: Vector = {}
     for labels, points in ranged.items():
         if len(points) < 2:
