@@ -31,6 +31,8 @@ from scheduler.operations import JobOperations
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scheduling import Scheduling
 from scheduler.store import RedisStore
+from scheduler.telemetry import setup_telemetry
+from scheduler.telemetry import wanted as telemetry_wanted
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
 from scheduler.worker import Worker
@@ -88,6 +90,8 @@ class Scheduler(ScheduleCalls):
     async def connect(self) -> None:
         """Resolve servers (starting embedded ones when no URL is set) and connect (`connection.py`)."""
         s = self.settings
+        if telemetry_wanted(s.telemetry):  # producers export too; once per process (telemetry.py)
+            setup_telemetry(s.telemetry)
         conn = await open_connection(s, self._clock, need_database=self._audit_on)
         self.services, self._redis, self._clock, self._store = conn.services, conn.redis, conn.clock, conn.store
         if self._audit_on:

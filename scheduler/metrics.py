@@ -4,9 +4,35 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from scheduler.outbox import ATTEMPT_FAILED_OUTCOME, SUCCEEDED
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.view import View
+
+# Bucket upper bounds (seconds) of the two time histograms: 1 ms to 1 h, roughly 1-2.5-5
+# per decade. OpenTelemetry's default boundaries (0, 5, 10, 25, ... 10000) are meant for
+# milliseconds: read as seconds every sub-5-second value lands in one bucket, and
+# histogram_quantile reports p50 = 2.5 s for a 5 ms lateness.
+SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)
+ZERO_OUTCOMES: tuple[str, ...] = (SUCCEEDED, ATTEMPT_FAILED_OUTCOME)  # attempt outcomes start_topics() exports at 0
+SECONDS_HISTOGRAMS: tuple[str, ...] = ("horae_attempt_duration_seconds", "horae_job_lateness_seconds")
+
+
+def histogram_views() -> list[View]:
+    """SDK Views giving the time histograms SECONDS_BUCKETS; for every MeterProvider horae
+    builds (`telemetry.py`). Needs opentelemetry-sdk."""
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+
+    return [View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(SECONDS_BUCKETS))
+            for name in SECONDS_HISTOGRAMS]
 
 
 class Metrics:
@@ -39,11 +65,15 @@ class Metrics:
             "horae_dead_letters_dropped_total",
             description="Dead letters dropped by retention (age or the per-topic cap), by dead-letter topic",
         )
+        # The Views of histogram_views() set the buckets where horae builds the provider; the
+        # advisory gives the same buckets under an application's own SDK (one without Views).
         self.attempt_duration = meter.create_histogram(
-            "horae_attempt_duration_seconds", unit="s", description="Wall time of one attempt"
+            "horae_attempt_duration_seconds", unit="s", description="Wall time of one attempt",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.lateness = meter.create_histogram(
-            "horae_job_lateness_seconds", unit="s", description="Attempt start minus due time"
+            "horae_job_lateness_seconds", unit="s", description="Attempt start minus due time",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.active_attempts = meter.create_up_down_counter(
             "horae_worker_active_attempts", description="Attempts running in this worker"
@@ -59,6 +89,18 @@ class Metrics:
                                       description="Outbox events not yet committed to Postgres")
         meter.create_observable_gauge("horae_audit_outbox_oldest_age_seconds", callbacks=[self._observe_age],
                                       unit="s", description="Age of the oldest uncommitted outbox event")
+
+    def start_topics(self, topics: Iterable[str]) -> None:
+        """Export 0 for the per-topic counters of `topics` (a worker's, at start), so a rate
+        or a ratio over them shows 0 instead of "no data" before anything happened."""
+        for topic in topics:
+            attrs = {"topic": topic}
+            for counter in (self.scheduled, self.completed, self.failed, self.retries, self.no_listener,
+                            self.invalid_payload, self.backlog_warnings):
+                counter.add(0, attrs)
+            for outcome in ZERO_OUTCOMES:
+                self.attempts.add(0, {**attrs, "outcome": outcome})
+        self.cancelled.add(0)  # no topic label
 
     def _observe_jobs(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(n, {"state": state}) for state, n in self.jobs_by_state.items()]

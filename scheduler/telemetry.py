@@ -1,9 +1,14 @@
 """Install an OpenTelemetry SDK and exporters from config, for `horae worker`
-or an application that wants ours. Needs the `horae[otel]` extra; never
-called at import time, never forced on an embedding application."""
+and for any process whose Scheduler connects with `[telemetry]` set (producers
+too). Needs the `horae[otel]` extra; never called at import time, never forced
+on an embedding application ("none", the default, installs nothing).
+
+The providers are process-wide (OpenTelemetry's globals): the first call installs
+them, later calls (more Schedulers, the worker command then its Scheduler) reuse them."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +26,9 @@ class Telemetry:
     _servers: list[Any] = field(default_factory=list)
 
     def shutdown(self) -> None:
+        global _installed
+        if _installed is self:
+            _installed = None
         for provider in (self.tracer_provider, self.meter_provider):
             if provider is not None:
                 provider.shutdown()
@@ -29,13 +37,29 @@ class Telemetry:
             thread.join(timeout=2)
 
 
+log = logging.getLogger("horae.telemetry")
+_installed: Telemetry | None = None  # this process's providers, once installed
+
+
+def wanted(settings: TelemetrySettings) -> bool:
+    """Whether the settings ask for an exporter (a Scheduler then installs one on connect)."""
+    return settings.exporter != "none" or settings.metrics_port != 0
+
+
 def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None) -> Telemetry:
-    """Set the global tracer and meter providers for the configured exporter.
+    """Set the global tracer and meter providers for the configured exporter, once per process
+    (a later call returns the installed providers, whatever its settings).
 
     Args:
         settings: the [telemetry] section.
         metrics_port: serve Prometheus metrics on this port (overrides settings; 0 = off).
+
+    Raises:
+        ConfigError: the SDK is missing, or the metrics port is taken.
     """
+    global _installed
+    if _installed is not None:
+        return _installed
     port = settings.metrics_port if metrics_port is None else metrics_port
     exporter = "prometheus" if port and settings.exporter == "none" else settings.exporter
     if exporter == "none":
@@ -49,6 +73,10 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
     except ImportError as exc:
         raise ConfigError(f"telemetry exporter {exporter!r} needs the SDK: pip install 'horae[otel]' ({exc})") from exc
 
+    if isinstance(metrics.get_meter_provider(), MeterProvider):
+        log.warning("an OpenTelemetry SDK is already installed in this process: [telemetry] exporter %r "
+                    "not installed (the application's own exporters get horae's metrics)", exporter)
+        return Telemetry()
     resource = Resource.create({"service.name": settings.service_name})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[Any] = []
@@ -69,12 +97,19 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 
+        try:
+            out._servers.append(start_http_server(port or 9464, addr="0.0.0.0"))
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on port {port or 9464} ({exc}): give each process "
+                              "its own [telemetry] metrics_port (HORAE_TELEMETRY__METRICS_PORT)") from exc
         readers.append(PrometheusMetricReader())
-        out._servers.append(start_http_server(port or 9464, addr="0.0.0.0"))
         out.metrics_port = port or 9464
-    out.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    from scheduler.metrics import histogram_views
+
+    out.meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=histogram_views())
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(out.meter_provider)
+    _installed = out
     return out
 
 

@@ -114,6 +114,7 @@ class Worker:
                               "(horae worker --app), or pass all_topics (--all-topics) to claim every topic")
         if self.on_start is not None:
             await self.on_start()
+        self.metrics.start_topics(sorted({*self._filter.topics, *self._filter.listened}))
         await self._advertise()
         self._subscription = await self.store.subscribe_wake(self._wake.set)
         self._settler.start()

@@ -1,30 +1,28 @@
 """The Grafana dashboards: valid for their schema version, equal to what
-dashboards/generate.py writes, and querying only metrics (and labels) that
-the code really emits in a real run."""
+dashboards/generate.py writes, and every panel of the operations dashboard
+returning data from the documented deployment (a worker and a producer
+process, each scraped)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
+import math
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import JobState, Scheduler
-from scheduler.config import load_settings
-from scheduler.metrics import Metrics
-from tests.integration.engine_fixtures import eventually
+from tests.procs.deployment import Deployment
+from tests.promql import Evaluator, Samples, Vector
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"
 PANEL_TYPES = {"timeseries", "stat", "table", "gauge", "barchart", "bargauge", "piechart", "text"}
-HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 CONTRACT_METRICS = {
     "app_schedule_job_no_listener_total", "horae_jobs_scheduled_total", "horae_attempts_total",
     "horae_jobs_completed_total", "horae_jobs_failed_total", "horae_jobs_cancelled_total", "horae_retries_total",
@@ -85,57 +83,62 @@ def prom_usage(dash: dict[str, Any]) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-async def test_every_queried_metric_is_emitted_with_those_labels(redis_url: str, database_url: str,
-                                                                 namespace: str) -> None:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    reg = ListenerRegistry()
+def panel_queries(dash: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(panel title, legend, PromQL) of every target."""
+    return [(p["title"], t.get("legendFormat", ""), t["expr"]) for p in dash["panels"] for t in p["targets"]]
 
-    @reg.on_event("ok")
-    async def ok(event: ScheduleArrivedEvent) -> None:
-        return None
 
-    @reg.on_event("bad")
-    async def bad(event: ScheduleArrivedEvent) -> None:
-        raise RuntimeError("no")
+def by_labels(expr: str) -> set[str]:
+    return {g.strip() for group in re.findall(r"by \(([^)]*)\)", expr) for g in group.split(",")} - {"le"}
 
-    base = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    settings = base.model_copy(update={"worker": base.worker.model_copy(update={"recover_interval_s": 0.05})})
-    s = Scheduler(settings=settings, listeners=reg)
-    s.metrics = Metrics(provider.get_meter("test"))
-    async with s:
-        jobs = [await s.schedule_in(t, 0, retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}})
-                for t in ("ok", "bad", "nobody")]
-        await s.cancel(await s.schedule_in("ok", "1h"))
-        async with s.worker():
-            for job_id in jobs:
-                await eventually(lambda: _terminal(s, job_id), timeout=15, what="terminal")
-            await asyncio.sleep(0.3)  # a few housekeeping rounds refresh the gauges
-    emitted: dict[str, set[str]] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else []:
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                keys = emitted.setdefault(m.name, set())
-                for point in m.data.data_points:
-                    keys |= set(point.attributes)
-    provider.shutdown()
+
+def values(result: Vector | float, label: str) -> dict[str, float]:
+    assert isinstance(result, dict)
+    return {dict(labels).get(label, ""): v for labels, v in result.items()}
+
+
+@pytest.fixture
+def deployment(redis_url: str, database_url: str, namespace: str, tmp_path: Path) -> Iterator[Deployment]:
+    dep = Deployment(redis_url, database_url, namespace, tmp_path)
+    yield dep
+    dep.close()
+
+
+async def test_every_panel_returns_data_from_the_documented_deployment(deployment: Deployment) -> None:
+    """A worker and a producer process, each scraped after each of two waves of jobs; every
+    panel's PromQL, evaluated over the two scrapes (tests/promql.py), returns a series,
+    each with the labels its legend and `by` clause name, and a number (not NaN)."""
+    dep = deployment
+    await asyncio.to_thread(dep.wait_ready)
+    samples = Samples()
+    scraped: dict[str, set[str]] = {}
+    for _ in range(2):
+        await asyncio.to_thread(dep.wave)
+        await asyncio.sleep(0.5)  # a few housekeeping rounds (0.2 s) refresh the worker's gauges
+        at = time.time()  # one scrape round, one timestamp (the instant queries read the last round)
+        for name, text in (await asyncio.to_thread(dep.scrape)).items():
+            samples.add_scrape(text, at, instance=name)
+            scraped[name] = Samples.of(text).names()
+    assert "horae_jobs_scheduled_total" in scraped["producer"], "the producer exports what it schedules"
     usage = prom_usage(load("horae-operations.json"))
-    queried = {re.sub(r"_(bucket|count|sum)$", "", m) for _, m, _ in usage}
-    assert queried == CONTRACT_METRICS, "the operations dashboard shows every contract metric"
-    for panel, metric, labels in usage:
-        name = metric
-        for suffix in HISTOGRAM_SUFFIXES:
-            if metric.endswith(suffix) and metric[: -len(suffix)] in emitted:
-                name = metric[: -len(suffix)]
-                labels = labels - {"le"}
-        assert name in emitted, f"panel {panel!r} queries {metric}, which the code never emitted"
-        assert labels <= emitted[name], f"panel {panel!r}: {metric} has labels {emitted[name]}, not {labels}"
-
-
-async def _terminal(s: Scheduler, job_id: str) -> bool:
-    info = await s.get_job(job_id)
-    return info is not None and info.state in (JobState.COMPLETED, JobState.FAILED)
+    assert {re.sub(r"_(bucket|count|sum)$", "", m) for _, m, _ in usage} == CONTRACT_METRICS
+    results: dict[tuple[str, str], Vector | float] = {}
+    for title, legend, expr in panel_queries(load("horae-operations.json")):
+        result = Evaluator(samples).eval(expr)
+        results[title, legend] = result
+        assert isinstance(result, dict) and result, f"{title!r} ({legend}): {expr} returns no data"
+        wanted = by_labels(expr) | set(re.findall(r"\{\{(\w+)\}\}", legend))
+        for labels, value in result.items():
+            assert wanted <= dict(labels).keys(), f"{title!r}: {dict(labels)} lacks {wanted}"
+        assert any(not math.isnan(v) for v in result.values()), f"{title!r} ({legend}): only NaN {result}"
+    scheduled = values(results["Jobs scheduled / s by topic", "{{topic}}"], "topic")
+    assert scheduled.keys() >= {"ok", "bad", "nobody"} and min(scheduled[t] for t in ("ok", "bad", "nobody")) > 0
+    ratio = values(results["Failure ratio by topic (failed / finished)", "{{topic}}"], "topic")
+    assert ratio["ok"] == 0.0 and ratio["bad"] == 1.0, ratio  # "ok": failed counts from 0, not missing
+    lateness = values(results["Lateness p50 / p99 (start - due)", "p50 {{topic}}"], "topic")
+    assert 0 < lateness["ok"] < 2.0, lateness  # the default buckets said 2.5 s for any lateness under 5 s
+    assert values(results["Jobs with no listener / s by topic", "{{topic}}"], "topic")["nobody"] > 0
+    assert values(results["Completed / failed / cancelled per s", "cancelled"], "")[""] > 0
 
 
 def test_analytics_dashboard_reads_the_nightly_tables() -> None:

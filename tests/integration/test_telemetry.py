@@ -4,10 +4,15 @@ attempts and listeners, error status on failing listeners, exact metric counts."
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -21,6 +26,9 @@ from scheduler.logs import TraceContextFilter
 from scheduler.metrics import Metrics
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+from tests.procs.deployment import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FAST = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}}
 
@@ -250,3 +258,57 @@ async def test_metrics_count_exactly_what_happened(redis_url: str, namespace: st
     assert points[("horae_job_lateness_seconds", (("topic", "flaky"),))] == 2
     assert points[("horae_worker_active_attempts", ())] == 0
     meter_provider.shutdown()
+
+
+async def test_a_worker_exports_its_topics_counters_from_zero(redis_url: str, namespace: str) -> None:
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    reg = ListenerRegistry()
+    reg.add("ok", lambda event: None)
+    s = make_scheduler(redis_url, namespace, reg)
+    s.metrics = Metrics(meter_provider.get_meter("test"))
+    async with s, s.worker():
+        points = metric_points(reader)
+    meter_provider.shutdown()
+    for name in ("horae_jobs_scheduled_total", "horae_jobs_completed_total", "horae_jobs_failed_total",
+                 "horae_retries_total", "app_schedule_job_no_listener_total", "horae_jobs_invalid_payload_total"):
+        assert points[(name, (("topic", "ok"),))] == 0, name
+    assert points[("horae_attempts_total", (("outcome", "failed"), ("topic", "ok")))] == 0
+    assert points[("horae_attempts_total", (("outcome", "succeeded"), ("topic", "ok")))] == 0
+    assert points[("horae_jobs_cancelled_total", ())] == 0
+
+
+PRODUCER = """
+import asyncio, sys, urllib.request
+import scheduler
+from listeners import ListenerRegistry
+from scheduler import Scheduler
+from scheduler.config import load_settings
+
+redis_url, namespace, port = sys.argv[1], sys.argv[2], sys.argv[3]
+
+async def main():
+    settings = load_settings(env={"HORAE_TELEMETRY__METRICS_PORT": port, "HORAE_AUDIT__RELAY": "false"},
+                             redis_url=redis_url, namespace=namespace)
+    for topic in ("a", "b"):  # two Schedulers, one process: one exporter, no port taken twice
+        async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
+            await s.schedule_in(topic, "1h")
+    print(scheduler.__file__)
+    print(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
+
+asyncio.run(main())
+"""
+
+
+def test_a_producer_exports_its_metrics_when_telemetry_is_configured(redis_url: str, namespace: str) -> None:
+    """No worker in the process: `[telemetry] metrics_port` alone makes the Scheduler serve
+    horae_jobs_scheduled_total (the "Jobs scheduled / s" panel's counter)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")} | {"PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", PRODUCER, redis_url, namespace, str(free_port())], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    code, _, text = out.stdout.partition("\n")
+    assert Path(code).is_relative_to(ROOT), f"the child ran {code}"
+    scheduled = {s.labels["topic"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+                 if s.name == "horae_jobs_scheduled_total"}
+    assert scheduled == {"a": 1.0, "b": 1.0}
