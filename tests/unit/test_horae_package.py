@@ -3,6 +3,7 @@ application-facing names of listeners, the same objects, loaded lazily."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -54,3 +55,17 @@ def test_dir_lists_the_public_names_and_unknown_ones_fail() -> None:
     assert set(horae.__all__) <= set(dir(horae))
     with pytest.raises(AttributeError, match="module 'horae' has no attribute 'NoSuchName'"):
         horae.NoSuchName  # noqa: B018
+
+
+def test_readme_code_imports_from_horae_names_it_exports() -> None:
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
+    code = "\n".join(blocks)
+    assert "from scheduler import" not in code and "from listeners import" not in code
+    imported = {n.strip() for group in re.findall(r"^from horae import (.+)$", code, re.MULTILINE)
+                for n in group.split(",")}
+    assert {"Scheduler", "on_event", "ScheduleArrivedEvent"} <= imported <= set(horae.__all__)
+    compile(blocks[0], "README quick start", "exec")
+    assert 'job_id="' in blocks[0] and "timeout=" in blocks[0]
