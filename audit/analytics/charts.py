@@ -3,7 +3,7 @@ text goes through html.escape. Tooltips are SVG <title> elements."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Final
 
@@ -23,11 +23,13 @@ def _svg_open(width: int, height: int, label: str) -> str:
 
 def line_chart(labels: Sequence[str], series: Mapping[str, Sequence[float | None]], *, shaded: int = 0,
                references: Mapping[str, float] | None = None, titles: Sequence[str] | None = None,
-               label: str = "failure rate per topic per day", width: int = 860, height: int = 300) -> str:
+               ticks: Iterable[int] | None = None, label: str = "failure rate per topic per day",
+               width: int = 860, height: int = 300) -> str:
     """Rates (0..1) at each x label, one polyline per series (values aligned with `labels`).
 
     The first `shaded` points are shaded (the baseline); `references` draws a dashed line at a
-    series' reference rate (its baseline); `titles` are the tooltips' x texts (default: labels).
+    series' reference rate (its baseline); `titles` are the tooltips' x texts (default: labels);
+    `ticks` the indices of the labels shown (default: about 12, counted back from the last).
     A missing value (None) breaks the line.
     """
     references = references or {}
@@ -57,9 +59,10 @@ def line_chart(labels: Sequence[str], series: Mapping[str, Sequence[float | None
         tick = y_max * k / 4
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>')
         parts.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="axis">{_pct(tick)}</text>')
-    label_every = max(1, -(-len(labels) // 12))
+    every = max(1, -(-len(labels) // 12))
+    shown = set(range(len(labels) - 1, -1, -every) if ticks is None else ticks)
     for i, text in enumerate(labels):
-        if i % label_every == 0 or i == len(labels) - 1:
+        if i in shown:
             parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="axis">'
                          f'{escape(text)}</text>')
     for n, (name, points) in enumerate(series.items()):

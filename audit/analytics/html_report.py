@@ -30,7 +30,7 @@ th{background:#fafafa;font-weight:600}td.n,th.n{text-align:right;font-variant-nu
 .card{border:1px solid #e3e3e3;border-radius:6px;padding:8px 14px;min-width:120px}.card b{display:block;font-size:20px}
 code{font-size:12px;word-break:break-word}
 svg.chart{display:block;width:100%;height:auto}.grid{stroke:#ddd;stroke-width:1}.axis{font-size:11px;fill:#555}
-.legend{font-size:12px;fill:#333}
+.legend{font-size:12px;fill:#333}.wide{overflow-x:auto}
 """
 
 
@@ -93,7 +93,8 @@ def _rate_chart(analysis: Analysis) -> str:
         dashed = f"; dashed: the baseline rate ({_baseline_text(w.baseline_days)})" if base else ""
         note = (f'<p class="muted">Failed / (completed + failed) per hour of {w.since} ({escape(w.zone)}); '
                 f"{shown.format(len(ordered))}{dashed}.</p>")
-        return note + line_chart(labels, ordered, references=base, label="failure rate per topic per hour")
+        return note + line_chart(labels, ordered, references=base, ticks=range(0, 24, 2),
+                                 label="failure rate per topic per hour")
     series: dict[str, dict[date, float | None]] = defaultdict(dict)
     for s in (*analysis.baseline_daily, *analysis.daily):
         if s.topic in topics and s.day is not None:
@@ -131,7 +132,8 @@ def _topics(totals: tuple[Stats, ...]) -> str:
                  _ms(t.p95_lateness_ms), f"{t.timed_out:,}", f"{t.worker_lost:,}", f"{t.no_listener:,}"]
         rows.append(f"<tr><td>{escape(t.topic)}</td>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>")
     header = "<tr><th>topic</th>" + "".join(f"<th class=n>{h}</th>" for h in head[1:]) + "</tr>"
-    return f"<table>{header}{''.join(rows)}</table>" if rows else '<p class="muted">No topic ran.</p>'
+    return (f'<div class="wide"><table>{header}{"".join(rows)}</table></div>' if rows
+            else '<p class="muted">No topic ran.</p>')
 
 
 def show_command(job_id: str) -> str:
