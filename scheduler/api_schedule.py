@@ -121,7 +121,7 @@ class ScheduleCalls:
         dedupe: Dedupe | None = None,
         priority: int | str | None = None,
     ) -> str:
-        """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"2h"/"1d"); the
+        """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"1h30m"/"1d"); the
         other keywords as schedule_at's."""
         seconds = parse_duration(delay, "delay")
         due = check_run_at_ms(self.clock.now_ms() + int(min(seconds, 1e16) * 1000), "delay")

@@ -87,7 +87,7 @@ def _cells(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def _duration(text: str) -> float | str:
-    """A CLI duration: seconds as a plain number, or "500ms"/"30s"/"5m"/"2h"/"1d"."""
+    """A CLI duration: seconds as a plain number, or "500ms"/"30s"/"5m"/"1h30m"/"1d12h"."""
     try:
         return float(text)
     except ValueError:

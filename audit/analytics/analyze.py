@@ -17,6 +17,7 @@ from audit.analytics.results import (
     AlertRule,
     Analysis,
     HistogramBin,
+    HourRate,
     Signature,
     Stats,
     TopError,
@@ -93,6 +94,13 @@ def analyze(spark: SparkSession, source: Source, window: ReportWindow, rule: Ale
         with timer("window totals"):
             totals = sorted((_stats(r, None) for r in metrics.stats(window_jobs, window_attempts, ["topic"])
                              .collect()), key=lambda s: s.topic)
+        hourly: list[HourRate] = []
+        if window.since == window.until:  # one day: the chart shows its hours
+            with timer("hourly rates"):
+                by_hour = window_jobs.withColumn("local_hour", metrics.local_hour("finished_at", window.zone))
+                hourly = sorted((HourRate(r["topic"], r["local_hour"], r["completed"], r["failed"])
+                                 for r in metrics.job_counts(by_hour, ["topic", "local_hour"]).collect()),
+                                key=lambda h: (h.topic, h.hour))
         with timer("attempts histogram"):
             histogram = sorted((HistogramBin(r["topic"], r["attempts"], r["jobs"])
                                 for r in metrics.attempts_histogram(window_jobs, ["topic"]).collect()),
@@ -117,5 +125,5 @@ def analyze(spark: SparkSession, source: Source, window: ReportWindow, rule: Ale
     return Analysis(
         window=window, daily=tuple(in_report), baseline_daily=tuple(before), totals=tuple(totals),
         baseline=tuple(baseline), histogram=tuple(histogram), signatures=tuple(kept), top_errors=tuple(top),
-        alerts=tuple(alerts), timings=timer.timings,
+        alerts=tuple(alerts), timings=timer.timings, hourly=tuple(hourly), rule=rule,
     )

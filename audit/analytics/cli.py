@@ -17,7 +17,8 @@ from rich.table import Table
 
 from audit.analytics.location import DatasetLocation
 from audit.analytics.options import AnalyticsConfig
-from audit.analytics.results import AlertRule, ratio
+from audit.analytics.headline import headline, no_alerts_text, unjudged_text
+from audit.analytics.results import AlertRule
 from audit.analytics.window import ReportWindow, check_zone, parse_day, yesterday
 from scheduler.errors import SchedulerError
 
@@ -154,11 +155,10 @@ def build_request(config: AnalyticsConfig, database_url: str | None, opts: dict[
 
 def print_result(result: ReportResult, console: Console) -> None:
     """The alerts (or that there are none) and where the report is."""
-    overall = result.analysis.overall
-    rate = ratio(overall.failed, overall.completed + overall.failed)
-    console.print(f"{len(result.analysis.totals)} topics, {overall.jobs:,} jobs finished, {overall.failed:,} failed"
-                  + (f" ({rate:.1%})" if rate is not None else ""))
-    if result.analysis.alerts:
+    analysis = result.analysis
+    topics = len(analysis.totals)
+    console.print(f"{topics} topic{'' if topics == 1 else 's'}, {headline(analysis.overall)}", highlight=False)
+    if analysis.alerts:
         table = Table(title="Alerts", title_style="bold red")
         for column in ("topic", "alert", "failure rate", "baseline rate"):
             table.add_column(column)
@@ -166,8 +166,10 @@ def print_result(result: ReportResult, console: Console) -> None:
             table.add_row(a.topic, a.kind, "–" if a.failure_rate is None else f"{a.failure_rate:.1%}",
                           "–" if a.baseline_rate is None else f"{a.baseline_rate:.1%}")
         console.print(table)
+        if why := unjudged_text(analysis.unjudged(), names=5):
+            console.print(f"Not judged: {why}.", highlight=False)
     else:
-        console.print("No alerts.")
+        console.print(no_alerts_text(analysis, names=5) + ".", highlight=False)
     console.print(f"summary: {result.summary}")
     console.print(f"report:  {result.html.resolve()}")
 

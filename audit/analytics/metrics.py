@@ -43,6 +43,12 @@ def local_day(ts: Column | str, zone: str) -> Column:
     return F.to_date(F.from_utc_timestamp(column, zone))
 
 
+def local_hour(ts: Column | str, zone: str) -> Column:
+    """The hour (0..23) of an instant's wall time in `zone` (the session time zone must be UTC)."""
+    column = F.col(ts) if isinstance(ts, str) else ts
+    return F.hour(F.from_utc_timestamp(column, zone))
+
+
 def ratio(numerator: Column, denominator: Column) -> Column:
     """numerator / denominator as a double; NULL when the denominator is 0."""
     return F.when(denominator > 0, numerator.cast("double") / denominator.cast("double"))

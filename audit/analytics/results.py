@@ -98,6 +98,20 @@ class HistogramBin:
 
 
 @dataclass(frozen=True)
+class HourRate:
+    """Jobs of `topic` that ended in local hour `hour` (0..23) of a one-day report."""
+
+    topic: str
+    hour: int
+    completed: int
+    failed: int
+
+    @property
+    def failure_rate(self) -> float | None:
+        return ratio(self.failed, self.completed + self.failed)
+
+
+@dataclass(frozen=True)
 class Alert:
     """A topic to look at: its failure rate rose above the baseline, or it stopped running."""
 
@@ -109,7 +123,8 @@ class Alert:
 
 @dataclass(frozen=True)
 class AlertRule:
-    """failure_rate > baseline_rate + margin, on at least min_jobs finished jobs in the window.
+    """failure_rate > baseline_rate + margin, on at least min_jobs finished jobs in the window
+    (completed + failed: the jobs the rate is computed on; cancelled ones are not counted).
 
     The baseline rate is the baseline days' failed / (completed + failed), i.e. the
     mean of the daily rates weighted by each day's jobs. A topic with no baseline
@@ -138,7 +153,7 @@ def find_alerts(window: Mapping[str, Stats], baseline: Mapping[str, Stats], rule
             if before is not None and (before.jobs > 0 or before.attempts > 0):
                 silent.append(Alert(topic, "no_runs", None, base_rate))
             continue
-        if now.failure_rate is None or base_rate is None or now.jobs < rule.min_jobs:
+        if now.failure_rate is None or base_rate is None or now.completed + now.failed < rule.min_jobs:
             continue
         if now.failure_rate > base_rate + rule.margin:
             rises.append((now.failure_rate - base_rate,
@@ -161,8 +176,33 @@ class Analysis:
     top_errors: tuple[TopError, ...]
     alerts: tuple[Alert, ...]
     timings: Mapping[str, float] = field(default_factory=dict)
+    hourly: tuple[HourRate, ...] = ()  # one-day reports only: per topic and local hour
+    rule: AlertRule = AlertRule()
+
+    def unjudged(self) -> Unjudged:
+        """The topics that ran but that the alert rule could not judge, and why."""
+        base = {s.topic: s.failure_rate for s in self.baseline}
+        small, no_base = [], []
+        for t in self.totals:
+            if t.jobs == 0 and t.attempts == 0:
+                continue
+            if t.completed + t.failed < self.rule.min_jobs:
+                small.append(t.topic)
+            elif base.get(t.topic) is None:
+                no_base.append(t.topic)
+        return Unjudged(self.rule.min_jobs, tuple(small), tuple(no_base))
 
     @property
     def overall(self) -> Stats:
         """All topics together over the report days (no percentiles)."""
         return add_up("*", self.totals)
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """Topics the alert rule did not compare: `too_small` had fewer than `min_jobs` finished
+    (completed + failed) jobs; `no_baseline` had no finished job in the baseline days."""
+
+    min_jobs: int
+    too_small: tuple[str, ...]
+    no_baseline: tuple[str, ...]

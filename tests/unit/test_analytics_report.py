@@ -166,3 +166,11 @@ def test_report_zone_moves_late_jobs_and_needs_the_next_utc_day(dataset: Dataset
     assert topics["pay"].jobs == 11 and "gone" not in topics  # 12:00 UTC is 21:00 the same day in Tokyo
     with pytest.raises(DatasetMissing, match="2026-11-22"):
         report(dataset, tmp_path / "ny", zone="America/New_York")
+
+
+def test_a_one_day_report_counts_jobs_per_local_hour(result: ReportResult) -> None:
+    hourly = {(h.topic, h.hour): (h.completed, h.failed) for h in result.analysis.hourly}
+    assert hourly == {("mail", 12): (3, 0), ("mail", 23): (1, 0), ("pay", 12): (6, 4)}
+    assert result.analysis.rule == AlertRule(margin=0.1, min_jobs=5)
+    page = result.html.read_text()
+    assert 'aria-label="failure rate per topic per hour"' in page and "horae audit show pay-" in page
