@@ -69,14 +69,15 @@ def _run(coro: Any) -> Any:
 
 @cli.command()
 @click.option("--app", default=None, help="module[:registry] whose @on_event listeners to run.")
-@click.option("--concurrency", type=int, default=None, help="Attempts at once (default from config).")
+@click.option("--concurrency", type=click.IntRange(1, 10_000), default=None,
+              help="Attempts at once, 1..10000 (default from config).")
 @click.option("--topics", default=None,
               help="Comma-separated topics to serve (default: those --app has listeners for, "
                    "plus topics no live worker serves).")
 @click.option("--all-topics", is_flag=True, default=False,
               help="Claim every topic (jobs without a listener here complete as no_listener).")
-@click.option("--grace", type=float, default=None, help="Seconds in-flight attempts may finish on stop.")
-@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
+@click.option("--grace", type=click.FloatRange(0), default=None, help="Seconds in-flight attempts may finish on stop.")
+@click.option("--metrics-port", type=click.IntRange(1, 65_535), default=None, help="Serve Prometheus metrics on this port.")
 @click.option("--nightly", is_flag=True, default=False,
               help="Also schedule and run the nightly analytics report (cron horae.audit.nightly in this "
                    "namespace); or [analytics] nightly = true.")

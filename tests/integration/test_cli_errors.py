@@ -38,6 +38,8 @@ def horae(*args: str) -> tuple[int, list[str], str]:
     (("jobs", "frobnicate"), 2, "Error: No such command 'frobnicate'"),
     (("--config", "/nonexistent/horae.toml", "jobs", "list"), 2, "Error: config file /nonexistent/horae.toml"),
     (("worker", "--app", "missing_module_xyz"), 2, "Error: cannot import 'missing_module_xyz'"),
+    (("worker", "--concurrency", "0", "--all-topics"), 2, "Error: Invalid value for '--concurrency': 0 is not"),
+    (("worker", "--concurrency", "-5", "--all-topics"), 2, "Error: Invalid value for '--concurrency': -5 is not"),
     (("--redis-url", DEAD_REDIS, "jobs", "list"), 1, "Error: cannot reach Redis at redis://:***@127.0.0.1:1/0"),
     (("--redis-url", DEAD_REDIS, "workers", "--json"), 1, "Error: cannot reach Redis"),
     (("--redis-url", DEAD_REDIS, "jobs", "cancel", "x"), 1, "Error: cannot reach Redis"),
