@@ -33,10 +33,14 @@ test: $(STAMP)
 test-integration: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/e2e
 
+# The test suite's embedded servers live in .horae/ (tests/conftest.py); the demo's and
+# the CLI's in the data directory horae finds (README: Configuration).
 services-stop: $(STAMP)
+	HORAE_DATA_DIR=$(CURDIR)/.horae $(VENV)/bin/horae services stop
 	$(VENV)/bin/horae services stop
 
 clean:
+	-HORAE_DATA_DIR=$(CURDIR)/.horae $(VENV)/bin/horae services stop
 	-$(VENV)/bin/horae services stop
 	rm -rf $(VENV) .horae build *.egg-info
 
