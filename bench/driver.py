@@ -121,8 +121,10 @@ async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
     await a.settle()  # not timed: the pre-enqueue is setup, whatever path it took
 
 
-async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
+async def _drain(a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: float) -> dict[str, Any]:
+    """Pre-enqueue `jobs` (untimed), then time one worker running them all (drain and drain_priority)."""
+    n = len(jobs)
+    await _pre_enqueue(a, jobs)
     cmds0 = redis_commands(url)
     prof_start()
     t0 = time.perf_counter()
@@ -134,6 +136,10 @@ async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) 
     cmds = redis_commands(url) - cmds0
     return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds": cmds, "redis_cmds_per_s": cmds / dt,
             "redis_cmds_per_job": cmds / n}
+
+
+async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    return await _drain(a, rec, [Job(payload(i)) for i in range(n)], url, timeout)
 
 
 def priority_order(starts: list[float], prio: list[int]) -> dict[str, Any]:
@@ -181,18 +187,8 @@ async def sc_drain_priority(a: Adapter, rec: Recorder, n: int, url: str, timeout
     if not a.supports_priority:
         raise NotAvailable("n/a (no priorities)")
     prio = [PRIORITIES[i % len(PRIORITIES)] for i in range(n)]
-    await _pre_enqueue(a, [Job(payload(i), priority=prio[i]) for i in range(n)])
-    cmds0 = redis_commands(url)
-    prof_start()
-    t0 = time.perf_counter()
-    await a.start_worker(CONCURRENCY)
-    await rec.wait(timeout)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    prof_stop()
-    cmds = redis_commands(url) - cmds0
-    return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds_per_s": cmds / dt, "redis_cmds_per_job": cmds / n,
-            "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
+    result = await _drain(a, rec, [Job(payload(i), priority=prio[i]) for i in range(n)], url, timeout)
+    return {**result, "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
             "order": priority_order(rec.first_start, prio)}
 
 

@@ -13,8 +13,10 @@ that needs them is used.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scheduler import _SOURCES as _SCHEDULER_SOURCES
+from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
@@ -49,46 +51,17 @@ if TYPE_CHECKING:
     from scheduler.topic_options import TopicOptions
     from scheduler.worker import Worker
 
-# Public name -> the implementation module defining it.
+# Public name -> the implementation module defining it: scheduler's public API (its own
+# table, not a copy) plus the application-facing names of listeners.
 _SOURCES = {
-    "Backoff": "scheduler.retry",
-    "ConfigError": "scheduler.errors",
-    "DeadLetterNotFound": "scheduler.errors",
-    "Dedupe": "scheduler.flow",
-    "DoNotRetry": "scheduler.errors",
-    "InvalidCron": "scheduler.errors",
-    "InvalidDelay": "scheduler.errors",
-    "InvalidFlowOption": "scheduler.errors",
-    "InvalidJobId": "scheduler.errors",
-    "InvalidPayload": "scheduler.errors",
-    "InvalidTimezone": "scheduler.errors",
-    "InvalidTopic": "scheduler.errors",
-    "JobInfo": "scheduler.job",
-    "JobPage": "scheduler.job",
-    "JobState": "scheduler.job",
-    "KeyRequired": "scheduler.errors",
+    **_SCHEDULER_SOURCES,
     "Listener": "listeners.registry",
     "ListenerRegistry": "listeners.registry",
     "PayloadRejected": "listeners.schema",
-    "RateLimit": "scheduler.flow",
-    "Retry": "scheduler.errors",
-    "RetryPolicy": "scheduler.retry",
-    "RetryPolicyInvalid": "scheduler.errors",
-    "SCHEDULE_FAILED_TOPIC": "scheduler.outbox",
     "ScheduleArrivedEvent": "listeners.events",
-    "ScheduleError": "scheduler.errors",
     "ScheduleFailedEvent": "listeners.events",
-    "ScheduleResult": "scheduler.job",
-    "Scheduler": "scheduler.api",
-    "SchedulerError": "scheduler.errors",
     "Schema": "listeners.schema",
-    "StorageError": "scheduler.errors",
-    "TopicInUse": "scheduler.errors",
-    "TopicOptions": "scheduler.topic_options",
-    "TopicPolicyLocked": "scheduler.errors",
     "Validator": "listeners.schema",
-    "Worker": "scheduler.worker",
-    "WorkerInfo": "scheduler.advertise",
     "default_registry": "listeners.registry",
     "on_event": "listeners.registry",
 }
@@ -137,15 +110,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module 'horae' has no attribute {name!r}")
-    value = getattr(import_module(source), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports('horae', _SOURCES, globals(), __all__)

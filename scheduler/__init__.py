@@ -8,8 +8,9 @@ migrations or the Spark child does not import redis, hiredis or OpenTelemetry.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from scheduler.advertise import WorkerInfo
@@ -111,15 +112,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
-    value = getattr(import_module(source), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports('scheduler', _SOURCES, globals(), __all__)
