@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import redis as sync_redis
+
+from tests.procs import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 HORAE = str(Path(sys.executable).with_name("horae"))
@@ -18,7 +19,7 @@ def run(args: list[str], env: dict[str, str], timeout: float = 90) -> subprocess
 
 
 def cli_env(redis_url: str, database_url: str, namespace: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")}
+    env = child_env()
     return {**env, "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": database_url, "HORAE_NAMESPACE": namespace}
 
 

@@ -5,7 +5,6 @@ reaches the line."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from click.testing import CliRunner
 from scheduler.api import Scheduler
 from scheduler.cli import cli
 from tests.conftest import ROOT
+from tests.procs import child_env
 
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 DEAD_REDIS = "redis://:s3cret@127.0.0.1:1/0"
@@ -77,7 +77,7 @@ def test_an_unexpected_error_is_one_line_and_keeps_its_traceback_under_v(
 
 def test_the_installed_command_prints_one_line() -> None:
     """Through a real process: stderr has the error line and log records only, exit status 1."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")}
+    env = child_env()
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run([sys.executable, "-c", "from scheduler.cli import main; main()", "--redis-url", DEAD_REDIS,
                            "jobs", "list"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)

@@ -74,7 +74,9 @@ async def test_what_is_still_allowed(redis_url: str, database_url: str, namespac
 
 async def test_a_redis_password_never_shows_in_a_connection_error(namespace: str) -> None:
     from scheduler import Scheduler
-    settings = load_settings(path=None, env={}, redis_url="redis://:s3cr3t-pw@127.0.0.1:1/0", namespace=namespace)
+    # the audit relay off: nothing must look for (or start) a PostgreSQL server
+    settings = load_settings(path=None, env={"HORAE_AUDIT__RELAY": "false"},
+                             redis_url="redis://:s3cr3t-pw@127.0.0.1:1/0", namespace=namespace)
     with pytest.raises(StorageError) as info:
         async with Scheduler(settings=settings, listeners=ListenerRegistry()):
             pass

@@ -4,7 +4,6 @@ attempts and listeners, error status on failing listeners, exact metric counts."
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -26,6 +25,7 @@ from scheduler.logs import TraceContextFilter
 from scheduler.metrics import Metrics
 from scheduler.testing import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+from tests.procs import child_env
 from tests.procs.deployment import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -303,7 +303,7 @@ asyncio.run(main())
 def test_a_producer_exports_its_metrics_when_telemetry_is_configured(redis_url: str, namespace: str) -> None:
     """No worker in the process: `[telemetry] metrics_port` alone makes the Scheduler serve
     horae_jobs_scheduled_total (the "Jobs scheduled / s" panel's counter)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")} | {"PYTHONPATH": str(ROOT)}
+    env = child_env() | {"PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", PRODUCER, redis_url, namespace, str(free_port())], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

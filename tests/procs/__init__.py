@@ -26,6 +26,13 @@ APP = "tests.procs.worker_app:registry"
 READY_LINE = "running (Ctrl-C to stop)"  # printed by `horae worker` once its loops run
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment for a child process, without its HORAE_* settings (a test
+    passes the ones it means) but with HORAE_DATA_DIR: embedded servers a child may start live
+    in the run's data directory (tests/conftest.py), never the user's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("HORAE_") or k == "HORAE_DATA_DIR"}
+
+
 def app_key(namespace: str, name: str) -> str:
     """A key the listeners of worker_app write; inside the namespace, so cleanup deletes it."""
     return "{" + namespace + "}:test:" + name
@@ -86,7 +93,7 @@ class WorkerProcesses:
         self.workers: list[WorkerProcess] = []
 
     def env(self, extra: Mapping[str, str]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")}
+        env = child_env()
         env.update(
             {
                 "HORAE_REDIS_URL": self.redis_url,

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
-from tests.procs import READY_LINE
+from tests.procs import READY_LINE, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.procs.metrics_app"
@@ -34,7 +34,7 @@ class Deployment:
         self.ports = {"worker": free_port(), "producer": free_port()}
         self.logs = {name: log_dir / f"{name}.log" for name in self.ports}
         self._files: list[IO[bytes]] = []
-        base = {k: v for k, v in os.environ.items() if not k.startswith("HORAE_")}
+        base = child_env()
         base.update({"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "HORAE_REDIS_URL": redis_url,
                      "HORAE_NAMESPACE": namespace})
         worker_env = {**base, "HORAE_DATABASE_URL": database_url, "HORAE_ANALYTICS__NIGHTLY": "false",
