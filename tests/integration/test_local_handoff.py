@@ -6,6 +6,7 @@ other case takes the ordinary path through the due set."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -14,6 +15,8 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
 from scheduler.job import ClaimedJob, NewJob
 from scheduler.keys import Keys
+from scheduler.testing import FakeClock
+from scheduler.validation import NOW_SLACK_MS
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 
@@ -163,3 +166,26 @@ async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loo
             assert ran == []
             w._adopt(None)  # the call queued its job instead: the slot is free again
             await eventually(lambda: _true(ran == ["queued"]), what="the queued job claimed")
+
+
+async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(redis_url: str, namespace: str) -> None:
+    """The caller's datetime.now() may lead the Redis-calibrated clock by a fraction of a
+    millisecond: a run_at within NOW_SLACK_MS ahead still counts as now (handed off), one
+    further ahead waits in the due set for its instant."""
+    clock, reg = FakeClock(START_MS), ListenerRegistry()
+    reg.add("t", lambda event: None)
+    async with make_scheduler(redis_url, namespace, reg, clock=clock) as s:
+        claimed = count_claims(s)
+        async with s.worker(concurrency=4):
+            def at(ms_ahead: int) -> datetime:
+                return datetime.fromtimestamp((clock.now_ms() + ms_ahead) / 1000, tz=timezone.utc)
+
+            now_job = await s.schedule_at("t", at(NOW_SLACK_MS), "UTC")
+            await eventually(lambda: completed(s, now_job), what="the run-now job completed")
+            later = await s.schedule_at("t", at(NOW_SLACK_MS + 20), "UTC")
+            info = await s.get_job(later)
+            assert info is not None and info.state is JobState.SCHEDULED, "not due yet: it waits"
+            clock.advance(0.05)
+            await eventually(lambda: completed(s, later), what="the later job completed")
+        assert now_job not in claimed, "leased by the scheduling call, not by a claim"
+        assert later in claimed
