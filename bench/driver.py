@@ -1,7 +1,9 @@
 """Run ONE (system, scenario, repetition) in this fresh process and print one JSON line.
 
 Started by bench/run.py with the system's own venv python. The producer and the
-worker share this process and its single asyncio event loop, for every system.
+worker share this process and its single asyncio event loop, for every system, except in
+`e2e_split`, where this process is the worker and starts the producer as a process of its
+own: this same script with `--role producer` (scenarios.PRODUCER_CMD).
 
     python driver.py --system horae --scenario e2e --redis redis://127.0.0.1:PORT/0 --n 10000
 """
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -20,22 +21,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adapters.base import RETRY_DELAY_S, Adapter, Job, NotAvailable  # noqa: E402
-from measure import Recorder, dist_ms, redis_commands, redis_cpu, redis_info  # noqa: E402
-
-CONCURRENCY = 50
-PACED_RATE = 200.0          # jobs/s
-BURST_LEAD_S = 3.0          # delayed_burst: every job due at now + 3 s
-SPREAD_LEAD_S = 2.0         # delayed_spread: first job due at now + 2 s ...
-SPREAD_SPAN_S = 5.0         # ... the last 5 s later
-CLAIM_BATCH = 100           # claim: jobs per claim.lua call ...
-CLAIM_CONCURRENCY = 4       # ... with this many calls in flight (as several workers would), so Redis is never idle
-MEMORY_DELAY_S = 3600.0     # memory: jobs due in an hour (never run)
-MEMORY_PAYLOAD_BYTES = 100  # ~100-byte JSON payload
-PRIORITIES = (-1, 0, 1)     # drain_priority: job i gets PRIORITIES[i % 3] (horae's scale, higher first)
-RATE_MAX = 2_000            # rate_limited: at most 2,000 starts ...
-RATE_PER_S = 1.0            # ... per second, for the bench topic
-RATE_STEADY = (0.25, 0.95)  # rate_limited: the achieved rate is measured between these fractions of the starts
+import scenarios  # noqa: E402
+from adapters.base import Adapter, Job, NotAvailable  # noqa: E402
+from measure import Recorder  # noqa: E402
+from scenarios import CONCURRENCY, SCENARIOS, payload  # noqa: E402
+from window import WINDOW  # noqa: E402
 
 
 def load_adapter(system: str) -> type[Adapter]:
@@ -54,320 +44,12 @@ def load_adapter(system: str) -> type[Adapter]:
     raise SystemExit(f"unknown system {system}")
 
 
-# ------------------------------------------------------------------ optional window profiler
-_PROFILER: Any = None
-
-
-def prof_start() -> None:
-    """Start pyinstrument (from bench/.venvs/tools) at the start of the measured window, if asked."""
-    if _PROFILER is not None:
-        _PROFILER.start()
-
-
-def prof_stop() -> None:
-    if _PROFILER is not None and _PROFILER.is_running:
-        _PROFILER.stop()
-
-
-def _setup_profiler(out: str) -> None:
-    global _PROFILER
-    import glob
-
-    for site in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                       ".venvs", "tools", "lib", "python3*", "site-packages")):
-        sys.path.append(site)
-    from pyinstrument import Profiler
-
-    _PROFILER = Profiler(interval=0.0005, async_mode="disabled")
-
-
-def payload(i: int, size: int = 0) -> dict[str, Any]:
-    if not size:
-        return {"i": i}
-    base = len(json.dumps({"i": i, "pad": ""}, separators=(",", ":")))
-    return {"i": i, "pad": "x" * max(0, size - base)}
-
-
-# ------------------------------------------------------------------ scenarios
-async def sc_enqueue(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    jobs = [Job(payload(i)) for i in range(n)]
-    prof_start()
-    t0 = time.perf_counter()
-    for j in jobs:
-        await a.enqueue(j)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    prof_stop()
-    return {"jobs_per_s": n / dt, "seconds": dt, "mode": "one await at a time"}
-
-
-async def sc_enqueue_bulk(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    if not a.supports_bulk:
-        raise NotAvailable("n/a (no bulk API)")
-    jobs = [Job(payload(i)) for i in range(n)]
-    t0 = time.perf_counter()
-    await a.enqueue_bulk(jobs)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    return {"jobs_per_s": n / dt, "seconds": dt, "mode": "bulk API"}
-
-
-async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
-    if a.supports_bulk:
-        await a.enqueue_bulk(jobs)
-    else:
-        for j in jobs:
-            await a.enqueue(j)
-    await a.settle()  # not timed: the pre-enqueue is setup, whatever path it took
-
-
-async def _drain(a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: float) -> dict[str, Any]:
-    """Pre-enqueue `jobs` (untimed), then time one worker running them all (drain and drain_priority)."""
-    n = len(jobs)
-    await _pre_enqueue(a, jobs)
-    cmds0 = redis_commands(url)
-    prof_start()
-    t0 = time.perf_counter()
-    await a.start_worker(CONCURRENCY)
-    await rec.wait(timeout)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    prof_stop()
-    cmds = redis_commands(url) - cmds0
-    return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds": cmds, "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n}
-
-
-async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    return await _drain(a, rec, [Job(payload(i)) for i in range(n)], url, timeout)
-
-
-def priority_order(starts: list[float], prio: list[int]) -> dict[str, Any]:
-    """How well the start order follows the priorities, from the handlers' start times.
-
-    inversions_pct: among pairs of jobs of different priorities, the % where the lower
-    priority job started strictly before the higher one (0 = priority order, ~50 = none).
-    mean_rank.<p>: the mean start rank of priority p's jobs as a fraction of N (with three
-    equal thirds in priority order: high 0.17, normal 0.5, low 0.83; without any: 0.5 each).
-    """
-    levels = sorted(set(prio), reverse=True)
-    order = sorted(range(len(starts)), key=starts.__getitem__)
-    n = len(order)
-    started = dict.fromkeys(levels, 0)  # jobs of each priority started at an earlier instant
-    inversions = pairs = 0
-    i = 0
-    while i < n:  # walk groups of equal start times: a tie is neither in order nor inverted
-        j = i
-        while j < n and starts[order[j]] == starts[order[i]]:
-            j += 1
-        for k in order[i:j]:
-            inversions += sum(c for q, c in started.items() if q < prio[k])
-        for k in order[i:j]:
-            started[prio[k]] += 1
-        i = j
-    counts = {q: prio.count(q) for q in levels}
-    for a in levels:
-        for b in levels:
-            if a > b:
-                pairs += counts[a] * counts[b]
-    rank_sum = dict.fromkeys(levels, 0)
-    for rank, k in enumerate(order):
-        rank_sum[prio[k]] += rank
-    last_rank = {q: max(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
-    first_rank = {q: min(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
-    return {"inversions_pct": 100 * inversions / pairs if pairs else 0.0, "inverted_pairs": inversions,
-            "pairs": pairs,
-            "mean_rank": {str(q): rank_sum[q] / counts[q] / n for q in levels},
-            "first_rank": {str(q): first_rank[q] for q in levels},
-            "last_rank": {str(q): last_rank[q] for q in levels}}
-
-
-async def sc_drain_priority(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """drain with three priorities interleaved (job i: PRIORITIES[i % 3]); same worker as drain."""
-    if not a.supports_priority:
-        raise NotAvailable("n/a (no priorities)")
-    prio = [PRIORITIES[i % len(PRIORITIES)] for i in range(n)]
-    result = await _drain(a, rec, [Job(payload(i), priority=prio[i]) for i in range(n)], url, timeout)
-    return {**result, "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
-            "order": priority_order(rec.first_start, prio)}
-
-
-async def sc_rate_limited(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """A backlog of N jobs on a topic limited to RATE_MAX starts per RATE_PER_S; one worker (concurrency
-    50). The achieved rate is the slope of the handler starts between the RATE_STEADY fractions of N
-    (skips a start-up burst the limiter may allow, and the tail)."""
-    await a.set_rate_limit(RATE_MAX, RATE_PER_S)
-    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
-    t0 = time.perf_counter()
-    await a.start_worker(CONCURRENCY)
-    await rec.wait(timeout)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    starts = sorted(rec.first_start)
-    lo, hi = (int(f * (n - 1)) for f in RATE_STEADY)
-    target = RATE_MAX / RATE_PER_S
-    rate = (hi - lo) / (starts[hi] - starts[lo]) if starts[hi] > starts[lo] else float("inf")
-    # the most starts seen in any window of RATE_PER_S (the limit itself, bursts included)
-    most = j = 0
-    for i in range(n):
-        while starts[i] - starts[j] >= RATE_PER_S:
-            j += 1
-        most = max(most, i - j + 1)
-    return {"rate_per_s": rate, "rate_error_pct": (rate - target) / target * 100, "target_per_s": target,
-            "overall_per_s": n / dt, "seconds": dt, "max_starts_in_any_window": most,
-            "steady_window": f"starts {RATE_STEADY[0]:.0%}..{RATE_STEADY[1]:.0%} of N, "
-                             f"{starts[hi] - starts[lo]:.2f} s",
-            "limit": f"{RATE_MAX} per {RATE_PER_S:g} s"}
-
-
-async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    await a.start_worker(CONCURRENCY)
-    enq = [0.0] * n
-    jobs = [Job(payload(i)) for i in range(n)]
-    cmds0 = redis_commands(url)
-    prof_start()
-    t0 = time.perf_counter()
-    for i, j in enumerate(jobs):
-        enq[i] = time.time()
-        await a.enqueue(j)
-    await rec.wait(timeout)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    prof_stop()
-    cmds = redis_commands(url) - cmds0
-    lat = [rec.first_start[i] - enq[i] for i in range(n)]
-    return {"jobs_per_s": n / dt, "seconds": dt, "latency": dist_ms(lat), "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n}
-
-
-async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    await a.start_worker(CONCURRENCY)
-    await asyncio.sleep(0.5)  # let the worker settle into its idle wait
-    enq = [0.0] * n
-    jobs = [Job(payload(i)) for i in range(n)]
-    t0 = time.perf_counter()
-    behind = 0
-    for i, j in enumerate(jobs):
-        delay = t0 + i / PACED_RATE - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        elif delay < -0.005:
-            behind += 1
-        enq[i] = time.time()
-        await a.enqueue(j)
-    await rec.wait(timeout)
-    await a.finish()
-    lat = [rec.first_start[i] - enq[i] for i in range(n)]
-    return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": behind}
-
-
-async def _delayed(a: Adapter, rec: Recorder, dues: list[float], timeout: float) -> dict[str, Any]:
-    await a.start_worker(CONCURRENCY)
-    await asyncio.sleep(0.5)
-    first_due = min(dues)
-    base = time.time()
-    dues = [base + d for d in dues]
-    for i, due in enumerate(dues):
-        await a.enqueue(Job(payload(i), due=due))
-    enqueued_by = time.time()
-    prof_start()
-    await rec.wait(timeout + max(dues) - time.time())
-    await a.finish()
-    prof_stop()
-    late = [rec.first_start[i] - dues[i] for i in range(len(dues))]
-    return {"lateness": dist_ms(late), "early_jobs": sum(1 for x in late if x < 0),
-            "enqueue_finished_s_before_first_due": round(base + first_due - enqueued_by, 3)}
-
-
-async def sc_delayed_burst(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    out = await _delayed(a, rec, [BURST_LEAD_S] * n, timeout)
-    out["due"] = f"all {n} at the same instant, {BURST_LEAD_S:g} s after the first enqueue"
-    return out
-
-
-async def sc_delayed_spread(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    dues = [SPREAD_LEAD_S + SPREAD_SPAN_S * i / max(1, n - 1) for i in range(n)]
-    out = await _delayed(a, rec, dues, timeout)
-    out["due"] = f"{n} evenly over {SPREAD_SPAN_S:g} s, first {SPREAD_LEAD_S:g} s after the first enqueue"
-    return out
-
-
-async def sc_retry(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    await _pre_enqueue(a, [Job(payload(i), retry=True) for i in range(n)])
-    t0 = time.perf_counter()
-    await a.start_worker(CONCURRENCY)
-    await rec.wait(timeout)
-    await a.finish()
-    dt = time.perf_counter() - t0
-    await asyncio.sleep(RETRY_DELAY_S + 1.0)  # not measured: would a third run come?
-    hist: dict[int, int] = {}
-    for r in rec.runs:
-        hist[r] = hist.get(r, 0) + 1
-    return {"seconds": dt, "exactly_twice": hist == {2: n}, "runs_histogram": {str(k): v for k, v in sorted(hist.items())},
-            "retry_delay_s": RETRY_DELAY_S}
-
-
-async def sc_memory(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    sample = json.dumps(payload(n - 1, MEMORY_PAYLOAD_BYTES), separators=(",", ":"))
-    await a.enqueue(Job(payload(0, MEMORY_PAYLOAD_BYTES), due=time.time() + MEMORY_DELAY_S))  # warm up, not counted
-    gc.collect()
-    m0 = redis_info(url, "memory")
-    due = time.time() + MEMORY_DELAY_S
-    for i in range(1, n + 1):
-        await a.enqueue(Job(payload(i, MEMORY_PAYLOAD_BYTES), due=due))
-    await a.finish()  # horae+audit: the relay has committed (and may trim) the outbox
-    m1 = redis_info(url, "memory")
-    used = int(m1["used_memory"]) - int(m0["used_memory"])
-    dataset = int(m1["used_memory_dataset"]) - int(m0["used_memory_dataset"])
-    keys = redis_info(url, "keyspace")
-    return {"bytes_per_job": used / n, "dataset_bytes_per_job": dataset / n, "payload_json_bytes": len(sample),
-            "used_memory_delta": used, "keyspace": keys}
-
-
-async def sc_claim(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """horae's claim path alone: claim.lua in batches of 100 over N due jobs, no handlers, no settlement."""
-    claim = getattr(a, "claim_batches", None)
-    if claim is None:
-        raise NotAvailable("n/a (horae only)")
-    await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
-    cmds0, cpu0 = redis_commands(url), redis_cpu(url)
-    prof_start()
-    t0 = time.perf_counter()
-    calls, claimed = await claim(CLAIM_BATCH, CLAIM_CONCURRENCY)
-    dt = time.perf_counter() - t0
-    prof_stop()
-    cmds, cpu = redis_commands(url) - cmds0, redis_cpu(url) - cpu0
-    if claimed != n:
-        raise RuntimeError(f"claimed {claimed} of {n}")
-    # redis_busy near 1.0: the server's one thread was saturated, so the rate is Redis's own limit
-    # for these commands (not the client's); the INFO calls around the window cost microseconds.
-    return {"jobs_per_s": n / dt, "seconds": dt, "script_calls": calls, "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n, "batch": CLAIM_BATCH, "concurrency": CLAIM_CONCURRENCY,
-            "redis_busy": cpu / dt}
-
-
-SCENARIOS = {
-    "enqueue": sc_enqueue,
-    "enqueue_bulk": sc_enqueue_bulk,
-    "drain": sc_drain,
-    "drain_priority": sc_drain_priority,
-    "rate_limited": sc_rate_limited,
-    "e2e": sc_e2e,
-    "paced": sc_paced,
-    "delayed_burst": sc_delayed_burst,
-    "delayed_spread": sc_delayed_spread,
-    "retry": sc_retry,
-    "memory": sc_memory,
-    "claim": sc_claim,
-}
-
-
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rec = Recorder(args.n, fail_first=args.scenario == "retry")
     options = {"audit": args.audit, "database_url": args.database_url}
     result: dict[str, Any] = {"system": args.system + ("+audit" if args.audit else ""), "scenario": args.scenario,
                               "n": args.n, "rep": args.rep, "pid": os.getpid(),
-                              "process": "producer and worker in this one process, one asyncio loop"}
+                              "process": scenarios.PROCESS_MODEL.get(args.scenario, scenarios.ONE_PROCESS)}
     try:
         adapter = load_adapter(args.system)(args.redis, rec.on_run, options)
     except NotAvailable as exc:
@@ -378,6 +60,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     await adapter.connect()
     try:
         result["metrics"] = await SCENARIOS[args.scenario](adapter, rec, args.n, args.redis, args.timeout)
+        cpu = WINDOW.result(args.n)
+        if cpu is not None:
+            result["metrics"]["cpu_per_job_us"] = cpu
         result["status"] = "ok"
     except NotAvailable as exc:
         result["status"] = str(exc)
@@ -395,6 +80,28 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             elif task.exception() is not None:
                 result.setdefault("shutdown_error", f"{step}: {task.exception()!r}")
     return result
+
+
+async def produce(args: argparse.Namespace) -> dict[str, Any]:
+    """--role producer (e2e_split): connect without a worker, say READY, wait for GO on stdin,
+    then schedule N jobs one await at a time; report each call's start time and the CPU
+    this process spent on them."""
+    adapter = load_adapter(args.system)(args.redis, lambda p, t: False,
+                                        {"audit": args.audit, "database_url": args.database_url, "role": "producer"})
+    await adapter.connect()
+    try:
+        jobs = [Job(payload(i)) for i in range(args.n)]
+        enq = [0.0] * args.n
+        print("READY", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        cpu0 = time.process_time()
+        for i, job in enumerate(jobs):
+            enq[i] = time.time()
+            await adapter.enqueue(job)
+        cpu = time.process_time() - cpu0
+    finally:
+        await adapter.close()
+    return {"enq": enq, "cpu_s": cpu}
 
 
 def _task_stacks() -> list[str]:
@@ -421,14 +128,23 @@ def main() -> None:
     p.add_argument("--database-url", default="")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)")
+    p.add_argument("--pg-pid", type=int, default=0, help="the private PostgreSQL's postmaster (its CPU is counted)")
+    p.add_argument("--role", choices=("worker", "producer"), default="worker",
+                   help="producer: e2e_split's producer process (started by the worker's driver)")
     args = p.parse_args()
+    if args.role == "producer":
+        print("BENCH-PRODUCER " + json.dumps(asyncio.run(produce(args))), flush=True)
+        return
+    WINDOW.redis_url, WINDOW.pg_pid = args.redis, args.pg_pid
+    scenarios.PRODUCER_CMD = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--role", "producer"]
     if args.pyinstrument:
-        _setup_profiler(args.pyinstrument)
+        WINDOW.setup_profiler()
     result = asyncio.run(main_async(args))
-    if _PROFILER is not None and _PROFILER.last_session is not None:
+    prof = WINDOW.profiler
+    if prof is not None and prof.last_session is not None:
         os.makedirs(os.path.dirname(os.path.abspath(args.pyinstrument)), exist_ok=True)
         with open(args.pyinstrument, "w") as fh:
-            fh.write(_PROFILER.output_text(unicode=True, color=False, show_all=bool(os.environ.get("BENCH_PYI_ALL"))))
+            fh.write(prof.output_text(unicode=True, color=False, show_all=bool(os.environ.get("BENCH_PYI_ALL"))))
     print("BENCH-RESULT " + json.dumps(result), flush=True)
 
 

@@ -12,6 +12,9 @@ PRIORITY_SLACK = 2 * 50 * 50  # drain_priority: jobs in flight (concurrency 50) 
 
 # (scenario, metric path, label, higher is better; None: no better side, no ratio)
 TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("e2e_split", "jobs_per_s", "e2e_split jobs/s (producer in its own process, one worker process)", True),
+    ("e2e_split", "latency.p50_ms", "e2e_split latency p50 ms", False),
+    ("e2e_split", "latency.p99_ms", "e2e_split latency p99 ms", False),
     ("enqueue", "jobs_per_s", "enqueue jobs/s (one await at a time)", True),
     ("enqueue_bulk", "jobs_per_s", "enqueue jobs/s (bulk API)", True),
     ("drain", "jobs_per_s", "drain jobs/s (concurrency 50)", True),
@@ -27,8 +30,12 @@ TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
     ("e2e", "jobs_per_s", "e2e jobs/s", True),
     ("e2e", "latency.p50_ms", "e2e latency p50 ms", False),
     ("e2e", "latency.p99_ms", "e2e latency p99 ms", False),
+    ("e2e_at", "jobs_per_s", "e2e jobs/s, schedule_at(now)", True),
+    ("e2e_at", "latency.p99_ms", "e2e latency p99 ms, schedule_at(now)", False),
     ("paced", "latency.p50_ms", "paced 200/s latency p50 ms", False),
     ("paced", "latency.p99_ms", "paced 200/s latency p99 ms", False),
+    ("paced_at", "latency.p50_ms", "paced 200/s latency p50 ms, schedule_at(now)", False),
+    ("paced_at", "latency.p99_ms", "paced 200/s latency p99 ms, schedule_at(now)", False),
     ("delayed_burst", "lateness.p50_ms", "delayed_burst lateness p50 ms", False),
     ("delayed_burst", "lateness.p99_ms", "delayed_burst lateness p99 ms", False),
     ("delayed_burst", "lateness.max_ms", "delayed_burst lateness max ms", False),
@@ -148,8 +155,24 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         else:
             add(f"{sc} jobs/s audit ON ≥ 1.5× best peer", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}",
                 pv is not None and on >= 1.5 * pv)
+    peer, pv = best_peer(summary, "e2e_split", "jobs_per_s", True)
+    on = median_of(summary, "horae+audit", "e2e_split", "jobs_per_s")
+    add("e2e_split jobs/s audit ON ≥ 3× best peer", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}"
+        if on is not None else "not run", None if on is None or pv is None else on >= 3 * pv)
+    v = median_of(summary, "horae+audit", "e2e_split", "latency.p99_ms")
+    add("e2e_split latency p99 ≤ 20 ms (audit on)", f"{fmt(v)} ms" if v is not None else "not run",
+        None if v is None else v <= 20)
+    for sc in ("e2e_split", "drain"):
+        peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
+        v = median_of(summary, "horae+audit", sc, "cpu_per_job_us.total_us")
+        add(f"{sc} CPU per job audit ON ≤ best peer's (no audit)",
+            f"{fmt(v)} µs vs {peer} {fmt(pv)} µs = {ratio(v, pv)}" if v is not None else "not run",
+            None if v is None or pv is None else v <= pv)
     for system in ("horae", "horae+audit"):
         tag = "" if system == "horae" else " (audit on)"
+        v = median_of(summary, system, "paced_at", "latency.p99_ms")
+        add(f"paced latency p99 ≤ 2 ms through schedule_at(now){tag}", f"{fmt(v)} ms" if v is not None else "not run",
+            None if v is None else v <= 2)
         v = median_of(summary, system, "delayed_spread", "lateness.p99_ms")
         add(f"delayed_spread lateness p99 ≤ 5 ms{tag}", f"{fmt(v)} ms" if v is not None else
             summary.get(system, {}).get("delayed_spread", {}).get("status", "not run"),
@@ -245,6 +268,7 @@ def markdown(report: dict[str, Any]) -> str:
         row += [f"{peer} {fmt(pv)}" if peer else "–",
                 ratio(median_of(s, "horae", sc, path), pv), ratio(median_of(s, "horae+audit", sc, path), pv)]
         lines.append("| " + " | ".join(row) + " |")
+    lines += cpu_table(report, systems)
     twice = {x: s.get(x, {}).get("retry", {}).get("exactly_twice_all_reps") for x in systems if "retry" in s.get(x, {})}
     if twice:
         lines += ["", "retry: every job ran exactly twice in every rep: " +
@@ -264,6 +288,26 @@ def markdown(report: dict[str, Any]) -> str:
             continue  # a run of a few scenarios (--readme-part): only the checks it measured
         lines.append(f"| {t['target']} | {t['measured']} | {t['met']} |")
     return "\n".join(lines)
+
+
+def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
+    """CPU µs per job of every process involved (client processes + redis-server + PostgreSQL
+    for horae's audit), per scenario and system: steadier than wall time on a shared machine."""
+    s, path = report["summary"], "cpu_per_job_us.total_us"
+    scenarios = [sc for sc in report["n"] if any(median_of(s, x, sc, path) is not None for x in systems)]
+    if not scenarios:
+        return []
+    lines = ["", "CPU per job, µs (all processes in the measured window: client processes, redis-server and, "
+                 "for horae+audit, PostgreSQL; median over the reps; client / Redis / PostgreSQL in the JSON):", "",
+             "| scenario | " + " | ".join(systems) + " | best peer | horae ÷ best | horae+audit ÷ best |",
+             "|---|" + "---|" * len(systems) + "---|---|---|"]
+    for sc in scenarios:
+        peer, pv = best_peer(s, sc, path, False)
+        row = [sc] + [fmt(median_of(s, x, sc, path)) for x in systems]
+        row += [f"{peer} {fmt(pv)}" if peer else "–", ratio(median_of(s, "horae", sc, path), pv),
+                ratio(median_of(s, "horae+audit", sc, path), pv)]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def write_readme(md: str, part: str | None = None) -> None:

@@ -32,17 +32,21 @@ from servers import (
     fresh_database,
     pin,
     pin_postgres,
+    postgres_pid,
     start_postgres,
     stop_postgres,
 )
 
 # Full-scale N of each scenario (--scale multiplies them).
 SCENARIO_N = {
+    "e2e_split": 10_000,  # the headline: producer and worker in separate processes, as users deploy
     "enqueue": 20_000,
     "enqueue_bulk": 20_000,
     "drain": 20_000,
     "e2e": 10_000,
+    "e2e_at": 10_000,
     "paced": 2_000,
+    "paced_at": 2_000,
     "delayed_burst": 2_000,
     "delayed_spread": 500,
     "retry": 2_000,
@@ -65,7 +69,7 @@ def run_one(server: RedisServer, system: str, scenario: str, n: int, rep: int, p
            "--redis", server.url, "--n", str(n), "--rep", str(rep), "--timeout", str(timeout - 60)]
     if system.endswith("+audit"):
         try:
-            cmd += ["--audit", "--database-url", fresh_database(pg_url)]
+            cmd += ["--audit", "--database-url", fresh_database(pg_url), "--pg-pid", str(postgres_pid())]
         except RuntimeError as exc:
             return {"system": system, "scenario": scenario, "rep": rep, "n": n, "status": f"error: {exc}"}
     if profile and base == "horae":

@@ -140,6 +140,17 @@ def fresh_database(pg_url: str) -> str:
     return pg_url.replace("/postgres?", "/horae_bench?", 1)
 
 
+PG_PIDFILE = DATA / "postgres" / "postmaster.pid"
+
+
+def postgres_pid() -> int:
+    """The private PostgreSQL's postmaster pid (0 when it is not running)."""
+    try:
+        return int(PG_PIDFILE.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def pin_postgres(cpu: int) -> str:
     """Pin the private PostgreSQL (postmaster, its running children, and so every backend
     forked later) to the servers' core, like Redis: unpinned, its backend for the relay
@@ -147,11 +158,9 @@ def pin_postgres(cpu: int) -> str:
     unpinned, ~1.4-1.9 ms pinned, bench/diag runs). Returns what was done, for the log."""
     if not pin(cpu):
         return "not pinned (fewer than 2 cores or no taskset)"
-    pidfile = DATA / "postgres" / "postmaster.pid"
-    try:
-        postmaster = int(pidfile.read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
-        return f"not pinned (no {pidfile})"
+    postmaster = postgres_pid()
+    if not postmaster:
+        return f"not pinned (no {PG_PIDFILE})"
     children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
     for pid in [str(postmaster), *children]:
         subprocess.run(["taskset", "-a", "-c", "-p", str(cpu), pid], capture_output=True)

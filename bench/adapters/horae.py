@@ -83,8 +83,9 @@ class HoraeAdapter(Adapter):
 
     async def connect(self) -> None:
         await self.s.connect()
-        if self.audit:
+        if self.audit and self.options.get("role") != "producer":
             await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
+        # e2e_split's producer is a web process's Scheduler: no worker, no relay.
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None
