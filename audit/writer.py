@@ -72,6 +72,11 @@ class _MissingPartitions(Exception):
         self.months = months
 
 
+# Folding a batch is CPU work on the loop the relay shares with its worker: give the loop back
+# every this many jobs, so a 2,000-event batch does not hold claims and settlements for tens of ms.
+YIELD_EVERY = 200
+
+
 def _placements(events: dict[StreamId, OutboxEvent]) -> dict[str, _Placement]:
     """Where each job of the batch belongs: its latest `scheduled` here, else its earliest event."""
     first_ms: dict[str, int] = {}
@@ -218,7 +223,9 @@ class BatchWriter:
         stale: dict[str, datetime] = {}
         cached = [j for j in touched if j not in fresh and j not in moved and j in self._folds]
         applied = await self._applied(conn, cached, index) if cached else {}
-        for job_id in touched:
+        for n, job_id in enumerate(touched):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # let the worker sharing this loop claim and settle meanwhile
             mine = new.get(job_id, [])
             if job_id in fresh:  # its index row is this batch's: no event of it is stored yet
                 fold: JobFold | None = JobFold(job_id, index[job_id])
