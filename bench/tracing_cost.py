@@ -12,7 +12,12 @@ spent in the garbage collector: on a shared machine CPU µs per job moves far
 less than wall time, and their on-off difference per span is the price of one
 span, GC included.
 
---floor adds a third mode, a diagnostic and not a valid trace: the same 3 SDK
+--sampled adds a mode with the SDK sampling 1% of jobs (ParentBased(TraceIdRatioBased(0.01)),
+what `[telemetry] sampler = "parentbased_traceidratio"`, `sample_ratio = 0.01` installs): the
+target is a cost of at most 5% of untraced throughput, so a non-recording span must cost next
+to nothing in horae's own code.
+
+--floor adds a mode, a diagnostic and not a valid trace: the same 3 SDK
 spans per job but bare (no attributes, no parent, no context made current, no
 traceparent stored), i.e. what the SDK alone costs however thin our side is.
 --breakdown runs one traced run with a perf_counter around each SDK step and
@@ -67,6 +72,9 @@ def bare_spans(tracer: object) -> None:
     scheduler.worker.listener_span = lambda *a, **k: Bare("listener")  # type: ignore[assignment,misc]
 
 
+SAMPLE_RATIO = 0.01
+
+
 async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     from listeners import ListenerRegistry
@@ -85,7 +93,10 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
                 exported += len(spans)
                 return SpanExportResult.SUCCESS
 
-        provider = TracerProvider()
+        from opentelemetry.sdk.trace import sampling
+
+        sampler = sampling.ParentBased(sampling.TraceIdRatioBased(SAMPLE_RATIO)) if mode == "sampled" else None
+        provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(Count()))
     done = asyncio.Event()
     seen = 0
@@ -191,8 +202,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--floor", action="store_true", help="also run bare SDK spans (a diagnostic, see above)")
+    parser.add_argument("--sampled", action="store_true", help="also run with 1% of jobs sampled (see above)")
     parser.add_argument("--breakdown", action="store_true", help="time each SDK step in one traced run (see above)")
-    parser.add_argument("--child", choices=["off", "on", "floor"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["off", "on", "floor", "sampled"], help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -216,7 +228,7 @@ def main() -> None:
             server.terminate()
             server.wait()
         return
-    modes = ("off", "on", "floor") if args.floor else ("off", "on")
+    modes = ("off", "on", *(("floor",) if args.floor else ()), *(("sampled",) if args.sampled else ()))
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     try:
         for rep in range(args.reps):
@@ -226,7 +238,7 @@ def main() -> None:
                                      capture_output=True, text=True, check=True)
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 results[mode].append(row)
-                print(f"rep {rep} tracing {mode:5}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
+                print(f"rep {rep} tracing {mode:7}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
                       f"(GC {row['gc_us_per_job']:5.1f}), spans exported {row['spans']}", flush=True)
     finally:
         server.terminate()
@@ -248,6 +260,15 @@ def main() -> None:
         floor, cpu_floor = med("floor", "jobs_per_s"), med("floor", "cpu_us_per_job")
         print(f"floor (3 bare SDK spans per job, not a valid trace): {floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; "
               f"CPU us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us per span; GC {med('floor', 'gc_us_per_job'):.1f})")
+        ratio = (cpu_on - cpu_off) / max(1e-9, cpu_floor - cpu_off)
+        print(f"horae's tracing cost ÷ the floor's (CPU us/job over untraced): {ratio:.2f}× "
+              f"(target ≤ 1.25×: {'met' if ratio <= 1.25 else 'NOT met'})")
+    if args.sampled:
+        sampled, cpu_sampled = med("sampled", "jobs_per_s"), med("sampled", "cpu_us_per_job")
+        cost = 1 - sampled / off
+        print(f"sampled {SAMPLE_RATIO:g}: {sampled:.0f} jobs/s, cost {100 * cost:.1f}% of untraced throughput "
+              f"(target ≤ 5%: {'met' if cost <= 0.05 else 'NOT met'}); CPU us/job {cpu_sampled:.1f} "
+              f"(+{100 * (cpu_sampled / cpu_off - 1):.1f}%)")
 
 
 if __name__ == "__main__":

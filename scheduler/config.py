@@ -91,6 +91,11 @@ class TelemetrySettings(_Section):
     metrics_port: int = Field(0, ge=0, le=65_535)
     service_name: str = "horae"
     json_logs: bool = False
+    # Which traces are recorded (the SDK's samplers); "" = OTEL_TRACES_SAMPLER / _ARG, else
+    # parentbased_always_on. An unsampled job still carries its traceparent (flags 00).
+    sampler: Literal["", "always_on", "always_off", "traceidratio", "parentbased_always_on",
+                     "parentbased_always_off", "parentbased_traceidratio"] = ""
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class AnalyticsSettings(_Section):

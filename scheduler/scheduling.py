@@ -99,10 +99,10 @@ class Scheduling:
         if dead_letter is not None:
             job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
         # No SDK: skip the no-op span, but still keep a caller's propagated context.
-        span = (nullcontext() if is_noop(host.tracer) else
-                producer_span(host.tracer, job.topic, "send", {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms,
-                                                               JOB_TZ: tz}))
-        with span:
+        scope = nullcontext() if is_noop(host.tracer) else producer_span(host.tracer, job.topic, "send")
+        with scope as span:
+            if span is not None and span.is_recording():  # an unsampled job builds no attributes
+                span.set_attributes({MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz})
             trace = current_traceparent()
             if trace:
                 job = replace(job, trace=trace)

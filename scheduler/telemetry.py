@@ -9,6 +9,7 @@ them, later calls (more Schedulers, the worker command then its Scheduler) reuse
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
                     "not installed (the application's own exporters get horae's metrics)", exporter)
         return Telemetry()
     resource = Resource.create({"service.name": settings.service_name})
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, sampler=sampler_of(settings))
     readers: list[Any] = []
     out = Telemetry(tracer_provider=tracer_provider)
     if exporter == "console":
@@ -111,6 +112,20 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
     metrics.set_meter_provider(out.meter_provider)
     _installed = out
     return out
+
+
+def sampler_of(settings: TelemetrySettings) -> Any:
+    """The configured sampler; None (the SDK reads OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG,
+    default parentbased_always_on) when [telemetry] sampler is unset or the environment names one:
+    the standard variables win, as every OpenTelemetry SDK lets operators expect."""
+    if not settings.sampler or os.environ.get("OTEL_TRACES_SAMPLER"):
+        return None
+    from opentelemetry.sdk.trace import sampling
+
+    ratio = settings.sample_ratio
+    root: Any = (sampling.TraceIdRatioBased(ratio) if settings.sampler.endswith("traceidratio") else
+                 sampling.ALWAYS_OFF if settings.sampler.endswith("always_off") else sampling.ALWAYS_ON)
+    return sampling.ParentBased(root) if settings.sampler.startswith("parentbased_") else root
 
 
 def _otlp(settings: TelemetrySettings) -> tuple[Any, Any]:

@@ -137,19 +137,21 @@ def producer_span(tracer: Tracer, topic: str, operation: str = "send",
     """PRODUCER span of a scheduling call; a cron tick passes new_trace and links to its schedule.
 
     A failing call (an Exception) records it and sets ERROR, as start_as_current_span would.
+    Attributes are set only on a recording span (a sampler sees none of them): an unsampled
+    job pays for its span's context and traceparent, which propagation needs, and no more.
     """
-    attrs = {
-        MESSAGING_SYSTEM: SYSTEM_NAME,
-        MESSAGING_OPERATION_TYPE: operation,
-        MESSAGING_OPERATION_NAME: "schedule",
-        MESSAGING_DESTINATION: topic,
-    }
-    if attributes:
-        attrs.update(attributes)
     linked = span_context_of(link_to) if link_to else None
     links = (Link(linked),) if linked is not None else ()
     span = tracer.start_span(f"schedule {topic}", context=_EMPTY if new_trace else None, kind=SpanKind.PRODUCER,
-                             attributes=attrs, links=links)
+                             links=links)
+    if span.is_recording():
+        span.set_attributes({
+            MESSAGING_SYSTEM: SYSTEM_NAME,
+            MESSAGING_OPERATION_TYPE: operation,
+            MESSAGING_OPERATION_NAME: "schedule",
+            MESSAGING_DESTINATION: topic,
+            **(attributes or {}),
+        })
     return SpanScope(span, Exception)
 
 
@@ -158,24 +160,28 @@ def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, atte
     """CONSUMER span of one attempt, child of the job's stored producer context.
 
     Exceptions are not recorded here: the worker sets the outcome and status itself.
+    Attributes only on a recording span (an unsampled job's attempt builds none).
     """
-    attrs: dict[str, str | int] = {
-        MESSAGING_SYSTEM: SYSTEM_NAME,
-        MESSAGING_OPERATION_TYPE: "process",
-        MESSAGING_OPERATION_NAME: "process",
-        MESSAGING_DESTINATION: topic,
-        MESSAGING_MESSAGE_ID: job_id,
-        JOB_ID: job_id,
-        JOB_ATTEMPT: attempt,
-        JOB_MAX_ATTEMPTS: max_attempts,
-        JOB_LATENESS_MS: lateness_ms,
-    }
-    span = tracer.start_span(f"process {topic}", context=context_from(traceparent), kind=SpanKind.CONSUMER,
-                             attributes=attrs)
+    span = tracer.start_span(f"process {topic}", context=context_from(traceparent), kind=SpanKind.CONSUMER)
+    if span.is_recording():
+        span.set_attributes({
+            MESSAGING_SYSTEM: SYSTEM_NAME,
+            MESSAGING_OPERATION_TYPE: "process",
+            MESSAGING_OPERATION_NAME: "process",
+            MESSAGING_DESTINATION: topic,
+            MESSAGING_MESSAGE_ID: job_id,
+            JOB_ID: job_id,
+            JOB_ATTEMPT: attempt,
+            JOB_MAX_ATTEMPTS: max_attempts,
+            JOB_LATENESS_MS: lateness_ms,
+        })
     return SpanScope(span, None)
 
 
 def listener_span(tracer: Tracer, name: str) -> SpanScope:
     """INTERNAL span of one listener run, child of the current (attempt) span; any exception,
     cancellation included, sets ERROR and is recorded."""
-    return SpanScope(tracer.start_span(name, attributes={LISTENER: name}), BaseException)
+    span = tracer.start_span(name)
+    if span.is_recording():
+        span.set_attribute(LISTENER, name)
+    return SpanScope(span, BaseException)

@@ -1,0 +1,109 @@
+"""Sampling (issue 15): a sampled job's call, attempts and listener runs are all in its
+trace; an unsampled job records no span at all, yet carries its traceparent (flags 00)
+so a downstream service decides the same way; the sampler comes from [telemetry] or the
+standard OTEL_TRACES_SAMPLER variables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from opentelemetry.sdk.trace import TracerProvider, sampling
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent
+from scheduler.config import TelemetrySettings
+from scheduler.keys import Keys
+from scheduler.telemetry import sampler_of
+from scheduler.testing import FakeClock
+from scheduler.traceparent import parse_traceparent
+from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
+
+JOBS = 40
+RETRY = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}
+
+
+async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_nothing(
+        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reg, runs = ListenerRegistry(), []
+
+    @reg.on_event("s")
+    async def flaky(event: ScheduleArrivedEvent) -> None:
+        runs.append(event.scheduled_job_id)
+        if event.attempt == 1:
+            raise ConnectionError("first attempt fails")
+
+    @reg.on_event("s")
+    async def quiet(event: ScheduleArrivedEvent) -> None:
+        return None
+
+    clock = FakeClock(START_MS)
+    s = make_scheduler(redis_url, namespace, reg, clock)
+    s.tracer = provider.get_tracer("test")
+    async with s:
+        ids = [await s.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
+        async with s.worker(concurrency=8):
+            await eventually(lambda: _retrying(s, JOBS), what="every first attempt settled as a retry")
+            clock.advance(1.5)
+            await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    by_trace: dict[int, list[Any]] = {}
+    for sp in spans:
+        by_trace.setdefault(sp.context.trace_id, []).append(sp)
+    sampled = unsampled = 0
+    for job_id in ids:
+        stored = await redis.hget(Keys(namespace).job(job_id), "trace")
+        parent = parse_traceparent(stored.decode() if stored else "")
+        assert parent is not None, f"job {job_id} carries a traceparent whether sampled or not"
+        mine = by_trace.get(parent.trace_id, [])
+        if parent.flags & 1:
+            sampled += 1
+            kinds = sorted(sp.kind.name for sp in mine)
+            # one call, two attempts, two listeners per attempt: all in the job's trace
+            assert kinds == ["CONSUMER"] * 2 + ["INTERNAL"] * 4 + ["PRODUCER"], (job_id, kinds)
+            producer = next(sp for sp in mine if sp.kind is SpanKind.PRODUCER)
+            assert producer.attributes["messaging.message.id"] == job_id  # type: ignore[index]
+        else:
+            unsampled += 1
+            assert mine == [], f"unsampled job {job_id} recorded {[sp.name for sp in mine]}"
+    assert sampled and unsampled, f"ratio 0.5 over {JOBS} jobs: {sampled} sampled, {unsampled} not"
+    assert len(spans) == 7 * sampled
+
+
+async def _all_ran(runs: list[str], n: int) -> bool:
+    return len(runs) >= n
+
+
+async def _retrying(s: Any, n: int) -> bool:
+    return (await s.stats()).get("retrying", 0) == n
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("always_off", "AlwaysOffSampler"),
+    ("traceidratio", "TraceIdRatioBased{0.01}"),
+    ("parentbased_traceidratio", "ParentBased{root:TraceIdRatioBased{0.01}"),
+])
+def test_the_configured_sampler(name: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    sampler = sampler_of(TelemetrySettings(sampler=name, sample_ratio=0.01))  # type: ignore[arg-type]
+    assert sampler.get_description().startswith(expected)
+
+
+def test_the_standard_variables_win_and_unset_means_the_sdk_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    assert sampler_of(TelemetrySettings()) is None  # the SDK's own default: parentbased_always_on
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    assert sampler_of(TelemetrySettings(sampler="always_on")) is None  # the SDK reads the variable
+    assert TracerProvider(sampler=None).sampler.get_description() == "AlwaysOffSampler"
+
+
+def test_a_bad_ratio_names_the_field() -> None:
+    with pytest.raises(ValueError, match="sample_ratio"):
+        TelemetrySettings(sample_ratio=1.5)
