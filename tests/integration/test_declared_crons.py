@@ -78,7 +78,8 @@ async def test_a_declared_cron_is_stored_at_worker_start_and_ticks_in_its_zone(
             assert await run_next_tick(s, clock, "billing.invoice:cron", runs) == utc("2026-11-02T09:00:00")
         assert runs[0][0] == f"cron:billing.invoice:cron:{ms('2026-11-01T09:00:00')}"
         job = await s.get_job(runs[0][0])
-        assert job is not None and job.cron == "billing.invoice:cron" and job.metadata == {"cron": "billing.invoice:cron"}
+        assert job is not None and job.cron == "billing.invoice:cron"
+        assert job.metadata == {"cron": "billing.invoice:cron"}
 
 
 async def test_workers_starting_together_create_one_schedule_and_run_each_tick_once(
