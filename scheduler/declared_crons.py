@@ -4,8 +4,9 @@ topics it serves, then removes the declared schedules it owns that its code no l
 declares.
 
 Ownership: a worker owns a stored schedule when it is flagged `declared` (written only
-from a declaration, never by schedule_cron) and its topic is one this worker serves
-(has listeners for and claims). A schedule_cron schedule, and a declared schedule of a
+from a declaration, never by schedule_cron; its name is in `{ns}:crons_declared`, so a
+start reads the declared schedules, not all of them) and its topic is one this worker
+serves (has listeners for and claims). A schedule_cron schedule, and a declared schedule of a
 topic the worker does not serve, are never removed by it.
 """
 
@@ -58,10 +59,10 @@ async def sync_declared(crons: CronSchedules, store: RedisStore, registry: Liste
         except ScheduleError as exc:
             raise ConfigError(f"schedule {decl.name!r} declared beside the listeners of topic {decl.topic!r}: "
                               f"{exc}") from exc
-    stored = {info.name: info for info in await store.list_crons()}
-    for plan in plans:
-        if plan.name in stored and not stored[plan.name].declared:
-            raise _taken(plan.name)
+    stored = await store.declared_crons()  # name -> topic
+    taken = sorted(await store.existing_crons([p.name for p in plans if p.name not in stored]))
+    if taken:  # schedule_cron's: refused before anything is written
+        raise _taken(taken[0])
     created: list[str] = []
     rescheduled: list[str] = []
     unchanged: list[str] = []
@@ -73,10 +74,10 @@ async def sync_declared(crons: CronSchedules, store: RedisStore, registry: Liste
          else unchanged).append(plan.name)
     declared_anywhere = {d.name for d in registry.declarations()}
     removed: list[str] = []
-    for info in stored.values():
-        if info.declared and info.topic in served and info.name not in declared_anywhere:
-            if await store.remove_cron(info.name, declared_topic=info.topic):
-                removed.append(info.name)
+    for name, topic in stored.items():
+        if topic in served and name not in declared_anywhere:
+            if await store.remove_cron(name, declared_topic=topic):
+                removed.append(name)
     result = DeclaredSync(tuple(created), tuple(rescheduled), tuple(unchanged), tuple(removed))
     if created or rescheduled or removed:
         log.info("declared schedules: created %s, rescheduled %s, removed %s", created, rescheduled, removed,

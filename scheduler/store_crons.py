@@ -26,7 +26,7 @@ class CronStore(StoreBase):
         place) or ScriptCode.OTHER_ORIGIN (-12: the name is a schedule of the other origin)."""
         k, job = self.keys, cron.job
         return int(await self._run(
-            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
+            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake, k.crons_declared],
             [cron.name, now_ms, cron.expr, job.tz, job.topic, job.payload_json, job.metadata_json,
              job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms, cron.misfire, cron.next_ms,
              cron.trace, job.backoff_max_delay_ms, job.backoff_jitter, job.key, job.priority, job.dedupe_key,
@@ -72,7 +72,7 @@ class CronStore(StoreBase):
         """Delete a schedule; False when there was none. With `declared_topic`, only a declared
         schedule of that topic (a worker removing one gone from its code)."""
         k = self.keys
-        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names],
+        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names, k.crons_declared],
                                       [name, declared_topic]))
         return deleted > 0  # remove_cron.lua replies with the number of schedules deleted
 
@@ -80,6 +80,24 @@ class CronStore(StoreBase):
         """One schedule, or None."""
         rows = await self._cron_rows([name])
         return _cron_info(rows[0]) if rows else None
+
+    async def declared_crons(self) -> dict[str, str]:
+        """The schedules declared beside listeners: name -> topic (O(declared), not O(all))."""
+        k = self.keys
+        try:
+            names = sorted(await self.wire.call("SMEMBERS", k.crons_declared))
+            topics = await self.wire.call_many([("HGET", k.cron(n), "topic") for n in names])
+        except RedisError as exc:
+            raise StorageError(f"redis read of declared crons failed: {exc}") from exc
+        return {n: t for n, t in zip(names, topics) if t is not None}
+
+    async def existing_crons(self, names: Sequence[str]) -> set[str]:
+        """Which of `names` are stored schedules."""
+        try:
+            found = await self.wire.call_many([("EXISTS", self.keys.cron(n)) for n in names])
+        except RedisError as exc:
+            raise StorageError(f"redis read of crons failed: {exc}") from exc
+        return {n for n, f in zip(names, found) if int(f)}
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule, by name."""

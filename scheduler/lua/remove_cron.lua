@@ -4,7 +4,7 @@
 -- (a schedule_cron schedule of the same name, or one moved to a topic the
 -- worker does not serve, is left alone).
 --
--- KEYS[1] cron hash  KEYS[2] crons zset  KEYS[3] names set
+-- KEYS[1] cron hash  KEYS[2] crons zset  KEYS[3] names set  KEYS[4] declared names set
 -- ARGV[1] name  ARGV[2] "" any schedule, else the topic a declared one must have
 --
 -- Returns the number of schedules deleted: 1, or 0 when there was none (or the
@@ -14,6 +14,7 @@ local deleted = 0
 if not guard or (guard[1] == '1' and guard[2] == ARGV[2]) then
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('SREM', KEYS[3], ARGV[1])
+  redis.call('SREM', KEYS[4], ARGV[1])
   deleted = redis.call('DEL', KEYS[1])
 end
 return deleted

@@ -7,7 +7,7 @@
 -- schedule_cron, nor one of schedule_cron's by a declaration.
 --
 -- KEYS[1] cron hash  KEYS[2] crons zset (active, by next fire)  KEYS[3] names set
--- KEYS[4] wake channel
+-- KEYS[4] wake channel  KEYS[5] declared names set
 -- ARGV[1] name  ARGV[2] now_ms  ARGV[3] expr ("" for an interval)  ARGV[4] tz  ARGV[5] topic
 -- ARGV[6] payload json  ARGV[7] metadata json  ARGV[8] max_attempts
 -- ARGV[9] backoff_type  ARGV[10] backoff_delay_ms  ARGV[11] timeout_ms
@@ -26,7 +26,7 @@
 -- Returns (scripts.UpsertCode) CREATED (1), RESCHEDULED (2) its trigger changed,
 -- UPDATED (0) updated in place; OTHER_ORIGIN (-12) the name belongs to a schedule
 -- of the other origin (nothing written).
-local cron, crons, names, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local cron, crons, names, wake, declared = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local name, now, expr, tz, next_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[13]
 local cur = redis.call('HMGET', cron, 'expr', 'tz', 'paused', 'every', 'jit', 'declared')
 if cur[1] and (cur[6] or '0') ~= ARGV[23] then return -12 end
@@ -37,7 +37,10 @@ for field, value in pairs({ key = ARGV[17], prio = ARGV[18], dd = ARGV[19], ddw 
                             jit = ARGV[22] }) do
   if value == '' then redis.call('HDEL', cron, field) else redis.call('HSET', cron, field, value) end
 end
-if ARGV[23] == '1' then redis.call('HSET', cron, 'declared', 1) end
+if ARGV[23] == '1' then
+  redis.call('HSET', cron, 'declared', 1)
+  redis.call('SADD', declared, name)
+end
 redis.call('SADD', names, name)
 local result = 0
 if not cur[1] then

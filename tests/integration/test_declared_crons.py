@@ -161,6 +161,8 @@ async def test_a_declaration_gone_from_the_code_is_removed_and_nothing_else(
         assert [c.name for c in await s.list_crons()] == ["a-by-hand", "b:every", "c:every"]
         assert not (await cron(s, "a-by-hand")).declared and (await cron(s, "b:every")).declared
     assert not await redis.exists("{" + namespace + "}:cron:a:cron")
+    # What starting workers read instead of every schedule: the declared ones' names.
+    assert await redis.smembers("{" + namespace + "}:crons_declared") == {b"b:every", b"c:every"}
 
 
 async def test_a_declared_name_and_a_schedule_cron_name_never_take_each_other_over(
