@@ -212,6 +212,12 @@ async def test_an_interval_ticks_every_period_with_bounded_jitter_and_shows_in_t
         assert all(timedelta(0) <= t - slot < timedelta(minutes=2) for t, slot in zip(ticks, slots))
         assert len(set(t - slot for t, slot in zip(ticks, slots))) > 1  # jittered, not a constant shift
         assert [r[0] for r in runs] == [f"cron:poll:every:{utc_to_ms(t)}" for t in ticks]
+        assert await s.pause_cron("poll:every") and (await cron(s, "poll:every")).next_run_at is None
+        clock.set_ms(utc_to_ms(slots[-1] + timedelta(minutes=62)))  # past the tick of the slot 1h after the last
+        assert await s.resume_cron("poll:every")  # from the next tick after now: in the slot 1h15m after the last
+        resumed = (await cron(s, "poll:every")).next_run_at
+        assert resumed is not None
+        assert timedelta(0) <= resumed - (slots[-1] + timedelta(minutes=75)) < timedelta(minutes=2)
 
     def horae(*args: str) -> Any:
         result = CliRunner().invoke(cli, ["--redis-url", redis_url, "--namespace", namespace, *args])
