@@ -1,5 +1,6 @@
-"""Listeners: `@on_event(topic, schema=...)` registration, payload schemas, event
-types, and the dispatch of one event to its listeners. Imports nothing else of horae."""
+"""Listeners: `@on_event(topic, schema=..., cron=... | every=...)` registration, payload
+schemas, schedules declared beside listeners, event types, and the dispatch of one event
+to its listeners. Imports nothing else of horae."""
 
 from listeners.dispatch import (
     DispatchResult,
@@ -11,10 +12,13 @@ from listeners.dispatch import (
 from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
 from listeners.schema import PayloadRejected, Schema, Validator, parse_payload
+from listeners.triggers import Declaration, InvalidDeclaration
 
 __all__ = [
     "call_listener",
+    "Declaration",
     "DispatchResult",
+    "InvalidDeclaration",
     "Listener",
     "ListenerFailure",
     "ListenerRegistry",

@@ -1,31 +1,51 @@
-"""Which listeners run for which topic, and the payload schema of a topic. `on_event`
-is bound to one default registry (the decorator users asked for); every consumer
-also accepts its own."""
+"""Which listeners run for which topic, the payload schema of a topic, and the schedules
+declared beside listeners (`@on_event(topic, cron=...)`). `on_event` is bound to one
+default registry (the decorator users asked for); every consumer also accepts its own."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
 from typing import Any, TypeVar, Union
 
 from listeners.schema import Schema, Validator, validator_of
+from listeners.triggers import Declaration, InvalidDeclaration, declaration
+
+Duration = Union[timedelta, float, str]
 
 Listener = Callable[[Any], Union[Awaitable[None], None]]
 F = TypeVar("F", bound=Listener)
 
 
 class ListenerRegistry:
-    """Topic → listeners, in registration order, and topic → payload schema.
+    """Topic → listeners, in registration order, topic → payload schema, and schedule
+    name → declared schedule with the listeners that declare it.
 
     A topic has at most one schema: every listener of the topic receives the same
-    parsed payload, so a listener registering a different schema is refused.
+    parsed payload, so a listener registering a different schema is refused. A schedule
+    name has one declaration: listeners may repeat it, a different one is refused.
     """
 
     def __init__(self) -> None:
         self._by_topic: dict[str, list[Listener]] = {}
         self._schemas: dict[str, tuple[Schema, Validator]] = {}
+        self._declared: dict[str, tuple[Declaration, list[Listener]]] = {}
 
-    def on_event(self, topic: str, schema: Schema | None = None) -> Callable[[F], F]:
-        """Decorator: run the function for every event of `topic` (async or sync).
+    def on_event(
+        self,
+        topic: str,
+        schema: Schema | None = None,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        tz: str | None = None,
+        misfire: str | None = None,
+        jitter: Duration | None = None,
+        name: str | None = None,
+        payload: Any = None,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function for every event of `topic` (async or sync), and
+        optionally declare the schedule whose ticks are events of `topic`.
 
         Args:
             topic: the topic to listen to.
@@ -34,29 +54,56 @@ class ListenerRegistry:
                 raises ValueError/TypeError on invalid input. Scheduling checks it where
                 it is known, and a worker completes a job whose payload it refuses as
                 `invalid_payload`, without retrying and without running listeners.
+            cron: a cron expression (5 fields, or 6 with seconds first) read in `tz`
+                (default UTC): a worker serving `topic` keeps this schedule stored (README
+                "Schedules declared beside listeners"); each tick runs every listener of the topic.
+            every: or an interval ("15m", seconds, a timedelta; at least 1s), ticking at
+                multiples of it since the Unix epoch, each tick moved later by up to `jitter`
+                (at most the interval; a deterministic offset per tick).
+            tz, misfire, jitter: the zone (cron only), "coalesce" | "skip" | "all" (default:
+                the worker's cron.misfire), the jitter (every only).
+            name: the stored schedule's name (default `{topic}:cron` or `{topic}:every`, so a
+                topic declares one of each unless names are given).
+            payload: every tick's payload (JSON; checked against the topic's schema when a
+                worker starts).
 
         Raises:
-            ValueError: an empty topic, or a schema other than the topic's registered one.
+            ValueError: an empty topic, or a schema other than the topic's registered one;
+                listeners.InvalidDeclaration (a ValueError) naming the trigger argument, its
+                value and what is allowed, or a name another declaration already uses.
             TypeError: a schema that is neither a model class nor callable.
         """
         if not isinstance(topic, str) or not topic.strip():
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
         if schema is not None:
             validator_of(schema)  # refuse a bad schema where it is written, not at first use
+        declared = declaration(topic, cron=cron, every=every, tz=tz, misfire=misfire, jitter=jitter, name=name,
+                               payload=payload)
 
         def register(fn: F) -> F:
-            self.add(topic, fn, schema)
+            self.add(topic, fn, schema, declared)
             return fn
 
         return register
 
-    def add(self, topic: str, fn: Listener, schema: Schema | None = None) -> None:
-        """Register `fn` for `topic`; registering the same function twice is a no-op.
+    def add(self, topic: str, fn: Listener, schema: Schema | None = None,
+            declared: Declaration | None = None) -> None:
+        """Register `fn` for `topic` (and the schedule it declares); registering the same
+        function twice is a no-op.
 
         Raises:
-            ValueError: `schema` differs from the one the topic already has.
+            ValueError: `schema` differs from the one the topic already has, or `declared`
+                from the declaration of the same schedule name.
             TypeError: a schema that is neither a model class nor callable.
         """
+        if declared is not None:
+            if declared.topic != topic:
+                raise ValueError(f"listener {fn!r} of topic {topic!r} declares a schedule of topic {declared.topic!r}")
+            known_decl = self._declared.get(declared.name)
+            if known_decl is not None and known_decl[0] != declared:
+                raise InvalidDeclaration(f"schedule {declared.name!r} is already declared as {known_decl[0]} by "
+                                         f"{known_decl[1]!r}; listener {fn!r} declares {declared}: give each its "
+                                         "own name=", "name")
         if schema is not None:
             known = self._schemas.get(topic)
             if known is not None and known[0] is not schema:
@@ -67,15 +114,24 @@ class ListenerRegistry:
         listeners = self._by_topic.setdefault(topic, [])
         if fn not in listeners:
             listeners.append(fn)
+        if declared is not None:
+            declarers = self._declared.setdefault(declared.name, (declared, []))[1]
+            if fn not in declarers:
+                declarers.append(fn)
 
     def remove(self, topic: str, fn: Listener) -> None:
         """Unregister `fn` from `topic` (no error when absent); the topic's schema goes
-        with its last listener."""
+        with its last listener, a declared schedule with the last listener declaring it."""
         listeners = self._by_topic.get(topic, [])
         if fn in listeners:
             listeners.remove(fn)
         if not listeners:
             self._schemas.pop(topic, None)
+        for name, (decl, declarers) in list(self._declared.items()):
+            if decl.topic == topic and fn in declarers:
+                declarers.remove(fn)
+                if not declarers:
+                    del self._declared[name]
 
     def schema(self, topic: str) -> Schema | None:
         """The payload schema registered for `topic`, or None."""
@@ -95,16 +151,34 @@ class ListenerRegistry:
         """Every topic with at least one listener."""
         return [t for t, fns in self._by_topic.items() if fns]
 
+    def declarations(self, topics: Iterable[str] | None = None) -> list[Declaration]:
+        """The schedules declared beside listeners (of `topics` when given), by name."""
+        wanted = None if topics is None else set(topics)
+        return [d for _, (d, _) in sorted(self._declared.items()) if wanted is None or d.topic in wanted]
+
     def clear(self) -> None:
-        """Forget every listener and schema (tests)."""
+        """Forget every listener, schema and declared schedule (tests)."""
         self._by_topic.clear()
         self._schemas.clear()
+        self._declared.clear()
 
 
 default_registry = ListenerRegistry()
 
 
-def on_event(topic: str, schema: Schema | None = None) -> Callable[[F], F]:
-    """Register a listener for `topic` in the default registry (schema: see
-    ListenerRegistry.on_event)."""
-    return default_registry.on_event(topic, schema)
+def on_event(
+    topic: str,
+    schema: Schema | None = None,
+    *,
+    cron: str | None = None,
+    every: Duration | None = None,
+    tz: str | None = None,
+    misfire: str | None = None,
+    jitter: Duration | None = None,
+    name: str | None = None,
+    payload: Any = None,
+) -> Callable[[F], F]:
+    """Register a listener for `topic` in the default registry, optionally declaring the
+    schedule whose ticks are its events (arguments: see ListenerRegistry.on_event)."""
+    return default_registry.on_event(topic, schema, cron=cron, every=every, tz=tz, misfire=misfire,
+                                     jitter=jitter, name=name, payload=payload)

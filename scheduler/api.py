@@ -23,6 +23,7 @@ from scheduler.clock import Clock
 from scheduler.config import Settings, load_settings
 from scheduler.connection import open_connection
 from scheduler.cron_schedules import CronSchedules
+from scheduler.declared_crons import DeclaredSync, sync_declared
 from scheduler.errors import SchedulerError
 from scheduler.job import CronInfo, JobInfo, JobPage, JobState, NewJob
 from scheduler.listing import list_jobs
@@ -185,6 +186,10 @@ class Scheduler(ScheduleCalls):
         """Fire again from the next tick after now (ticks passed while paused do not run)."""
         return await self._crons.set_paused(name, False)
 
+    async def _sync_declared(self, topics: Sequence[str]) -> DeclaredSync:
+        """A starting worker's: the schedules declared beside the listeners of `topics` (declared_crons.py)."""
+        return await sync_declared(self._crons, self.store, self.registry, topics)
+
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule: name, cron, tz, topic, next_run_at (aware UTC), paused, last_run_at."""
         return await self.store.list_crons()
@@ -309,13 +314,16 @@ class Scheduler(ScheduleCalls):
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
         It claims `topics`, or by default the topics it has listeners for plus those no live
         worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
-        for now may be leased to it directly (settings.worker.local_handoff)."""
+        for now may be leased to it directly (settings.worker.local_handoff). Its start stores
+        the schedules declared beside the listeners it serves (README "Schedules declared
+        beside listeners")."""
         worker = Worker(
             self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
             cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
             all_topics=all_topics,
         )
         self._workers.add(worker)
+        worker.on_declare = self._sync_declared
         if self._audit is not None:
             worker.on_start = self.start_relay
             worker.on_housekeeping = self._observe_audit_lag

@@ -153,7 +153,8 @@ def cron() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of the schedules instead of a table.")
 @click.pass_obj
 def cron_list(settings: Settings, as_json: bool) -> None:
-    """Every schedule with its next run in its own zone and in UTC."""
+    """Every schedule with its next run in its own zone and in UTC ("declared: in code" for one
+    kept by workers from an @on_event declaration)."""
     from zoneinfo import ZoneInfo
 
     async def main() -> None:
@@ -163,15 +164,15 @@ def cron_list(settings: Settings, as_json: bool) -> None:
             echo_json(crons)
             return
         table = Table("name", "cron", "zone", "topic", "next run (zone)", "next run (UTC)", "last run (UTC)",
-                      "misfire", "paused", title=f"cron schedules in {settings.namespace}")
+                      "misfire", "paused", "declared", title=f"cron schedules in {settings.namespace}")
         for c in crons:
             nxt = c.next_run_at
             table.add_row(
-                c.name, c.cron, c.tz, c.topic,
+                c.name, c.trigger, c.tz, c.topic,
                 nxt.astimezone(ZoneInfo(c.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
                 nxt.strftime("%Y-%m-%d %H:%M:%S") if nxt else "-",
                 c.last_run_at.strftime("%Y-%m-%d %H:%M:%S") if c.last_run_at else "-",
-                c.misfire, "yes" if c.paused else "no",
+                c.misfire, "yes" if c.paused else "no", "in code" if c.declared else "no",
             )
         print_table(console, table)
 

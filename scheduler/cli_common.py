@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -122,9 +122,12 @@ def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def to_json(value: Any) -> Any:
     """A value in its JSON form: dataclasses as objects of their fields, enums as their value,
-    datetimes ISO 8601 UTC, tuples as lists, `last_error` with its traceback as lines."""
+    datetimes ISO 8601 UTC, timedeltas as seconds, tuples as lists, `last_error` with its
+    traceback as lines."""
     if isinstance(value, datetime):
         return iso(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
     if isinstance(value, Enum):
         return value.value
     if is_dataclass(value) and not isinstance(value, type):

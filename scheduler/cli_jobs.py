@@ -259,7 +259,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON object of the schedule.")
     @click.pass_obj
     def cron_show(settings: Settings, name: str, as_json: bool) -> None:
-        """One schedule: expression, zone, topic, next and last run, misfire, paused, payload."""
+        """One schedule: expression or interval, zone, topic, declared in code or not, next and last
+        run, misfire, paused, payload."""
 
         async def main() -> Any:
             async with Scheduler(settings=no_relay(settings)) as s:
@@ -276,7 +277,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         table.add_column("field", style="bold", no_wrap=True)
         table.add_column("value")
         for field, value in (
-            ("cron", info.cron), ("zone", info.tz), ("topic", info.topic),
+            ("every" if info.every else "cron", info.trigger.removeprefix("every ")), ("zone", info.tz),
+            ("topic", info.topic),
+            ("declared", "in code, beside its listeners (@on_event)" if info.declared else "no (schedule_cron)"),
             ("next run (zone)", nxt.astimezone(ZoneInfo(info.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-"),
             ("next run (UTC)", _when(nxt)), ("last run (UTC)", _when(info.last_run_at)),
             ("misfire", info.misfire), ("paused", "yes" if info.paused else "no"),

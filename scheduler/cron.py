@@ -1,4 +1,5 @@
-"""Cron schedules in IANA zones: parsing and fire-time arithmetic. Pure (no I/O).
+"""Cron schedules in IANA zones: parsing and fire-time arithmetic, and the planning of a
+stored schedule's ticks whatever its trigger (intervals: interval.py). Pure (no I/O).
 
 Expressions have 5 fields (minute hour day-of-month month day-of-week; minute
 precision) or 6 with the SECONDS FIELD FIRST ("30 30 3 * * *" = 03:30:30), as
@@ -33,7 +34,6 @@ and its wall reading map one to one; the rules below only concern the edges.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timedelta
@@ -41,33 +41,15 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from listeners.triggers import InvalidDeclaration, cron_fields
 from scheduler.errors import InvalidCron
+from scheduler.interval import IntervalSpec, parse_interval
 from scheduler.timeutil import zone
 
 _EPOCH = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
 _SCAN_S = 6 * 3600  # no zone changes its UTC offset twice within six hours
 _PROBE_START = datetime(2026, 1, 1)
-_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_ALLOWED = {
-    "second": "0-59",
-    "minute": "0-59",
-    "hour": "0-23",
-    "day-of-month": "1-31 or L",
-    "month": "1-12 or JAN-DEC",
-    "day-of-week": "0-7 or SUN-SAT (0 and 7 are Sunday), L, d#n",
-}
-_SYNTAX = "written as `*`, a value, a range a-b, a list a,b or a step */n, a/n, a-b/n"
-_ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_RANDOM_OR_HASHED = re.compile(r"(?<![A-Za-z])[HhRr](?![A-Za-z])")
 
 
 @dataclass(frozen=True)
@@ -81,59 +63,42 @@ class CronSpec:
 
 
 def parse_cron(expr: str, tz: str) -> CronSpec:
-    """Validate `expr` in zone `tz`; raise InvalidCron / InvalidTimezone naming what is wrong."""
+    """Validate `expr` in zone `tz`; raise InvalidCron / InvalidTimezone naming what is wrong
+    (the text rules are listeners.triggers.cron_fields', shared with @on_event(cron=))."""
     zone(tz)
-    if not isinstance(expr, str) or not expr.strip():
-        raise InvalidCron(f"cron expression must be a non-empty string; got {expr!r}", field="cron")
-    fields = expr.split()
-    if len(fields) == 1 and fields[0].lower() in _ALIASES:
-        fields = _ALIASES[fields[0].lower()].split()
-    if len(fields) not in (5, 6):
-        raise InvalidCron(
-            f"cron expression {expr!r} has {len(fields)} fields; expected 5 (minute hour day-of-month "
-            "month day-of-week) or 6 with seconds first (second minute hour day-of-month month day-of-week)",
-            field="cron",
-        )
-    has_seconds = len(fields) == 6
-    names = ("second", *_FIELDS) if has_seconds else _FIELDS
-    for i, (name, value) in enumerate(zip(names, fields)):
-        probe = ["*"] * len(fields)
-        probe[i] = value
-        ok = not _RANDOM_OR_HASHED.search(value)
-        if ok:
-            try:
-                croniter(" ".join(probe), _PROBE_START, second_at_beginning=has_seconds)
-            except (ValueError, KeyError, TypeError):  # croniter's errors derive from ValueError
-                ok = False
-        if not ok:
-            raise InvalidCron(
-                f"cron expression {expr!r}: {name} field {value!r} is invalid; allowed: {_ALLOWED[name]}, "
-                f"{_SYNTAX}",
-                field="cron",
-            )
-    normalized = " ".join(fields)
-    try:  # every field is fine alone; the combination may still never occur
-        itr = croniter(normalized, _PROBE_START, second_at_beginning=has_seconds)
-        itr.get_next(datetime)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InvalidCron(
-            f"cron expression {expr!r} never fires: no date matches its day-of-month {fields[-3]!r} "
-            f"and month {fields[-2]!r} fields",
-            field="cron",
-        ) from exc
+    try:
+        normalized, has_seconds = cron_fields(expr)
+    except InvalidDeclaration as exc:
+        raise InvalidCron(str(exc), field="cron") from None
+    itr = croniter(normalized, _PROBE_START, second_at_beginning=has_seconds)
+    fields = normalized.split()
     minute = fields[1] if has_seconds else fields[0]
     every_hour = itr.expanded[1] == ["*"]  # croniter folds "*", "*/1", "0-23" into ["*"]
     elapsed = every_hour and ("*" in minute or "/" in minute)
     return CronSpec(expr=normalized, tz=tz, has_seconds=has_seconds, elapsed=elapsed)
 
 
-def next_fire(spec: CronSpec, after_ms: int) -> int:
+Trigger = CronSpec | IntervalSpec  # what a stored schedule ticks by
+
+
+def trigger_of(expr: str, tz: str, every_ms: int, jitter_ms: int, name: str) -> Trigger:
+    """A stored schedule's trigger: its interval when `every_ms` is set, else its cron expression.
+
+    Raises:
+        ScheduleError: InvalidCron / InvalidTimezone naming the field.
+    """
+    return parse_interval(every_ms, jitter_ms, name) if every_ms else parse_cron(expr, tz)
+
+
+def next_fire(spec: Trigger, after_ms: int) -> int:
     """The first fire instant strictly after `after_ms` (epoch ms, UTC), as epoch ms."""
+    if isinstance(spec, IntervalSpec):
+        return spec.next_fire(after_ms)
     # Fires are whole seconds; t * 1000 > after_ms  <=>  t >= after_ms // 1000 + 1.
     return _first_fire_at_or_after(spec, zone(spec.tz), after_ms // 1000 + 1) * 1000
 
 
-def fires_between(spec: CronSpec, after_ms: int, until_ms: int, cap: int) -> list[int]:
+def fires_between(spec: Trigger, after_ms: int, until_ms: int, cap: int) -> list[int]:
     """Fire instants in (after_ms, until_ms], the earliest `cap` of them (misfire mode "all")."""
     out: list[int] = []
     cursor = after_ms
@@ -150,16 +115,13 @@ def cron_job_id(name: str, fire_ms: int) -> str:
     return f"cron:{name}:{fire_ms}"
 
 
-MISFIRE_MODES = ("coalesce", "skip", "all")
-
-
 @lru_cache(maxsize=1024)
-def _next_fire_cached(spec: CronSpec, after_ms: int) -> int:
+def _next_fire_cached(spec: Trigger, after_ms: int) -> int:
     """Many schedules share an expression and fire in one batch at one `now`."""
     return next_fire(spec, after_ms)
 
 
-def plan_ticks(spec: CronSpec, expected_next_ms: int, now_ms: int, misfire: str, cap: int,
+def plan_ticks(spec: Trigger, expected_next_ms: int, now_ms: int, misfire: str, cap: int,
                grace_ms: int) -> tuple[list[int], int]:
     """Which due ticks to run now, and the schedule's next fire after now.
 

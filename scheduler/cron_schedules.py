@@ -1,17 +1,21 @@
 """Recurring schedules as the facade exposes them: create or update one (its tick job
-checked like any job), pause and resume it; the cron arithmetic is `cron.py`'s."""
+checked like any job), by schedule_cron or from a declaration beside a listener, pause
+and resume it; the trigger arithmetic is `cron.py`'s and `interval.py`'s."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from scheduler.cron import next_fire, parse_cron
+from listeners import Declaration
+from scheduler.cron import Trigger, next_fire, parse_cron, trigger_of
 from scheduler.errors import InvalidCron, ScheduleError
+from scheduler.interval import IntervalSpec, parse_interval
 from scheduler.job import CronInfo, NewCron, NewJob
 from scheduler.retry import RetryPolicy
-from scheduler.scripts import PauseCode
+from scheduler.scripts import PauseCode, ScriptCode
 from scheduler.scheduling import Host
 from scheduler.tracing import CRON_NAME, current_traceparent, producer_span
 from scheduler.validation import check_cron_name, check_misfire
@@ -19,6 +23,16 @@ from scheduler.validation import check_cron_name, check_misfire
 # (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, *, key=, priority=)
 # -> a checked NewJob.
 BuildJob = Callable[..., NewJob]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A checked schedule, not stored yet: its name, trigger, misfire mode and tick template."""
+
+    name: str
+    spec: Trigger
+    misfire: str
+    job: NewJob
 
 
 class CronSchedules:
@@ -75,15 +89,42 @@ class CronSchedules:
         if job.dedupe_mode == "debounce":
             raise ScheduleError("dedupe mode 'debounce' is not supported on cron schedules (a tick's time is "
                                 "fixed); use mode 'throttle'", field="dedupe.mode")
-        with producer_span(host.tracer, job.topic, "create", {CRON_NAME: name}):
-            now = host.clock.now_ms()
-            await host.store.upsert_cron(
-                NewCron(name, spec.expr, mode, next_fire(spec, now), job, current_traceparent()),
-                now,
-            )
+        if await self.upsert(Planned(name, spec, mode, job), declared=False) == ScriptCode.OTHER_ORIGIN:
+            raise InvalidCron(f"schedule {name!r} is declared beside a listener (@on_event(..., cron= or every=)) "
+                              "and kept by its workers: change it in the code, or use another name", field="name")
         info = await host.store.get_cron(name)
         assert info is not None
         return info
+
+    def plan_declared(self, decl: Declaration) -> Planned:
+        """The schedule a declaration stands for, checked as schedule_cron checks (the tick's
+        payload against the topic's schema too), defaults from this scheduler's settings.
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        check_cron_name(decl.name)
+        mode = check_misfire(decl.misfire or self._host.settings.cron.misfire)
+        spec: Trigger = (parse_interval(decl.every_ms, decl.jitter_ms, decl.name) if decl.every_ms
+                         else parse_cron(decl.cron, decl.tz))
+        job = self._build(decl.topic, 0, decl.tz, decl.payload, None, {"cron": decl.name}, None, f"cron:{decl.name}",
+                          decl.name)
+        return Planned(decl.name, spec, mode, job)
+
+    async def upsert(self, plan: Planned, declared: bool) -> int:
+        """Store a checked schedule: UpsertCode, or ScriptCode.OTHER_ORIGIN when its name is a
+        schedule of the other origin (`declared` beside a listener, or schedule_cron's)."""
+        host, spec = self._host, plan.spec
+        if isinstance(spec, IntervalSpec):
+            expr, every, jitter = "", spec.every_ms, spec.jitter_ms
+        else:
+            expr, every, jitter = spec.expr, 0, 0
+        with producer_span(host.tracer, plan.job.topic, "create", {CRON_NAME: plan.name}):
+            now = host.clock.now_ms()
+            return await host.store.upsert_cron(NewCron(
+                plan.name, expr, plan.misfire, next_fire(spec, now), plan.job, current_traceparent(), every, jitter,
+                declared,
+            ), now)
 
     async def set_paused(self, name: str, paused: bool) -> bool:
         """Pause or resume a schedule; a resumed one fires from its next tick after now.
@@ -99,5 +140,8 @@ class CronSchedules:
         if info is None:
             raise InvalidCron(f"no cron schedule named {name!r}", field="name")
         now = host.clock.now_ms()
-        next_ms = next_fire(parse_cron(info.cron, info.tz), now)
+        ms = timedelta(milliseconds=1)
+        spec = trigger_of(info.cron, info.tz, (info.every or timedelta()) // ms, (info.jitter or timedelta()) // ms,
+                          name)
+        next_ms = next_fire(spec, now)
         return await host.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED

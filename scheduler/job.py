@@ -7,10 +7,11 @@ import base64
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Mapping
 
+from listeners.durations import format_duration
 from scheduler.outbox import (
     STATUS_CANCELLED,
     STATUS_COMPLETED,
@@ -207,7 +208,8 @@ def dead_letter_args(s: Settlement) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class CronInfo:
-    """A named cron schedule as stored."""
+    """A named recurring schedule as stored: a cron expression (`cron`), or an interval
+    (`every`, `cron` empty); `declared` when a worker keeps it from an @on_event declaration."""
 
     name: str
     cron: str
@@ -220,6 +222,19 @@ class CronInfo:
     payload: Any = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     max_attempts: int = 5
+    every: timedelta | None = None
+    jitter: timedelta | None = None
+    declared: bool = False
+
+    @property
+    def trigger(self) -> str:
+        """How it ticks, for people: the cron expression, or "every 15m" (", jitter up to 1m")."""
+        if self.every is None:
+            return self.cron
+        text = f"every {format_duration(self.every // timedelta(milliseconds=1))}"
+        if self.jitter:
+            text += f", jitter up to {format_duration(self.jitter // timedelta(milliseconds=1))}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -227,11 +242,14 @@ class NewCron:
     """A validated schedule ready to be upserted; `job` is the template of every tick's job."""
 
     name: str
-    expr: str
+    expr: str  # "" for an interval
     misfire: str
     next_ms: int
     job: NewJob
     trace: str = ""
+    every_ms: int = 0  # an interval schedule's, else 0
+    jitter_ms: int = 0
+    declared: bool = False  # kept by workers from an @on_event declaration (never set by schedule_cron)
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,11 @@ class Keys:
         """Set of every schedule name, paused or not (for listing)."""
         return f"{self.prefix}cron_names"
 
+    @property
+    def crons_declared(self) -> str:
+        """Set of the names of schedules declared beside listeners (what starting workers own)."""
+        return f"{self.prefix}crons_declared"
+
     def topic(self, name: str) -> str:
         """Hash holding one topic's stored TopicOptions (scheduler.topics)."""
         return f"{self.prefix}topic:{name}"

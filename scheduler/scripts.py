@@ -49,6 +49,7 @@ class ScriptCode(IntEnum):
     WRONG_STATE = -7  # the job's state is not one the operation applies to
     DUPLICATE = -10
     KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
+    OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
 
 
 class SettleCode(IntEnum):
@@ -89,9 +90,9 @@ class OperationCode(IntEnum):
 class UpsertCode(IntEnum):
     """What upsert_cron.lua did with a schedule."""
 
-    UPDATED = 0  # same expression and zone: the next fire is kept
+    UPDATED = 0  # same trigger (expression and zone, or interval and jitter): the next fire is kept
     CREATED = 1
-    RESCHEDULED = 2  # expression or zone changed: the next fire is recomputed
+    RESCHEDULED = 2  # the trigger changed: the next fire is recomputed
 
 
 class TopicCode(IntEnum):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -21,14 +22,15 @@ class CronStore(StoreBase):
 
     # ------------------------------------------------------------------ cron
     async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:
-        """Create or update a schedule: 1 created, 2 rescheduled, 0 updated in place."""
+        """Create or update a schedule: UpsertCode (1 created, 2 rescheduled, 0 updated in
+        place) or ScriptCode.OTHER_ORIGIN (-12: the name is a schedule of the other origin)."""
         k, job = self.keys, cron.job
         return int(await self._run(
-            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake],
+            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake, k.crons_declared],
             [cron.name, now_ms, cron.expr, job.tz, job.topic, job.payload_json, job.metadata_json,
              job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms, cron.misfire, cron.next_ms,
              cron.trace, job.backoff_max_delay_ms, job.backoff_jitter, job.key, job.priority, job.dedupe_key,
-             job.dedupe_window_ms],
+             job.dedupe_window_ms, cron.every_ms or "", cron.jitter_ms or "", "1" if cron.declared else "0"],
         ))
 
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
@@ -66,16 +68,36 @@ class CronStore(StoreBase):
             "set_cron_paused", [k.cron(name), k.crons_due, k.wake], [name, "1" if paused else "0", next_ms, now_ms]
         ))
 
-    async def remove_cron(self, name: str) -> bool:
-        """Delete a schedule; False when there was none."""
+    async def remove_cron(self, name: str, declared_topic: str = "") -> bool:
+        """Delete a schedule; False when there was none. With `declared_topic`, only a declared
+        schedule of that topic (a worker removing one gone from its code)."""
         k = self.keys
-        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names], [name]))
+        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names, k.crons_declared],
+                                      [name, declared_topic]))
         return deleted > 0  # remove_cron.lua replies with the number of schedules deleted
 
     async def get_cron(self, name: str) -> CronInfo | None:
         """One schedule, or None."""
         rows = await self._cron_rows([name])
         return _cron_info(rows[0]) if rows else None
+
+    async def declared_crons(self) -> dict[str, str]:
+        """The schedules declared beside listeners: name -> topic (O(declared), not O(all))."""
+        k = self.keys
+        try:
+            names = sorted(await self.wire.call("SMEMBERS", k.crons_declared))
+            topics = await self.wire.call_many([("HGET", k.cron(n), "topic") for n in names])
+        except RedisError as exc:
+            raise StorageError(f"redis read of declared crons failed: {exc}") from exc
+        return {n: t for n, t in zip(names, topics) if t is not None}
+
+    async def existing_crons(self, names: Sequence[str]) -> set[str]:
+        """Which of `names` are stored schedules."""
+        try:
+            found = await self.wire.call_many([("EXISTS", self.keys.cron(n)) for n in names])
+        except RedisError as exc:
+            raise StorageError(f"redis read of crons failed: {exc}") from exc
+        return {n for n, f in zip(names, found) if int(f)}
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule, by name."""
@@ -96,4 +118,7 @@ def _cron_info(f: dict[str, str]) -> CronInfo:
         last_run_at=ms_to_utc(int(f["last_run"])) if f.get("last_run") else None,
         misfire=f["misfire"], payload=json.loads(f["payload"]), metadata=json.loads(f["meta"]),
         max_attempts=int(f["max"]),
+        every=timedelta(milliseconds=int(f["every"])) if f.get("every") else None,
+        jitter=timedelta(milliseconds=int(f["jit"])) if f.get("jit") else None,
+        declared=f.get("declared") == "1",
     )

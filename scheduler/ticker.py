@@ -1,6 +1,7 @@
 """Turn due cron ticks into jobs: read the due schedules (O(due) through the
-crons sorted set), plan each in Python (croniter + zoneinfo), then fire them
-in one script call per batch, guarded so each tick becomes one job."""
+crons sorted set), plan each in Python (croniter + zoneinfo for an expression,
+interval.py for an interval), then fire them in one script call per batch,
+guarded so each tick becomes one job."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from opentelemetry.trace import Tracer
 
 from scheduler.clock import Clock
 from scheduler.config import CronSettings
-from scheduler.cron import CronSpec, cron_job_id, parse_cron, plan_ticks
+from scheduler.cron import CronSpec, Trigger, cron_job_id, parse_cron, plan_ticks
+from scheduler.interval import parse_interval
 from scheduler.errors import ScheduleError
 from scheduler.job import CronFire
 from scheduler.store import RedisStore
@@ -29,9 +31,16 @@ def _tick(tracer: Tracer, row: dict[str, str], tick_ms: int) -> tuple[int, str, 
 
 
 @lru_cache(maxsize=4096)
-def _spec(expr: str, tz: str) -> CronSpec:
-    """Parsing validates every field with croniter, which is slow: once per distinct schedule."""
+def _cron_spec(expr: str, tz: str) -> CronSpec:
+    """Parsing validates every field with croniter, which is slow: once per distinct expression."""
     return parse_cron(expr, tz)
+
+
+def _spec(row: dict[str, str]) -> Trigger:
+    """A stored schedule's trigger (an interval is cheap to build: no cache)."""
+    if row.get("every"):
+        return parse_interval(int(row["every"]), int(row.get("jit") or 0), row["name"])
+    return _cron_spec(row["expr"], row["tz"])
 
 
 async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings, tracer: Tracer) -> int:
@@ -45,7 +54,7 @@ async def fire_due_crons(store: RedisStore, clock: Clock, settings: CronSettings
     fires = []
     for row in rows:
         try:
-            spec = _spec(row["expr"], row["tz"])
+            spec = _spec(row)
         except ScheduleError as exc:  # stored by an older version with other rules: never spin on it
             log.error("cron %s cannot be parsed, pausing it: %s", row["name"], exc, extra={"event": "cron_invalid"})
             await store.set_cron_paused(row["name"], True, 0, now)

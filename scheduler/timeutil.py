@@ -7,16 +7,11 @@ ambiguous one (fall-back overlap) runs at its first occurrence.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from listeners.durations import DurationError, duration_seconds
 from scheduler.errors import InvalidDelay, InvalidTimezone
-
-_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")  # "ms" before "m"
-_UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}  # largest first
-_RANK = {unit: rank for rank, unit in enumerate(_UNIT_S)}
-_EXAMPLES = "'30s', '5m', '1h30m', '2m30s', '1d12h' or '500ms'"
 
 
 def zone(name: str) -> ZoneInfo:
@@ -68,61 +63,18 @@ def resolve_run_at(run_at: datetime, tz: str) -> datetime:
         raise InvalidDelay(f"run_at {run_at!r} in {tz} falls outside the years 1..9999 in UTC", field="run_at") from None
 
 
-def _text_seconds(text: str, field: str) -> float:
-    """Seconds of "1h30m"-style text: number+unit parts, units d h m s ms, largest first, each once.
-
-    Raises:
-        InvalidDelay: naming `field` and, when it can, what is wrong with the text.
-    """
-    rest, total, last = text.strip(), 0.0, -1
-    if not rest:
-        raise InvalidDelay(f"{field} must be a duration such as {_EXAMPLES}; got an empty string", field=field)
-    while rest:
-        m = _PART.match(rest)
-        if m is None:
-            raise InvalidDelay(_why(text, rest.strip(), field), field=field)
-        rank = _RANK[m.group(2)]
-        if rank <= last:
-            raise InvalidDelay(f"{field} {text!r}: give each unit once, largest first (d, h, m, s, ms), "
-                               "e.g. '1h30m'", field=field)
-        total, last, rest = total + float(m.group(1)) * _UNIT_S[m.group(2)], rank, rest[m.end():].strip()
-    return total
-
-
-def _why(text: str, rest: str, field: str) -> str:
-    """The error message for text whose unparsed part is `rest`."""
-    if rest.startswith("-"):
-        return f"{field} must be a duration >= 0; got {text!r}"
-    if re.fullmatch(r"\d+(?:\.\d+)?", rest):
-        return f"{field} {text!r}: the number {rest!r} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
-    if re.match(r"(ms|d|h|m|s)(?![a-z])", rest):
-        return f"{field} {text!r}: a unit needs a number before it, e.g. '1h'"
-    return f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {text!r}"
-
-
 def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:
     """Seconds from a timedelta, a number of seconds, or a string: "500ms", "30s", "5m", "2h",
-    "1d", or compound, largest unit first: "1h30m", "2m30s", "1d12h", "1m30s500ms".
+    "1d", or compound, largest unit first: "1h30m", "2m30s", "1d12h", "1m30s500ms"
+    (the grammar is listeners.durations', shared with `@on_event(every=)`).
 
     Raises:
         InvalidDelay: naming `field`, for negative, non-finite or unparseable values.
     """
-    if isinstance(value, bool):
-        seconds = float("nan")
-    elif isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        seconds = _text_seconds(value, field)
-    else:
-        raise InvalidDelay(
-            f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {value!r}",
-            field=field,
-        )
-    if not seconds >= 0 or seconds == float("inf"):
-        raise InvalidDelay(f"{field} must be a finite duration >= 0; got {value!r}", field=field)
-    return seconds
+    try:
+        return duration_seconds(value, field)
+    except DurationError as exc:
+        raise InvalidDelay(str(exc), field=field) from None
 
 
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)

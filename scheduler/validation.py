@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
-from scheduler.cron import MISFIRE_MODES
+from listeners.triggers import MISFIRE_MODES
 from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic, ScheduleError
 from scheduler.flow import Dedupe, parse_priority
 from scheduler.job import NewJob, new_job_id

@@ -96,22 +96,27 @@ class Worker:
         self._subscription: Subscription | None = None
         self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
                                           self._after_failure, self._advertise)
-        # Composition-root hooks: the facade starts the audit relay and refreshes its gauges.
+        # Composition-root hooks: the facade starts the audit relay and refreshes its gauges,
+        # and keeps the schedules declared beside the listeners of the topics served (declared_crons.py).
+        self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
-        """Advertise in the worker registry, subscribe to wake-ups and start the loops.
+        """Store the schedules declared beside the listeners it serves, advertise in the worker
+        registry, subscribe to wake-ups and start the loops.
 
         Raises:
             ConfigError: no listener, no explicit topics and not all_topics (it would only
-                complete other workers' jobs as no_listener).
+                complete other workers' jobs as no_listener); a declared schedule refused.
         """
         self._filter = ClaimFilter.of(self.registry.topics(), self.topics or None, self.all_topics)
         if self._filter.unserved and not self._filter.topics:
             raise ConfigError("the worker has no listeners: import the module that registers them "
                               "(horae worker --app), or pass all_topics (--all-topics) to claim every topic")
+        if self.on_declare is not None:
+            await self.on_declare(self._filter.listened)
         if self.on_start is not None:
             await self.on_start()
         self.metrics.start_topics(sorted({*self._filter.topics, *self._filter.listened}))
