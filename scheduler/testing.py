@@ -1,8 +1,10 @@
-"""Test helpers shipped with the package: a clock you move by hand."""
+"""Test helpers shipped with the package: a clock you move by hand, and one that also
+knows when a worker's claim loop waits on it (the pytest plugin's time machine)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class FakeClock:
@@ -41,3 +43,43 @@ class FakeClock:
             finally:
                 waiter.cancel()
                 mover.cancel()
+
+
+class SteppingClock(FakeClock):
+    """A FakeClock that knows when a claim loop waits on it, so a driver can tell a
+    worker has planned its next wake-up (TimeMachine in scheduler/time_machine.py).
+
+    `kick()` wakes every waiting loop (each re-plans: fires due crons, claims at the
+    current time); `last_wait` is (kicks so far, `busy()`) at the latest wait that
+    began: a wait begun after the latest kick, with 0 busy, followed a claim that
+    took nothing.
+    """
+
+    def __init__(self, start_ms: int = 1_800_000_000_000, busy: Callable[[], int] = lambda: 0) -> None:
+        super().__init__(start_ms)
+        self.busy = busy
+        self.kicks = 0
+        self.last_wait: tuple[int, int] | None = None
+        self._waiting: set[asyncio.Event] = set()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a loop is waiting on this clock now."""
+        return bool(self._waiting)
+
+    def kick(self) -> int:
+        """Wake every waiting loop; returns the number of kicks so far."""
+        self.kicks += 1
+        for wake in self._waiting:
+            wake.set()
+        return self.kicks
+
+    async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
+        if self._now >= deadline_ms or wake.is_set():
+            return  # no wait: the caller re-plans at once
+        self.last_wait = (self.kicks, self.busy())
+        self._waiting.add(wake)
+        try:
+            await super().sleep_until(deadline_ms, wake)
+        finally:
+            self._waiting.discard(wake)
