@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 import redis.asyncio as aioredis
 
@@ -101,11 +101,11 @@ class SchedulerUnderTest(Scheduler):
 
 def with_search_path(dsn: str, schema: str) -> str:
     """`dsn` whose connections use `schema` (asyncpg passes unknown query parameters on as
-    server settings)."""
-    parts = urlsplit(dsn)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "search_path"]
-    query.append(("search_path", schema))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+    server settings). Split by hand: urlunsplit would drop the `//` of `postgresql:///db`."""
+    head, hash_, fragment = dsn.partition("#")
+    base, _, query = head.partition("?")
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "search_path"]
+    return f"{base}?{urlencode([*pairs, ('search_path', schema)])}{hash_}{fragment}"
 
 
 async def _on_database(dsn: str, sql: str) -> None:
