@@ -118,7 +118,7 @@ async def _horae(request: pytest.FixtureRequest, horae_settings: Settings) -> As
         machine = s.time_machine
     left = machine.unreported() if options.raise_errors else []  # the worker has stopped
     if left:
-        raise ExceptionGroup(f"{len(left)} listener errors after the last advance/run_until_idle",
+        raise ExceptionGroup(f"{len(left)} listener error(s) after the last advance/run_until_idle",
                              [e.exception for e in left])
 
 
