@@ -50,16 +50,16 @@ class SteppingClock(FakeClock):
     worker has planned its next wake-up (TimeMachine in scheduler/time_machine.py).
 
     `kick()` wakes every waiting loop (each re-plans: fires due crons, claims at the
-    current time); `last_wait` is (kicks so far, `busy()`) at the latest wait that
-    began: a wait begun after the latest kick, with 0 busy, followed a claim that
-    took nothing.
+    current time). Since the latest kick, `waited` says whether a loop began a wait, and
+    `busy` the most `busy()` (the worker's running attempts) at the start of one: 0 means
+    every claim since the kick took nothing.
     """
 
     def __init__(self, start_ms: int = 1_800_000_000_000, busy: Callable[[], int] = lambda: 0) -> None:
         super().__init__(start_ms)
-        self.busy = busy
-        self.kicks = 0
-        self.last_wait: tuple[int, int] | None = None
+        self.busy_now = busy
+        self.waited = False
+        self.busy = 0
         self._waiting: set[asyncio.Event] = set()
 
     @property
@@ -67,17 +67,16 @@ class SteppingClock(FakeClock):
         """Whether a loop is waiting on this clock now."""
         return bool(self._waiting)
 
-    def kick(self) -> int:
-        """Wake every waiting loop; returns the number of kicks so far."""
-        self.kicks += 1
+    def kick(self) -> None:
+        """Wake every waiting loop, and start counting anew (`waited`, `busy`)."""
+        self.waited, self.busy = False, 0
         for wake in self._waiting:
             wake.set()
-        return self.kicks
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
         if self._now >= deadline_ms or wake.is_set():
             return  # no wait: the caller re-plans at once
-        self.last_wait = (self.kicks, self.busy())
+        self.waited, self.busy = True, max(self.busy, self.busy_now())
         self._waiting.add(wake)
         try:
             await super().sleep_until(deadline_ms, wake)

@@ -119,7 +119,7 @@ class TimeMachine:
         self.raise_errors = raise_errors
         self.settle_timeout = settle_timeout
         self._reported = 0  # errors re-raised so far
-        clock.busy = lambda: worker.active
+        clock.busy_now = lambda: worker.active
 
     # ------------------------------------------------------------------ reading
     def now(self) -> datetime:
@@ -197,24 +197,22 @@ class TimeMachine:
                            "(a listener scheduling a job due at once, every time it runs?)")
 
     async def _round(self) -> bool:
-        """One kick and its aftermath; True when the claim it caused took nothing, no
+        """One kick and its aftermath; True when no claim it caused took anything, no
         listener ran, and the worker was waiting when kicked (so its claim saw all that
         was written before)."""
         was_waiting, calls = self.clock.waiting, self.registry.calls
-        kick = self.clock.kick()
+        self.clock.kick()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settle_timeout
-        while True:
-            wait = self.clock.last_wait
-            if (wait is not None and wait[0] == kick and self.clock.waiting and self.worker.active == 0
-                    and self.registry.in_flight == 0):
-                return was_waiting and wait[1] == 0 and self.registry.calls == calls
+        while not (self.clock.waited and self.clock.waiting and self.worker.active == 0
+                   and self.registry.in_flight == 0):
             if loop.time() > deadline:
                 raise TimeoutError(
                     f"the worker did not settle within {self.settle_timeout:g} s at {self.now().isoformat()}: "
                     f"{self.worker.active} attempts and {self.registry.in_flight} listener calls still running"
                 )
             await asyncio.sleep(POLL_S)
+        return was_waiting and self.clock.busy == 0 and self.registry.calls == calls
 
     def _raise_new_errors(self) -> None:
         """Re-raise the listener exceptions not reported yet: one as itself, several as a group."""
