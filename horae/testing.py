@@ -9,8 +9,9 @@ by pytest through the package's `pytest11` entry point.
 
 from __future__ import annotations
 
+from scheduler.pytest_plugin import for_tests
 from scheduler.testing import FakeClock
 from scheduler.time_machine import ListenerError, TimeMachine
 from scheduler.under_test import JobRun, SchedulerUnderTest
 
-__all__ = ["FakeClock", "JobRun", "ListenerError", "SchedulerUnderTest", "TimeMachine"]
+__all__ = ["FakeClock", "JobRun", "ListenerError", "SchedulerUnderTest", "TimeMachine", "for_tests"]
