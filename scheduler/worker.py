@@ -78,6 +78,9 @@ class Worker:
         self.cron = cron or CronSettings()
         self.tracer = tracer or get_tracer()
         self._next_cron: int | None = 0  # unknown until the first claim: check at once
+        # When the claim loop next has work as its last claim saw it (the earliest due job or
+        # cron tick; None: nothing waits): read by the test clock (pytest_plugin.py) to step time.
+        self.next_due_ms: int | None = None
         self.concurrency = concurrency or settings.concurrency
         self.topics = tuple(topics or ())  # explicit ones; the filter is fixed at start()
         self.all_topics = all_topics
@@ -257,6 +260,7 @@ class Worker:
                     self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
                     self._filter.unserved, self._filter.listened,
                 )
+                self.next_due_ms = min((t for t in (next_due, self._next_cron) if t is not None), default=None)
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})
                 await asyncio.sleep(0.5)

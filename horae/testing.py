@@ -1,0 +1,17 @@
+"""The names of horae's pytest plugin, for type annotations in tests (README: Testing your
+scheduled code). Re-exports only: the plugin itself is `scheduler.pytest_plugin`, loaded
+by pytest through the package's `pytest11` entry point.
+
+    from horae.testing import SchedulerUnderTest, TimeMachine
+
+    async def test_nightly(horae: SchedulerUnderTest, horae_clock: TimeMachine) -> None: ...
+"""
+
+from __future__ import annotations
+
+from scheduler.pytest_plugin import for_tests
+from scheduler.testing import FakeClock
+from scheduler.time_machine import ListenerError, TimeMachine
+from scheduler.under_test import JobRun, SchedulerUnderTest
+
+__all__ = ["FakeClock", "JobRun", "ListenerError", "SchedulerUnderTest", "TimeMachine", "for_tests"]
