@@ -8,7 +8,7 @@ from listeners.dispatch import (
     dispatch,
     qualified_name,
 )
-from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
+from listeners.events import Reporter, ScheduleArrivedEvent, ScheduleFailedEvent
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
 from listeners.schema import PayloadRejected, Schema, Validator, parse_payload
 
@@ -19,6 +19,7 @@ __all__ = [
     "ListenerFailure",
     "ListenerRegistry",
     "PayloadRejected",
+    "Reporter",
     "ScheduleArrivedEvent",
     "ScheduleFailedEvent",
     "Schema",
