@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from redis.exceptions import RedisError
+
+from scheduler.errors import StorageError
 from scheduler.progress import LOG_LINES
 from scheduler.scripts import ScriptCode
 from scheduler.store_base import StoreBase
@@ -37,5 +40,8 @@ class ProgressStore(StoreBase):
         """Call `on_message(channel, job id)` for every waited job that ends or is removed, and
         `on_message(None, None)` after a lost subscription is back (messages may be lost)."""
         sub = Subscription(self.wire.endpoint, [self.keys.done], on_message)
-        await sub.start()
+        try:
+            await sub.start()
+        except (RedisError, OSError) as exc:
+            raise StorageError(f"redis subscription to {self.keys.done} failed: {exc}") from exc
         return sub
