@@ -182,6 +182,7 @@ class JobFold:
                 "job_id": self.job["id"], "attempt": attempt, "worker": None, "started_at": None,
                 "finished_at": None, "outcome": None, "error_type": None, "error_message": None,
                 "duration_ms": None, "lateness_ms": None, "job_created_at": self.job["created_at"],
+                "progress_percent": None, "progress_message": None, "logs": None,
             }
         return found
 
@@ -193,7 +194,22 @@ class JobFold:
         row["error_type"] = _opt(str(error.get("type") or "")) if error else None
         row["error_message"] = _opt(str(error.get("message") or "")) if error else None
         row["duration_ms"] = _int(e.get("duration_ms"))
+        _report(row, e)
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
+
+
+def _report(row: dict[str, Any], e: OutboxEvent) -> None:
+    """What the attempt's listeners reported, from its settlement event (fields progress and
+    logs, written only when there was something: scheduler/outbox.py); anything malformed
+    is left out rather than failing the batch."""
+    progress = parse_json(e.get("progress")) if e.get("progress") else None
+    percent = progress.get("percent") if isinstance(progress, dict) else None
+    message = progress.get("message") if isinstance(progress, dict) else None
+    valid = isinstance(percent, (int, float)) and not isinstance(percent, bool) and 0 <= percent <= 100
+    row["progress_percent"] = float(percent) if valid else None  # type: ignore[arg-type]
+    row["progress_message"] = clean_text(message) if valid and isinstance(message, str) else None
+    logs = parse_json(e.get("logs")) if e.get("logs") else None
+    row["logs"] = [clean_text(str(line)) for line in logs] if isinstance(logs, list) and logs else None
 
 
 def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:

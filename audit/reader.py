@@ -56,7 +56,8 @@ def _attempt(row: asyncpg.Record) -> AttemptRecord:
         job_id=row["job_id"], attempt=row["attempt_no"], worker=row["worker_id"], started_at=row["started_at"],
         finished_at=row["finished_at"], outcome=cast(Outcome | None, row["outcome"]),
         error_type=row["error_type"], error_message=row["error_message"], duration_ms=row["duration_ms"],
-        lateness_ms=row["lateness_ms"],
+        lateness_ms=row["lateness_ms"], progress_percent=row["progress_percent"],
+        progress_message=row["progress_message"], logs=row["logs"],
     )
 
 

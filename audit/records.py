@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.outbox import Outcome, Status
+from scheduler.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,10 @@ class AuditRecord:
 @dataclass(frozen=True)
 class AttemptRecord:
     """One attempt of a job; `outcome` is None while it runs. error_type/error_message
-    hold a failed attempt's error, or an invalid_payload attempt's refusal."""
+    hold a failed attempt's error, or an invalid_payload attempt's refusal.
+    progress_percent/progress_message and logs: what its listeners reported (event.progress,
+    event.log; the attempt's own log lines, oldest first), None when nothing; known once
+    the attempt is settled."""
 
     job_id: str
     attempt: int
@@ -62,6 +66,17 @@ class AttemptRecord:
     error_message: str | None
     duration_ms: int | None
     lateness_ms: int | None
+    progress_percent: float | None = None
+    progress_message: str | None = None
+    logs: list[str] | None = None
+
+    @property
+    def progress(self) -> Progress | None:
+        """The attempt's last progress as JobInfo.progress has it (None: none reported)."""
+        if self.progress_percent is None:
+            return None
+        p = self.progress_percent
+        return Progress(int(p) if float(p).is_integer() else p, self.progress_message)
 
     @property
     def attempt_no(self) -> int:

@@ -33,9 +33,12 @@ if TYPE_CHECKING:
         InvalidFlowOption,
         InvalidJobId,
         InvalidPayload,
+        InvalidProgress,
         InvalidTimezone,
         InvalidTopic,
+        JobNotFound,
         KeyRequired,
+        LeaseLost,
         Retry,
         RetryPolicyInvalid,
         ScheduleError,
@@ -43,10 +46,12 @@ if TYPE_CHECKING:
         StorageError,
         TopicInUse,
         TopicPolicyLocked,
+        WaitTimeout,
     )
     from scheduler.flow import Dedupe, RateLimit
     from scheduler.job import JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+    from scheduler.progress import LogLine, Progress
     from scheduler.retry import Backoff, RetryPolicy
     from scheduler.topic_options import TopicOptions
     from scheduler.worker import Worker
@@ -77,15 +82,20 @@ __all__ = [
     "InvalidFlowOption",
     "InvalidJobId",
     "InvalidPayload",
+    "InvalidProgress",
     "InvalidTimezone",
     "InvalidTopic",
     "JobInfo",
+    "JobNotFound",
     "JobPage",
     "JobState",
     "KeyRequired",
+    "LeaseLost",
     "Listener",
     "ListenerRegistry",
+    "LogLine",
     "PayloadRejected",
+    "Progress",
     "RateLimit",
     "Retry",
     "RetryPolicy",
@@ -103,6 +113,7 @@ __all__ = [
     "TopicOptions",
     "TopicPolicyLocked",
     "Validator",
+    "WaitTimeout",
     "Worker",
     "WorkerInfo",
     "default_registry",

@@ -9,7 +9,7 @@ from listeners.dispatch import (
     dispatch,
     qualified_name,
 )
-from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
+from listeners.events import Reporter, ScheduleArrivedEvent, ScheduleFailedEvent
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
 from listeners.schema import PayloadRejected, Schema, Validator, parse_payload
 from listeners.triggers import Declaration, InvalidDeclaration
@@ -23,6 +23,7 @@ __all__ = [
     "ListenerFailure",
     "ListenerRegistry",
     "PayloadRejected",
+    "Reporter",
     "ScheduleArrivedEvent",
     "ScheduleFailedEvent",
     "Schema",

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
+
+
+class Reporter(Protocol):
+    """Where an attempt's progress and log lines go: the worker injects one per attempt
+    (scheduler/attempt.py), which keeps them with the job."""
+
+    async def progress(self, percent: float, message: str | None = None) -> None:
+        """Record the attempt's progress (percent 0..100, an optional message)."""
+
+    async def log(self, line: str) -> None:
+        """Append one log line to the job's log."""
 
 @dataclass(frozen=True)
 class ScheduleArrivedEvent:
@@ -21,6 +32,30 @@ class ScheduleArrivedEvent:
     max_attempts: int
     run_at: datetime
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Set by the worker; an event built by hand (a unit test of a listener) has none, and
+    # progress() and log() then record nothing.
+    reporter: Reporter | None = field(default=None, repr=False, compare=False)
+
+    async def progress(self, percent: float, message: str | None = None) -> None:
+        """Report how far this attempt got: kept with the job (JobInfo.progress, `horae jobs
+        show`, the audit's attempt row). Costs one Redis call; none when never called.
+
+        Raises:
+            InvalidProgress: percent not a number in 0..100, or message not a str.
+            LeaseLost: this attempt no longer holds its job (another worker took it over).
+        """
+        if self.reporter is not None:
+            await self.reporter.progress(percent, message)
+
+    async def log(self, line: str) -> None:
+        """Append one line to the job's log (the last 100 lines are kept, each cut to 1 KiB).
+
+        Raises:
+            InvalidProgress: line not a str.
+            LeaseLost: this attempt no longer holds its job.
+        """
+        if self.reporter is not None:
+            await self.reporter.log(line)
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,15 @@ if TYPE_CHECKING:
         TopicPolicyLocked,
         DeadLetterNotFound,
         KeyRequired,
+        InvalidProgress,
+        JobNotFound,
+        LeaseLost,
+        WaitTimeout,
     )
     from scheduler.flow import Dedupe, RateLimit
     from scheduler.job import JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+    from scheduler.progress import LogLine, Progress
     from scheduler.retry import Backoff, RetryPolicy
     from scheduler.topic_options import TopicOptions
     from scheduler.worker import Worker
@@ -53,7 +58,13 @@ _SOURCES = {
     "InvalidPayload": "scheduler.errors",
     "InvalidTimezone": "scheduler.errors",
     "InvalidTopic": "scheduler.errors",
+    "InvalidProgress": "scheduler.errors",
     "JobInfo": "scheduler.job",
+    "JobNotFound": "scheduler.errors",
+    "LeaseLost": "scheduler.errors",
+    "LogLine": "scheduler.progress",
+    "Progress": "scheduler.progress",
+    "WaitTimeout": "scheduler.errors",
     "JobPage": "scheduler.job",
     "JobState": "scheduler.job",
     "KeyRequired": "scheduler.errors",
@@ -88,12 +99,17 @@ __all__ = [
     "InvalidFlowOption",
     "InvalidJobId",
     "InvalidPayload",
+    "InvalidProgress",
     "InvalidTimezone",
     "InvalidTopic",
     "JobInfo",
+    "JobNotFound",
     "JobPage",
     "JobState",
     "KeyRequired",
+    "LeaseLost",
+    "LogLine",
+    "Progress",
     "RateLimit",
     "Retry",
     "RetryPolicy",
@@ -107,6 +123,7 @@ __all__ = [
     "TopicInUse",
     "TopicOptions",
     "TopicPolicyLocked",
+    "WaitTimeout",
     "Worker",
     "WorkerInfo",
 ]

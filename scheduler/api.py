@@ -36,6 +36,7 @@ from scheduler.telemetry import setup_telemetry
 from scheduler.telemetry import wanted as telemetry_wanted
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
+from scheduler.waiting import Timeout, Waiters
 from scheduler.worker import Worker
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ class Scheduler(ScheduleCalls):
 
     async def close(self) -> None:
         """Stop the relay, close connections (embedded servers keep running for the next process)."""
+        waiters = self.__dict__.pop("_waiters", None)
+        if waiters is not None:
+            await waiters.aclose()
         if self._relay is not None:
             relay, self._relay = self._relay, None
             await relay.stop()
@@ -202,6 +206,21 @@ class Scheduler(ScheduleCalls):
     async def get_job(self, job_id: str) -> JobInfo | None:
         """The job's current state, or None when unknown or past retention."""
         return await self.store.get_job(job_id)
+
+    @cached_property
+    def _waiters(self) -> Waiters:
+        return Waiters(self.store)
+
+    async def wait(self, job_id: str, timeout: Timeout = None) -> JobInfo:
+        """The job once it is completed, failed (for good) or cancelled; at once when it already is.
+        Woken by the engine, not by polling (`waiting.py`); `timeout` (seconds, a timedelta or
+        "30s"; real time, not the scheduler's clock) raises WaitTimeout, a TimeoutError; an
+        unknown id, or a job deleted while waited for, raises JobNotFound."""
+        return await self._waiters.wait(job_id, timeout)
+
+    async def wait_many(self, job_ids: Iterable[str], timeout: Timeout = None) -> list[JobInfo]:
+        """wait() for every job, one timeout for all: their JobInfo in the order of `job_ids`."""
+        return await self._waiters.wait_many(job_ids, timeout)
 
     async def cancel(self, job_id: str, *, actor: str | None = None) -> bool:
         """Stop all future attempts. False when the job is unknown or already finished.

@@ -1,7 +1,7 @@
 """One attempt of a job, apart from Redis: the event its listeners receive (its
-payload checked against the topic's schema), their dispatch under the job's timeout,
-and the settlement that follows (outcome, error record, retry decision). Also the
-settlement of an attempt whose worker died."""
+payload checked against the topic's schema, its reporter for progress and log lines),
+their dispatch under the job's timeout, and the settlement that follows (outcome, error
+record, retry decision). Also the settlement of an attempt whose worker died."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from listeners import (
     DispatchResult,
     Listener,
     ListenerFailure,
     PayloadRejected,
+    Reporter,
     ScheduleArrivedEvent,
     Validator,
     call_listener,
@@ -23,6 +24,7 @@ from listeners import (
     parse_payload,
     qualified_name,
 )
+from scheduler.errors import LeaseLost
 from scheduler.job import ClaimedJob, Settlement
 from scheduler.outbox import (
     ATTEMPT_FAILED_OUTCOME,
@@ -35,7 +37,9 @@ from scheduler.outbox import (
     error_of,
     error_record,
 )
+from scheduler.progress import log_entry, progress_text
 from scheduler.retry import MIN_DELAY_MS, Backoff, BackoffType, Jitter, Rand, RetryPolicy
+from scheduler.scripts import ReportCode
 from scheduler.timeutil import ms_to_utc
 
 log = logging.getLogger("horae.worker")
@@ -43,9 +47,45 @@ log = logging.getLogger("horae.worker")
 CallListener = Callable[[Listener, Any], Awaitable[None]]
 
 
-def arrival(job: ClaimedJob, validate: Validator | None = None) -> ScheduleArrivedEvent:
+class ReportStore(Protocol):
+    """Where an attempt's reports are kept (RedisStore: lua/set_progress.lua, lua/append_log.lua)."""
+
+    async def set_progress(self, job_id: str, token: str, progress: str) -> int: ...
+
+    async def append_log(self, job_id: str, token: str, entry: str) -> int: ...
+
+
+class AttemptReporter:
+    """The reporter of one attempt's event (listeners.Reporter): progress and log lines
+    checked and clipped (scheduler/progress.py), then kept with the job while this attempt
+    holds its lease. Nothing reaches Redis unless a listener calls it."""
+
+    __slots__ = ("_store", "_job", "_now_ms")
+
+    def __init__(self, store: ReportStore, job: ClaimedJob, now_ms: Callable[[], int]) -> None:
+        self._store, self._job, self._now_ms = store, job, now_ms
+
+    async def progress(self, percent: float, message: str | None = None) -> None:
+        """Replace the job's progress. Raises InvalidProgress (nothing written) or LeaseLost."""
+        job = self._job
+        self._check(await self._store.set_progress(job.id, job.token, progress_text(job.attempt, percent, message)))
+
+    async def log(self, line: str) -> None:
+        """Append a line to the job's log. Raises InvalidProgress (nothing written) or LeaseLost."""
+        job = self._job
+        self._check(await self._store.append_log(job.id, job.token, log_entry(job.attempt, self._now_ms(), line)))
+
+    def _check(self, code: int) -> None:
+        if code != ReportCode.RECORDED:
+            raise LeaseLost(f"attempt {self._job.attempt} of job {self._job.id} no longer holds its lease "
+                            "(another worker recovered the job, or the attempt was settled): nothing recorded")
+
+
+def arrival(job: ClaimedJob, validate: Validator | None = None,
+            reporter: Reporter | None = None) -> ScheduleArrivedEvent:
     """The event every listener of the job's topic receives for this attempt; its payload
-    is what `validate` (the topic's schema) parsed, when there is one.
+    is what `validate` (the topic's schema) parsed, when there is one, and `reporter`
+    keeps what its listeners report (event.progress, event.log).
 
     Raises:
         PayloadRejected: the schema refused the payload.
@@ -59,11 +99,13 @@ def arrival(job: ClaimedJob, validate: Validator | None = None) -> ScheduleArriv
         max_attempts=job.max_attempts,
         run_at=ms_to_utc(job.run_at_ms),
         metadata=json.loads(job.metadata_json),
+        reporter=reporter,
     )
 
 
 async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Callable[[], int],
-                      call: CallListener = call_listener, validate: Validator | None = None) -> Settlement:
+                      call: CallListener = call_listener, validate: Validator | None = None,
+                      reporter: Reporter | None = None) -> Settlement:
     """Check the payload, run every listener of the job under its timeout and settle the attempt.
 
     Args:
@@ -72,6 +114,7 @@ async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Ca
         now_ms: the clock; read once the listeners are done, to place a retry.
         call: runs one listener (the worker passes one that adds a span).
         validate: the topic's payload schema (None: the payload is handed on as stored).
+        reporter: where event.progress() and event.log() go (None: nowhere).
 
     Returns:
         The settlement to write: see settlement(); refused() when the schema refuses the
@@ -79,7 +122,7 @@ async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Ca
         is a failed attempt under the retry rules, like a listener raising it.
     """
     try:
-        event = arrival(job, validate)
+        event = arrival(job, validate, reporter)
     except PayloadRejected as exc:
         return refused(job, exc)
     except Exception as exc:  # noqa: BLE001 - a broken validator fails the attempt, as a listener would

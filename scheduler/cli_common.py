@@ -24,6 +24,7 @@ from rich.table import Table
 from scheduler.config import Settings
 from scheduler.errors import ConfigError, ScheduleError, SchedulerError, StorageError
 from scheduler.procutil import hide_password
+from scheduler.progress import LogLine, Progress
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
 
@@ -123,11 +124,15 @@ def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def to_json(value: Any) -> Any:
     """A value in its JSON form: dataclasses as objects of their fields, enums as their value,
     datetimes ISO 8601 UTC, timedeltas as seconds, tuples as lists, `last_error` with its
-    traceback as lines."""
+    traceback as lines; a Progress as {percent, message}, a log line as {attempt, at, line}."""
     if isinstance(value, datetime):
         return iso(value)
     if isinstance(value, timedelta):
         return value.total_seconds()
+    if isinstance(value, Progress):
+        return {"percent": value.percent, "message": value.message}
+    if isinstance(value, LogLine):
+        return {"attempt": value.attempt, "at": iso(value.at), "line": str(value)}
     if isinstance(value, Enum):
         return value.value
     if is_dataclass(value) and not isinstance(value, type):

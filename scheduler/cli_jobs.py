@@ -24,6 +24,7 @@ from scheduler.errors import InvalidDelay, SchedulerError
 from scheduler.job import JobInfo, JobState
 from scheduler.listing import MAX_LIMIT
 from scheduler.outbox import FAILED_OUTCOMES, INVALID_PAYLOAD
+from scheduler.progress import LogLine
 from scheduler.timeutil import ms_to_utc, parse_duration
 
 Run = Callable[[Any], Any]
@@ -77,6 +78,10 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
         table.add_row(name, Text("-" if value is None else str(value)))
     for name in ("payload", "metadata"):
         table.add_row(name, Text(json.dumps(doc[name], indent=1)))
+    if info.progress is not None:
+        table.add_row("progress", Text(_progress_text(info.progress.percent, info.progress.message)))
+    if info.logs:
+        table.add_row(f"logs (last {len(info.logs)})", Text("\n".join(_log_text(line) for line in info.logs)))
     error = info.last_error
     if error:
         lines = [_error_line(error)] + [f"listener: {error['listener']}"] * bool(error.get("listener"))
@@ -86,13 +91,27 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
     if doc["audit_attempts"] is None:
         click.echo(f"attempts from the audit trail: unavailable ({doc['audit_error']})")
         return
-    attempts = Table("#", "worker", "started (UTC)", "outcome", "ms", "late ms", "error", title="attempts (audit)")
+    attempts = Table("#", "worker", "started (UTC)", "outcome", "ms", "late ms", "progress", "error",
+                     title="attempts (audit)")
     for a in doc["audit_attempts"]:
         error_text = f"{a['error_type']}: {a['error_message']}" if a["error_type"] or a["error_message"] else ""
+        progress = "" if a["progress_percent"] is None else _progress_text(a["progress_percent"],
+                                                                           a["progress_message"])
         attempts.add_row(str(a["attempt"]), a["worker"] or "", a["started_at"] or "", a["outcome"] or "running",
                          "" if a["duration_ms"] is None else str(a["duration_ms"]),
-                         "" if a["lateness_ms"] is None else str(a["lateness_ms"]), Text(error_text))
+                         "" if a["lateness_ms"] is None else str(a["lateness_ms"]), Text(progress),
+                         Text(error_text))
     print_table(console, attempts)
+
+
+def _progress_text(percent: float, message: str | None) -> str:
+    return f"{percent:g}%" + (f" {message}" if message else "")
+
+
+def _log_text(line: str) -> str:
+    if isinstance(line, LogLine):
+        return f"[{_when(line.at)} #{line.attempt}] {line}"
+    return line
 
 
 def _parse_when(text: str, now_ms: int) -> datetime:

@@ -12,7 +12,11 @@
     │   ├── InvalidFlowOption      a topic option, RateLimit, Dedupe or priority out of bounds
     │   ├── TopicPolicyLocked      configure_topic changing a topic's policy
     │   ├── TopicInUse             delete_topic while the topic has jobs
-    │   └── DeadLetterNotFound
+    │   ├── DeadLetterNotFound
+    │   ├── JobNotFound            Scheduler.wait on an unknown job (or one deleted meanwhile)
+    │   └── InvalidProgress        event.progress()/event.log() given a value out of bounds
+    ├── WaitTimeout                Scheduler.wait's timeout passed (also a TimeoutError)
+    ├── LeaseLost                  event.progress()/event.log() of an attempt that lost its lease
     ├── ConfigError                a setting in a file or env var is wrong
     └── StorageError               Redis or PostgreSQL failed underneath us
 
@@ -115,6 +119,27 @@ class KeyRequired(ScheduleError):
     """The topic's policy (key_strict_fifo) orders jobs per key: a job needs `key=`."""
 
     code = "SCHEDULE_KEY_REQUIRED"
+
+
+class JobNotFound(ScheduleError, LookupError):
+    """No such job (never scheduled, deleted, or dropped by retention)."""
+
+    code = "JOB_NOT_FOUND"
+
+
+class InvalidProgress(ScheduleError):
+    """A progress report or log line is not allowed (percent 0..100, text of at most 1 KiB)."""
+
+    code = "PROGRESS_INVALID"
+
+
+class WaitTimeout(SchedulerError, TimeoutError):
+    """The job did not reach a terminal state within the wait's timeout (it goes on; nothing changed)."""
+
+
+class LeaseLost(SchedulerError):
+    """This attempt no longer holds its job's lease (another worker recovered it, or it was
+    settled): its progress and log lines are not recorded."""
 
 
 class ConfigError(SchedulerError):

@@ -20,6 +20,7 @@ from scheduler.outbox import (
     ErrorRecord,
     Outcome,
 )
+from scheduler.progress import Progress
 from scheduler.retry import DEFAULT_MAX_DELAY_MS
 
 _ID_BYTES = 12  # 96 random bits = exactly 16 base64 characters
@@ -90,6 +91,11 @@ class JobInfo:
     key: str | None = None  # the key its topic's policy, per-key rate limit and FIFO use
     priority: int = 0  # higher is claimed first among due jobs
     deduplicated: int = 0  # later calls a dedupe or the policy folded into this job
+    # What its listeners reported (event.progress, event.log): the progress of its latest
+    # attempt (None: none reported), and its last log lines of every attempt, oldest first
+    # (each a LogLine: a str with .attempt and .at).
+    progress: Progress | None = None
+    logs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ class Keys:
         hash (smaller ones are chunk fields of the hash: see lua/_lib.lua)."""
         return f"{self.prefix}p:{job_id}"
 
+    def logs(self, job_id: str) -> str:
+        """List of a job's last log lines (event.log; entries: scheduler/progress.py)."""
+        return f"{self.prefix}l:{job_id}"
+
     @property
     def job_prefix(self) -> str:
         """Scripts that discover job ids (claim, prune) build job keys from this."""
@@ -71,6 +75,11 @@ class Keys:
     def wake(self) -> str:
         """Pub/sub channel: a job became the earliest due; payload is its due ms."""
         return f"{self.prefix}wake"
+
+    @property
+    def done(self) -> str:
+        """Pub/sub channel: a job someone waits for (Scheduler.wait) ended or is gone; payload its id."""
+        return f"{self.prefix}done"
 
     def cron(self, name: str) -> str:
         """Hash holding one cron schedule."""

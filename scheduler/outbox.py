@@ -32,6 +32,10 @@ per event type (all values are strings; ms are integers, json is JSON text)
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
                        not count, and attempt a will start again
 
+    completed, attempt_succeeded and attempt_failed also carry what the settling
+    attempt's listeners reported (event.progress, event.log), only when they did:
+    progress json {percent, message (absent: none)}, logs json [its lines, oldest first]
+
 job operations (Scheduler.retry/delete/reschedule; `actor` names who asked)
     retried            from (failed|cancelled), due ms (now), actor; a is the number of
                        attempts of the run that ended: the job's attempt counter starts

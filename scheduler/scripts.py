@@ -17,6 +17,7 @@ SCRIPT_NAMES = (
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
     "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
     "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
+    "watch_job", "set_progress", "append_log",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -85,6 +86,12 @@ class OperationCode(IntEnum):
     DELETED = 2
     RESCHEDULED = 3
     REPLAYED = 4
+
+
+class ReportCode(IntEnum):
+    """What set_progress.lua and append_log.lua did (a stale attempt is ScriptCode.LEASE_LOST)."""
+
+    RECORDED = 1
 
 
 class UpsertCode(IntEnum):

@@ -1,6 +1,7 @@
 """RedisStore, the one class that talks to Redis (one async method per Lua script, plus
 reads, over scheduler/wire.py), and the job lifecycle: enqueue, claim, settle, leases,
-operations, prune. Its other parts: store_base, store_crons, store_topics, store_reads, store_bulk."""
+operations, prune. Its other parts: store_base, store_crons, store_topics, store_reads, store_bulk,
+store_progress."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
 from scheduler.store_base import StoreBase
 from scheduler.store_bulk import BulkStore, Enqueued, enqueued
 from scheduler.store_crons import CronStore
+from scheduler.store_progress import ProgressStore
 from scheduler.store_reads import ReadStore
 from scheduler.store_topics import TopicStore
 from scheduler.timeutil import ms_to_utc
@@ -23,7 +25,7 @@ from scheduler.timeutil import ms_to_utc
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay", "bmax", "bjit")
 
 
-class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
+class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, StoreBase):
     """All job state of one namespace in one Redis (or one Cluster slot)."""
 
     async def enqueue(self, job: NewJob, now_ms: int) -> Enqueued:
@@ -86,7 +88,8 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
             args += [s.job_id, s.token, s.outcome, s.rejection_json]
-        return [int(c) for c in await self._run("complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts], args)]
+        return [int(c) for c in await self._run("complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts, k.done],
+                                                  args)]
 
     async def fail(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
         """Settle failed (or lease-expired) attempts in one call; one result code per item."""
@@ -97,14 +100,14 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
         for s in items:
             args += [s.job_id, s.token, "1" if s.require_expired else "0", s.outcome, s.error_json, s.retry_at_ms,
                      *dead_letter_args(s)]
-        keys = [k.active, k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake, k.dead_letter_topics]
+        keys = [k.active, k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake, k.dead_letter_topics, k.done]
         return [int(c) for c in await self._run("fail", keys, args)]
 
     async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
         """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED).
         `actor` is recorded in the `cancelled` event ("" for none)."""
         k = self.keys
-        return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts],
+        return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts, k.done],
                                    [job_id, now_ms, actor, k.dead_letter_prefix]))
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
@@ -117,7 +120,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, StoreBase):
         """Remove a job that is not running; OperationCode.DELETED or a ScriptCode."""
         k = self.keys
         return int(await self._run("delete_job", [k.job(job_id), k.due, k.completed, k.failed, k.cancelled,
-                                                  k.outbox, k.counts], [job_id, now_ms, actor]))
+                                                  k.outbox, k.counts, k.done], [job_id, now_ms, actor]))
 
     async def reschedule_job(self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str) -> int:
         """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""

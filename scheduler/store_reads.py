@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 from scheduler.errors import StorageError
 from scheduler.job import JobInfo, JobState
 from scheduler.listing import Cursor, Walk, set_order
+from scheduler.progress import parse_log, parse_progress
 from scheduler.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
 from scheduler.store_base import StoreBase
 from scheduler.timeutil import ms_to_utc
@@ -39,9 +40,10 @@ class ReadStore(StoreBase):
         """A snapshot of the job, or None when unknown (or pruned)."""
         key = self.keys.job(job_id)
         try:
-            flat, chunks, separate = await self.wire.call_many(
-                [("HGETALL", key), ("HMGET", key, *PAYLOAD_CHUNK_FIELDS), ("GET", self.keys.payload(job_id))],
-                raw=(False, True, False))
+            flat, chunks, separate, logs = await self.wire.call_many(
+                [("HGETALL", key), ("HMGET", key, *PAYLOAD_CHUNK_FIELDS), ("GET", self.keys.payload(job_id)),
+                 ("LRANGE", self.keys.logs(job_id), 0, -1)],
+                raw=(False, True, False, False))
         except RedisError as exc:
             raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
         if not flat:
@@ -51,11 +53,12 @@ class ReadStore(StoreBase):
         f = {**JOB_DEFAULTS, **stored}  # fields left out hold their default
         state = JobState(f["state"])
         waiting = state in (JobState.SCHEDULED, JobState.RETRYING)
+        attempts = int(f.get("attempts", 0))
         return JobInfo(
             id=job_id,
             topic=f["topic"],
             state=state,
-            attempts=int(f.get("attempts", 0)),
+            attempts=attempts,
             max_attempts=int(f["max"]),
             run_at=ms_to_utc(int(f["run_at"])),
             next_attempt_at=ms_to_utc(int(f.get("due", f["run_at"]))) if waiting else None,
@@ -75,6 +78,8 @@ class ReadStore(StoreBase):
             key=f.get("key"),
             priority=int(f.get("prio", 0)),
             deduplicated=int(f.get("dups", 0)),
+            progress=parse_progress(f.get("pg"), attempts),
+            logs=[parse_log(entry) for entry in logs],
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

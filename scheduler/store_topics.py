@@ -69,7 +69,7 @@ class TopicStore(StoreBase):
         return int(await self._run(
             "replay_dead_letter",
             [k.job(dead_letter.id), k.dead_letters(dead_letter.topic), k.job(job.id), k.due, k.outbox, k.counts,
-             k.wake],
+             k.wake, k.done],
             [dead_letter.id, now_ms, actor, job.id, job.topic, job.metadata_json, job.max_attempts, job.backoff_type,
              job.backoff_delay_ms, job.timeout_ms, job.backoff_max_delay_ms, job.backoff_jitter],
         ))
@@ -85,13 +85,14 @@ class TopicStore(StoreBase):
     async def delete_dead_letter(self, job_id: str, topic: str, now_ms: int, actor: str) -> int:
         """Remove a dead letter of `topic`; OperationCode.DELETED or ScriptCode.NOT_FOUND."""
         k = self.keys
-        return int(await self._run("delete_dead_letter", [k.job(job_id), k.dead_letters(topic), k.outbox, k.counts],
+        return int(await self._run("delete_dead_letter", [k.job(job_id), k.dead_letters(topic), k.outbox, k.counts,
+                                                          k.done],
                                    [job_id, now_ms, actor]))
 
     async def prune_dead_letters(self, topic: str, now_ms: int, age_ms: int, cap: int, limit: int = 500) -> int:
         """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how many."""
         k = self.keys
-        return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox],
+        return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox, k.done],
                                    [now_ms, k.job_prefix, age_ms, cap, limit]))
 
     # ------------------------------------------------------------ worker registry

@@ -45,7 +45,7 @@ log = logging.getLogger("horae.wire")
 # Commands that only read: safe to send again when a connection broke before the reply.
 READ_ONLY = frozenset({
     "GET", "MGET", "EXISTS", "HGET", "HMGET", "HGETALL", "HLEN", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE",
-    "ZSCORE", "ZCOUNT", "ZCARD", "ZRANK", "SMEMBERS", "SISMEMBER", "SCARD", "XRANGE", "XREVRANGE", "XLEN",
+    "ZSCORE", "ZCOUNT", "ZCARD", "ZRANK", "LRANGE", "SMEMBERS", "SISMEMBER", "SCARD", "XRANGE", "XREVRANGE", "XLEN",
     "XINFO", "XPENDING", "INFO", "PING", "TIME", "TTL", "PTTL", "TYPE", "DBSIZE",
 })
 

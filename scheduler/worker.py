@@ -20,7 +20,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
 from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, call_listener, dispatch, qualified_name
 from scheduler.advertise import ClaimFilter, entry_json
-from scheduler.attempt import run_attempt
+from scheduler.attempt import AttemptReporter, run_attempt
 from scheduler.clock import Clock
 from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.errors import ConfigError
@@ -305,7 +305,8 @@ class Worker:
         self.metrics.lateness.record(lateness_ms / 1000, attrs)
         call = self._call_traced if span.is_recording() else call_listener
         settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call,
-                                       self.registry.validator(job.topic))
+                                       self.registry.validator(job.topic),
+                                       AttemptReporter(self.store, job, self.clock.now_ms))
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
         span.set_attribute(ATTEMPT_OUTCOME, settlement.outcome)

@@ -16,6 +16,13 @@
 --   fl, key, pol, dd, prio   flow control (_flow.lua): absent when unused
 --   worker, token, started, finished, last_error   set as the job runs
 --   p1..p8     the payload JSON in chunks (below)
+--   pg         the last progress an attempt reported (set_progress.lua):
+--              "<attempt> <percent> <message>"; absent until one does
+--   lg         "1" once an attempt logged a line: the lines are in the list
+--              {ns}:l:<id> (append_log.lua, log_key), the last 100 kept
+--   w          "1" once a Scheduler.wait caller registered (watch_job.lua): the
+--              scripts that end or remove the job then publish its id on the done
+--              channel (notify_done); absent, they publish nothing
 --
 -- counts hash: field <topic>|<state> holds the number of jobs of that topic
 -- currently in Redis in that state (the totals per state are their sums, read
@@ -103,9 +110,50 @@ local function read_payload(job_key, h)
   return table.concat(parts)
 end
 
--- Delete a finished job: its hash and its payload key, if any.
+-- The list of a job's log lines ({ns}:l:<id> for {ns}:j:<id>).
+local function log_key(job_key)
+  return (string.gsub(job_key, '}:j:', '}:l:', 1))
+end
+
+-- Delete a finished job: its hash, its payload key and its log list, if any.
 local function delete_job(job_key)
-  redis.call('DEL', job_key, payload_key(job_key))
+  redis.call('DEL', job_key, payload_key(job_key), log_key(job_key))
+end
+
+-- Tell Scheduler.wait callers that job `id` ended or is gone, only when one registered
+-- (`w`, the job's field of that name): a job nobody waits for costs no message.
+local function notify_done(w, done, id)
+  if w == '1' then
+    redis.call('PUBLISH', done, id)
+  end
+end
+
+-- The outbox fields of a settling attempt's report (attempt `attempt` of the job at
+-- `job_key`, its `pg` and `lg` fields): progress json {percent, message} when that
+-- attempt reported one, logs json (its lines) when it logged any. Called only when
+-- the audit is on and the job has either field, so a job without them pays nothing.
+local function attempt_report(job_key, attempt, pg, lg, into)
+  local mine = attempt .. ' '
+  if pg and string.sub(pg, 1, #mine) == mine then
+    local percent, message = string.match(pg, '^%S+ (%S+) (.*)$')
+    local p = { percent = tonumber(percent) }
+    if message ~= '' then p.message = message end
+    into[#into + 1] = 'progress'
+    into[#into + 1] = cjson.encode(p)
+  end
+  if lg == '1' then
+    local lines = {}
+    for _, entry in ipairs(redis.call('LRANGE', log_key(job_key), '0', '-1')) do
+      if string.sub(entry, 1, #mine) == mine then
+        lines[#lines + 1] = string.match(entry, '^%S+ %S+ (.*)$')
+      end
+    end
+    if #lines > 0 then
+      into[#into + 1] = 'logs'
+      into[#into + 1] = cjson.encode(lines)
+    end
+  end
+  return into
 end
 
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the

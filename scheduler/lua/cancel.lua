@@ -3,14 +3,15 @@
 -- (complete/fail then record the attempt without changing the status).
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] cancelled zset  KEYS[4] outbox
--- KEYS[5] counts hash
+-- KEYS[5] counts hash  KEYS[6] done channel (a job someone waits for is published
+--   there when cancelled, running or not: notify_done)
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor who asked ("" for none: no actor field)
 -- ARGV[4] dead-letter set key prefix (a waiting dead letter leaves its set: wait_set)
 --
 -- Returns (scripts.CancelCode, ScriptCode) CANCELLED (1) cancelled while waiting or
 -- retrying, CANCELLED_RUNNING (2) cancelled with an attempt in flight,
 -- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
-local job, due, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job, due, cancelled, outbox, counts, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4]
 
 local function cancelled_event(attempts, running)
@@ -21,7 +22,7 @@ local function cancelled_event(attempts, running)
   end
 end
 
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl', 'prio', 'fl')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl', 'prio', 'fl', 'w')
 local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
 if f[6] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'running') then
@@ -34,11 +35,13 @@ if state == 'scheduled' or state == 'retrying' then
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')
   cancelled_event(attempts, 0)
+  notify_done(f[7], done, id)
   return 1
 elseif state == 'running' then
   redis.call('HSET', job, 'state', 'cancelled')
   move_count(counts, f[2], state, 'cancelled')
   cancelled_event(attempts, 1)
+  notify_done(f[7], done, id)
   return 2
 end
 return -4

@@ -4,24 +4,29 @@
 -- (cancelled wins).
 --
 -- KEYS[1] active zset  KEYS[2] completed zset  KEYS[3] cancelled zset
--- KEYS[4] outbox       KEYS[5] counts hash
+-- KEYS[4] outbox       KEYS[5] counts hash     KEYS[6] done channel (a completed
+--   job someone waits for is published there: notify_done)
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
 -- ARGV[4..] groups of 4: id, token, outcome (succeeded|no_listener|invalid_payload),
 --   error json ("" for none; invalid_payload: the refusal, kept in the job's
 --   last_error with its outcome, so only such jobs pay for the two fields)
 --
+-- The settlement event carries the attempt's progress and log lines, when it
+-- reported any (attempt_report).
+--
 -- Returns one code per job (scripts.SettleCode, ScriptCode): COMPLETED (1),
 -- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
 -- LEASE_LOST (-1) when the token no longer holds the lease (another worker
 -- recovered the job; this late result is ignored).
-local active, completed, cancelled, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local active, completed, cancelled, outbox, counts, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
 for i = 4, #ARGV, 4 do
   local id, token, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl')
+  local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl', 'w', 'pg',
+    'lg')
   if f[1] ~= token then
     res[#res + 1] = -1
   else
@@ -42,14 +47,18 @@ for i = 4, #ARGV, 4 do
       redis.call('HSET', key, 'state', 'completed')
       redis.call('ZADD', completed, now_s, id)
       move_count(counts, f[3], f[2], 'completed')
+      notify_done(f[8], done, id)  -- (a cancelled job was published when it was cancelled)
       res[#res + 1] = 1
     end
-    if err == '' then
+    if err == '' and not (AUDIT and (f[9] or f[10])) then
       emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
     else
-      emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
-        'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'error', err)
+      local ev = { 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration }
+      if err ~= '' then ev[#ev + 1] = 'error'; ev[#ev + 1] = err end
+      if AUDIT and (f[9] or f[10]) then attempt_report(key, f[4], f[9], f[10], ev) end
+      emit(outbox, unpack(ev))
     end
   end
 end

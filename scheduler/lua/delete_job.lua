@@ -1,10 +1,11 @@
 -- delete_job: remove a job that is not running, whatever its state: its hash,
--- its payload key, its due (or priority, or parked) or retention entry, its
+-- its payload key, its log list, its due (or priority, or parked) or retention entry, its
 -- flow-control slots (_flow.lua) and its count. Its id is free
 -- again (scheduling it creates a new job). `deleted` records who did it.
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] completed zset  KEYS[4] failed zset
 -- KEYS[5] cancelled zset  KEYS[6] outbox  KEYS[7] counts hash
+-- KEYS[8] done channel (Scheduler.wait callers learn the job is gone: notify_done)
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor
 --
 -- Returns (scripts.OperationCode, ScriptCode) DELETED (2) gone, NOT_FOUND (-3)
@@ -12,7 +13,7 @@
 local job, outbox, counts = KEYS[1], KEYS[6], KEYS[7]
 local sets = { KEYS[2], KEYS[3], KEYS[4], KEYS[5] }  -- due and retention: the id is in at most one
 local id, now, actor = ARGV[1], ARGV[2], ARGV[3]
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'prio', 'fl')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'prio', 'fl', 'w')
 local state = f[1]
 if not state then return -3 end
 if state == 'running' or (f[4] and f[4] ~= '') then return -6 end
@@ -26,4 +27,5 @@ if f[6] == '1' then flow_leave(ns, id, flow_fields(job), state, false, now) end
 move_count(counts, f[2], state, nil)
 delete_job(job)
 emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'actor', actor)
+notify_done(f[7], KEYS[8], id)
 return 2

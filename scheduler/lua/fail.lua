@@ -13,6 +13,8 @@
 -- KEYS[1] active zset  KEYS[2] due zset     KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox       KEYS[6] counts hash  KEYS[7] wake channel
 -- KEYS[8] set of dead-letter topics (retention prunes each)
+-- KEYS[9] done channel (a job failing for good that someone waits for is
+--   published there: notify_done)
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] topic configuration key prefix
 -- ARGV[4] dead-letter set key prefix (the per-topic keys depend on each job, so
 --   they are built from these prefixes, as job keys are; all share the {ns} tag)
@@ -24,13 +26,16 @@
 --   terminal). The retry decision is made in Python (scheduler.retry) from the
 --   attempt number this token proves.
 --
+-- `attempt_failed` carries the attempt's progress and log lines, when it reported
+-- any (attempt_report).
+--
 -- Returns one code per job (scripts.SettleCode, ScriptCode): RETRY_SCHEDULED (3),
 -- FAILED (4) for good (then `failed` and `schedule.failed` are recorded),
 -- CANCELLED (2) the job was cancelled meanwhile and stays cancelled,
 -- LEASE_LOST (-1) token mismatch, LEASE_ALIVE (-2) the lease was renewed
 -- meanwhile (recovery skipped).
-local active, due, failed, cancelled, outbox, counts, wake, dl_topics =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local active, due, failed, cancelled, outbox, counts, wake, dl_topics, done =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local now, prefix, topic_prefix, dl_prefix, failed_at = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local ns = ns_of(prefix)
@@ -66,7 +71,7 @@ for i = 6, #ARGV, 9 do
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq', 'dl',
-    'prio', 'fl')
+    'prio', 'fl', 'w', 'pg', 'lg')
   local fh = f[10] == '1' and flow_fields(key) or nil
   -- stately: a second job of a key cannot enter retry (pg-boss); it fails instead
   if fh and retry_at >= 0 and f[2] ~= 'cancelled' and fh.pol == 'stately'
@@ -82,8 +87,14 @@ for i = 6, #ARGV, 9 do
     local attempt = f[4]
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'token', '', 'last_error', err)
-    emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
-      'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', int(now - tonumber(f[6] or now)))
+    local duration = int(now - tonumber(f[6] or now))
+    if AUDIT and (f[12] or f[13]) then
+      emit(outbox, unpack(attempt_report(key, attempt, f[12], f[13], { 'e', 'attempt_failed', 'id', id,
+        'ts', now_s, 'a', attempt, 'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration })))
+    else
+      emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
+        'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration)
+    end
     if f[2] == 'cancelled' then
       redis.call('HSET', key, 'finished', now_s)
       redis.call('ZADD', cancelled, now_s, id)
@@ -105,6 +116,7 @@ for i = 6, #ARGV, 9 do
       emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err)
       emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt)
       dead_letter(key, id, f[3], f[7], attempt, ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
+      notify_done(f[11], done, id)
       res[#res + 1] = 4
     end
   end

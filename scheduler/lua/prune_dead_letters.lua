@@ -3,6 +3,7 @@
 -- Each is recorded `deleted` (actor "retention"), so its audit row ends.
 --
 -- KEYS[1] dead-letter set  KEYS[2] counts hash  KEYS[3] outbox
+-- KEYS[4] done channel (Scheduler.wait callers learn a dead letter is gone: notify_done)
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] max age ms  ARGV[4] max kept
 -- ARGV[5] max dead letters deleted per call
 --
@@ -18,10 +19,11 @@ if over > 0 and #old < limit then
 end
 for _, id in ipairs(old) do
   local key = prefix .. id
-  local f = redis.call('HMGET', key, 'state', 'topic', 'attempts')
+  local f = redis.call('HMGET', key, 'state', 'topic', 'attempts', 'w')
   if f[1] then
     move_count(counts, f[2], f[1], nil)
     emit(outbox, 'e', 'deleted', 'id', id, 'ts', ARGV[1], 'a', f[3] or '0', 'from', f[1], 'actor', 'retention')
+    notify_done(f[4], KEYS[4], id)
   end
   delete_job(key)
   redis.call('ZREM', set, id)

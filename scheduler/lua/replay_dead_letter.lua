@@ -5,6 +5,7 @@
 --
 -- KEYS[1] dead-letter job hash  KEYS[2] its dead-letter set  KEYS[3] new job hash
 -- KEYS[4] due zset  KEYS[5] outbox  KEYS[6] counts hash  KEYS[7] wake channel
+-- KEYS[8] done channel (Scheduler.wait callers learn the dead letter is gone: notify_done)
 -- ARGV[1] dead-letter id  ARGV[2] now_ms  ARGV[3] actor  ARGV[4] new job id
 -- ARGV[5] source topic  ARGV[6] metadata json  ARGV[7] max_attempts
 -- ARGV[8] backoff_type  ARGV[9] backoff_delay_ms  ARGV[10] timeout_ms
@@ -34,4 +35,5 @@ move_count(counts, h['topic'], h['state'], nil)
 delete_job(dl)
 emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', h['attempts'] or '0', 'from', h['state'],
   'actor', actor, 'replayed_as', new_id)
+notify_done(h['w'], KEYS[8], id)
 return 4

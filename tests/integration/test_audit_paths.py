@@ -38,7 +38,8 @@ def attempt_row(job_id: str, n: int, started: int | None, finished: int | None, 
         job_id=job_id, attempt_no=n, worker_id=worker, started_at=at(started) if started else None,
         finished_at=at(finished) if finished else None, outcome=outcome,
         error_type=error[0] if error else None, error_message=error[1] if error else None,
-        duration_ms=duration, lateness_ms=lateness, job_created_at=at(T0),
+        duration_ms=duration, lateness_ms=lateness, job_created_at=at(T0), progress_percent=None,
+        progress_message=None, logs=None,
     )
 
 

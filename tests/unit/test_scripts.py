@@ -16,6 +16,7 @@ from scheduler.scripts import (
     EnqueueCode,
     OperationCode,
     PauseCode,
+    ReportCode,
     ScriptCode,
     SettleCode,
     TopicCode,
@@ -39,6 +40,8 @@ REPLIES: dict[str, type[IntEnum]] = {
     "replay_dead_letter": OperationCode,
     "delete_dead_letter": OperationCode,
     "put_topic": TopicCode,
+    "set_progress": ReportCode,
+    "append_log": ReportCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
