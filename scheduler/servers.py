@@ -173,8 +173,8 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     redis_dir.mkdir(parents=True, exist_ok=True)
     previous = read_state(redis_dir).get("port")
     (redis_dir / "state.json").unlink(missing_ok=True)
-    reuse = isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous)
-    port = previous if reuse else _free_port()
+    reusable = isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous)
+    port = int(previous) if reusable else _free_port()
     pidfile, logfile = redis_dir / "redis.pid", redis_dir / "redis.log"
     pidfile.unlink(missing_ok=True)
     binary = _redis_binary()
