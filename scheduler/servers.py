@@ -171,10 +171,10 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     """Launch a detached redis-server with AOF on its previous port (when free) or a free
     one, and wait for PING."""
     redis_dir.mkdir(parents=True, exist_ok=True)
-    previous = read_state(redis_dir).get("port")
+    previous = read_state(redis_dir).get("port", 0)
     (redis_dir / "state.json").unlink(missing_ok=True)
-    reusable = isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous)
-    port = int(previous) if reusable else _free_port()
+    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous) \
+        else _free_port()
     pidfile, logfile = redis_dir / "redis.pid", redis_dir / "redis.log"
     pidfile.unlink(missing_ok=True)
     binary = _redis_binary()
