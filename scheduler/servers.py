@@ -247,8 +247,10 @@ def _redis_reply(port: int) -> bytes:
 
 
 def _port_free(port: int) -> bool:
-    """True when nothing listens on 127.0.0.1:port and we may bind it."""
+    """True when nothing listens on 127.0.0.1:port and we may bind it (as redis-server does:
+    SO_REUSEADDR, so the TIME_WAIT connections a killed server leaves do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
