@@ -120,6 +120,14 @@ class Workers:
         while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
 
+    def log_counts(self) -> Counter[str]:
+        """How often the workers met a lost reply, by what their logs say (evidence that the
+        faults hit script calls, not only idle connections)."""
+        marks = {"claims given back": "gave back", "settlement retries": "retrying while their leases last",
+                 "late results refused (LEASE_LOST)": "ignored: LEASE_LOST", "claim errors": "claim failed"}
+        text = "".join(p.read_text(errors="replace") for p in self.root.glob("worker-*.log"))
+        return Counter({name: text.count(mark) for name, mark in marks.items()})
+
     def close(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -223,6 +231,7 @@ class ChaosRun:
         finally:
             await direct.aclose()
         self.faults["worker_restarts"] = sum(workers.starts.values()) - self.o.shape.workers
+        verdict.figures.update(workers.log_counts())
         return Outcome(self.faults, verdict, load.errors, self.fault_errors, time.monotonic() - started)
 
     async def _progress(self, load: Producer, workers: Workers, t0: float) -> None:
