@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-integration install clean services-stop java-check bench
+.PHONY: demo test test-integration install clean services-stop java-check bench chaos
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ test: $(STAMP)
 # The integration and end-to-end tests alone (used by .ci/run against the system servers).
 test-integration: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/e2e
+
+# The full chaos run (tests/chaos, README "Guarantees"); `make test` runs a 60-second version.
+# CHAOS_SEED (printed by every run: replay it), CHAOS_SECONDS (180), CHAOS_JOBS (10000),
+# CHAOS_APPENDFSYNC (everysec; always = no loss tolerated). Starts its own servers.
+chaos: $(STAMP)
+	$(PY) -m tests.chaos
 
 # The test suite's embedded servers live in .horae/ (tests/conftest.py); the demo's and
 # the CLI's in the data directory horae finds (README: Configuration).

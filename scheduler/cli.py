@@ -268,7 +268,8 @@ def _resolved_settings(ctx: click.Context) -> Settings:
     from scheduler.servers import resolve_services
 
     settings: Settings = ctx.find_root().obj
-    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings))
+    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings),
+                            appendfsync=settings.redis_appendfsync)
     return settings.model_copy(update={"redis_url": urls.redis_url, "database_url": urls.database_url})
 
 

@@ -2,7 +2,7 @@
 files. Precedence: explicit argument > env var > config file > defaults.
 
 Env vars: HORAE_REDIS_URL, HORAE_DATABASE_URL, HORAE_NAMESPACE, HORAE_DATA_DIR,
-HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any other
+HORAE_REDIS_APPENDFSYNC, HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any other
 value (e.g. HORAE_WORKER__CONCURRENCY=20). `config/horae.toml` lists every
 default; a test keeps it equal to the models below. Where the config file and
 the data directory are found: scheduler/datadir.py.
@@ -146,6 +146,9 @@ class Settings(_Section):
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     data_dir: str = ""  # "" = .horae/ next to the config file, else the per-user dir (datadir.py)
     redis_max_connections: int = Field(64, ge=2, le=10_000)
+    # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
+    # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
+    redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
     retry: RetrySettings = RetrySettings()
     retention: RetentionSettings = RetentionSettings()
     worker: WorkerSettings = WorkerSettings()
@@ -161,6 +164,7 @@ _TOP_ENV = {
     "HORAE_DATABASE_URL": "database_url",
     "HORAE_NAMESPACE": "namespace",
     "HORAE_DATA_DIR": "data_dir",
+    "HORAE_REDIS_APPENDFSYNC": "redis_appendfsync",
 }
 
 
@@ -194,6 +198,8 @@ def _flatten_toml(raw: Mapping[str, Any]) -> dict[str, Any]:
         data["redis_url"] = redis["url"]
     if "namespace" in redis:
         data["namespace"] = redis["namespace"]
+    if "appendfsync" in redis:
+        data["redis_appendfsync"] = redis["appendfsync"]
     if database.get("url"):
         data["database_url"] = database["url"]
     return data

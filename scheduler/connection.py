@@ -48,7 +48,8 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
 
     s = settings
     urls = await asyncio.to_thread(
-        resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database
+        resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database,
+        appendfsync=s.redis_appendfsync,
     )
     # A blocking pool waits for a free connection instead of failing past its size.
     pool = aioredis.BlockingConnectionPool.from_url(

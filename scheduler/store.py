@@ -147,6 +147,17 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
             args += [job_id, token]
         return int(await self._run("release", [k.active, k.due, k.cancelled, k.outbox, k.counts, k.wake], args))
 
+    async def held_by(self, worker_id: str) -> list[tuple[str, str]]:
+        """(id, token) of every running job leased to `worker_id`: after a claim whose reply
+        was lost, the worker gives back what it holds without knowing (the active set holds
+        only running jobs, so this read stays small)."""
+        try:
+            ids = await self.wire.call("ZRANGE", self.keys.active, 0, -1)
+            rows = await self.wire.call_many([("HMGET", self.keys.job(i), "worker", "token") for i in ids])
+        except RedisError as exc:
+            raise StorageError(f"redis read of held leases failed: {exc}") from exc
+        return [(job_id, token) for job_id, (worker, token) in zip(ids, rows) if worker == worker_id and token]
+
     async def prune(self, now_ms: int, completed_age_ms: int, failed_age_ms: int, cancelled_age_ms: int,
                     limit: int = 500) -> int:
         """Delete finished jobs past their retention; returns how many."""

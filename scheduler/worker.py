@@ -96,6 +96,7 @@ class Worker:
         self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
         self._started = False
         self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local)
+        self._unsure = False  # a claim's reply was lost: Redis may hold leases of ours we never saw
         self._subscription: Subscription | None = None
         self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
                                           self._after_failure, self._advertise)
@@ -210,6 +211,9 @@ class Worker:
         leased = None
         try:
             done, leased = await self.store.enqueue_for(job, now_ms, self.id, self.settings.lease_ms)
+        except Exception:
+            self._unsure = True  # its lease may have landed
+            raise
         finally:
             self._adopt(leased)
         return done
@@ -254,6 +258,8 @@ class Worker:
             self._wake.clear()
             limit = min(free, self.settings.claim_batch)
             try:
+                if self._unsure:
+                    await self._release_unknown()
                 if self._next_cron is not None and self._next_cron <= self.clock.now_ms():
                     await fire_due_crons(self.store, self.clock, self.cron, self.tracer)
                 jobs, next_due, self._next_cron = await self.store.claim(
@@ -263,6 +269,7 @@ class Worker:
                 self.next_due_ms = min((t for t in (next_due, self._next_cron) if t is not None), default=None)
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})
+                self._unsure = True  # the call may have leased jobs whose reply never came
                 await asyncio.sleep(0.5)
                 continue
             for job in jobs:
@@ -272,6 +279,16 @@ class Worker:
             now = self.clock.now_ms()
             deadline = min(t for t in (next_due, self._next_cron, now + IDLE_RECHECK_MS) if t is not None)
             await self.clock.sleep_until(deadline, self._wake)
+
+    async def _release_unknown(self) -> None:
+        """Give back uncounted (release.lua) the jobs leased to us that we do not run: a claim or
+        handoff whose reply was lost. Not while a handoff is in flight (its job is ours): next round."""
+        held, running = await self.store.held_by(self.id), {job.id for job in self._running.values()}
+        if not self._reserved:
+            unknown = [(job_id, token) for job_id, token in held if job_id not in running]
+            if unknown and (n := await self.store.release(unknown, self.clock.now_ms())):
+                log.warning("gave back %d jobs of a claim whose reply was lost", n, extra={"event": "worker_released"})
+            self._unsure = False
 
     # ------------------------------------------------------------------- running
     async def _run(self, job: ClaimedJob) -> None:

@@ -138,6 +138,29 @@ def test_redis_data_survives_stop_and_start(data_dir: Path) -> None:
         assert client.get("survivor") == b"still here"
 
 
+def test_appendfsync_is_everysec_by_default_and_always_when_asked(data_dir: Path) -> None:
+    with redis.Redis.from_url(servers.ensure_redis(data_dir), decode_responses=True) as client:
+        assert client.config_get("appendfsync") == {"appendfsync": "everysec"}
+    servers.stop_all(data_dir)
+    with redis.Redis.from_url(servers.ensure_redis(data_dir, "always"), decode_responses=True) as client:
+        assert client.config_get("appendfsync") == {"appendfsync": "always"}
+
+
+def test_a_killed_redis_restarts_on_its_port_from_its_aof(data_dir: Path) -> None:
+    url = servers.ensure_redis(data_dir, "always")
+    old_pid = redis_state(data_dir)["pid"]
+    with redis.Redis.from_url(url) as client:
+        for i in range(200):
+            client.set(f"k{i}", i)
+    os.kill(old_pid, signal.SIGKILL)  # no shutdown: only what was fsynced survives
+    assert wait_until(lambda: not alive(old_pid))
+
+    assert servers.ensure_redis(data_dir, "always") == url  # clients configured with the URL reconnect
+    assert redis_state(data_dir)["pid"] != old_pid
+    with redis.Redis.from_url(url) as client:
+        assert client.get("k199") == b"199" and client.dbsize() == 200
+
+
 @pytest.mark.parametrize("stale_pid", ["dead", "alive-but-not-redis"])
 def test_stale_state_file_leads_to_a_fresh_start(data_dir: Path, stale_pid: str) -> None:
     if stale_pid == "dead":
