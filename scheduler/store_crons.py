@@ -87,7 +87,7 @@ class CronStore(StoreBase):
             names = sorted(await self.wire.call("SMEMBERS", k.crons_declared))
             topics = await self.wire.call_many([("HGET", k.cron(n), "topic") for n in names])
         except RedisError as exc:
-            raise StorageError(f"redis read of declared crons failed: {exc}") from exc
+            raise self.storage_error("read of declared crons", exc) from exc
         return {n: t for n, t in zip(names, topics) if t is not None}
 
     async def existing_crons(self, names: Sequence[str]) -> set[str]:
@@ -95,7 +95,7 @@ class CronStore(StoreBase):
         try:
             found = await self.wire.call_many([("EXISTS", self.keys.cron(n)) for n in names])
         except RedisError as exc:
-            raise StorageError(f"redis read of crons failed: {exc}") from exc
+            raise self.storage_error("read of crons", exc) from exc
         return {n for n, f in zip(names, found) if int(f)}
 
     async def list_crons(self) -> list[CronInfo]:
