@@ -42,7 +42,7 @@ class StoreBase:
         except RedisError as exc:
             raise self.storage_error(what, exc) from exc
 
-    def storage_error(self, what: str, exc: RedisError) -> StorageError:
+    def storage_error(self, what: str, exc: RedisError | OSError) -> StorageError:
         """The StorageError for a failed Redis call; a refusal by the server's ACL (NOPERM)
         says which keys and channels the Redis user must be allowed (README: Security)."""
         text = str(exc)
