@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
-from audit.migrate import migrate_url, prune
+from audit.migrate import grant, migrate_url, prune
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
@@ -277,6 +277,17 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
         """Print how many outbox events wait for Postgres, and the oldest one's age."""
         pending, age = _run(_lag(resolve(ctx)))
         Console().print(f"pending {pending}, oldest {'-' if age is None else f'{age:.1f}s'}")
+
+    @audit_group.command("grant")
+    @click.argument("role")
+    @click.option("--read-only", is_flag=True, help="Only read the audit (no relay).")
+    @click.pass_context
+    def grant_command(ctx: click.Context, role: str, read_only: bool) -> None:
+        """Grant an existing database ROLE what a worker's relay (or, --read-only, a reader) needs;
+        run as the schema owner, after `horae migrate` (README: Security)."""
+        access = "read" if read_only else "relay"
+        _run(grant(_need(resolve(ctx).database_url, "database URL"), role, access))
+        Console().print(f"granted {access} access on the audit schema to {role}")
 
     @click.command("migrate")
     @click.pass_context

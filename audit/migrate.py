@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from importlib import resources
@@ -80,7 +80,8 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
     """
     await conn.execute(query("advisory_lock"), MIGRATION_LOCK)
     try:
-        await conn.execute(query("create_schema_version"))
+        if not await conn.fetchval(query("schema_version_exists")):
+            await _as_owner(conn, "create_schema_version", conn.execute(query("create_schema_version")))
         applied = {r["version"]: r for r in await conn.fetch(query("applied_migrations"))}
         done: list[int] = []
         for migration in load_migrations():
@@ -92,18 +93,37 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
                         "applied; migrations are append-only, add a new one instead"
                     )
                 continue
-            async with conn.transaction():
-                await conn.execute(migration.sql)
-                await conn.execute(query("record_migration"), migration.version, migration.name,
-                                   migration.checksum)
+            await _as_owner(conn, f"{migration.version:04d}_{migration.name}", _apply(conn, migration))
             log.info("applied audit migration %04d_%s", migration.version, migration.name,
                      extra={"event": "audit.migrated", "version": migration.version})
             done.append(migration.version)
     finally:
         await conn.execute(query("advisory_unlock"), MIGRATION_LOCK)
     current = month_start(now or datetime.now(UTC))
-    await ensure_partitions(conn, [current, add_months(current, 1)])
+    try:
+        await ensure_partitions(conn, [current, add_months(current, 1)])
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise StorageError(f"this database role may not use the audit schema ({exc}): the schema owner "
+                           "grants it with `horae audit grant ROLE` (README: Security)") from exc
     return done
+
+
+async def _apply(conn: asyncpg.Connection, migration: Migration) -> None:
+    async with conn.transaction():
+        await conn.execute(migration.sql)
+        await conn.execute(query("record_migration"), migration.version, migration.name, migration.checksum)
+
+
+async def _as_owner(conn: asyncpg.Connection, what: str, step: Awaitable[object]) -> None:
+    """Run a schema change; a role without the right to make it (least privilege: workers
+    and readers connect as roles that may not) is told to run `horae migrate` as the owner."""
+    try:
+        await step
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise StorageError(
+            f"audit migration {what} is not applied yet and this database role may not apply it ({exc}): "
+            "run `horae migrate` with the schema owner's database URL, then `horae audit grant ROLE` "
+            "(README: Security)") from exc
 
 
 async def migrate_url(database_url: str) -> list[int]:
@@ -120,6 +140,30 @@ async def migrate_url(database_url: str) -> list[int]:
         return await migrate(conn)
     except asyncpg.PostgresError as exc:
         raise StorageError(f"audit migration failed: {exc}") from exc
+    finally:
+        await conn.close()
+
+
+async def grant(database_url: str, role: str, access: str) -> None:
+    """Grant `role` what the audit needs ('read': read the audit; 'relay': also write it), as the
+    schema owner (migration 0007's audit_grant; README: Security). The role must exist.
+
+    Raises:
+        StorageError: the database cannot be reached, the role is unknown, or the caller does
+            not own the schema.
+        ValueError: `access` is neither 'read' nor 'relay'.
+    """
+    if access not in ("read", "relay"):
+        raise ValueError(f"access must be 'read' or 'relay', got {access!r}")
+    try:
+        conn = await asyncpg.connect(database_url)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StorageError(f"cannot connect to PostgreSQL to grant access: {exc}") from exc
+    try:
+        await conn.execute(query("grant_access"), role, access)
+    except asyncpg.PostgresError as exc:
+        raise StorageError(f"granting {access} access on the audit schema to {role!r} failed: {exc} "
+                           "(run `horae migrate` first, as the schema owner)") from exc
     finally:
         await conn.close()
 

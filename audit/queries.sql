@@ -3,6 +3,10 @@
 -- batch statements take parallel arrays and unnest them (one round trip per
 -- statement, whatever the batch size).
 
+-- name: schema_version_exists
+-- A role without CREATE on the schema may not even run CREATE TABLE IF NOT EXISTS.
+SELECT to_regclass('schema_version') IS NOT NULL;
+
 -- name: create_schema_version
 CREATE TABLE IF NOT EXISTS schema_version (
     version    integer     PRIMARY KEY,
@@ -217,3 +221,7 @@ WHERE i.inhparent IN ('schedule_audit'::regclass, 'schedule_attempts'::regclass,
   AND c.relname ~ '_p[0-9]{6}$'
 GROUP BY right(c.relname, 6)
 HAVING count(*) = 3;
+
+-- name: grant_access
+-- Migration 0007's audit_grant: $1 the role, $2 'read' or 'relay'.
+SELECT audit_grant($1, $2);

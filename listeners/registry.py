@@ -16,6 +16,10 @@ Duration = Union[timedelta, float, str]
 Listener = Callable[[Any], Union[Awaitable[None], None]]
 F = TypeVar("F", bound=Listener)
 
+# Every listener of a topic runs for each of its events, all at once: a topic with hundreds
+# is a registration bug (a decorator in a loop), not a design. ListenerRegistry(max_per_topic=).
+MAX_LISTENERS_PER_TOPIC = 100
+
 
 class ListenerRegistry:
     """Topic → listeners, in registration order, topic → payload schema, and schedule
@@ -26,7 +30,10 @@ class ListenerRegistry:
     name has one declaration: listeners may repeat it, a different one is refused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_per_topic: int = MAX_LISTENERS_PER_TOPIC) -> None:
+        if max_per_topic < 1:
+            raise ValueError(f"max_per_topic must be at least 1, got {max_per_topic}")
+        self.max_per_topic = max_per_topic
         self._by_topic: dict[str, list[Listener]] = {}
         self._schemas: dict[str, tuple[Schema, Validator]] = {}
         self._declared: dict[str, tuple[Declaration, list[Listener]]] = {}
@@ -68,9 +75,10 @@ class ListenerRegistry:
                 worker starts).
 
         Raises:
-            ValueError: an empty topic, or a schema other than the topic's registered one;
-                listeners.InvalidDeclaration (a ValueError) naming the trigger argument, its
-                value and what is allowed, or a name another declaration already uses.
+            ValueError: an empty topic, a schema other than the topic's registered one, or a
+                topic with `max_per_topic` listeners already; listeners.InvalidDeclaration (a
+                ValueError) naming the trigger argument, its value and what is allowed, or a
+                name another declaration already uses.
             TypeError: a schema that is neither a model class nor callable.
         """
         if not isinstance(topic, str) or not topic.strip():
@@ -92,10 +100,15 @@ class ListenerRegistry:
         function twice is a no-op.
 
         Raises:
-            ValueError: `schema` differs from the one the topic already has, or `declared`
-                from the declaration of the same schedule name.
+            ValueError: `schema` differs from the one the topic already has, `declared`
+                from the declaration of the same schedule name, or the topic has
+                `max_per_topic` listeners already.
             TypeError: a schema that is neither a model class nor callable.
         """
+        listeners = self._by_topic.get(topic, [])
+        if fn not in listeners and len(listeners) >= self.max_per_topic:
+            raise ValueError(f"topic {topic!r} has {len(listeners)} listeners already, the most a topic may have "
+                             f"(max_per_topic={self.max_per_topic}); {fn!r} is not added")
         if declared is not None:
             if declared.topic != topic:
                 raise ValueError(f"listener {fn!r} of topic {topic!r} declares a schedule of topic {declared.topic!r}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from scheduler.datadir import absolute, config_file, default_data_dir
 from scheduler.errors import ConfigError
+from scheduler.procutil import hide_password
 
 
 class _Section(BaseModel):
@@ -157,6 +158,13 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The fields as repr() shows them: URL passwords as *** (a logged or printed
+        Settings must not carry a secret)."""
+        for name, value in super().__repr_args__():
+            masked = name in ("redis_url", "database_url") and isinstance(value, str)
+            yield name, hide_password(value) if masked else value
 
 
 _TOP_ENV = {

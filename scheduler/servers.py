@@ -49,6 +49,12 @@ class ServiceUrls:
     database_embedded: bool
     data_dir: Path | None = None  # where embedded servers keep their data; only for describe()
 
+    def __repr__(self) -> str:
+        """Passwords masked: a logged or printed value must not carry a secret."""
+        return (f"ServiceUrls(redis_url={hide_password(self.redis_url)!r}, "
+                f"database_url={hide_password(self.database_url)!r}, redis_embedded={self.redis_embedded}, "
+                f"database_embedded={self.database_embedded}, data_dir={self.data_dir!r})")
+
     def describe(self) -> str:
         """One line for the startup log: which servers, where; passwords hidden."""
         return f"redis: {self._redis_part()}; postgres: {self._postgres_part()}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
-from scheduler.procutil import hide_password
+from scheduler.procutil import hide_password, scrub
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -25,7 +25,7 @@ def status_lines(settings: Settings, config: Path | None) -> list[str]:
     for name, url, probe in (("redis", settings.redis_url, probe_redis),
                              ("postgres", settings.database_url, probe_postgres)):
         if url:
-            lines.append(f"{name}: external {hide_password(url)}: {probe(url)}")
+            lines.append(f"{name}: external {hide_password(url)}: {scrub(probe(url), url)}")  # a driver may echo it
         elif embedded[name] == "stopped":
             lines.append(f"{name}: embedded, stopped (starts on first use under {data_dir / name})")
         else:

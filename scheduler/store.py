@@ -10,7 +10,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from scheduler.errors import StorageError
 from scheduler.job import ClaimedJob, NewJob, Settlement, dead_letter_args
 from scheduler.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
 from scheduler.store_base import StoreBase
@@ -173,7 +172,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
             ids = await self.wire.call("ZRANGEBYSCORE", self.keys.active, "-inf", now_ms, "LIMIT", 0, limit)
             rows = await self.wire.call_many([("HMGET", self.keys.job(i), *LEASE_FIELDS) for i in ids])
         except RedisError as exc:
-            raise StorageError(f"redis read of expired leases failed: {exc}") from exc
+            raise self.storage_error("read of expired leases", exc) from exc
         out = []
         for job_id, row in zip(ids, rows):
             if row[0] is not None:  # no topic: the job's hash is gone

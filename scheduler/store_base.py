@@ -34,13 +34,25 @@ class StoreBase:
         try:
             return await self.wire.evalsha(script.sha, script.source, keys, args)
         except RedisError as exc:
-            raise StorageError(f"redis script {name} failed: {exc}") from exc
+            raise self.storage_error(f"script {name}", exc) from exc
 
     async def _call(self, what: str, *command: Any) -> Any:
         try:
             return await self.wire.call(*command)
         except RedisError as exc:
-            raise StorageError(f"redis {what} failed: {exc}") from exc
+            raise self.storage_error(what, exc) from exc
+
+    def storage_error(self, what: str, exc: RedisError | OSError) -> StorageError:
+        """The StorageError for a failed Redis call; a refusal by the server's ACL (NOPERM)
+        says which keys and channels the Redis user must be allowed (README: Security)."""
+        text = str(exc)
+        if text.startswith("NOPERM"):
+            ns = self.keys.namespace
+            return StorageError(
+                f"redis {what} refused by the server's ACL for namespace {ns!r} ({text}): the Redis user "
+                f"needs keys ~{self.keys.prefix}* and channels &{self.keys.prefix}* and the commands "
+                "of the README's Security section")
+        return StorageError(f"redis {what} failed: {text}")
 
     async def aclose(self) -> None:
         """Close the script connection (the redis-py client is its owner's to close)."""
@@ -49,5 +61,8 @@ class StoreBase:
     async def subscribe_wake(self, on_wake: Callable[[], None]) -> Subscription:
         """Call `on_wake()` on every wake-up message, and after a lost subscription is back."""
         sub = Subscription(self.wire.endpoint, [self.keys.wake], lambda channel, data: on_wake())
-        await sub.start()
+        try:
+            await sub.start()
+        except RedisError as exc:
+            raise self.storage_error(f"SUBSCRIBE {self.keys.wake}", exc) from exc
         return sub

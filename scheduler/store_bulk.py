@@ -11,7 +11,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from scheduler.errors import KeyRequired, StorageError
+from scheduler.errors import KeyRequired
 from scheduler.job import NewJob, ScheduleResult
 from scheduler.scripts import EnqueueCode, ScriptCode
 from scheduler.store_base import StoreBase
@@ -107,5 +107,5 @@ class BulkStore(StoreBase):
                 await self.wire.call("SCRIPT", "LOAD", script.source)
                 replies = await self.wire.call_many(commands)
         except RedisError as exc:
-            raise StorageError(f"redis script enqueue failed: {exc}") from exc
+            raise self.storage_error("script enqueue", exc) from exc
         return [enqueued(job, r) for job, r in zip(jobs, replies)]

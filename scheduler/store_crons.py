@@ -10,7 +10,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from scheduler.errors import StorageError
 from scheduler.job import CronFire, CronInfo, NewCron
 from scheduler.store_base import StoreBase
 from scheduler.timeutil import ms_to_utc
@@ -39,7 +38,7 @@ class CronStore(StoreBase):
             names = await self.wire.call("ZRANGEBYSCORE", self.keys.crons_due, "-inf", now_ms, "LIMIT", 0, limit)
             rows = await self._cron_rows(names)
         except RedisError as exc:
-            raise StorageError(f"redis read of due crons failed: {exc}") from exc
+            raise self.storage_error("read of due crons", exc) from exc
         return rows
 
     async def _cron_rows(self, names: Sequence[str]) -> list[dict[str, str]]:
@@ -88,7 +87,7 @@ class CronStore(StoreBase):
             names = sorted(await self.wire.call("SMEMBERS", k.crons_declared))
             topics = await self.wire.call_many([("HGET", k.cron(n), "topic") for n in names])
         except RedisError as exc:
-            raise StorageError(f"redis read of declared crons failed: {exc}") from exc
+            raise self.storage_error("read of declared crons", exc) from exc
         return {n: t for n, t in zip(names, topics) if t is not None}
 
     async def existing_crons(self, names: Sequence[str]) -> set[str]:
@@ -96,7 +95,7 @@ class CronStore(StoreBase):
         try:
             found = await self.wire.call_many([("EXISTS", self.keys.cron(n)) for n in names])
         except RedisError as exc:
-            raise StorageError(f"redis read of crons failed: {exc}") from exc
+            raise self.storage_error("read of crons", exc) from exc
         return {n for n, f in zip(names, found) if int(f)}
 
     async def list_crons(self) -> list[CronInfo]:
@@ -105,7 +104,7 @@ class CronStore(StoreBase):
             names = sorted(await self.wire.call("SMEMBERS", self.keys.cron_names))
             rows = await self._cron_rows(names)
         except RedisError as exc:
-            raise StorageError(f"redis read of crons failed: {exc}") from exc
+            raise self.storage_error("read of crons", exc) from exc
         return [_cron_info(r) for r in rows]
 
 

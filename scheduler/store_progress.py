@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from scheduler.errors import StorageError
 from scheduler.progress import LOG_LINES
 from scheduler.scripts import ScriptCode
 from scheduler.store_base import StoreBase
@@ -43,5 +42,5 @@ class ProgressStore(StoreBase):
         try:
             await sub.start()
         except (RedisError, OSError) as exc:
-            raise StorageError(f"redis subscription to {self.keys.done} failed: {exc}") from exc
+            raise self.storage_error(f"subscription to {self.keys.done}", exc) from exc
         return sub

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisError
 
-from scheduler.errors import StorageError
 from scheduler.job import JobInfo, JobState
 from scheduler.listing import Cursor, Walk, set_order
 from scheduler.progress import parse_log, parse_progress
@@ -45,7 +44,7 @@ class ReadStore(StoreBase):
                  ("LRANGE", self.keys.logs(job_id), 0, -1)],
                 raw=(False, True, False, False))
         except RedisError as exc:
-            raise StorageError(f"redis read of job {job_id} failed: {exc}") from exc
+            raise self.storage_error(f"read of job {job_id}", exc) from exc
         if not flat:
             return None
         stored = as_map(flat)
@@ -91,7 +90,7 @@ class ReadStore(StoreBase):
                 return {s.value: int(v or 0) for s, v in zip(JobState, values)}
             counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
         except RedisError as exc:
-            raise StorageError(f"redis read of counts failed: {exc}") from exc
+            raise self.storage_error("read of counts", exc) from exc
         totals = {s.value: 0 for s in JobState}
         for name, value in counts.items():
             _, sep, state = name.rpartition("|")

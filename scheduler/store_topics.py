@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisError
 
-from scheduler.errors import StorageError
 from scheduler.job import JobInfo, NewJob
 from scheduler.store_base import StoreBase
 from scheduler.wire import as_map
@@ -39,7 +38,7 @@ class TopicStore(StoreBase):
         try:
             deleted, _ = await self.wire.call_many([("DEL", k.topic(name)), ("SREM", k.topic_names, name)])
         except RedisError as exc:
-            raise StorageError(f"redis delete of topic {name} failed: {exc}") from exc
+            raise self.storage_error(f"delete of topic {name}", exc) from exc
         return int(deleted) > 0
 
     async def blocked_keys(self, topic: str) -> list[str]:
@@ -114,4 +113,4 @@ class TopicStore(StoreBase):
         try:
             return as_map(await self.wire.call("HGETALL", self.keys.workers))
         except RedisError as exc:
-            raise StorageError(f"redis read of workers failed: {exc}") from exc
+            raise self.storage_error("read of workers", exc) from exc

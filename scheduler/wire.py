@@ -31,7 +31,7 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import hiredis
@@ -65,7 +65,7 @@ class Endpoint:
     path: str | None = None  # a unix socket instead of host:port
     ssl: ssl.SSLContext | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a repr, a log line or an error
     db: int = 0
 
     @classmethod
@@ -180,6 +180,11 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
                 _, pipe = await loop.create_connection(factory, endpoint.host, endpoint.port, ssl=endpoint.ssl)
             for command in endpoint.handshake():
                 await pipe.request(command)
+    except ssl.SSLCertVerificationError as exc:
+        raise RedisConnectionError(
+            f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: its TLS certificate was refused "
+            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// URL "
+            "and connect by a name the certificate holds") from exc
     except (OSError, TimeoutError) as exc:
         raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
     except ResponseError:
