@@ -154,7 +154,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
             ids = await self.wire.call("ZRANGE", self.keys.active, 0, -1)
             rows = await self.wire.call_many([("HMGET", self.keys.job(i), "worker", "token") for i in ids])
         except RedisError as exc:
-            raise StorageError(f"redis read of held leases failed: {exc}") from exc
+            raise self.storage_error("read of held leases", exc) from exc
         return [(job_id, token) for job_id, (worker, token) in zip(ids, rows) if worker == worker_id and token]
 
     async def prune(self, now_ms: int, completed_age_ms: int, failed_age_ms: int, cancelled_age_ms: int,

@@ -27,7 +27,8 @@ from scheduler.errors import ConfigError
 from scheduler.housekeeping import Housekeeping
 from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
-from scheduler.outbox import INVALID_PAYLOAD, NO_LISTENER, SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
+from scheduler.outbox import SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
+from scheduler.outcomes import log_lost, note_attempt_failed, note_completed, note_failure, note_success
 from scheduler.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.store_bulk import Enqueued
 from scheduler.settler import Settler
@@ -334,36 +335,19 @@ class Worker:
             await self._settle_failure(job, settlement, settlement.error, span)
 
     async def _settle_success(self, job: ClaimedJob, settlement: Settlement) -> None:
-        if settlement.outcome == NO_LISTENER:
-            log.warning(
-                "no listener for topic %r; job %s completed", job.topic, job.id,
-                extra={"event": "no_listener", "job_id": job.id, "topic": job.topic},
-            )
-            self.metrics.no_listener.add(1, {"topic": job.topic})
-        elif settlement.outcome == INVALID_PAYLOAD and settlement.rejection is not None:
-            message = settlement.rejection["message"]
-            log.warning(
-                "job %s (topic %r) completed without retry: invalid payload: %s", job.id, job.topic, message,
-                extra={"event": "invalid_payload", "job_id": job.id, "topic": job.topic, "error": message},
-            )
-            self.metrics.invalid_payload.add(1, {"topic": job.topic})
+        note_success(self.metrics, job, settlement)
         reply = await self._settler.settle(settlement)
         if reply is SettleCode.COMPLETED:
-            self.metrics.completed.add(1, {"topic": job.topic})
-            log.debug("job %s (topic %r) completed in attempt %d", job.id, job.topic, job.attempt,
-                      extra={"event": "job_completed", "job_id": job.id, "topic": job.topic})
+            note_completed(self.metrics, job)
         elif isinstance(reply, ScriptCode):
-            self._log_lost(job.id, reply)
+            log_lost(job.id, reply)
 
     async def _settle_failure(self, job: ClaimedJob, settlement: Settlement, error: ErrorRecord,
                               span: Span) -> None:
         span.set_status(Status(StatusCode.ERROR, f"{error['type']}: {error['message']}"))
         reply = await self._settler.settle(settlement)
-        if reply is not SettleCode.FAILED:  # a failure for good is logged at WARNING by _after_failure
-            log.info(
-                "attempt %d of job %s %s: %s", job.attempt, job.id, settlement.outcome, error["message"],
-                extra={"event": "attempt_failed", "job_id": job.id, "topic": job.topic, "outcome": settlement.outcome},
-            )
+        if reply is not SettleCode.FAILED:  # a failure for good is logged at WARNING by note_failure
+            note_attempt_failed(job, settlement.outcome, error)
         if reply is SettleCode.FAILED:
             span.add_event(SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]})
         self._after_failure(job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply)
@@ -371,26 +355,8 @@ class Worker:
     def _after_failure(self, job_id: str, topic: str, attempt: int, error: ErrorRecord, metadata: Any,
                        reply: SettleReply) -> None:
         """Count a written failure; a job failed for good is delivered on SCHEDULE_FAILED_TOPIC."""
-        attrs = {"topic": topic}
-        if reply is SettleCode.RETRY_SCHEDULED:
-            self.metrics.retries.add(1, attrs)
-        elif reply is SettleCode.FAILED:
-            self.metrics.failed.add(1, attrs)
-            log.warning(
-                "job %s (topic %r) failed after attempt %d: %s: %s", job_id, topic, attempt, error["type"],
-                error["message"], extra={"event": "job_failed", "job_id": job_id, "topic": topic,
-                                         "attempt": attempt, "error": f"{error['type']}: {error['message']}"},
-            )
-            failed = ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)
-            self._spawn(self._emit_failed(failed))
-        elif isinstance(reply, ScriptCode):
-            self._log_lost(job_id, reply)
-
-    def _log_lost(self, job_id: str, reply: ScriptCode) -> None:
-        log.warning(
-            "result for job %s ignored: %s", job_id, reply.name,
-            extra={"event": "lease_lost", "job_id": job_id},
-        )
+        if note_failure(self.metrics, job_id, topic, attempt, error, reply):
+            self._spawn(self._emit_failed(ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)))
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
