@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import subprocess
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     redis_dir.mkdir(parents=True, exist_ok=True)
     previous = read_state(redis_dir).get("port", 0)
     (redis_dir / "state.json").unlink(missing_ok=True)
-    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_free(previous) \
+    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_frees_up(previous) \
         else _free_port()
     pidfile, logfile = redis_dir / "redis.pid", redis_dir / "redis.log"
     pidfile.unlink(missing_ok=True)
@@ -261,6 +262,18 @@ def _port_free(port: int) -> bool:
             sock.bind(("127.0.0.1", port))
         except OSError:
             return False
+    return True
+
+
+def _port_frees_up(port: int, within_s: float = 2.0) -> bool:
+    """_port_free, waiting a little: a killed server's port can be held for a moment (by a
+    client's connection in its last state, or an outgoing connection that drew it as its
+    ephemeral port), and clients configured with the old URL reconnect only to that port."""
+    deadline = time.monotonic() + within_s
+    while not _port_free(port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
     return True
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from listeners import ListenerRegistry
+from listeners import ListenerRegistry, default_registry
 from scheduler.cli import cli
 from tests.integration.engine_fixtures import make_scheduler
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
@@ -108,6 +108,9 @@ async def test_nightly_when_asked_is_added_and_said(
 ])
 def test_refused_before_connecting_one_line_exit_2(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                    args: list[str], env: dict[str, str], message: str) -> None:
+    # Without --app the worker serves the default registry, which the test modules of the
+    # pytest plugin fill at collection (module-level @on_event, as users write them).
+    monkeypatch.setattr(default_registry, "__dict__", ListenerRegistry().__dict__)
     monkeypatch.chdir(project)
     env = {**env, "HOME": str(project.parent / "home"), "HORAE_REDIS_URL": "redis://127.0.0.1:1/0"}
 
