@@ -113,7 +113,9 @@ class Model:
         returns how many of the jobs another lease holds now."""
         lost = 0
         for job_id, lease_no in leases:
-            job = self.jobs[job_id]
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
             if job.token and job.lease_no == lease_no:
                 job.lease = self.now + lease_ms
             elif job.token:
@@ -131,8 +133,8 @@ class Model:
     def complete(self, job_id: str, lease_no: int, worker: str) -> int:
         """complete.lua for the attempt of lease `lease_no`: COMPLETED 1, CANCELLED 2,
         LEASE_LOST -1 (a stale lease: the job is not held by it any more)."""
-        job = self.jobs[job_id]
-        if not job.token or job.lease_no != lease_no:
+        job = self.jobs.get(job_id)
+        if job is None or not job.token or job.lease_no != lease_no:
             return -1
         job.token, job.lease_no = "", -1
         if job.state == "cancelled":
@@ -146,8 +148,8 @@ class Model:
              require_expired: bool = False) -> int:
         """fail.lua for the attempt of lease `lease_no`: RETRY_SCHEDULED 3, FAILED 4, CANCELLED 2,
         LEASE_LOST -1, LEASE_ALIVE -2 (recovery of a lease that was renewed)."""
-        job = self.jobs[job_id]
-        if not job.token or job.lease_no != lease_no:
+        job = self.jobs.get(job_id)
+        if job is None or not job.token or job.lease_no != lease_no:
             return -1
         if require_expired and job.lease > self.now:
             return -2
@@ -163,6 +165,20 @@ class Model:
         self._emit("failed", job_id, job.attempts)
         self._emit("schedule.failed", job_id, job.attempts)
         return 4
+
+    def release(self, job_id: str, lease_no: int) -> int:
+        """release.lua for one lease (a graceful stop): 1 when it still held the job, which
+        then waits again, due now, its attempt not counted; else 0."""
+        job = self.jobs.get(job_id)
+        if job is None or not job.token or job.lease_no != lease_no:
+            return 0
+        worker = job.token.split(":")[0]
+        self._emit("attempt_released", job_id, job.attempts, worker=worker)
+        job.token, job.lease_no = "", -1
+        if job.state != "cancelled":
+            job.state, job.due = ("retrying" if job.attempts > 1 else "scheduled"), self.now
+        job.attempts -= 1
+        return 1
 
     def expired(self) -> list[MJob]:
         """Attempts whose lease has passed (recover_expired fails them as worker_lost)."""
@@ -196,6 +212,17 @@ class Model:
         self._emit("retried", job_id, job.attempts, **{"from": job.state, "due": self.now})
         job.state, job.attempts, job.due = "scheduled", 0, self.now
         return 1
+
+    def delete(self, job_id: str) -> int:
+        """delete_job.lua: DELETED 2 (the id is free again), NOT_FOUND -3, RUNNING -6."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return -3
+        if job.state == "running" or job.token:
+            return -6
+        self._emit("deleted", job_id, job.attempts, **{"from": job.state})
+        del self.jobs[job_id]
+        return 2
 
     # ----------------------------------------------------------------- cron
     def upsert_cron(self, name: str, every_s: int, topic: str, misfire: str, max_attempts: int) -> int:

@@ -66,6 +66,8 @@ CHECKED_FIELDS = {
     "attempt_succeeded": ("worker", "outcome"),
     "cancelled": ("running",),
     "retried": ("from", "due"),
+    "attempt_released": ("worker",),
+    "deleted": ("from",),
 }
 SETS = ("due", "active", "completed", "failed", "cancelled")
 ATTEMPTS = st.integers(1, 3)
@@ -165,8 +167,9 @@ class Lifecycle(RuleBasedStateMachine):
 
     def held(self) -> list[int]:
         """The leases (indexes into claimed) that still hold their job."""
-        return [n for n, j in enumerate(self.claimed) if self.model.jobs[j.id].token
-                and self.model.jobs[j.id].lease_no == n]
+        jobs = self.model.jobs
+        return [n for n, j in enumerate(self.claimed) if j.id in jobs and jobs[j.id].token
+                and jobs[j.id].lease_no == n]
 
     def stale(self) -> list[int]:
         """The leases that were lost, settled or recovered: their tokens must settle nothing."""
@@ -196,8 +199,8 @@ class Lifecycle(RuleBasedStateMachine):
         exc = DoNotRetry("no") if how == "do_not_retry" else RuntimeError("boom")
         failures = () if how == "timed_out" else (ListenerFailure("listener", exc),)
         item = settlement(job, DispatchResult(listeners=1, failures=failures, timed_out=how == "timed_out"), now)
-        mjob = self.model.jobs[job.id]
-        if mjob.token and mjob.lease_no == lease_no:  # the engine's retry rule, against the model's
+        mjob = self.model.jobs.get(job.id)
+        if mjob is not None and mjob.token and mjob.lease_no == lease_no:  # the engine's retry rule, against the model's
             assert item.retry_at_ms == self.model.retry_at(mjob, job.attempt, how == "do_not_retry")
             assert job.attempt == mjob.attempts <= mjob.max_attempts
         code = self.run(self.store.fail([item], now))[0]
@@ -231,6 +234,22 @@ class Lifecycle(RuleBasedStateMachine):
         code = self.run(self.store.retry_job(job_id, self.clock.now_ms(), "op"))
         event(f"retry -> {code}")
         assert code == self.model.retry(job_id)
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        """A worker stopping gracefully gives a lease back (a held one, or one it lost meanwhile)."""
+        n = data.draw(st.integers(0, len(self.claimed) - 1))
+        job = self.claimed[n]
+        released = self.run(self.store.release([(job.id, job.token)], self.clock.now_ms()))
+        assert released == self.model.release(job.id, n)
+
+    @precondition(lambda self: self.model.jobs)
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        job_id = data.draw(self.some_job())
+        code = self.run(self.store.delete_job(job_id, self.clock.now_ms(), "op"))
+        assert code == self.model.delete(job_id)
 
     @rule()
     def unknown_job(self) -> None:
@@ -325,7 +344,7 @@ def runner() -> Iterator[asyncio.Runner]:
         yield r
 
 
-@pytest.mark.timeout(0 if PROFILE == "long" else 180)
+@pytest.mark.timeout(0 if PROFILE == "long" else 600)  # a failure shrinks for minutes
 def test_lifecycle_matches_the_model(redis_url: str, runner: asyncio.Runner) -> None:
     """The real scripts and the model agree after every step of every generated run."""
     Lifecycle.runner, Lifecycle.redis_url = runner, redis_url
