@@ -41,7 +41,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from scheduler.errors import InvalidCron
+from scheduler.errors import InvalidCron, shown
 from scheduler.timeutil import zone
 
 _EPOCH = datetime(1970, 1, 1)
@@ -84,13 +84,13 @@ def parse_cron(expr: str, tz: str) -> CronSpec:
     """Validate `expr` in zone `tz`; raise InvalidCron / InvalidTimezone naming what is wrong."""
     zone(tz)
     if not isinstance(expr, str) or not expr.strip():
-        raise InvalidCron(f"cron expression must be a non-empty string; got {expr!r}", field="cron")
+        raise InvalidCron(f"cron expression must be a non-empty string; got {shown(expr)}", field="cron")
     fields = expr.split()
     if len(fields) == 1 and fields[0].lower() in _ALIASES:
         fields = _ALIASES[fields[0].lower()].split()
     if len(fields) not in (5, 6):
         raise InvalidCron(
-            f"cron expression {expr!r} has {len(fields)} fields; expected 5 (minute hour day-of-month "
+            f"cron expression {shown(expr)} has {len(fields)} fields; expected 5 (minute hour day-of-month "
             "month day-of-week) or 6 with seconds first (second minute hour day-of-month month day-of-week)",
             field="cron",
         )
@@ -107,7 +107,7 @@ def parse_cron(expr: str, tz: str) -> CronSpec:
                 ok = False
         if not ok:
             raise InvalidCron(
-                f"cron expression {expr!r}: {name} field {value!r} is invalid; allowed: {_ALLOWED[name]}, "
+                f"cron expression {shown(expr)}: {name} field {shown(value)} is invalid; allowed: {_ALLOWED[name]}, "
                 f"{_SYNTAX}",
                 field="cron",
             )
@@ -117,7 +117,7 @@ def parse_cron(expr: str, tz: str) -> CronSpec:
         itr.get_next(datetime)
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidCron(
-            f"cron expression {expr!r} never fires: no date matches its day-of-month {fields[-3]!r} "
+            f"cron expression {shown(expr)} never fires: no date matches its day-of-month {fields[-3]!r} "
             f"and month {fields[-2]!r} fields",
             field="cron",
         ) from exc

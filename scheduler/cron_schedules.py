@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler.cron import next_fire, parse_cron
-from scheduler.errors import InvalidCron, ScheduleError
+from scheduler.errors import InvalidCron, ScheduleError, shown
 from scheduler.job import CronInfo, NewCron, NewJob
 from scheduler.retry import RetryPolicy
 from scheduler.scripts import PauseCode
@@ -97,7 +97,7 @@ class CronSchedules:
         host = self._host
         info = await host.store.get_cron(name)
         if info is None:
-            raise InvalidCron(f"no cron schedule named {name!r}", field="name")
+            raise InvalidCron(f"no cron schedule named {shown(name)}", field="name")
         now = host.clock.now_ms()
         next_ms = next_fire(parse_cron(info.cron, info.tz), now)
         return await host.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED

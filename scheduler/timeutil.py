@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from scheduler.errors import InvalidDelay, InvalidTimezone
+from scheduler.errors import InvalidDelay, InvalidTimezone, shown
 
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")  # "ms" before "m"
 _UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}  # largest first
@@ -22,12 +22,13 @@ _EXAMPLES = "'30s', '5m', '1h30m', '2m30s', '1d12h' or '500ms'"
 def zone(name: str) -> ZoneInfo:
     """The ZoneInfo for an IANA name (tzdata package as fallback for system files)."""
     if not isinstance(name, str) or not name:
-        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {name!r}", field="tz")
+        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(name)}",
+                              field="tz")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidTimezone(
-            f"tz {name!r} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
+            f"tz {shown(name)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
         ) from exc
 
 
@@ -58,14 +59,15 @@ def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
 def resolve_run_at(run_at: datetime, tz: str) -> datetime:
     """An aware datetime is used as is; a naive one is wall time in `tz`. Returns aware UTC."""
     if not isinstance(run_at, datetime):
-        raise InvalidDelay(f"run_at must be a datetime; got {run_at!r} ({type(run_at).__name__})", field="run_at")
+        raise InvalidDelay(f"run_at must be a datetime; got {shown(run_at)} ({type(run_at).__name__})", field="run_at")
     zinfo = zone(tz)
     try:
         if run_at.tzinfo is not None and run_at.utcoffset() is not None:
             return run_at.astimezone(timezone.utc)
         return wall_to_utc(run_at, zinfo)
     except OverflowError:
-        raise InvalidDelay(f"run_at {run_at!r} in {tz} falls outside the years 1..9999 in UTC", field="run_at") from None
+        raise InvalidDelay(f"run_at {shown(run_at)} in {tz} falls outside the years 1..9999 in UTC",
+                           field="run_at") from None
 
 
 def _text_seconds(text: str, field: str) -> float:
@@ -83,7 +85,7 @@ def _text_seconds(text: str, field: str) -> float:
             raise InvalidDelay(_why(text, rest.strip(), field), field=field)
         rank = _RANK[m.group(2)]
         if rank <= last:
-            raise InvalidDelay(f"{field} {text!r}: give each unit once, largest first (d, h, m, s, ms), "
+            raise InvalidDelay(f"{field} {shown(text)}: give each unit once, largest first (d, h, m, s, ms), "
                                "e.g. '1h30m'", field=field)
         total, last, rest = total + float(m.group(1)) * _UNIT_S[m.group(2)], rank, rest[m.end():].strip()
     return total
@@ -92,12 +94,12 @@ def _text_seconds(text: str, field: str) -> float:
 def _why(text: str, rest: str, field: str) -> str:
     """The error message for text whose unparsed part is `rest`."""
     if rest.startswith("-"):
-        return f"{field} must be a duration >= 0; got {text!r}"
+        return f"{field} must be a duration >= 0; got {shown(text)}"
     if re.fullmatch(r"\d+(?:\.\d+)?", rest):
-        return f"{field} {text!r}: the number {rest!r} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
+        return f"{field} {shown(text)}: the number {shown(rest)} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
     if re.match(r"(ms|d|h|m|s)(?![a-z])", rest):
-        return f"{field} {text!r}: a unit needs a number before it, e.g. '1h'"
-    return f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {text!r}"
+        return f"{field} {shown(text)}: a unit needs a number before it, e.g. '1h'"
+    return f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {shown(text)}"
 
 
 def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:
@@ -117,11 +119,11 @@ def parse_duration(value: timedelta | float | int | str, field: str = "delay") -
         seconds = _text_seconds(value, field)
     else:
         raise InvalidDelay(
-            f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {value!r}",
+            f"{field} must be a timedelta, seconds, or a string like {_EXAMPLES}; got {shown(value)}",
             field=field,
         )
     if not seconds >= 0 or seconds == float("inf"):
-        raise InvalidDelay(f"{field} must be a finite duration >= 0; got {value!r}", field=field)
+        raise InvalidDelay(f"{field} must be a finite duration >= 0; got {shown(value)}", field=field)
     return seconds
 
 
