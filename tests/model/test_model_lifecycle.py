@@ -7,7 +7,7 @@ schedules must agree with the model, and: a job is in exactly one state set; cou
 the sets; a stale lease token settles nothing; attempts never exceed max_attempts; each
 cron tick creates at most one job.
 
-Budget: 120 examples of up to 40 steps in CI (the "ci" profile, derandomized: about 30 s
+Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 25 s
 on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new ones each run.
 """
 
@@ -350,6 +350,6 @@ def test_lifecycle_matches_the_model(redis_url: str, runner: asyncio.Runner) -> 
     Lifecycle.runner, Lifecycle.redis_url = runner, redis_url
     Lifecycle.redis = aioredis.Redis.from_url(redis_url)
     try:
-        run_state_machine_as_test(Lifecycle, settings=settings(max_examples=budget(120), stateful_step_count=40))
+        run_state_machine_as_test(Lifecycle, settings=settings(max_examples=budget(200), stateful_step_count=50))
     finally:
         runner.run(Lifecycle.redis.aclose())
