@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from listeners.shown import shown
+
 _PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")  # "ms" before "m"
 _UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}  # largest first
 _RANK = {unit: rank for rank, unit in enumerate(_UNIT_S)}
@@ -37,10 +39,10 @@ def duration_seconds(value: timedelta | float | int | str, field: str = "delay")
     elif isinstance(value, str):
         seconds = _text_seconds(value, field)
     else:
-        raise DurationError(f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {value!r}",
+        raise DurationError(f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(value)}",
                             field)
     if not seconds >= 0 or seconds == float("inf"):
-        raise DurationError(f"{field} must be a finite duration >= 0; got {value!r}", field)
+        raise DurationError(f"{field} must be a finite duration >= 0; got {shown(value)}", field)
     return seconds
 
 
@@ -55,7 +57,7 @@ def _text_seconds(text: str, field: str) -> float:
             raise DurationError(_why(text, rest.strip(), field), field)
         rank = _RANK[m.group(2)]
         if rank <= last:
-            raise DurationError(f"{field} {text!r}: give each unit once, largest first (d, h, m, s, ms), "
+            raise DurationError(f"{field} {shown(text)}: give each unit once, largest first (d, h, m, s, ms), "
                                 "e.g. '1h30m'", field)
         total, last, rest = total + float(m.group(1)) * _UNIT_S[m.group(2)], rank, rest[m.end():].strip()
     return total
@@ -64,12 +66,12 @@ def _text_seconds(text: str, field: str) -> float:
 def _why(text: str, rest: str, field: str) -> str:
     """The error message for text whose unparsed part is `rest`."""
     if rest.startswith("-"):
-        return f"{field} must be a duration >= 0; got {text!r}"
+        return f"{field} must be a duration >= 0; got {shown(text)}"
     if re.fullmatch(r"\d+(?:\.\d+)?", rest):
-        return f"{field} {text!r}: the number {rest!r} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
+        return f"{field} {shown(text)}: the number {shown(rest)} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
     if re.match(r"(ms|d|h|m|s)(?![a-z])", rest):
-        return f"{field} {text!r}: a unit needs a number before it, e.g. '1h'"
-    return f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {text!r}"
+        return f"{field} {shown(text)}: a unit needs a number before it, e.g. '1h'"
+    return f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(text)}"
 
 
 def format_duration(ms: int) -> str:

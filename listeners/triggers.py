@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from listeners.durations import DurationError, duration_seconds
+from listeners.shown import shown
 
 MISFIRE_MODES = ("coalesce", "skip", "all")
 MIN_EVERY_MS = 1000  # an interval shorter than a second is a busy loop, not a schedule
@@ -77,13 +78,13 @@ def cron_fields(expr: object) -> tuple[str, bool]:
         InvalidDeclaration: field "cron", naming the part that is wrong and what is allowed.
     """
     if not isinstance(expr, str) or not expr.strip():
-        raise InvalidDeclaration(f"cron expression must be a non-empty string; got {expr!r}", "cron")
+        raise InvalidDeclaration(f"cron expression must be a non-empty string; got {shown(expr)}", "cron")
     fields = expr.split()
     if len(fields) == 1 and fields[0].lower() in _ALIASES:
         fields = _ALIASES[fields[0].lower()].split()
     if len(fields) not in (5, 6):
         raise InvalidDeclaration(
-            f"cron expression {expr!r} has {len(fields)} fields; expected 5 (minute hour day-of-month "
+            f"cron expression {shown(expr)} has {len(fields)} fields; expected 5 (minute hour day-of-month "
             "month day-of-week) or 6 with seconds first (second minute hour day-of-month month day-of-week)",
             "cron",
         )
@@ -100,7 +101,7 @@ def cron_fields(expr: object) -> tuple[str, bool]:
                 ok = False
         if not ok:
             raise InvalidDeclaration(
-                f"cron expression {expr!r}: {name} field {value!r} is invalid; allowed: {_ALLOWED[name]}, {_SYNTAX}",
+                f"cron expression {shown(expr)}: {name} field {shown(value)} is invalid; allowed: {_ALLOWED[name]}, {_SYNTAX}",
                 "cron",
             )
     normalized = " ".join(fields)
@@ -108,8 +109,8 @@ def cron_fields(expr: object) -> tuple[str, bool]:
         croniter(normalized, _PROBE_START, second_at_beginning=has_seconds).get_next(datetime)
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidDeclaration(
-            f"cron expression {expr!r} never fires: no date matches its day-of-month {fields[-3]!r} "
-            f"and month {fields[-2]!r} fields",
+            f"cron expression {shown(expr)} never fires: no date matches its day-of-month {shown(fields[-3])} "
+            f"and month {shown(fields[-2])} fields",
             "cron",
         ) from exc
     return normalized, has_seconds
@@ -135,32 +136,32 @@ def declaration(
         for arg, value in (("tz", tz), ("misfire", misfire), ("jitter", jitter), ("name", name),
                            ("payload", payload)):
             if value is not None:
-                raise InvalidDeclaration(f"{arg}={value!r} needs a schedule: give cron= or every= too", arg)
+                raise InvalidDeclaration(f"{arg}={shown(value)} needs a schedule: give cron= or every= too", arg)
         return None
     if cron is not None and every is not None:
-        raise InvalidDeclaration(f"give cron= or every=, not both (got cron={cron!r}, every={every!r})", "every")
+        raise InvalidDeclaration(f"give cron= or every=, not both (got cron={shown(cron)}, every={shown(every)})", "every")
     try:
         json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidDeclaration(f"payload must be JSON-serializable: {exc}", "payload") from None
     if misfire is not None and misfire not in MISFIRE_MODES:
-        raise InvalidDeclaration(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {misfire!r}", "misfire")
+        raise InvalidDeclaration(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(misfire)}", "misfire")
     if cron is not None:
         if jitter is not None:
-            raise InvalidDeclaration(f"jitter={jitter!r} applies to every= schedules only; a cron tick runs at "
+            raise InvalidDeclaration(f"jitter={shown(jitter)} applies to every= schedules only; a cron tick runs at "
                                      "its time", "jitter")
         expr, _ = cron_fields(cron)
         zone = "UTC" if tz is None else check_zone(tz)
         return Declaration(_name(name, topic, "cron"), topic, cron=expr, tz=zone, misfire=misfire, payload=payload)
     if tz is not None:
-        raise InvalidDeclaration(f"tz={tz!r} applies to cron= schedules only: every= counts elapsed time "
+        raise InvalidDeclaration(f"tz={shown(tz)} applies to cron= schedules only: every= counts elapsed time "
                                  "(use cron= for wall-clock times in a zone)", "tz")
     every_ms = _ms(every, "every")
     if every_ms < MIN_EVERY_MS:
-        raise InvalidDeclaration(f"every must be at least 1s; got {every!r}", "every")
+        raise InvalidDeclaration(f"every must be at least 1s; got {shown(every)}", "every")
     jitter_ms = 0 if jitter is None else _ms(jitter, "jitter")
     if jitter_ms > every_ms:
-        raise InvalidDeclaration(f"jitter must be at most the interval every={every!r}; got {jitter!r}", "jitter")
+        raise InvalidDeclaration(f"jitter must be at most the interval every={shown(every)}; got {shown(jitter)}", "jitter")
     return Declaration(_name(name, topic, "every"), topic, every_ms=every_ms, jitter_ms=jitter_ms, misfire=misfire,
                        payload=payload)
 
@@ -172,11 +173,11 @@ def check_zone(tz: object) -> str:
         InvalidDeclaration: field "tz".
     """
     if not isinstance(tz, str) or not tz:
-        raise InvalidDeclaration(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {tz!r}", "tz")
+        raise InvalidDeclaration(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(tz)}", "tz")
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InvalidDeclaration(f"tz {tz!r} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')",
+        raise InvalidDeclaration(f"tz {shown(tz)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')",
                                  "tz") from exc
     return tz
 
@@ -196,5 +197,5 @@ def _name(name: object, topic: str, kind: str) -> str:
         name = f"{topic}:{kind}"
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LEN:
         raise InvalidDeclaration(f"name must be a non-empty string of at most {MAX_NAME_LEN} characters; "
-                                 f"got {name!r}", "name")
+                                 f"got {shown(name)}", "name")
     return name

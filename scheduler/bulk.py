@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.trace import Span, Tracer
 
-from scheduler.errors import InvalidDelay, InvalidJobId, ScheduleError
+from scheduler.errors import InvalidDelay, InvalidJobId, ScheduleError, shown
 from scheduler.job import NewJob
 from scheduler.metrics import Metrics
 from scheduler.scheduling import observe
@@ -47,6 +47,9 @@ def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int)
             prefixed with the item ("items[3].topic"); an unknown key or a job_id given
             twice in the call is refused the same way.
     """
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise ScheduleError(f"items must be a list (an iterable) of mappings of schedule_at's keywords; got "
+                            f"{type(items).__name__}", field="items")
     jobs: list[NewJob] = []
     first_of: dict[str, int] = {}  # a caller's job_id -> the item that gave it first
     for index, item in enumerate(items):
@@ -54,18 +57,18 @@ def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int)
         if item.get("job_id") is not None:
             earlier = first_of.setdefault(job.id, index)
             if earlier != index:
-                raise _at(index, InvalidJobId(f"job_id {job.id!r} is also items[{earlier}]'s", field="job_id"))
+                raise _at(index, InvalidJobId(f"job_id {shown(job.id)} is also items[{earlier}]'s", field="job_id"))
         jobs.append(job)
     return jobs
 
 
 def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob:
     if not isinstance(item, Mapping):
-        raise ScheduleError(f"items[{index}]: must be a mapping of schedule_at's keywords; got {item!r}",
+        raise ScheduleError(f"items[{index}]: must be a mapping of schedule_at's keywords; got {shown(item)}",
                             field=f"items[{index}]")
     for key in item:
         if key not in _KNOWN:
-            raise ScheduleError(f"items[{index}].{key}: unknown key {key!r} (known: {', '.join(ITEM_KEYS)})",
+            raise ScheduleError(f"items[{index}].{key}: unknown key {shown(key)} (known: {', '.join(ITEM_KEYS)})",
                                 field=f"items[{index}].{key}")
     try:
         tz = item.get("tz", "UTC")

@@ -11,7 +11,7 @@ from typing import Any
 
 from listeners import Declaration
 from scheduler.cron import Trigger, next_fire, parse_cron, trigger_of
-from scheduler.errors import InvalidCron, ScheduleError
+from scheduler.errors import InvalidCron, ScheduleError, shown
 from scheduler.interval import IntervalSpec, parse_interval
 from scheduler.job import CronInfo, NewCron, NewJob
 from scheduler.retry import RetryPolicy
@@ -138,7 +138,7 @@ class CronSchedules:
         host = self._host
         info = await host.store.get_cron(name)
         if info is None:
-            raise InvalidCron(f"no cron schedule named {name!r}", field="name")
+            raise InvalidCron(f"no cron schedule named {shown(name)}", field="name")
         now = host.clock.now_ms()
         ms = timedelta(milliseconds=1)
         spec = trigger_of(info.cron, info.tz, (info.every or timedelta()) // ms, (info.jitter or timedelta()) // ms,

@@ -26,6 +26,10 @@ fail the job at once; neither is an error of ours, they are decisions.
 
 from __future__ import annotations
 
+from listeners.shown import shown
+
+__all__ = ["shown"]  # how every input check shows a caller's value (listeners/shown.py)
+
 
 class SchedulerError(Exception):
     """A horae error."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from scheduler.errors import InvalidDelay, InvalidFlowOption
+from scheduler.errors import InvalidDelay, InvalidFlowOption, shown
 from scheduler.timeutil import parse_duration
 
 MIN_PRIORITY, MAX_PRIORITY = -1_000, 1_000
@@ -40,7 +40,7 @@ def check_int(field: str, value: object, low: int, high: int) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidFlowOption(f"{field} must be an integer from {low:,} to {high:,}; "
-                                f"got {value!r} ({type(value).__name__})", field=field)
+                                f"got {shown(value)} ({type(value).__name__})", field=field)
     if not low <= value <= high:
         raise InvalidFlowOption(f"{field} must be from {low:,} to {high:,}; got {value:,}", field=field)
     return value
@@ -58,7 +58,7 @@ def duration_ms(value: object, field: str, low_ms: int, high_ms: int) -> int:
         raise InvalidFlowOption(str(exc), field=field) from exc
     ms = round(seconds * 1000)
     if not low_ms <= ms <= high_ms:
-        raise InvalidFlowOption(f"{field} must be from {_ms_text(low_ms)} to {_ms_text(high_ms)}; got {value!r}",
+        raise InvalidFlowOption(f"{field} must be from {_ms_text(low_ms)} to {_ms_text(high_ms)}; got {shown(value)}",
                                 field=field)
     return ms
 
@@ -79,7 +79,7 @@ def parse_priority(value: object, field: str = "priority") -> int:
         except ValueError:
             names = ", ".join(f"{k} ({v})" for k, v in PRIORITY_ALIASES.items())
             raise InvalidFlowOption(f"{field} must be an integer from {MIN_PRIORITY:,} to {MAX_PRIORITY:,} "
-                                    f"or one of {names}; got {value!r}", field=field) from None
+                                    f"or one of {names}; got {shown(value)}", field=field) from None
     return check_int(field, value, MIN_PRIORITY, MAX_PRIORITY)
 
 
@@ -97,7 +97,7 @@ class RateLimit:
         ms = duration_ms(self.per, "rate_limit.per", MIN_RATE_PER_MS, MAX_RATE_PER_MS)
         object.__setattr__(self, "per", timedelta(milliseconds=ms))
         if not isinstance(self.per_key, bool):
-            raise InvalidFlowOption(f"rate_limit.per_key must be True or False; got {self.per_key!r}",
+            raise InvalidFlowOption(f"rate_limit.per_key must be True or False; got {shown(self.per_key)}",
                                     field="rate_limit.per_key")
 
     def per_ms(self) -> int:
@@ -120,11 +120,11 @@ class Dedupe:
     def __post_init__(self) -> None:
         key = self.key
         if not isinstance(key, str) or not key or len(key) > MAX_DEDUPE_KEY or "\x00" in key:
-            shown = repr(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
+            text = shown(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
             raise InvalidFlowOption(f"dedupe.key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
-                                    f"without NUL; got {shown}", field="dedupe.key")
+                                    f"without NUL; got {text}", field="dedupe.key")
         if self.mode not in DEDUPE_MODES:
-            raise InvalidFlowOption(f"dedupe.mode must be one of {', '.join(DEDUPE_MODES)}; got {self.mode!r}",
+            raise InvalidFlowOption(f"dedupe.mode must be one of {', '.join(DEDUPE_MODES)}; got {shown(self.mode)}",
                                     field="dedupe.mode")
         if self.window is None:
             if self.mode == "debounce":

@@ -61,6 +61,11 @@ class Keys:
         return f"{self.prefix}cancelled"
 
     @property
+    def lease_seq(self) -> str:
+        """Counter numbering every lease of the namespace, so no two lease tokens are equal."""
+        return f"{self.prefix}lease_seq"
+
+    @property
     def counts(self) -> str:
         """Hash of job counts: one field `<topic>|<state>` per topic and state (no totals:
         store.stats() sums them per state)."""

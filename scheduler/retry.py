@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from scheduler.errors import DoNotRetry, Retry, RetryPolicyInvalid
+from scheduler.errors import DoNotRetry, Retry, RetryPolicyInvalid, shown
 
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 20
 MIN_DELAY_MS, MAX_DELAY_MS = 1_000, 3_600_000
@@ -35,7 +35,7 @@ BACKOFF_KEYS = ("type", "delay", "max_delay", "jitter")
 def _check_int(field: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RetryPolicyInvalid(
-            f"{field} must be an integer from {low:,} to {high:,}; got {value!r} ({type(value).__name__})",
+            f"{field} must be an integer from {low:,} to {high:,}; got {shown(value)} ({type(value).__name__})",
             field=field,
         )
     if not low <= value <= high:
@@ -58,7 +58,7 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.type not in BACKOFF_TYPES:
             raise RetryPolicyInvalid(
-                f"backoff.type must be one of {', '.join(BACKOFF_TYPES)}; got {self.type!r}", field="backoff.type"
+                f"backoff.type must be one of {', '.join(BACKOFF_TYPES)}; got {shown(self.type)}", field="backoff.type"
             )
         _check_int("backoff.delay", self.delay_ms, MIN_DELAY_MS, MAX_DELAY_MS)
         _check_int("backoff.max_delay", self.max_delay_ms, MIN_MAX_DELAY_MS, MAX_MAX_DELAY_MS)
@@ -69,7 +69,7 @@ class Backoff:
             )
         if self.jitter not in JITTER_MODES:
             raise RetryPolicyInvalid(
-                f"backoff.jitter must be one of {', '.join(JITTER_MODES)}; got {self.jitter!r}",
+                f"backoff.jitter must be one of {', '.join(JITTER_MODES)}; got {shown(self.jitter)}",
                 field="backoff.jitter",
             )
 
@@ -116,7 +116,8 @@ class RetryPolicy:
         _check_int("attempts", self.attempts, MIN_ATTEMPTS, MAX_ATTEMPTS)
         if not isinstance(self.backoff, Backoff):
             raise RetryPolicyInvalid(
-                f"backoff must be a Backoff or a mapping with type and delay; got {self.backoff!r}", field="backoff"
+                f"backoff must be a Backoff or a mapping with type and delay; got {shown(self.backoff)}",
+                field="backoff",
             )
 
     def decide(self, attempt: int, exc: BaseException | None = None,
@@ -162,7 +163,7 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
     if not isinstance(value, Mapping):
         raise RetryPolicyInvalid(
             f"retry must be a RetryPolicy or a mapping like "
-            f'{{"attempts": 3, "backoff": {{"type": "fixed", "delay": 10000}}}}; got {value!r}',
+            f'{{"attempts": 3, "backoff": {{"type": "fixed", "delay": 10000}}}}; got {shown(value)}',
             field="retry",
         )
     unknown = set(value) - {"attempts", "backoff"}
@@ -187,6 +188,6 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
     else:
         raise RetryPolicyInvalid(
             f'retry.backoff must be a mapping {{"type": ..., "delay": ms, "max_delay": ms, "jitter": ...}}; '
-            f'got {backoff_raw!r}', field="backoff"
+            f'got {shown(backoff_raw)}', field="backoff"
         )
     return RetryPolicy(attempts=value.get("attempts", default.attempts), backoff=backoff)

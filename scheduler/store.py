@@ -61,7 +61,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         due ms and the next cron tick ms (None: nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics],
+            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics, k.lease_seq],
             [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", k.dead_letter_prefix,
              len(listened), *listened, *topics],
         )

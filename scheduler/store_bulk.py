@@ -58,7 +58,7 @@ class BulkStore(StoreBase):
         """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
         k = self.keys
         return (
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active, k.topic(job.topic)],
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active, k.topic(job.topic), k.lease_seq],
             [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
              job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
              job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,

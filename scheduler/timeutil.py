@@ -11,18 +11,19 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from listeners.durations import DurationError, duration_seconds
-from scheduler.errors import InvalidDelay, InvalidTimezone
+from scheduler.errors import InvalidDelay, InvalidTimezone, shown
 
 
 def zone(name: str) -> ZoneInfo:
     """The ZoneInfo for an IANA name (tzdata package as fallback for system files)."""
     if not isinstance(name, str) or not name:
-        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {name!r}", field="tz")
+        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(name)}",
+                              field="tz")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidTimezone(
-            f"tz {name!r} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
+            f"tz {shown(name)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
         ) from exc
 
 
@@ -53,14 +54,15 @@ def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
 def resolve_run_at(run_at: datetime, tz: str) -> datetime:
     """An aware datetime is used as is; a naive one is wall time in `tz`. Returns aware UTC."""
     if not isinstance(run_at, datetime):
-        raise InvalidDelay(f"run_at must be a datetime; got {run_at!r} ({type(run_at).__name__})", field="run_at")
+        raise InvalidDelay(f"run_at must be a datetime; got {shown(run_at)} ({type(run_at).__name__})", field="run_at")
     zinfo = zone(tz)
     try:
         if run_at.tzinfo is not None and run_at.utcoffset() is not None:
             return run_at.astimezone(timezone.utc)
         return wall_to_utc(run_at, zinfo)
     except OverflowError:
-        raise InvalidDelay(f"run_at {run_at!r} in {tz} falls outside the years 1..9999 in UTC", field="run_at") from None
+        raise InvalidDelay(f"run_at {shown(run_at)} in {tz} falls outside the years 1..9999 in UTC",
+                           field="run_at") from None
 
 
 def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:

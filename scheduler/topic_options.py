@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal
 
-from scheduler.errors import InvalidFlowOption, ScheduleError
+from scheduler.errors import InvalidFlowOption, ScheduleError, shown
 from scheduler.flow import RateLimit, check_int, duration_ms, parse_priority
 from scheduler.retry import Backoff, RetryPolicy, parse_retry
 from scheduler.scripts import JOB_DEFAULTS
@@ -69,9 +69,9 @@ def check_topic_options(name: str, options: TopicOptions, default_retry: RetryPo
         raise ScheduleError(f"options must be TopicOptions; got {type(options).__name__}", field="options")
     o = options
     if o.policy not in POLICIES:
-        raise InvalidFlowOption(f"policy must be one of {', '.join(POLICIES)}; got {o.policy!r}", field="policy")
+        raise InvalidFlowOption(f"policy must be one of {', '.join(POLICIES)}; got {shown(o.policy)}", field="policy")
     if o.rate_limit is not None and not isinstance(o.rate_limit, RateLimit):
-        raise InvalidFlowOption(f"rate_limit must be a RateLimit(max, per, per_key) or None; got {o.rate_limit!r} "
+        raise InvalidFlowOption(f"rate_limit must be a RateLimit(max, per, per_key) or None; got {shown(o.rate_limit)} "
                                 f"({type(o.rate_limit).__name__})", field="rate_limit")
     return replace(
         o,

@@ -10,7 +10,15 @@ from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
 from listeners.triggers import MISFIRE_MODES
-from scheduler.errors import InvalidCron, InvalidDelay, InvalidJobId, InvalidPayload, InvalidTopic, ScheduleError
+from scheduler.errors import (
+    InvalidCron,
+    InvalidDelay,
+    InvalidJobId,
+    InvalidPayload,
+    InvalidTopic,
+    ScheduleError,
+    shown,
+)
 from scheduler.flow import Dedupe, parse_priority
 from scheduler.job import NewJob, new_job_id
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
@@ -42,7 +50,7 @@ def check_text(value: str, field: str, error: type[ScheduleError] = ScheduleErro
     bad = _UNSTORABLE.search(value)
     if bad is not None:
         raise error(f"{field} must not contain NUL or an unpaired surrogate (U+{ord(bad.group()):04X} at "
-                    f"position {bad.start()}); got {value!r}", field=field)
+                    f"position {bad.start()}); got {shown(value)}", field=field)
     return value
 
 
@@ -53,11 +61,11 @@ def check_topic(topic: object) -> str:
         InvalidTopic: empty, too long, not a string, or the terminal-failure topic.
     """
     if not isinstance(topic, str) or not topic.strip():
-        raise InvalidTopic(f"topic must be a non-empty string; got {topic!r}", field="topic")
+        raise InvalidTopic(f"topic must be a non-empty string; got {shown(topic)}", field="topic")
     if len(topic) > MAX_TOPIC_LEN:
         raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
     if topic == SCHEDULE_FAILED_TOPIC:
-        raise InvalidTopic(f"topic {topic!r} is reserved for terminal-failure events", field="topic")
+        raise InvalidTopic(f"topic {shown(topic)} is reserved for terminal-failure events", field="topic")
     return check_text(topic, "topic", InvalidTopic)
 
 
@@ -72,7 +80,7 @@ def check_dead_letter(topic: str, dead_letter: object) -> str:
     except InvalidTopic as exc:
         raise InvalidTopic(f"dead_letter: {exc}", field="dead_letter") from exc
     if name == topic:
-        raise InvalidTopic(f"topic {topic!r} cannot be its own dead-letter topic", field="dead_letter")
+        raise InvalidTopic(f"topic {shown(topic)} cannot be its own dead-letter topic", field="dead_letter")
     return name
 
 
@@ -84,7 +92,7 @@ def check_job_id(job_id: object) -> str | None:
     """
     if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
         raise InvalidJobId(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
-                           f"got {job_id!r}", field="job_id")
+                           f"got {shown(job_id)}", field="job_id")
     return None if job_id is None else check_text(job_id, "job_id", InvalidJobId)
 
 
@@ -97,7 +105,7 @@ def check_metadata(metadata: object) -> Mapping[str, Any] | None:
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping):
-        raise InvalidPayload(f"metadata must be a mapping (JSON object); got {metadata!r}", field="metadata")
+        raise InvalidPayload(f"metadata must be a mapping (JSON object); got {shown(metadata)}", field="metadata")
     if not all(isinstance(k, str) for k in metadata):
         raise InvalidPayload("metadata keys must be strings", field="metadata")
     return metadata
@@ -110,7 +118,7 @@ def check_cron_name(name: object) -> str:
         InvalidCron: not a non-empty string of at most MAX_ID_LEN characters.
     """
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
-        raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {name!r}",
+        raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {shown(name)}",
                           field="name")
     return check_text(name, "name", InvalidCron)
 
@@ -122,7 +130,7 @@ def check_misfire(mode: str) -> str:
         InvalidCron: any other value.
     """
     if mode not in MISFIRE_MODES:
-        raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {mode!r}", field="misfire")
+        raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(mode)}", field="misfire")
     return mode
 
 
@@ -205,9 +213,9 @@ def check_key(key: object) -> str:
     if key is None:
         return ""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
-        shown = repr(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
+        text = shown(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
         raise ScheduleError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters; "
-                            f"got {shown}", field="key")
+                            f"got {text}", field="key")
     return check_text(key, "key")
 
 
@@ -222,7 +230,7 @@ def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]
         fields["priority"] = str(parse_priority(priority))
     if dedupe is not None:
         if not isinstance(dedupe, Dedupe):
-            raise ScheduleError(f"dedupe must be a Dedupe(key, window=, mode=); got {dedupe!r}", field="dedupe")
+            raise ScheduleError(f"dedupe must be a Dedupe(key, window=, mode=); got {shown(dedupe)}", field="dedupe")
         check_text(dedupe.key, "dedupe.key")
         window = dedupe.window_ms()
         fields.update(dedupe_key=dedupe.key, dedupe_window_ms="" if window is None else str(window),
@@ -257,7 +265,7 @@ def build_job(
     meta = check_metadata(metadata)
     timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
     if timeout_s <= 0 or timeout_s * 1000 > MAX_TIMEOUT_MS:
-        raise InvalidDelay(f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {timeout!r}",
+        raise InvalidDelay(f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
                            field="timeout")
     check_run_at_ms(run_at_ms, "run_at")
     given_id = check_job_id(job_id)

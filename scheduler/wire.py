@@ -148,14 +148,14 @@ class _Pipe(asyncio.Protocol):
         """Send one command; its reply resolves the returned future (bytes when `raw`)."""
         if self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("connection to Redis is closed")
-        self.transport.write(hiredis.pack_command(args))
+        self.transport.write(_pack(args))
         return self._waiter(raw)
 
     def request_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool]) -> list[asyncio.Future[Any]]:
         """Send several commands in one write; a future per reply, in order."""
         if self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("connection to Redis is closed")
-        self.transport.write(b"".join(map(hiredis.pack_command, commands)))
+        self.transport.write(b"".join(map(_pack, commands)))
         return [self._waiter(r) for r in raw]
 
     def _waiter(self, raw: bool) -> asyncio.Future[Any]:
@@ -198,6 +198,18 @@ async def _close(pipe: _Pipe | None) -> None:
     if pipe is not None and pipe.transport is not None:
         pipe.transport.close()
         await pipe.closed
+
+
+def _pack(args: tuple[Any, ...]) -> bytes:
+    """A command in Redis' protocol. Text that UTF-8 cannot encode (a lone surrogate: a name
+    read from argv or a file with undecodable bytes) goes as its surrogatepass bytes, so a
+    lookup by such a name finds nothing instead of failing; scheduling refuses such names
+    (validation.check_text), so none is ever stored."""
+    try:
+        return hiredis.pack_command(args)
+    except UnicodeEncodeError:
+        return hiredis.pack_command(tuple(a.encode("utf-8", "surrogatepass") if isinstance(a, str) else a
+                                          for a in args))
 
 
 class WireConnection:

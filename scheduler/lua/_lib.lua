@@ -188,10 +188,15 @@ end
 -- running with the worker's token, out of the due set and into the active
 -- one until `deadline` (the lease), and `attempt_started`. `state` is the
 -- job's state before, `job_due` its due ms. Returns the attempt and the token.
-local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline, due, active, outbox, counts)
+-- The token is worker:attempt:n, n from the namespace's lease counter `seq`:
+-- worker and attempt alone repeat (an operator's retry and a graceful release
+-- take the attempt counter back, a deleted id can be scheduled again), and a
+-- repeated token would let an attempt whose lease was lost settle its successor.
+local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline, due, active, outbox, counts,
+                         seq)
   local attempt = redis.call('HINCRBY', key, 'attempts', '1')
   local attempt_s = int(attempt)
-  local token = worker .. ':' .. attempt_s
+  local token = worker .. ':' .. attempt_s .. ':' .. int(redis.call('INCR', seq))
   redis.call('ZREM', due, id)
   redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
   redis.call('ZADD', active, deadline, id)

@@ -4,6 +4,7 @@
 -- KEYS[3] outbox     KEYS[4] counts hash  KEYS[5] crons zset (active schedules)
 -- KEYS[6] served hash (topic -> ms until which a live worker serves it: advertise_worker.lua)
 -- KEYS[7] set of dead-letter topics (fail.lua)
+-- KEYS[8] the namespace's lease counter (every lease token is unique: lease_job in _lib.lua)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
@@ -64,7 +65,7 @@ local taken = 0
 local function take(key, id, h, topic, from)
   local job_due = h.due or h.run_at
   local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, from, active,
-    outbox, counts)
+    outbox, counts, KEYS[8])
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
   out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
   out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout

@@ -9,6 +9,7 @@
 -- KEYS[1] job hash        KEYS[2] due zset     KEYS[3] outbox stream
 -- KEYS[4] counts hash     KEYS[5] wake channel KEYS[6] active zset
 -- KEYS[7] topic configuration hash (scheduler/topics.py; may not exist)
+-- KEYS[8] the namespace's lease counter (every lease token is unique: lease_job in _lib.lua)
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] due_ms  ARGV[4] topic  ARGV[5] payload json
 -- ARGV[6] metadata json  ARGV[7] tz  ARGV[8] run_at_ms  ARGV[9] max_attempts
 -- ARGV[10] backoff_type  ARGV[11] backoff_delay_ms  ARGV[12] timeout_ms
@@ -110,7 +111,7 @@ if worker ~= '' and not flow and not defaulted and set == due and tonumber(job.d
   local first = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', '0', '2')
   if #first == 1 then
     local attempt, token = lease_job(key, job.id, topic, 'scheduled', job.due, worker, now,
-      int(tonumber(now) + tonumber(ARGV[16])), due, KEYS[6], KEYS[3], KEYS[4])
+      int(tonumber(now) + tonumber(ARGV[16])), due, KEYS[6], KEYS[3], KEYS[4], KEYS[8])
     return { 2, attempt, token, waiting }
   end
 end

@@ -114,7 +114,7 @@ async def test_a_job_never_jumps_ahead_of_one_already_due(redis_url: str, namesp
         done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
         created = done.result.created
         assert created and isinstance(leased, ClaimedJob)
-        assert (leased.id, leased.attempt, leased.token, leased.payload_json) == ("alone", 1, "w:1", '{"n":1}')
+        assert (leased.id, leased.attempt, leased.token, leased.payload_json) == ("alone", 1, "w:1:3", '{"n":1}')
         done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
         created = done.result.created
         assert not created and leased is None, "an existing id is left alone"

@@ -1,0 +1,355 @@
+"""Model-based test of the job lifecycle: a hypothesis RuleBasedStateMachine drives the real
+Lua scripts on the real Redis through RedisStore, with the inputs the engine builds
+(validation.build_job, attempt.settlement, Housekeeping.recover_expired, ticker.fire_due_crons)
+and a clock moved by hand, beside the pure model of tests/model/lifecycle.py. After every
+step the job hashes, the sorted sets, the counts hash, the outbox events and the cron
+schedules must agree with the model, and: a job is in exactly one state set; counts equal
+the sets; a stale lease token settles nothing; attempts never exceed max_attempts; each
+cron tick creates at most one job.
+
+Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 25 s
+on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new ones each run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis as sync_redis
+import redis.asyncio as aioredis
+from hypothesis import event, settings, strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from opentelemetry import trace
+
+from listeners.dispatch import DispatchResult, ListenerFailure
+from scheduler.attempt import settlement
+from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
+from scheduler.cron import next_fire, parse_cron
+from scheduler.errors import DoNotRetry
+from scheduler.housekeeping import Housekeeping
+from scheduler.job import ClaimedJob, NewCron
+from scheduler.metrics import Metrics
+from scheduler.retry import RetryPolicy
+from scheduler.store import RedisStore
+from scheduler.testing import FakeClock
+from scheduler.validation import build_job
+from scheduler.wire import as_map
+from tests.hypothesis_profiles import PROFILE, budget
+from tests.model.lifecycle import WAITING, Model
+
+START_MS = 1_800_000_000_000
+LEASE_MS = 10_000
+WORKERS = ("w1", "w2")
+TOPICS = ("alpha", "beta")
+JOB_IDS = ("j1", "j2", "j3")  # few, so ids collide and operations meet
+CRON = CronSettings(misfire_cap=3, misfire_grace_s=5.0)
+CRON_BACKOFF = ("exponential", 30_000, 3_600_000)  # the default retry policy a tick's job gets
+# The fields of each event type that the model predicts (beside e, id, a, ts).
+CHECKED_FIELDS = {
+    "scheduled": ("topic", "due", "max_attempts", "cron"),
+    "attempt_started": ("worker", "due"),
+    "attempt_failed": ("worker", "outcome"),
+    "retry_scheduled": ("next_at",),
+    "completed": ("worker", "outcome"),
+    "attempt_succeeded": ("worker", "outcome"),
+    "cancelled": ("running",),
+    "retried": ("from", "due"),
+    "attempt_released": ("worker",),
+    "deleted": ("from",),
+}
+SETS = ("due", "active", "completed", "failed", "cancelled")
+ATTEMPTS = st.integers(1, 3)
+BACKOFFS = st.sampled_from([("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)])
+SETTLE_KINDS = ("succeeded", "failed", "do_not_retry", "timed_out")
+
+
+class Lifecycle(RuleBasedStateMachine):
+    """One namespace per example; `runner` and `redis_url` are set by the test."""
+
+    runner: asyncio.Runner
+    redis: aioredis.Redis
+    redis_url: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ns = f"t-model-{uuid.uuid4().hex[:10]}"
+        self.store = RedisStore(self.redis, self.ns)
+        self.clock = FakeClock(START_MS)
+        self.model = Model(START_MS)
+        self.claimed: list[ClaimedJob] = []  # every lease ever issued (the old ones are stale)
+        self.holders: list[str] = []  # the worker of each
+        self.last_event = "0-0"
+        self.tracer = trace.get_tracer("model-test")
+        self.housekeeping = Housekeeping(self.store, self.clock, WorkerSettings(lease_ms=LEASE_MS),
+                                         RetentionSettings(), Metrics(), {}, lambda *args: None, self._noop)
+
+    async def _noop(self) -> None:
+        return None
+
+    def run(self, coro: Any) -> Any:
+        return self.runner.run(coro)
+
+    def teardown(self) -> None:
+        self.run(self.store.aclose())
+        client = sync_redis.Redis.from_url(self.redis_url)
+        try:
+            keys = list(client.scan_iter(match="{" + self.ns + "}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+    # ---------------------------------------------------------------- rules
+    @initialize(jobs=st.lists(st.tuples(st.sampled_from(JOB_IDS), st.sampled_from(TOPICS), st.just(0),
+                                        ATTEMPTS, BACKOFFS, st.booleans()), min_size=1, max_size=3))
+    def start(self, jobs: list[tuple[str, str, int, int, tuple[str, int, int], bool]]) -> None:
+        """Begin with jobs due now, so the steps after meet running attempts early."""
+        for job in jobs:
+            self.schedule(*job)
+
+    @rule(job_id=st.sampled_from(JOB_IDS), topic=st.sampled_from(TOPICS),
+          delay_ms=st.sampled_from([0, 0, 500, 1_000, 5_000, 20_000]), attempts=ATTEMPTS, backoff=BACKOFFS,
+          local=st.booleans())
+    def schedule(self, job_id: str, topic: str, delay_ms: int, attempts: int, backoff: tuple[str, int, int],
+                 local: bool) -> None:
+        now = self.clock.now_ms()
+        kind, delay, cap = backoff
+        job = build_job(topic, now + delay_ms, "UTC", {"n": job_id}, {"attempts": attempts, "backoff": {
+            "type": kind, "delay": delay, "max_delay": cap}}, None, None, job_id, "",
+            default_retry=RetryPolicy(), default_timeout_ms=60_000, now_ms=now)
+        done, leased = self.run(self.store.enqueue_for(job, now, WORKERS[0] if local else "", LEASE_MS))
+        created = self.model.schedule(job_id, topic, now + delay_ms, attempts, backoff)
+        assert done.result.created is created, (done, created)
+        token = self.model.local_handoff(job_id, WORKERS[0], LEASE_MS) if created and local else None
+        assert (leased.token if leased else None) == token
+        if leased is not None:
+            self.claimed.append(leased)
+            self.holders.append(WORKERS[0])
+
+    @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
+    def claim(self, worker: str, limit: int) -> None:
+        now = self.clock.now_ms()
+        jobs, next_due, _ = self.run(self.store.claim(now, limit, LEASE_MS, worker))
+        expected, expected_next = self.model.claim(worker, limit, LEASE_MS)
+        assert [(j.id, j.attempt, j.token) for j in jobs] == expected
+        assert next_due == expected_next
+        self.claimed.extend(jobs)
+        self.holders.extend(worker for _ in jobs)
+
+    @rule(ms=st.sampled_from([1, 999, 1_000, 4_000, LEASE_MS, LEASE_MS + 1, 30_000, 61_000]))
+    def advance(self, ms: int) -> None:
+        self.clock.set_ms(self.clock.now_ms() + ms)
+        self.model.now = self.clock.now_ms()
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data())
+    def heartbeat(self, data: st.DataObject) -> None:
+        picked = data.draw(st.lists(st.integers(0, len(self.claimed) - 1), min_size=1, max_size=3, unique=True))
+        leases = [(self.claimed[n].id, self.claimed[n].token) for n in picked]
+        lost = self.run(self.store.extend_leases(leases, self.clock.now_ms(), LEASE_MS))
+        assert lost == self.model.heartbeat([(self.claimed[n].id, n) for n in picked], LEASE_MS)
+
+    def some_job(self) -> st.SearchStrategy[str]:
+        """A job the namespace has (cron ticks included)."""
+        return st.sampled_from(sorted(self.model.jobs))
+
+    def held(self) -> list[int]:
+        """The leases (indexes into claimed) that still hold their job."""
+        jobs = self.model.jobs
+        return [n for n, j in enumerate(self.claimed) if j.id in jobs and jobs[j.id].token
+                and jobs[j.id].lease_no == n]
+
+    def stale(self) -> list[int]:
+        """The leases that were lost, settled or recovered: their tokens must settle nothing."""
+        held = set(self.held())
+        return [n for n in range(len(self.claimed)) if n not in held]
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data(), how=st.sampled_from(SETTLE_KINDS))
+    def settle(self, data: st.DataObject, how: str) -> None:
+        """A worker settles an attempt it holds."""
+        self._settle(data.draw(st.sampled_from(self.held())), how)
+
+    @precondition(lambda self: self.stale())
+    @rule(data=st.data(), how=st.sampled_from(SETTLE_KINDS))
+    def settle_stale(self, data: st.DataObject, how: str) -> None:
+        """A worker settles an attempt it held once: a late result after recovery, a retry, a release."""
+        self._settle(data.draw(st.sampled_from(self.stale())), how)
+
+    def _settle(self, lease_no: int, how: str) -> None:
+        job, now = self.claimed[lease_no], self.clock.now_ms()
+        if how == "succeeded":
+            item = settlement(job, DispatchResult(listeners=1), now)
+            code = self.run(self.store.complete([item], now, 1_000_000))[0]
+            event(f"complete -> {code}")
+            assert code == self.model.complete(job.id, lease_no, self.holders[lease_no])
+            return
+        exc = DoNotRetry("no") if how == "do_not_retry" else RuntimeError("boom")
+        failures = () if how == "timed_out" else (ListenerFailure("listener", exc),)
+        item = settlement(job, DispatchResult(listeners=1, failures=failures, timed_out=how == "timed_out"), now)
+        mjob = self.model.jobs.get(job.id)
+        if mjob is not None and mjob.token and mjob.lease_no == lease_no:  # the engine's retry rule, against the model's
+            assert item.retry_at_ms == self.model.retry_at(mjob, job.attempt, how == "do_not_retry")
+            assert job.attempt == mjob.attempts <= mjob.max_attempts
+        code = self.run(self.store.fail([item], now))[0]
+        event(f"fail -> {code}")
+        outcome = "timed_out" if how == "timed_out" else "failed"
+        assert code == self.model.fail(job.id, lease_no, self.holders[lease_no], outcome, item.retry_at_ms)
+
+    @rule()
+    def recover(self) -> None:
+        """Housekeeping.recover_expired: attempts whose lease passed fail as worker_lost."""
+        expired = self.model.expired()
+        recovered = self.run(self.housekeeping.recover_expired())
+        for job in expired:
+            retry_at = self.model.retry_at(job, job.attempts, False)
+            assert self.model.fail(job.id, job.lease_no, self.holders[job.lease_no], "worker_lost",
+                                   retry_at, True) > 0
+        assert recovered == len(expired)
+
+    @precondition(lambda self: self.model.jobs)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        job_id = data.draw(self.some_job())
+        code = self.run(self.store.cancel(job_id, self.clock.now_ms()))
+        event(f"cancel -> {code}")
+        assert code == self.model.cancel(job_id)
+
+    @precondition(lambda self: self.model.jobs)
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        job_id = data.draw(self.some_job())
+        code = self.run(self.store.retry_job(job_id, self.clock.now_ms(), "op"))
+        event(f"retry -> {code}")
+        assert code == self.model.retry(job_id)
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        """A worker stopping gracefully gives a lease back (a held one, or one it lost meanwhile)."""
+        n = data.draw(st.integers(0, len(self.claimed) - 1))
+        job = self.claimed[n]
+        released = self.run(self.store.release([(job.id, job.token)], self.clock.now_ms()))
+        assert released == self.model.release(job.id, n)
+
+    @precondition(lambda self: self.model.jobs)
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        job_id = data.draw(self.some_job())
+        code = self.run(self.store.delete_job(job_id, self.clock.now_ms(), "op"))
+        assert code == self.model.delete(job_id)
+
+    @rule()
+    def unknown_job(self) -> None:
+        """Operations on an id the namespace never had change nothing."""
+        now = self.clock.now_ms()
+        assert self.run(self.store.cancel("unknown", now)) == self.model.cancel("unknown") == -3
+        assert self.run(self.store.retry_job("unknown", now, "op")) == self.model.retry("unknown") == -3
+
+    @rule(name=st.sampled_from(["c1", "c2"]), every_s=st.sampled_from([1, 5, 15]),
+          misfire=st.sampled_from(["coalesce", "skip", "all"]))
+    def upsert_cron(self, name: str, every_s: int, misfire: str) -> None:
+        now = self.clock.now_ms()
+        spec = parse_cron(f"*/{every_s} * * * * *", "UTC")
+        job = build_job("alpha", 0, "UTC", None, None, {"cron": name}, None, f"cron:{name}", name,
+                        default_retry=RetryPolicy(), default_timeout_ms=60_000)
+        code = self.run(self.store.upsert_cron(NewCron(name, spec.expr, misfire, next_fire(spec, now), job), now))
+        assert code == self.model.upsert_cron(name, every_s, "alpha", misfire, RetryPolicy().attempts)
+
+    @rule(racers=st.integers(1, 2))
+    def fire_crons(self, racers: int) -> None:
+        """Two workers firing at once: each due tick still becomes one job."""
+        from scheduler.ticker import fire_due_crons
+
+        async def race() -> list[int]:
+            return list(await asyncio.gather(*(fire_due_crons(self.store, self.clock, CRON, self.tracer)
+                                               for _ in range(racers))))
+        created = sum(self.run(race()))
+        assert created == self.model.fire(CRON.misfire_cap, int(CRON.misfire_grace_s * 1000), CRON_BACKOFF)
+
+    # ----------------------------------------------------------- invariants
+    @invariant()
+    def redis_agrees(self) -> None:
+        self.run(self._check())
+
+    async def _check(self) -> None:
+        k, w = self.store.keys, self.store.wire
+        replies = await w.call_many([("ZRANGE", getattr(k, s), 0, -1, "WITHSCORES") for s in SETS]
+                                    + [("HGETALL", k.counts), ("XRANGE", k.outbox, "(" + self.last_event, "+")]
+                                    + [("HGETALL", k.job(i)) for i in sorted(self.model.jobs)]
+                                    + [("HGETALL", k.cron(n)) for n in sorted(self.model.crons)]
+                                    + [("ZRANGE", k.crons_due, 0, -1, "WITHSCORES")])
+        sets = {s: {m: int(float(v)) for m, v in as_map(r).items()} for s, r in zip(SETS, replies)}
+        expected = self.model.sets()
+        owners = Counter(m for members in sets.values() for m in members)
+        assert all(n == 1 for n in owners.values()), f"a job in more than one state set: {sets}"
+        for name in SETS:
+            assert set(sets[name]) == set(expected[name]), (name, sets[name], expected[name])
+        assert sets["due"] == expected["due"]
+        assert sets["active"] == expected["active"]
+        counts = {f: int(v) for f, v in as_map(replies[5]).items() if int(v) != 0}
+        assert counts == self.model.counts()
+        # The sets and the counts agree: a cancelled job whose attempt runs is counted as
+        # cancelled while it holds its place in the active set.
+        held_cancelled = sum(1 for j in self.model.jobs.values() if j.state == "cancelled" and j.token)
+        totals = Counter()
+        for f, v in counts.items():
+            totals[f.rpartition("|")[2]] += v
+        assert totals["scheduled"] + totals["retrying"] == len(sets["due"])
+        assert totals["running"] == len(sets["active"]) - held_cancelled
+        assert totals["cancelled"] == len(sets["cancelled"]) + held_cancelled
+        assert totals["completed"] == len(sets["completed"]) and totals["failed"] == len(sets["failed"])
+        self._check_events(replies[6])
+        n_jobs = len(self.model.jobs)
+        for job_id, flat in zip(sorted(self.model.jobs), replies[7 : 7 + n_jobs]):
+            h, m = as_map(flat), self.model.jobs[job_id]
+            assert h["state"] == m.state, (job_id, h, m)
+            assert int(h.get("attempts", 0)) == m.attempts <= m.max_attempts == int(h.get("max", 5))
+            assert h.get("token", "") == m.token
+            if m.state in WAITING:
+                assert int(h.get("due", h["run_at"])) == m.due
+        for name, flat in zip(sorted(self.model.crons), replies[7 + n_jobs : -1]):
+            h, c = as_map(flat), self.model.crons[name]
+            assert int(h["next"]) == c.next and h["misfire"] == c.misfire
+            assert (int(h["last_run"]) if h.get("last_run") else None) == c.last_run
+        assert {n: int(float(v)) for n, v in as_map(replies[-1]).items()} == {
+            n: c.next for n, c in self.model.crons.items()}
+
+    def _check_events(self, entries: list[Any]) -> None:
+        got = []
+        for stream_id, flat in entries:
+            f = as_map(flat)
+            keep = ("e", "id", "a", "ts", *CHECKED_FIELDS.get(f["e"], ()))
+            got.append({name: f.get(name, "") for name in keep})
+            self.last_event = stream_id
+        assert got == self.model.events, f"outbox {got} != model {self.model.events}"
+        self.model.events.clear()
+
+
+@pytest.fixture
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as r:
+        yield r
+
+
+@pytest.mark.timeout(0 if PROFILE == "long" else 600)  # a failure shrinks for minutes
+def test_lifecycle_matches_the_model(redis_url: str, runner: asyncio.Runner) -> None:
+    """The real scripts and the model agree after every step of every generated run."""
+    Lifecycle.runner, Lifecycle.redis_url = runner, redis_url
+    Lifecycle.redis = aioredis.Redis.from_url(redis_url)
+    try:
+        run_state_machine_as_test(Lifecycle, settings=settings(max_examples=budget(200), stateful_step_count=50))
+    finally:
+        runner.run(Lifecycle.redis.aclose())
