@@ -206,10 +206,11 @@ def _pack(args: tuple[Any, ...]) -> bytes:
     lookup by such a name finds nothing instead of failing; scheduling refuses such names
     (validation.check_text), so none is ever stored."""
     try:
-        return hiredis.pack_command(args)
+        packed: bytes = hiredis.pack_command(args)
     except UnicodeEncodeError:
-        return hiredis.pack_command(tuple(a.encode("utf-8", "surrogatepass") if isinstance(a, str) else a
-                                          for a in args))
+        raw: tuple[Any, ...] = tuple(a.encode("utf-8", "surrogatepass") if isinstance(a, str) else a for a in args)
+        packed = hiredis.pack_command(raw)
+    return packed
 
 
 class WireConnection:
