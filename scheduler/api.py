@@ -41,6 +41,7 @@ from scheduler.worker import Worker
 
 if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
+    from audit.relay_thread import ThreadedRelay
 
 log = logging.getLogger("horae")
 
@@ -72,7 +73,7 @@ class Scheduler(ScheduleCalls):
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | None = None
         self._audit: AuditTrail | None = None
-        self._relay: AuditRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
+        self._relay: AuditRelay | ThreadedRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
@@ -98,12 +99,14 @@ class Scheduler(ScheduleCalls):
         self.services, self._redis, self._clock, self._store = conn.services, conn.redis, conn.clock, conn.store
         if self._audit_on:
             from audit import AuditRelay, AuditTrail, RelayOptions
+            from audit.relay_thread import ThreadedRelay
 
             options = RelayOptions.from_settings(s.audit)
             self._audit = AuditTrail(self._redis, s.namespace, conn.services.database_url, options)
             await self._audit.open()
             # This process's relay: started by its first worker (start_relay), stopped by close().
-            self._relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
+            relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
+            self._relay = ThreadedRelay(relay) if s.audit.relay_thread else relay
 
     @property
     def _audit_on(self) -> bool:

@@ -131,6 +131,9 @@ class AuditSettings(_Section):
 
     enabled: bool = True
     relay: bool = True
+    # The relay on a thread of its own (audit/relay_thread.py), so folding a batch never
+    # holds the worker's loop; false: on the loop of the process's first worker.
+    relay_thread: bool = True
     batch_size: int = Field(2_000, ge=1, le=50_000)
     block_ms: int = Field(1_000, ge=1)
     claim_idle_ms: int = Field(30_000, ge=100)
