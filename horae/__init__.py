@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
     from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
     from listeners.schema import PayloadRejected, Schema, Validator
+    from listeners.triggers import InvalidDeclaration
     from scheduler.advertise import WorkerInfo
     from scheduler.api import Scheduler
     from scheduler.errors import (
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 # table, not a copy) plus the application-facing names of listeners.
 _SOURCES = {
     **_SCHEDULER_SOURCES,
+    "InvalidDeclaration": "listeners.triggers",
     "Listener": "listeners.registry",
     "ListenerRegistry": "listeners.registry",
     "PayloadRejected": "listeners.schema",
@@ -78,6 +80,7 @@ __all__ = [
     "Dedupe",
     "DoNotRetry",
     "InvalidCron",
+    "InvalidDeclaration",
     "InvalidDelay",
     "InvalidFlowOption",
     "InvalidJobId",

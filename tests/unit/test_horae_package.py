@@ -15,7 +15,7 @@ import scheduler
 
 HEAVY = ("redis", "hiredis", "opentelemetry")
 # listeners' names for applications; dispatch internals stay in listeners.
-LISTENER_NAMES = ("Listener", "ListenerRegistry", "PayloadRejected", "ScheduleArrivedEvent", "ScheduleFailedEvent",
+LISTENER_NAMES = ("InvalidDeclaration", "Listener", "ListenerRegistry", "PayloadRejected", "ScheduleArrivedEvent", "ScheduleFailedEvent",
                   "Schema", "Validator", "default_registry", "on_event")
 
 
