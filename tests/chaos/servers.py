@@ -18,15 +18,7 @@ from typing import Any
 
 from scheduler import servers
 from scheduler.servers import AppendFsync
-
-
-def alive(pid: int) -> bool:
-    """Running and not a zombie (nobody may reap a daemonized redis-server here)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+from tests.procs import alive
 
 
 class ChaosRedis:

@@ -14,17 +14,8 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay import AuditRelay
 from scheduler.config import AuditSettings
+from tests.audit_cli import host
 from tests.audit_outbox import Outbox
-
-
-def host(obj: object) -> click.Group:
-    @click.group()
-    @click.pass_context
-    def cli(ctx: click.Context) -> None:
-        ctx.obj = obj
-
-    register(cli)
-    return cli
 
 
 async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> None:

@@ -19,17 +19,9 @@ import pytest
 import redis
 
 from scheduler import servers
+from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def alive(pid: int) -> bool:
-    """Independent of servers.py: running and not a zombie (PID 1 here never reaps)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def live_pids_in(directory: Path, name: str) -> list[int]:

@@ -149,3 +149,13 @@ def producer(redis_url: str, namespace: str) -> Any:
     settings = load_settings(env={}, redis_url=redis_url, namespace=namespace)
     settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
     return Scheduler(settings=settings, listeners=ListenerRegistry())
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie, read from /proc independently of scheduler/servers.py (a
+    daemonized redis-server is reparented to a PID 1 that may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

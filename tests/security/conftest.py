@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 
 import asyncpg
-import click
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import register
 from scheduler.config import AuditSettings
+from tests.audit_cli import host
 from tests.security.certs import Certs, make_certs
 from tests.security.postgres_tls import DATABASE, ROLES, TlsPostgres, start_tls_postgres
 from tests.security.redis_tls import TlsRedis, start_tls_redis
@@ -63,7 +62,7 @@ def migrated_audit(tls_postgres: TlsPostgres) -> TlsPostgres:
     """`horae migrate` as the owner, then `horae audit grant` of relay and read access, over TLS."""
     owner = SimpleNamespace(redis_url=None, database_url=tls_postgres.url("horae_owner"), namespace="x",
                             audit=AuditSettings())
-    cli = _host(owner)
+    cli = host(owner)
     runner = CliRunner()
     for args, expected in ((["migrate"], "applied migrations"),
                            (["audit", "grant", "horae_relay"], "granted relay access"),
@@ -72,12 +71,3 @@ def migrated_audit(tls_postgres: TlsPostgres) -> TlsPostgres:
         assert result.exit_code == 0 and expected in result.output, (args, result.output, result.exception)
     return tls_postgres
 
-
-def _host(obj: object) -> click.Group:
-    @click.group()
-    @click.pass_context
-    def cli(ctx: click.Context) -> None:
-        ctx.obj = obj
-
-    register(cli)
-    return cli
