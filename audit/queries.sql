@@ -225,3 +225,43 @@ HAVING count(*) = 3;
 -- name: grant_access
 -- Migration 0007's audit_grant: $1 the role, $2 'read' or 'relay'.
 SELECT audit_grant($1, $2);
+
+-- name: record_action
+-- Console/API operator actions (migration 0008): $1 actor, $2 role, $3 action, $4 target,
+-- $5 outcome, $6 detail (json text or NULL).
+INSERT INTO schedule_operator_actions (actor, role, action, target, outcome, detail)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb);
+
+-- name: recent_actions
+-- The latest actions, optionally on one target (index schedule_operator_actions_target).
+SELECT at, actor, role, action, target, outcome, detail::text AS detail
+FROM schedule_operator_actions
+WHERE ($1::text IS NULL OR target = $1)
+ORDER BY at DESC
+LIMIT $2;
+
+-- name: finished_last_hour
+-- Per topic: attempts that succeeded and jobs that failed for good in the last hour
+-- (index scans on schedule_attempts_finished and schedule_audit_failed; the attempt's
+-- topic from its job row by primary key).
+WITH done AS (
+    SELECT a.topic, count(*) AS n
+    FROM schedule_attempts AS t
+    JOIN schedule_audit AS a ON a.id = t.job_id AND a.created_at = t.job_created_at
+    WHERE t.finished_at >= $1 AND t.outcome = 'succeeded'
+    GROUP BY a.topic
+), failed AS (
+    SELECT a.topic, count(*) AS n
+    FROM schedule_audit AS a
+    WHERE a.status = 'failed' AND a.failed_at >= $1
+    GROUP BY a.topic
+)
+SELECT coalesce(d.topic, f.topic) AS topic, coalesce(d.n, 0) AS completed, coalesce(f.n, 0) AS failed
+FROM done AS d FULL JOIN failed AS f ON f.topic = d.topic;
+
+-- name: failure_baseline
+-- Per topic: the mean daily failure rate over [$1, $2) from the nightly report's table.
+SELECT topic, avg(failure_rate) AS rate, count(*) AS days
+FROM schedule_failure_stats
+WHERE day >= $1 AND day < $2 AND failure_rate IS NOT NULL
+GROUP BY topic;

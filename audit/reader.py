@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import date, datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from audit.migrate import migrate
 from audit.options import RelayOptions
-from audit.records import AttemptRecord, AuditRecord
+from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from audit.sql import query
 from audit.stream import OutboxStream
 from audit.writer import is_outage
@@ -175,3 +175,29 @@ class AuditTrail:
         async with self._conn() as conn:
             rows = await conn.fetch(query("failures"), topic, since, limit)
         return [_record(r) for r in rows]
+
+    async def record_action(self, actor: str, role: str, action: str, target: str, outcome: str,
+                            detail: dict[str, object] | None = None) -> None:
+        """Append an operator's action to the action log (console/, migration 0008)."""
+        text = json.dumps(detail, default=str) if detail is not None else None
+        async with self._conn() as conn:
+            await conn.execute(query("record_action"), actor, role, action, target, outcome, text)
+
+    async def actions(self, target: str | None = None, limit: int = 50) -> list[OperatorAction]:
+        """The latest operator actions, newest first (of one target: a job id, schedule or topic)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("recent_actions"), target, limit)
+        return [OperatorAction(r["at"], r["actor"], r["role"], r["action"], r["target"], r["outcome"],
+                               json.loads(r["detail"]) if r["detail"] is not None else None) for r in rows]
+
+    async def finished_since(self, since: datetime) -> dict[str, tuple[int, int]]:
+        """Per topic since `since`: (attempts that succeeded, jobs that failed for good)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("finished_last_hour"), since)
+        return {r["topic"]: (r["completed"], r["failed"]) for r in rows}
+
+    async def failure_baseline(self, since: date, until: date) -> dict[str, float]:
+        """Per topic, the mean daily failure rate of the nightly report's days in [since, until)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("failure_baseline"), since, until)
+        return {r["topic"]: float(r["rate"]) for r in rows}

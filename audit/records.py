@@ -87,3 +87,17 @@ class AttemptRecord:
     def worker_id(self) -> str | None:
         """Alias of `worker` (the column is worker_id)."""
         return self.worker
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    """One action an operator took through the console or the HTTP API (migration 0008):
+    `outcome` done, not_found, refused or error; `detail` what the action was given."""
+
+    at: datetime
+    actor: str
+    role: str
+    action: str
+    target: str
+    outcome: str
+    detail: dict[str, object] | None

@@ -264,6 +264,10 @@ class Scheduler(ScheduleCalls):
         """Jobs per state currently in Redis."""
         return await self.store.stats(topic)
 
+    async def stats_by_topic(self) -> dict[str, dict[str, int]]:
+        """Jobs per state currently in Redis, per topic that has any (sorted by topic)."""
+        return await self.store.stats_by_topic()
+
     # ------------------------------------------------ topics and dead letters (scheduler/topics.py)
     @cached_property
     def _topics(self) -> Topics:
@@ -307,10 +311,12 @@ class Scheduler(ScheduleCalls):
 
     # -------------------------------------------------------- listing and bulk
     async def jobs(self, topic: str | None = None, state: JobState | str | None = None, limit: int = 100,
-                   cursor: str | None = None) -> JobPage:
-        """One page of jobs of `topic` and `state` (None: all), `cursor` from the previous page
-        (`listing.list_jobs` documents the order and the arguments; README: Listing and bulk scheduling)."""
-        return await list_jobs(self.store, topic, state, limit, cursor)
+                   cursor: str | None = None, *, key: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None) -> JobPage:
+        """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
+        [since, until], `cursor` from the previous page (`listing.list_jobs` documents the
+        order and the arguments; README: Listing and bulk scheduling)."""
+        return await list_jobs(self.store, topic, state, limit, cursor, key, since, until)
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:

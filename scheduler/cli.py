@@ -274,9 +274,10 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit package, `dlq`, `topics`, `jobs`, `workers` and `cron show`, wired here: the CLI is a composition root."""
+    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `workers` and `cron show`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
+    from console.cli import register as register_console
 
     from scheduler.cli_dlq import register as register_dlq
     from scheduler.cli_jobs import register as register_jobs
@@ -287,6 +288,7 @@ def _register_extensions() -> None:
     register_dlq(cli, _run, console)
     register_topics(cli, _run, console)
     register_jobs(cli, _run, console)
+    register_console(cli, _resolved_settings)
 
 
 _register_extensions()

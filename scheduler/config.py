@@ -142,6 +142,23 @@ class AuditSettings(_Section):
     retention_months: int = Field(12, ge=1)
 
 
+class ConsoleSettings(_Section):
+    """`horae console`: where it listens, who may see and act, where trace ids link to.
+
+    Bound to loopback it may run without credentials; any other address needs at least
+    one token (console/auth.py). A token is the password of HTTP basic auth (any user
+    name, recorded as the actor) or a bearer token of the JSON API.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65_535)
+    viewer_token: str = Field("", repr=False)  # may look at everything, act on nothing
+    operator_token: str = Field("", repr=False)  # may also cancel, retry, replay, pause...
+    # A link from a job's trace id, e.g. "http://jaeger:16686/trace/{trace_id}" ("" = none).
+    trace_url: str = ""
+    page_size: int = Field(50, ge=1, le=1_000)
+
+
 class Settings(_Section):
     """Everything configurable, with the defaults of config/horae.toml."""
 
@@ -161,6 +178,7 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()
+    console: ConsoleSettings = ConsoleSettings()
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The fields as repr() shows them: URL passwords as *** (a logged or printed

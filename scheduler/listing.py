@@ -9,10 +9,13 @@ import binascii
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler.errors import ScheduleError
 from scheduler.job import JobPage, JobState
+from listeners.shown import shown
+from scheduler.timeutil import utc_to_ms
 from scheduler.validation import check_topic
 
 if TYPE_CHECKING:
@@ -91,6 +94,15 @@ class Cursor:
         return cls(value[0], value[1], value[2])
 
 
+def _bound(name: str, value: object) -> str:
+    """A time bound of a listing as the sets' score text (ms since the epoch); "" for None."""
+    if value is None:
+        return ""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ScheduleError(f"{name} must be an aware datetime; got {shown(value)}", field=name)
+    return str(utc_to_ms(value))
+
+
 def _token(token: str) -> bool:
     try:
         set_order(token)
@@ -136,24 +148,35 @@ def check_state(state: object) -> JobState | None:
 @dataclass(frozen=True)
 class Walk:
     """What one listing call walks: the sets of `groups` (in GROUPS order), keeping one
-    state and/or topic."""
+    state, topic and/or key, and members scored from `lowest` to `highest` (ms; "" no bound)."""
 
     groups: tuple[str, ...]
     state: str  # "" keeps every state
     topic: str  # "" keeps every topic
+    key: str = ""  # "" keeps every key
+    lowest: str = ""
+    highest: str = ""
 
     @classmethod
-    def of(cls, topic: object, state: object) -> Walk:
+    def of(cls, topic: object, state: object, key: object = None, since: object = None,
+           until: object = None) -> Walk:
         """The walk of a request (state None: every set in a fixed order).
 
         Raises:
-            ScheduleError: naming "topic" or "state".
+            ScheduleError: naming "topic", "state", "key", "since" or "until".
         """
         kept = check_state(state)
         name = "" if topic is None else check_topic(topic)
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
+            raise ScheduleError(f"key must be a non-empty string of at most 512 characters; got {shown(key)}",
+                                field="key")
+        lowest, highest = _bound("since", since), _bound("until", until)
+        if lowest and highest and int(lowest) > int(highest):
+            raise ScheduleError(f"since ({since}) must not be after until ({until})", field="since")
+        extra = {"key": key or "", "lowest": lowest, "highest": highest}
         if kept is None:
-            return cls(GROUPS, "", name)
-        return cls((GROUP_OF_STATE[kept],), kept.value if kept in FILTERED_STATES else "", name)
+            return cls(GROUPS, "", name, **extra)
+        return cls((GROUP_OF_STATE[kept],), kept.value if kept in FILTERED_STATES else "", name, **extra)
 
     def start(self, cursor: str | None) -> Cursor | None:
         """The decoded cursor, checked to belong to this walk's sets."""
@@ -176,7 +199,8 @@ class Walk:
 
 
 async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str | None, limit: int,
-                    cursor: str | None) -> JobPage:
+                    cursor: str | None, key: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None) -> JobPage:
     """One page of jobs (Scheduler.jobs): state sets in a fixed order, each by time then id.
 
     Checks first, then one script call for the ids and one pipelined read of the jobs.
@@ -189,6 +213,9 @@ async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str 
         state: a JobState, its value or its name (None: all).
         limit: page size, 1..1000.
         cursor: the previous page's cursor (None: the first page).
+        key: only jobs of this key (None: all).
+        since, until: only jobs whose set time lies in [since, until]: the due time of a
+            waiting job, the lease deadline of a running one, the end of an ended one.
 
     Returns:
         The page; its cursor is None on the last one.
@@ -196,7 +223,7 @@ async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str 
     Raises:
         ScheduleError: naming topic, state, limit or cursor.
     """
-    walk = Walk.of(topic, state)
+    walk = Walk.of(topic, state, key, since, until)
     size = check_limit(limit)
     after = walk.start(cursor)
     ids, following = await store.list_job_ids(walk, after, size, size * WORK_PER_ITEM)

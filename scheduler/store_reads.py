@@ -32,6 +32,9 @@ def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str |
     return separate
 
 
+_STATES = tuple(s.value for s in JobState)
+
+
 class ReadStore(StoreBase):
     """Job snapshots, listing pages and counts."""
 
@@ -97,6 +100,19 @@ class ReadStore(StoreBase):
             if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
                 totals[state] += int(value)
         return totals
+    async def stats_by_topic(self) -> dict[str, dict[str, int]]:
+        """stats() per topic: every topic with a <topic>|<state> field, sorted."""
+        try:
+            counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
+        except RedisError as exc:
+            raise self.storage_error("read of counts", exc) from exc
+        out: dict[str, dict[str, int]] = {}
+        for name, value in counts.items():
+            topic, sep, state = name.rpartition("|")
+            if sep and state in _STATES:
+                out.setdefault(topic, {s: 0 for s in _STATES})[state] += int(value)
+        return dict(sorted(out.items()))
+
     async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
                            budget: int) -> tuple[list[str], Cursor | None]:
         """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
@@ -118,7 +134,8 @@ class ReadStore(StoreBase):
         res = await self._run(
             "list_jobs", [self._set_key(t) for t in tokens],
             [k.job_prefix, "1" if exact else "0", after.score if exact and after else "",
-             after.id if exact and after else "", limit, budget, walk.state, walk.topic],
+             after.id if exact and after else "", limit, budget, walk.state, walk.topic, walk.key,
+             walk.lowest, walk.highest],
         )
         following = Cursor(tokens[int(res[0]) - 1], str(res[1]), res[2]) if int(res[0]) > 0 else None
         return list(res[3:]), following

@@ -106,7 +106,7 @@ def month_names(*months: datetime) -> list[str]:
 
 async def test_empty_database_gets_the_expected_schema(database_url: str) -> None:
     now = datetime.now(UTC)
-    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4, 5, 6, 7]
+    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4, 5, 6, 7, 8]
     conn = await asyncpg.connect(database_url)
     try:
         got = await schema(conn)
@@ -121,7 +121,8 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
                                                                   (3, "analytics_tables"),
                                                                   (4, "invalid_payload_outcome"),
                                                                   (5, "deduplicated"),
-                                                                  (6, "attempt_progress"), (7, "least_privilege")]
+                                                                  (6, "attempt_progress"), (7, "least_privilege"),
+                                                                  (8, "operator_actions")]
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)
@@ -138,17 +139,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 7
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 8
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 7
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 8
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

@@ -1,0 +1,299 @@
+"""The JSON API under /api/v1 (OpenAPI at /api/v1/openapi.json): schedule a job with one
+HTTP call from any language, look at and act on jobs, schedules and topics. Errors are
+{"error": {"code", "message", "field"}}; actions need the operator role and a JSON body."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from console import actions, data
+from console.auth import Principal, check_origin
+from console.deps import caller, console_of
+from scheduler.job import CronInfo, JobInfo
+
+router = APIRouter(prefix="/api/v1", tags=["horae"])
+Who = Annotated[Principal, Depends(caller)]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "bad input, naming the field"},
+    401: {"model": ErrorOut, "description": "no valid token"},
+    403: {"model": ErrorOut, "description": "a viewer tried to act, or a cross-site request"},
+    404: {"model": ErrorOut, "description": "no such job, schedule or topic"},
+    415: {"model": ErrorOut, "description": "an action without a JSON body"},
+    422: {"model": ErrorOut, "description": "the request does not match this document"},
+    503: {"model": ErrorOut, "description": "Redis or PostgreSQL unavailable"},
+}
+
+
+def acting(request: Request) -> None:
+    """Actions take JSON only (a cross-site form cannot send it without a preflight) and
+    refuse another Origin."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise HTTPException(415, f"actions take a JSON body (Content-Type: application/json); got {kind or 'none'!r}")
+    check_origin(request)
+
+
+Acting = Depends(acting)
+
+
+class ScheduleIn(BaseModel):
+    """A job to schedule: `run_at` (ISO 8601; without an offset it is wall-clock time in
+    `tz`) or `delay_s` (seconds from now), not both; neither means now."""
+
+    model_config = ConfigDict(extra="forbid")
+    topic: str = Field(min_length=1, max_length=255)
+    run_at: datetime | None = None
+    delay_s: float | None = Field(None, ge=0, le=10 * 365 * 86_400)
+    tz: str = Field("UTC", min_length=1, max_length=64)
+    payload: Any = None
+    metadata: dict[str, Any] | None = None
+    attempts: int | None = Field(None, ge=1, le=20)
+    timeout_s: float | None = Field(None, gt=0, le=30 * 86_400)
+    key: str | None = Field(None, min_length=1, max_length=512)
+    priority: int | None = Field(None, ge=-1000, le=1000)
+    job_id: str | None = Field(None, min_length=1, max_length=255)
+
+
+class ScheduledOut(BaseModel):
+    job_id: str
+    created: bool
+    reason: str
+
+
+class JobOut(BaseModel):
+    id: str
+    topic: str
+    state: str
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    tz: str
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+    finished_at: datetime | None
+    key: str | None
+    priority: int
+    cron: str | None
+    payload: Any
+    metadata: dict[str, Any]
+    last_error: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, j: JobInfo) -> JobOut:
+        return cls(id=j.id, topic=j.topic, state=j.state.value, attempts=j.attempts, max_attempts=j.max_attempts,
+                   run_at=j.run_at, tz=j.tz, next_attempt_at=j.next_attempt_at, created_at=j.created_at,
+                   finished_at=j.finished_at, key=j.key, priority=j.priority, cron=j.cron, payload=j.payload,
+                   metadata=dict(j.metadata or {}), last_error=dict(j.last_error) if j.last_error else None)
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    outcome: str | None
+    error_type: str | None
+    error_message: str | None
+    duration_ms: int | None
+    lateness_ms: int | None
+
+
+class JobDetailOut(BaseModel):
+    id: str
+    state: str
+    job: JobOut | None = Field(description="as Redis holds it; null once past retention")
+    audit_status: str | None
+    trace_id: str | None
+    attempts: list[AttemptOut]
+
+
+class JobPageOut(BaseModel):
+    items: list[JobOut]
+    cursor: str | None
+
+
+class ActionOut(BaseModel):
+    outcome: Literal["done", "not_found", "refused"]
+    message: str
+    job_id: str | None = None
+
+
+class RescheduleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_at: datetime
+    tz: str = Field("UTC", min_length=1, max_length=64)
+
+
+class CronOut(BaseModel):
+    name: str
+    topic: str
+    trigger: str
+    tz: str
+    paused: bool
+    declared: bool
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+
+    @classmethod
+    def of(cls, c: CronInfo) -> CronOut:
+        return cls(name=c.name, topic=c.topic, trigger=c.trigger, tz=c.tz, paused=c.paused, declared=c.declared,
+                   next_run_at=c.next_run_at, last_run_at=c.last_run_at)
+
+
+class TopicOut(BaseModel):
+    name: str
+    counts: dict[str, int]
+    configured: bool
+    options: dict[str, Any] | None
+
+
+class StatsOut(BaseModel):
+    totals: dict[str, int]
+    topics: dict[str, dict[str, int]]
+
+
+def _action(outcome: actions.Outcome) -> ActionOut:
+    return ActionOut(outcome=outcome.outcome, message=outcome.message, job_id=outcome.job_id)  # type: ignore[arg-type]
+
+
+# -------------------------------------------------------------------------------- jobs
+@router.post("/jobs", status_code=201, response_model=ScheduledOut, responses=ERRORS, dependencies=[Acting])
+async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Body()]) -> ScheduledOut:
+    """Schedule one job (operators only). `created` false: nothing was stored, `job_id` is
+    the job holding the slot (a duplicate id, a dedupe or the topic's policy: `reason`)."""
+    if not who.can_act:
+        await actions.record(console_of(request).scheduler, who, "schedule", job.topic, "refused")
+        raise actions.Refused(f"{who.name} is a {who.role.value}: only operators may schedule")
+    s = console_of(request).scheduler
+    if job.run_at is not None and job.delay_s is not None:
+        raise HTTPException(422, "give run_at or delay_s, not both")
+    from datetime import UTC
+    when = job.run_at if job.run_at is not None else datetime.now(UTC) + timedelta(seconds=job.delay_s or 0)
+    meta = {**(job.metadata or {}), "scheduled_by": who.actor}
+    result = await s.schedule(job.topic, when, job.tz, payload=job.payload, metadata=meta,
+                              retry={"attempts": job.attempts} if job.attempts else None,
+                              timeout=job.timeout_s, key=job.key, priority=job.priority, job_id=job.job_id)
+    return ScheduledOut(job_id=result.job_id, created=result.created, reason=result.reason)
+
+
+@router.get("/jobs", response_model=JobPageOut, responses=ERRORS)
+async def list_jobs(request: Request, who: Who, topic: str | None = None, state: str | None = None,
+                    key: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: str | None = None) -> JobPageOut:
+    """A page of jobs held in Redis; pass `cursor` back for the next one (null: the last)."""
+    page = await console_of(request).scheduler.jobs(topic, state, limit, cursor, key=key, since=_aware(since),
+                                                    until=_aware(until))
+    return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    from datetime import UTC
+    return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@router.get("/jobs/{job_id}", response_model=JobDetailOut, responses=ERRORS)
+async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
+    """A job from Redis and the audit trail, with its attempts."""
+    d = await data.job_detail(console_of(request).scheduler, job_id)
+    if d is None:
+        raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
+    return JobDetailOut(id=d.id, state=d.state, job=JobOut.of(d.job) if d.job else None,
+                        audit_status=str(d.record.status) if d.record else None, trace_id=d.trace_id,
+                        attempts=[AttemptOut(attempt=a.attempt, worker=a.worker, started_at=a.started_at,
+                                             finished_at=a.finished_at, outcome=a.outcome, error_type=a.error_type,
+                                             error_message=a.error_message, duration_ms=a.duration_ms,
+                                             lateness_ms=a.lateness_ms) for a in d.attempts])
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+async def cancel_job(request: Request, who: Who, job_id: str) -> ActionOut:
+    """Stop all future attempts of a job."""
+    return _action(await actions.job_action(console_of(request).scheduler, who, "cancel", job_id))
+
+
+@router.post("/jobs/{job_id}/retry", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+async def retry_job(request: Request, who: Who, job_id: str) -> ActionOut:
+    """Run a failed or cancelled job again now with a fresh attempt budget."""
+    return _action(await actions.job_action(console_of(request).scheduler, who, "retry", job_id))
+
+
+@router.post("/jobs/{job_id}/delete", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+async def delete_job(request: Request, who: Who, job_id: str) -> ActionOut:
+    """Remove a job that is not running from Redis (the audit keeps its history)."""
+    return _action(await actions.job_action(console_of(request).scheduler, who, "delete", job_id))
+
+
+@router.post("/jobs/{job_id}/reschedule", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+async def reschedule_job(request: Request, who: Who, job_id: str, body: RescheduleIn) -> ActionOut:
+    """Move a scheduled or retrying job to `run_at`."""
+    return _action(await actions.job_action(console_of(request).scheduler, who, "reschedule", job_id,
+                                            body.run_at, body.tz))
+
+
+# ------------------------------------------------------------------------------- crons
+@router.get("/crons", response_model=list[CronOut], responses=ERRORS)
+async def list_crons(request: Request, who: Who) -> list[CronOut]:
+    """Every recurring schedule."""
+    return [CronOut.of(c) for c in sorted(await console_of(request).scheduler.list_crons(), key=lambda c: c.name)]
+
+
+@router.get("/crons/{name}", response_model=CronOut, responses=ERRORS)
+async def get_cron(request: Request, who: Who, name: str) -> CronOut:
+    info = await console_of(request).scheduler.get_cron(name)
+    if info is None:
+        raise HTTPException(404, f"no schedule named {name!r}")
+    return CronOut.of(info)
+
+
+@router.post("/crons/{name}/{action}", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+async def cron_action(request: Request, who: Who, name: str, action: Literal["pause", "resume", "trigger"]
+                      ) -> ActionOut:
+    """Pause or resume a schedule from its next tick, or run one tick now."""
+    return _action(await actions.cron_action(console_of(request).scheduler, who, action, name))
+
+
+# ------------------------------------------------------------------------ topics, stats
+@router.get("/topics", response_model=list[TopicOut], responses=ERRORS)
+async def list_topics(request: Request, who: Who) -> list[TopicOut]:
+    """Every topic with jobs or a configuration, with its jobs per state."""
+    s = console_of(request).scheduler
+    counts = await s.stats_by_topic()
+    configured = set(await s.list_topics())
+    out = []
+    for name in sorted(set(counts) | configured):
+        options = await s.get_topic(name) if name in configured else None
+        out.append(TopicOut(name=name, counts=counts.get(name, {st: 0 for st in data.STATES}),
+                            configured=options is not None, options=_options(options)))
+    return out
+
+
+def _options(options: Any) -> dict[str, Any] | None:
+    if options is None:
+        return None
+    from dataclasses import asdict, is_dataclass
+    raw = asdict(options) if is_dataclass(options) else dict(vars(options))
+    return {k: (str(v) if not isinstance(v, (int, float, str, bool, type(None), dict, list)) else v)
+            for k, v in raw.items()}
+
+
+@router.get("/stats", response_model=StatsOut, responses=ERRORS)
+async def stats(request: Request, who: Who) -> StatsOut:
+    """Jobs per state in Redis: totals and per topic."""
+    s = console_of(request).scheduler
+    return StatsOut(totals=await s.stats(), topics=await s.stats_by_topic())

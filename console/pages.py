@@ -1,0 +1,218 @@
+"""The console's pages: server-rendered HTML and a little plain JavaScript (live refresh,
+confirmations). Every action is a POST form carrying the CSRF token; it redirects back
+with a message (post/redirect/get)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
+
+from console import actions, data
+from console.auth import Principal, check_form_post
+from console.charts import rate_bars
+from console.deps import caller, console_of
+from console.render import render
+from scheduler.cron import cron_job_id
+from scheduler.errors import ScheduleError
+from scheduler.job import CronInfo
+from scheduler.listing import check_state
+from scheduler.timeutil import utc_to_ms
+
+router = APIRouter(include_in_schema=False)
+Who = Annotated[Principal, Depends(caller)]
+Csrf = Annotated[str, Form()]
+
+
+def error_page(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """An error as a page (the API answers JSON instead: console/app.py)."""
+    return render(request, "error.html", status, headers, code=status, message=message)
+
+
+def _back(path: str, outcome: actions.Outcome) -> RedirectResponse:
+    """Back to `path` with the action's message."""
+    kind = "ok" if outcome.done else "warn"
+    return RedirectResponse(f"{path}?{urlencode({'msg': outcome.message, 'kind': kind})}", status_code=303)
+
+
+def parse_instant(name: str, text: str | None) -> datetime | None:
+    """A filter's time: ISO 8601, a time without an offset taken as UTC; None when empty.
+
+    Raises:
+        ScheduleError: naming the field and the value.
+    """
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ScheduleError(f"{name} must be an ISO 8601 time like 2026-11-23T08:00; got {text!r}",
+                            field=name) from exc
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# ----------------------------------------------------------------------------- overview
+@router.get("/")
+async def overview(request: Request, who: Who) -> Response:
+    view = await data.overview(console_of(request).scheduler)
+    return render(request, "overview.html", view=view, page="overview")
+
+
+@router.get("/partials/overview")
+async def overview_live(request: Request, who: Who) -> Response:
+    """The overview's live part, fetched again every few seconds by console.js."""
+    view = await data.overview(console_of(request).scheduler)
+    return render(request, "_overview_live.html", view=view)
+
+
+# ---------------------------------------------------------------------------------- jobs
+@router.get("/jobs")
+async def jobs(request: Request, who: Who, topic: str = "", state: str = "", key: str = "", since: str = "",
+               until: str = "", id: str = "", cursor: str = "") -> Response:
+    c = console_of(request)
+    if id.strip():
+        return RedirectResponse(f"/jobs/{id.strip()}", status_code=303)
+    filters = {"topic": topic, "state": state, "key": key, "since": since, "until": until}
+    check_state(state or None)
+    page = await c.scheduler.jobs(topic or None, state or None, c.settings.console.page_size, cursor or None,
+                                  key=key or None, since=parse_instant("since", since),
+                                  until=parse_instant("until", until))
+    topics = sorted(set(await c.scheduler.list_topics()) | set(await c.scheduler.stats_by_topic()))
+    return render(request, "jobs.html", page="jobs", jobs=page.items, cursor=page.cursor, filters=filters,
+                  topics=topics, states=data.STATES)
+
+
+@router.get("/jobs/{job_id}")
+async def job(request: Request, job_id: str, who: Who) -> Response:
+    c = console_of(request)
+    detail = await data.job_detail(c.scheduler, job_id)
+    if detail is None:
+        raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
+    return render(request, "job.html", page="jobs", d=detail,
+                  trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id))
+
+
+@router.post("/jobs/{job_id}/{action}")
+async def job_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
+                     run_at: Annotated[str, Form()] = "", tz: Annotated[str, Form()] = "UTC") -> Response:
+    check_form_post(request, csrf)
+    if action not in actions.JOB_ACTIONS:
+        raise HTTPException(404, f"no job action {action!r}; allowed: {', '.join(actions.JOB_ACTIONS)}")
+    when = None
+    if action == "reschedule":
+        if not run_at:
+            raise ScheduleError("run_at is required to reschedule", field="run_at")
+        when = datetime.fromisoformat(run_at) if _iso(run_at) else None
+        if when is None:
+            raise ScheduleError(f"run_at must be an ISO 8601 time; got {run_at!r}", field="run_at")
+    outcome = await actions.job_action(console_of(request).scheduler, who, action, job_id, when, tz or "UTC")
+    return _back(f"/jobs/{job_id}", outcome)
+
+
+def _iso(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------- crons
+@router.get("/crons")
+async def crons(request: Request, who: Who) -> Response:
+    items = await console_of(request).scheduler.list_crons()
+    return render(request, "crons.html", page="crons", crons=sorted(items, key=lambda c: c.name),
+                  last=await _last_outcomes(request, items))
+
+
+async def _last_outcomes(request: Request, items: list[CronInfo]) -> dict[str, str]:
+    """The state of each schedule's latest tick (its job id is the schedule's name and the
+    tick's instant: cron.cron_job_id), from Redis, else the audit."""
+    s = console_of(request).scheduler
+    out: dict[str, str] = {}
+    for info in items[:500]:
+        if info.last_run_at is None:
+            continue
+        detail = await data.job_detail(s, cron_job_id(info.name, utc_to_ms(info.last_run_at)))
+        if detail is not None:
+            out[info.name] = detail.state
+    return out
+
+
+@router.post("/crons/{name}/{action}")
+async def cron_action(request: Request, name: str, action: str, who: Who, csrf: Csrf) -> Response:
+    check_form_post(request, csrf)
+    if action not in actions.CRON_ACTIONS:
+        raise HTTPException(404, f"no schedule action {action!r}; allowed: {', '.join(actions.CRON_ACTIONS)}")
+    outcome = await actions.cron_action(console_of(request).scheduler, who, action, name)
+    return _back("/crons", outcome)
+
+
+# ------------------------------------------------------------------ topics, dead letters
+@router.get("/topics")
+async def topics(request: Request, who: Who) -> Response:
+    s = console_of(request).scheduler
+    names = sorted(set(await s.list_topics()) | set(await s.stats_by_topic()))
+    rows = []
+    for name in names:
+        options = await s.get_topic(name)
+        blocked = await s.blocked_keys(name) if options and options.policy == "key_strict_fifo" else []
+        dead = await s.dead_letters(name, limit=1)
+        rows.append((name, options, blocked, bool(dead.items)))
+    return render(request, "topics.html", page="topics", rows=rows)
+
+
+@router.get("/dead-letters")
+async def dead_letters(request: Request, who: Who, topic: str = "", cursor: str = "") -> Response:
+    s = console_of(request).scheduler
+    names = sorted(set(await s.list_topics()) | set(await s.stats_by_topic()))
+    page = await s.dead_letters(topic, limit=50, cursor=cursor or None) if topic else None
+    return render(request, "dead_letters.html", page="dead", topic=topic, topics=names, letters=page)
+
+
+@router.post("/dead-letters/{job_id}/{action}")
+async def dead_letter_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
+                             topic: Annotated[str, Form()] = "") -> Response:
+    check_form_post(request, csrf)
+    if action not in actions.DEAD_LETTER_ACTIONS:
+        raise HTTPException(404, f"no dead-letter action {action!r}; allowed: replay, delete")
+    outcome = await actions.dead_letter_action(console_of(request).scheduler, who, action, job_id)
+    return _back(f"/dead-letters?{urlencode({'topic': topic})}" if topic else "/dead-letters", outcome)
+
+
+@router.post("/topics/{topic}/dead-letters/{action}")
+async def dead_letters_bulk(request: Request, topic: str, action: str, who: Who, csrf: Csrf) -> Response:
+    check_form_post(request, csrf)
+    s = console_of(request).scheduler
+    if action == "purge":
+        outcome = await actions.purge_dead_letters(s, who, topic)
+    elif action == "replay":
+        outcome = await actions.replay_all(s, who, topic)
+    else:
+        raise HTTPException(404, f"no bulk action {action!r}; allowed: purge, replay")
+    return RedirectResponse(f"/dead-letters?{urlencode({'topic': topic, 'msg': outcome.message})}",
+                            status_code=303)
+
+
+# ----------------------------------------------------------------------------- analytics
+@router.get("/analytics")
+async def analytics(request: Request, who: Who) -> Response:
+    c = console_of(request)
+    days = c.settings.analytics.baseline_days
+    found = await data.analytics(c.scheduler, c.report_dir, days)
+    chart = rate_bars([(t["topic"], t.get("failure_rate"), found.baseline.get(t["topic"]))
+                       for t in found.summary.get("topics", [])]) if found else ""
+    return render(request, "analytics.html", page="analytics", a=found, report_dir=c.report_dir, chart=chart,
+                  baseline_days=days)
+
+
+@router.get("/analytics/report.html")
+async def analytics_report(request: Request, who: Who) -> Response:
+    c = console_of(request)
+    where = data.latest_summary_dir(c.report_dir)
+    if where is None or not (where / "report.html").is_file():
+        raise HTTPException(404, f"no report.html under {c.report_dir}")
+    return FileResponse(where / "report.html", media_type="text/html")

@@ -1,0 +1,87 @@
+"""Templates and the filters they share: every value is escaped (autoescape), times are
+shown in their zone and in UTC, JSON pretty-printed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from console.auth import CSRF_COOKIE, csrf_token
+from console.data import pretty_json
+
+_env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                   autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
+                   lstrip_blocks=True)
+
+
+def utc(value: datetime | None) -> str:
+    """An instant in UTC, to the second."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+
+
+def in_zone(value: datetime | None, tz: str | None) -> str:
+    """An instant in `tz` (with its offset and abbreviation)."""
+    if value is None:
+        return "—"
+    try:
+        local = value.astimezone(ZoneInfo(tz or "UTC"))
+    except (KeyError, ValueError):
+        return utc(value)
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z (%z)") + f" {tz}"
+
+
+def ago(value: datetime | None) -> str:
+    """How long ago, for people."""
+    if value is None:
+        return "—"
+    s = (datetime.now(UTC) - value).total_seconds()
+    if abs(s) < 90:
+        return f"{s:.0f} s ago" if s >= 0 else f"in {-s:.0f} s"
+    m = s / 60
+    if abs(m) < 90:
+        return f"{m:.0f} min ago" if m >= 0 else f"in {-m:.0f} min"
+    h = m / 60
+    return f"{h:.1f} h ago" if h >= 0 else f"in {-h:.1f} h"
+
+
+def rate(value: float | None) -> str:
+    """A jobs-per-second figure."""
+    if value is None:
+        return "—"
+    return f"{value:.2f}/s" if value < 10 else f"{value:.0f}/s"
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def query(params: dict[str, Any], **changes: Any) -> str:
+    """The query string of `params` with `changes` (None and "" left out)."""
+    merged = {**params, **changes}
+    return urlencode({k: v for k, v in merged.items() if v not in (None, "")})
+
+
+_env.filters.update(utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json)
+_env.globals.update(query=query)
+
+
+def render(request: Request, template: str, status: int = 200, headers: dict[str, str] | None = None,
+           **context: Any) -> HTMLResponse:
+    """A page from `template`, with the caller, the CSRF token (its cookie set when new) and
+    the flash message of a redirect after an action."""
+    token = csrf_token(request)
+    console = request.app.state.console
+    html = _env.get_template(template).render(
+        request=request, csrf=token, who=getattr(request.state, "who", None), flash=request.query_params.get("msg"),
+        flash_kind=request.query_params.get("kind", "ok"), namespace=console.settings.namespace, **context)
+    response = HTMLResponse(html, status, headers=headers)
+    if request.cookies.get(CSRF_COOKIE) != token:
+        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+    return response
