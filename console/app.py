@@ -42,12 +42,14 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
     """The console as an ASGI app.
 
     Args:
-        settings: horae settings (default: load_settings(); `[console]` for auth and links).
+        settings: horae settings (`[console]` for auth and links); default: the scheduler's,
+            else load_settings().
         scheduler: a Scheduler to use (connected or not; the app connects it if needed and
-            leaves it open at shutdown); default: one the app makes, connects and closes.
+            leaves it open at shutdown); default: one the app makes from `settings`,
+            connects and closes.
         report_dir: where the nightly reports are (default: `[analytics] report_dir`).
     """
-    base = scheduler.settings if scheduler is not None else (settings or load_settings())
+    base = settings or (scheduler.settings if scheduler is not None else load_settings())
     console = Console(base, scheduler, Path(report_dir) if report_dir is not None else None)
 
     @asynccontextmanager

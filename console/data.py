@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from scheduler.advertise import WorkerInfo
 from scheduler.api import Scheduler
 from scheduler.errors import SchedulerError, StorageError
 from scheduler.job import JobInfo, JobState
+from scheduler.timeutil import ms_to_utc
 from scheduler.traceparent import parse_traceparent
 
 log = logging.getLogger("horae.console")
@@ -91,9 +92,10 @@ async def overview(scheduler: Scheduler) -> Overview:
     hour: dict[str, tuple[int, int]] | None = None
     pending = age = None
     problem = None if audit is not None else "the audit trail is off in this process"
+    now = ms_to_utc(scheduler.clock.now_ms())  # (the scheduler's clock: a test's fake one too)
     if audit is not None:
         try:
-            hour = await audit.finished_since(datetime.now(UTC) - timedelta(hours=1))
+            hour = await audit.finished_since(now - timedelta(hours=1))
             pending, age = await audit.lag()
         except (StorageError, OSError, TimeoutError) as exc:
             problem = f"audit trail unavailable: {exc}"
@@ -101,7 +103,7 @@ async def overview(scheduler: Scheduler) -> Overview:
     rows = [TopicRow(n, counts.get(n, {s: 0 for s in STATES}),
                      None if hour is None else hour.get(n, (0, 0))[0],
                      None if hour is None else hour.get(n, (0, 0))[1]) for n in names]
-    return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, datetime.now(UTC))
+    return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now)
 
 
 def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:
@@ -178,4 +180,7 @@ async def analytics(scheduler: Scheduler, report_dir: Path, baseline_days: int) 
             baseline = await audit.failure_baseline(start - timedelta(days=baseline_days), start)
         except (StorageError, OSError, TimeoutError) as exc:
             log.warning("console: no failure baseline (%s)", exc)
+    for alert in summary.get("alerts", []):  # the report's own baseline where the table has none
+        if isinstance(alert.get("baseline_rate"), (int, float)):
+            baseline.setdefault(alert["topic"], float(alert["baseline_rate"]))
     return Analytics(where, summary, baseline, (where / "report.html").is_file())

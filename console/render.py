@@ -27,9 +27,11 @@ def utc(value: datetime | None) -> str:
 
 
 def in_zone(value: datetime | None, tz: str | None) -> str:
-    """An instant in `tz` (with its offset and abbreviation)."""
+    """An instant in `tz` (with its offset and abbreviation); UTC alone when `tz` is UTC."""
     if value is None:
         return "—"
+    if (tz or "UTC") in ("UTC", "Etc/UTC"):
+        return utc(value)
     try:
         local = value.astimezone(ZoneInfo(tz or "UTC"))
     except (KeyError, ValueError):
@@ -37,11 +39,11 @@ def in_zone(value: datetime | None, tz: str | None) -> str:
     return local.strftime("%Y-%m-%d %H:%M:%S %Z (%z)") + f" {tz}"
 
 
-def ago(value: datetime | None) -> str:
-    """How long ago, for people."""
+def ago(value: datetime | None, now: datetime | None = None) -> str:
+    """How long before `now` (default: the wall clock), for people."""
     if value is None:
         return "—"
-    s = (datetime.now(UTC) - value).total_seconds()
+    s = ((now or datetime.now(UTC)) - value).total_seconds()
     if abs(s) < 90:
         return f"{s:.0f} s ago" if s >= 0 else f"in {-s:.0f} s"
     m = s / 60

@@ -93,3 +93,13 @@ async def database_url(server_dsn: str) -> AsyncIterator[str]:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.fixture
+def horae_settings(redis_url: str, server_dsn: str) -> object:
+    """The pytest plugin's settings (its `horae` fixture), on this run's servers: no config
+    file, no environment (the HORAE_* URLs were removed above so nothing else reaches them)."""
+    from scheduler.config import load_settings
+    from scheduler.pytest_plugin import for_tests
+
+    return for_tests(load_settings(path=None, env={}, redis_url=redis_url, database_url=server_dsn))
