@@ -35,7 +35,8 @@ def error_page(request: Request, status: int, message: str, headers: dict[str, s
 def _back(path: str, outcome: actions.Outcome) -> RedirectResponse:
     """Back to `path` with the action's message."""
     kind = "ok" if outcome.done else "warn"
-    return RedirectResponse(f"{path}?{urlencode({'msg': outcome.message, 'kind': kind})}", status_code=303)
+    joint = "&" if "?" in path else "?"
+    return RedirectResponse(f"{path}{joint}{urlencode({'msg': outcome.message, 'kind': kind})}", status_code=303)
 
 
 def parse_instant(name: str, text: str | None) -> datetime | None:
@@ -193,8 +194,7 @@ async def dead_letters_bulk(request: Request, topic: str, action: str, who: Who,
         outcome = await actions.replay_all(s, who, topic)
     else:
         raise HTTPException(404, f"no bulk action {action!r}; allowed: purge, replay")
-    return RedirectResponse(f"/dead-letters?{urlencode({'topic': topic, 'msg': outcome.message})}",
-                            status_code=303)
+    return _back(f"/dead-letters?{urlencode({'topic': topic})}", outcome)
 
 
 # ----------------------------------------------------------------------------- analytics

@@ -160,6 +160,10 @@ async def test_a_failing_job_is_found_in_three_clicks_and_replayed(horae, horae_
             await page.goto(url + path)
             await shots.take(page, name)
         assert await page.locator("#dead-letters tbody tr td.mono a").count() == 2  # the letter and its source
+        assert "RuntimeError: card declined" in await page.locator("#dead-letters td.err").inner_text()
+        await page.locator("#dead-letters button:text-is('Replay')").click()
+        assert "replayed as job" in await page.locator(".flash").inner_text()
+        assert (await horae.dead_letters(DLQ)).items == []
         await page.goto(url + "/jobs?key=acct-7")
         await shots.take(page, "jobs-by-key")
         assert await page.locator("#jobs tbody tr").count() == 1
