@@ -24,6 +24,9 @@ java-check: $(STAMP)
 demo: $(STAMP) java-check
 	$(VENV)/bin/horae demo
 	$(VENV)/bin/horae report --since today --until today --out reports/demo
+	@echo
+	@echo "Open the console on the demo data (then http://127.0.0.1:8080/):"
+	@echo "  $(VENV)/bin/horae --namespace horae-demo console --reports reports/demo"
 
 test: $(STAMP)
 	@$(PY) -m audit.analytics.java || echo "WARNING: Spark tests will skip (or fail with HORAE_REQUIRE_SPARK=1)"
