@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from fastapi import Request
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def console_of(request: Request) -> Console:
-    return request.app.state.console
+    return cast("Console", request.app.state.console)
 
 
 def caller(request: Request) -> Principal:
