@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -217,3 +218,34 @@ async def test_batches_in_flight_load_a_missing_script_and_store_each_job_once(
         assert len(set(ids)) == 1_050
         assert (await s.stats())["scheduled"] == 1_050
         assert await redis.zcard("{" + namespace + "}:due") == 1_050
+
+
+async def test_a_listing_keeps_one_key_and_a_time_range_across_pages(redis_url: str, namespace: str) -> None:
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock=clock) as s:
+        start = datetime.fromtimestamp(START_MS / 1000, tz=timezone.utc)
+        ids = {(h, key): await s.schedule_at("a", start + timedelta(hours=h), key=key, priority=h % 2)
+               for h in range(1, 13) for key in ("k1", "k2")}
+        since, until = start + timedelta(hours=3), start + timedelta(hours=8)
+
+        async def every(**filters: Any) -> list[str]:
+            listed, cursor = [], None
+            while True:
+                page = await s.jobs(limit=2, cursor=cursor, **filters)
+                listed += [j.id for j in page.items]
+                if (cursor := page.cursor) is None:
+                    return listed
+
+        # two priority levels (two sets): each set's members in [since, until], by due time
+        kept = await every(state="scheduled", key="k1", since=since, until=until)
+        want = [ids[(h, "k1")] for h in (3, 5, 7)] + [ids[(h, "k1")] for h in (4, 6, 8)]
+        assert kept == want
+        assert sorted(await every(since=since, until=until)) == sorted(ids[(h, k)] for h in range(3, 9)
+                                                                        for k in ("k1", "k2"))
+        assert await every(key="k2", until=start) == []
+        with pytest.raises(ScheduleError) as info:
+            await s.jobs(since=until, until=since)
+        assert info.value.field == "since"
+        with pytest.raises(ScheduleError) as info:
+            await s.jobs(since=datetime(2030, 1, 1))  # naive: which zone?
+        assert info.value.field == "since"
