@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from scheduler.clock import caller_now_ms
 from scheduler.bulk import build_jobs, store_jobs
 from scheduler.flow import Dedupe
 from scheduler.job import ScheduleResult
@@ -138,5 +139,6 @@ class ScheduleCalls:
             StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
         """
         now = self.clock.now_ms()
-        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now), now)
+        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now,
+                                         due_by_ms=caller_now_ms(self.clock)), now)
         return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)

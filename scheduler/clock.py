@@ -22,6 +22,14 @@ class Clock(Protocol):
         implementation may set `wake` itself at the deadline: callers clear it)."""
 
 
+def caller_now_ms(clock: Clock) -> int:
+    """The instant a caller of this process means by "now" (datetime.now()): its own wall
+    clock when the clock has one (SystemClock; it may lead the Redis-calibrated clock by a
+    fraction of a millisecond), else the clock's now (a fake clock is everyone's time)."""
+    wall = getattr(clock, "wall_ms", None)
+    return int(wall()) if wall is not None else clock.now_ms()
+
+
 class SystemClock:
     """Local monotonic-ish wall time plus the offset to the Redis server's clock."""
 
@@ -45,6 +53,10 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return int(time.time() * 1000 + self.offset_ms)
+
+    def wall_ms(self) -> int:
+        """This process's own clock (what datetime.now() reads), epoch ms."""
+        return int(time.time() * 1000)
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
         # From the unrounded time: now_ms() truncates, which would wake up to 1 ms late.

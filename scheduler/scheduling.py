@@ -14,6 +14,7 @@ from opentelemetry.trace import Tracer
 
 from listeners import ListenerRegistry
 from scheduler import operations
+from scheduler.clock import caller_now_ms
 from scheduler.config import Settings
 from scheduler.flow import Dedupe
 from scheduler.job import NewJob, ScheduleResult
@@ -49,7 +50,7 @@ class Scheduling:
 
     def build_job(
         self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, cron: str, *, now_ms: int = 0, **flow: Any,
+        job_id: str | None, cron: str, *, now_ms: int = 0, due_by_ms: int | None = None, **flow: Any,
     ) -> NewJob:
         """Validate everything before anything is written (defaults from settings; the
         payload against the topic's schema when this process's registry has one; `flow`:
@@ -58,7 +59,8 @@ class Scheduling:
         validate = host.registry.validator(topic) if isinstance(topic, str) else None
         return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
                          default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
-                         now_ms=now_ms, validate=validate, max_json_bytes=host.settings.limits.json_bytes, **flow)
+                         now_ms=now_ms, validate=validate, max_json_bytes=host.settings.limits.json_bytes,
+                         due_by_ms=due_by_ms, **flow)
 
     async def enqueue(
         self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
@@ -95,7 +97,7 @@ class Scheduling:
         host = self._host
         now = host.clock.now_ms()
         job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now,
-                             key=key, dedupe=dedupe, priority=priority)
+                             due_by_ms=caller_now_ms(host.clock), key=key, dedupe=dedupe, priority=priority)
         if dead_letter is not None:
             job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
         # No SDK: skip the no-op span, but still keep a caller's propagated context.

@@ -30,11 +30,6 @@ MAX_ID_LEN = 200
 MAX_JSON_BYTES = 512 * 1024  # a payload's or metadata's JSON text, each (README "Limits")
 MAX_RUN_AT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a datetime holds
 MAX_TIMEOUT_MS = 30 * 86_400_000  # an attempt's timeout: 30 days at most
-# A run_at this close ahead of now counts as now: `schedule_at(topic, datetime.now(tz))` reads the
-# caller's clock, which may lead the Redis-calibrated one by a fraction of a millisecond, and the
-# most natural "run now" call must take the same path as schedule_in(0) (local handoff included).
-NOW_SLACK_MS = 5
-
 # What PostgreSQL (the audit) cannot store in text or jsonb: NUL, and UTF-16 surrogates
 # that are not a pair (Python strings may hold them; UTF-8 cannot encode them).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -242,19 +237,22 @@ def build_job(
     topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
     job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
     validate: Validator | None = None, key: object = None, dedupe: object = None, priority: object = None,
-    max_json_bytes: int = MAX_JSON_BYTES,
+    max_json_bytes: int = MAX_JSON_BYTES, due_by_ms: int | None = None,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
     Args:
         topic, tz, payload, retry, metadata, timeout, job_id: as given to Scheduler.schedule_at.
-        run_at_ms: the requested time; a past one (or one within NOW_SLACK_MS ahead) is due at `now_ms`.
+        run_at_ms: the requested time; one at or before `due_by_ms` is due at `now_ms`.
         cron: the schedule's name for a cron template ("" for none).
         default_retry, default_timeout_ms: what an omitted retry or timeout means (unless the
             topic's configuration has its own: enqueue.lua applies it).
         validate: the topic's payload schema when this process knows one (None: unchecked).
         key, dedupe, priority: flow control (flow_fields).
         max_json_bytes: the largest payload and metadata, each, as JSON ([limits] json_bytes).
+        due_by_ms: the latest instant that is "now" for the caller (Clock.caller_now_ms: the
+            process's own clock may lead the Redis-calibrated one, so `schedule_at(topic,
+            datetime.now(tz))` is due now and takes schedule_in(0)'s path); default `now_ms`.
 
     Raises:
         ScheduleError: a subclass naming the first invalid field.
@@ -275,7 +273,7 @@ def build_job(
     return NewJob(
         id=given_id or new_job_id(),
         topic=topic,
-        due_ms=now_ms if run_at_ms <= now_ms + NOW_SLACK_MS else run_at_ms,  # a past time runs at once
+        due_ms=now_ms if run_at_ms <= max(now_ms, due_by_ms or 0) else run_at_ms,  # a past time runs at once
         run_at_ms=run_at_ms,
         tz=tz,
         payload_json=payload_json,

@@ -16,7 +16,6 @@ from scheduler import JobState, Scheduler
 from scheduler.job import ClaimedJob, NewJob
 from scheduler.keys import Keys
 from scheduler.testing import FakeClock
-from scheduler.validation import NOW_SLACK_MS
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 
@@ -168,11 +167,18 @@ async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loo
             await eventually(lambda: _true(ran == ["queued"]), what="the queued job claimed")
 
 
+class LeadingWall(FakeClock):
+    """A fake Redis clock with the process's own wall clock 3 ms ahead of it."""
+
+    def wall_ms(self) -> int:
+        return self.now_ms() + 3
+
+
 async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(redis_url: str, namespace: str) -> None:
     """The caller's datetime.now() may lead the Redis-calibrated clock by a fraction of a
-    millisecond: a run_at within NOW_SLACK_MS ahead still counts as now (handed off), one
-    further ahead waits in the due set for its instant."""
-    clock, reg = FakeClock(START_MS), ListenerRegistry()
+    millisecond: a run_at the process's own clock has reached counts as now (handed off);
+    one further ahead waits in the due set for its instant, never run early."""
+    clock, reg = LeadingWall(START_MS), ListenerRegistry()
     reg.add("t", lambda event: None)
     async with make_scheduler(redis_url, namespace, reg, clock=clock) as s:
         claimed = count_claims(s)
@@ -180,12 +186,23 @@ async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(redis_url
             def at(ms_ahead: int) -> datetime:
                 return datetime.fromtimestamp((clock.now_ms() + ms_ahead) / 1000, tz=timezone.utc)
 
-            now_job = await s.schedule_at("t", at(NOW_SLACK_MS), "UTC")
+            now_job = await s.schedule_at("t", at(3), "UTC")  # the wall clock's now
             await eventually(lambda: completed(s, now_job), what="the run-now job completed")
-            later = await s.schedule_at("t", at(NOW_SLACK_MS + 20), "UTC")
+            later = await s.schedule_at("t", at(4), "UTC")  # 1 ms past what either clock calls now
             info = await s.get_job(later)
             assert info is not None and info.state is JobState.SCHEDULED, "not due yet: it waits"
             clock.advance(0.05)
             await eventually(lambda: completed(s, later), what="the later job completed")
         assert now_job not in claimed, "leased by the scheduling call, not by a claim"
         assert later in claimed
+
+
+async def test_a_fake_clock_runs_nothing_before_its_time(redis_url: str, namespace: str) -> None:
+    """Without a wall clock of its own (a test's fake clock), now is the clock's: a job
+    1 ms ahead is not due."""
+    clock, reg = FakeClock(START_MS), ListenerRegistry()
+    reg.add("t", lambda event: None)
+    async with make_scheduler(redis_url, namespace, reg, clock=clock) as s:
+        job_id = await s.schedule_at("t", datetime.fromtimestamp((START_MS + 1) / 1000, tz=timezone.utc), "UTC")
+        info = await s.get_job(job_id)
+        assert info is not None and info.state is JobState.SCHEDULED and info.run_at == info.next_attempt_at
