@@ -228,15 +228,26 @@ SELECT audit_grant($1, $2);
 
 -- name: record_action
 -- Console/API operator actions (migration 0008): $1 actor, $2 role, $3 action, $4 target,
--- $5 outcome, $6 detail (json text or NULL).
+-- $5 outcome, $6 detail (json text or NULL). A text parameter cast here: as a jsonb
+-- parameter the reader's jsonb codec would encode the text again (a JSON string).
 INSERT INTO schedule_operator_actions (actor, role, action, target, outcome, detail)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb);
+VALUES ($1, $2, $3, $4, $5, $6::text::jsonb);
 
 -- name: recent_actions
--- The latest actions, optionally on one target (index schedule_operator_actions_target).
+-- The latest actions (index schedule_operator_actions_at). One target's are
+-- recent_actions_of: a `$1 IS NULL OR target = $1` filter cannot use the target
+-- index in a generic plan, which then walks every action newest first.
 SELECT at, actor, role, action, target, outcome, detail::text AS detail
 FROM schedule_operator_actions
-WHERE ($1::text IS NULL OR target = $1)
+ORDER BY at DESC
+LIMIT $1;
+
+-- name: recent_actions_of
+-- The latest actions on one target: a job id, schedule or topic (index
+-- schedule_operator_actions_target).
+SELECT at, actor, role, action, target, outcome, detail::text AS detail
+FROM schedule_operator_actions
+WHERE target = $1
 ORDER BY at DESC
 LIMIT $2;
 
