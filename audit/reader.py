@@ -194,7 +194,7 @@ class AuditTrail:
                                json.loads(r["detail"]) if r["detail"] is not None else None) for r in rows]
 
     async def finished_since(self, since: datetime) -> dict[str, tuple[int, int]]:
-        """Per topic since `since`: (attempts that succeeded, jobs that failed for good)."""
+        """Per topic since `since`: (jobs that completed, jobs that failed for good)."""
         async with self._conn() as conn:
             rows = await conn.fetch(query("finished_last_hour"), since)
         return {r["topic"]: (r["completed"], r["failed"]) for r in rows}
