@@ -164,22 +164,25 @@ async def targets(args: argparse.Namespace) -> dict[str, Any]:
                 "until": (at + timedelta(days=3)).isoformat()}
 
 
-def urls(t: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, path) of every timed request."""
+def urls(t: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, path, text the answer must hold) of every timed request."""
     key_range = urlencode({"key": t["key"], "since": t["since"], "until": t["until"]})
+    busy = urlencode({"topic": t["busy_topic"], "state": "failed"})
     return [
-        ("overview /", "/"),
-        ("overview live part", "/partials/overview"),
-        ("jobs busy topic failed", "/jobs?" + urlencode({"topic": t["busy_topic"], "state": "failed"})),
-        ("jobs rare topic failed", "/jobs?" + urlencode({"topic": t["rare_topic"], "state": "failed"})),
-        ("jobs key + time range", "/jobs?" + key_range),
-        ("job detail (Redis+audit)", f"/jobs/{t['detail_id']}"),
-        ("job detail (audit only)", f"/jobs/{t['audit_only_id']}"),
-        ("api stats", "/api/v1/stats"),
-        ("api jobs busy topic failed", "/api/v1/jobs?" + urlencode({"topic": t["busy_topic"], "state": "failed",
-                                                                    "limit": 50})),
-        ("api jobs key + time range", "/api/v1/jobs?" + key_range + "&limit=50"),
-        ("api job detail", f"/api/v1/jobs/{t['detail_id']}"),
+        ("overview /", "/", "w-bench-0"),  # (a live worker, listed)
+        ("overview live part", "/partials/overview", t["busy_topic"]),
+        ("jobs busy topic failed", "/jobs?" + busy, t["busy_topic"]),
+        ("jobs rare topic failed", "/jobs?" + urlencode({"topic": t["rare_topic"], "state": "failed"}),
+         t["rare_topic"]),
+        ("jobs key + time range", "/jobs?" + key_range, t["key"]),
+        ("job detail (Redis+audit)", f"/jobs/{t['detail_id']}", "w-bench-"),  # (its attempts' workers)
+        ("job detail (audit only)", f"/jobs/{t['audit_only_id']}", "w-old-"),
+        ("topics", "/topics", t["rare_topic"]),
+        ("api stats", "/api/v1/stats", t["busy_topic"]),
+        ("api jobs busy topic failed", f"/api/v1/jobs?{busy}&limit=50", t["busy_topic"]),
+        ("api jobs key + time range", f"/api/v1/jobs?{key_range}&limit=50", '"items"'),
+        ("api job detail", f"/api/v1/jobs/{t['detail_id']}", '"attempt":' + str(t["detail_attempts"])),
+        ("api topics", "/api/v1/topics", t["rare_topic"]),
     ]
 
 
@@ -211,8 +214,9 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60) ->
     raise SystemExit("horae console did not answer within 60 s")
 
 
-def measure(base: str, label: str, path: str, n: int, warmup: int) -> dict[str, Any]:
-    """Median, p90 and max of n sequential requests after `warmup` (each must answer 200)."""
+def measure(base: str, label: str, path: str, expect: str, n: int, warmup: int) -> dict[str, Any]:
+    """Median, p90 and max of n sequential requests after `warmup` (each must answer 200
+    with `expect` in its body)."""
     times = []
     with httpx.Client(base_url=base, timeout=30) as client:
         for i in range(warmup + n):
@@ -220,8 +224,8 @@ def measure(base: str, label: str, path: str, n: int, warmup: int) -> dict[str, 
             r = client.get(path)
             body = r.content
             took = (time.perf_counter() - t) * 1000
-            if r.status_code != 200:
-                raise SystemExit(f"{label}: GET {path} answered {r.status_code}: {body[:300]!r}")
+            if r.status_code != 200 or expect.encode() not in body:
+                raise SystemExit(f"{label}: GET {path} answered {r.status_code} without {expect!r}: {body[:300]!r}")
             if i >= warmup:
                 times.append(took)
     times.sort()
@@ -321,7 +325,8 @@ def main() -> None:
             base = f"http://127.0.0.1:{port}"
             wait_ready(base, proc)
             report["load_at_measure"] = os.getloadavg()
-            report["requests"] = [measure(base, label, path, args.requests, args.warmup) for label, path in urls(t)]
+            report["requests"] = [measure(base, label, path, expect, args.requests, args.warmup)
+                                 for label, path, expect in urls(t)]
         finally:
             proc.terminate()
             proc.wait(10)
