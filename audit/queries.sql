@@ -228,36 +228,45 @@ SELECT audit_grant($1, $2);
 
 -- name: record_action
 -- Console/API operator actions (migration 0008): $1 actor, $2 role, $3 action, $4 target,
--- $5 outcome, $6 detail (json text or NULL).
+-- $5 outcome, $6 detail (json text or NULL). A text parameter cast here: as a jsonb
+-- parameter the reader's jsonb codec would encode the text again (a JSON string).
 INSERT INTO schedule_operator_actions (actor, role, action, target, outcome, detail)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb);
+VALUES ($1, $2, $3, $4, $5, $6::text::jsonb);
 
 -- name: recent_actions
--- The latest actions, optionally on one target (index schedule_operator_actions_target).
+-- The latest actions (index schedule_operator_actions_at). One target's are
+-- recent_actions_of: a `$1 IS NULL OR target = $1` filter cannot use the target
+-- index in a generic plan, which then walks every action newest first.
 SELECT at, actor, role, action, target, outcome, detail::text AS detail
 FROM schedule_operator_actions
-WHERE ($1::text IS NULL OR target = $1)
+ORDER BY at DESC
+LIMIT $1;
+
+-- name: recent_actions_of
+-- The latest actions on one target: a job id, schedule or topic (index
+-- schedule_operator_actions_target).
+SELECT at, actor, role, action, target, outcome, detail::text AS detail
+FROM schedule_operator_actions
+WHERE target = $1
 ORDER BY at DESC
 LIMIT $2;
 
 -- name: finished_last_hour
--- Per topic: attempts that succeeded and jobs that failed for good in the last hour
--- (index scans on schedule_attempts_finished and schedule_audit_failed; the attempt's
--- topic from its job row by primary key).
-WITH done AS (
-    SELECT a.topic, count(*) AS n
-    FROM schedule_attempts AS t
-    JOIN schedule_audit AS a ON a.id = t.job_id AND a.created_at = t.job_created_at
-    WHERE t.finished_at >= $1 AND t.outcome = 'succeeded'
-    GROUP BY a.topic
-), failed AS (
-    SELECT a.topic, count(*) AS n
-    FROM schedule_audit AS a
-    WHERE a.status = 'failed' AND a.failed_at >= $1
-    GROUP BY a.topic
-)
-SELECT coalesce(d.topic, f.topic) AS topic, coalesce(d.n, 0) AS completed, coalesce(f.n, 0) AS failed
-FROM done AS d FULL JOIN failed AS f ON f.topic = d.topic;
+-- Per topic: jobs that completed and jobs that failed for good since $1, from the jobs'
+-- rows alone (index schedule_audit_completed, migration 0009, and schedule_audit_failed:
+-- partial indexes by end time). A completion counts once per job, whichever attempt
+-- (or no listener) completed it; a job cancelled during its last attempt does not count.
+SELECT topic, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed
+FROM (
+    SELECT topic, 1 AS completed, 0 AS failed
+    FROM schedule_audit
+    WHERE status = 'completed' AND completed_at >= $1
+    UNION ALL
+    SELECT topic, 0, 1
+    FROM schedule_audit
+    WHERE status = 'failed' AND failed_at >= $1
+) AS ended
+GROUP BY topic;
 
 -- name: failure_baseline
 -- Per topic: the mean daily failure rate over [$1, $2) from the nightly report's table.

@@ -186,12 +186,15 @@ class AuditTrail:
     async def actions(self, target: str | None = None, limit: int = 50) -> list[OperatorAction]:
         """The latest operator actions, newest first (of one target: a job id, schedule or topic)."""
         async with self._conn() as conn:
-            rows = await conn.fetch(query("recent_actions"), target, limit)
+            if target is None:
+                rows = await conn.fetch(query("recent_actions"), limit)
+            else:
+                rows = await conn.fetch(query("recent_actions_of"), target, limit)
         return [OperatorAction(r["at"], r["actor"], r["role"], r["action"], r["target"], r["outcome"],
                                json.loads(r["detail"]) if r["detail"] is not None else None) for r in rows]
 
     async def finished_since(self, since: datetime) -> dict[str, tuple[int, int]]:
-        """Per topic since `since`: (attempts that succeeded, jobs that failed for good)."""
+        """Per topic since `since`: (jobs that completed, jobs that failed for good)."""
         async with self._conn() as conn:
             rows = await conn.fetch(query("finished_last_hour"), since)
         return {r["topic"]: (r["completed"], r["failed"]) for r in rows}

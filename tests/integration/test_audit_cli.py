@@ -40,7 +40,7 @@ def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None
                                audit=AuditSettings()))
     runner = CliRunner()
     result = runner.invoke(cli, ["migrate"])
-    assert result.exit_code == 0 and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8]" in result.output, result.output
+    assert result.exit_code == 0 and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8, 9]" in result.output, result.output
     assert "up to date" in runner.invoke(cli, ["migrate"]).output
 
     asyncio.run(_relay_one_job(redis_url, namespace, database_url))

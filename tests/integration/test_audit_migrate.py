@@ -58,6 +58,10 @@ EXPECTED_COLUMNS = {
         ("p95_lateness_ms", "double precision", "YES"), ("p99_lateness_ms", "double precision", "YES"),
         ("timed_out", "bigint", "NO"), ("worker_lost", "bigint", "NO"), ("no_listener", "bigint", "NO"),
     ],
+    "schedule_operator_actions": [
+        ("at", "timestamp with time zone", "NO"), ("actor", "text", "NO"), ("role", "text", "NO"),
+        ("action", "text", "NO"), ("target", "text", "NO"), ("outcome", "text", "NO"), ("detail", "jsonb", "YES"),
+    ],
     "schema_version": [
         ("version", "integer", "NO"), ("name", "text", "NO"), ("checksum", "text", "NO"),
         ("applied_at", "timestamp with time zone", "NO"),
@@ -106,7 +110,7 @@ def month_names(*months: datetime) -> list[str]:
 
 async def test_empty_database_gets_the_expected_schema(database_url: str) -> None:
     now = datetime.now(UTC)
-    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert await migrate_url(database_url) == [m.version for m in load_migrations()] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     conn = await asyncpg.connect(database_url)
     try:
         got = await schema(conn)
@@ -122,7 +126,16 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
                                                                   (4, "invalid_payload_outcome"),
                                                                   (5, "deduplicated"),
                                                                   (6, "attempt_progress"), (7, "least_privilege"),
-                                                                  (8, "operator_actions")]
+                                                                  (8, "operator_actions"), (9, "console_indexes")]
+        # 0009: the console's overview and analytics page read these (bench/console_pages.py)
+        indexes = {r["indexname"]: r["indexdef"] for r in await conn.fetch(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN "
+            "('schedule_audit_completed', 'schedule_failure_stats_day')")}
+        assert indexes == {
+            "schedule_audit_completed": "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
+                                        "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)",
+            "schedule_failure_stats_day": "CREATE INDEX schedule_failure_stats_day ON public.schedule_failure_stats "
+                                          "USING btree (day)"}
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
             await conn.execute("INSERT INTO schedule_job_index VALUES ('x', '1999-01-01Z')")  # (index: fine)
@@ -139,17 +152,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 8
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 9
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 8
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 9
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()
