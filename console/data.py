@@ -15,8 +15,9 @@ from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from scheduler.advertise import WorkerInfo
 from scheduler.api import Scheduler
 from scheduler.errors import SchedulerError, StorageError
-from scheduler.job import JobInfo, JobState
-from scheduler.timeutil import ms_to_utc
+from scheduler.cron import cron_job_id
+from scheduler.job import CronInfo, JobInfo, JobState
+from scheduler.timeutil import ms_to_utc, utc_to_ms
 from scheduler.traceparent import parse_traceparent
 
 log = logging.getLogger("horae.console")
@@ -132,6 +133,27 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
     if job is None and record is None:
         return None
     return JobDetail(job_id, job, record, attempts, actions, trace_id_of(job, record), problem)
+
+
+async def last_tick_states(scheduler: Scheduler, schedules: list[CronInfo],
+                           audit_lookups: int = 50) -> dict[str, str]:
+    """The state of each schedule's latest tick: its job id is the schedule's name and the
+    tick's instant (cron.cron_job_id). One pipelined Redis read for all of them; the audit
+    is asked, one job each, for at most `audit_lookups` ticks Redis no longer holds."""
+    ids = {c.name: cron_job_id(c.name, utc_to_ms(c.last_run_at)) for c in schedules if c.last_run_at}
+    jobs = await scheduler.store.get_jobs(list(ids.values()))
+    out = {name: job.state.value for name, job in zip(ids, jobs) if job is not None}
+    audit = audit_of(scheduler)
+    gone = [(name, job_id) for (name, job_id), job in zip(ids.items(), jobs) if job is None]
+    if audit is not None:
+        try:
+            for name, job_id in gone[:audit_lookups]:
+                record = await audit.get(job_id)
+                if record is not None:
+                    out[name] = str(record.status)
+        except (StorageError, OSError, TimeoutError) as exc:
+            log.warning("console: last tick outcomes without the audit (%s)", exc)
+    return out
 
 
 def trace_link(template: str, trace_id: str | None) -> str | None:

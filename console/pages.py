@@ -16,11 +16,8 @@ from console.auth import Principal, check_form_post
 from console.charts import rate_bars
 from console.deps import caller, console_of
 from console.render import render
-from scheduler.cron import cron_job_id
 from scheduler.errors import ScheduleError
-from scheduler.job import CronInfo
 from scheduler.listing import check_state
-from scheduler.timeutil import utc_to_ms
 
 router = APIRouter(include_in_schema=False)
 Who = Annotated[Principal, Depends(caller)]
@@ -126,21 +123,7 @@ def _iso(text: str) -> bool:
 async def crons(request: Request, who: Who) -> Response:
     items = await console_of(request).scheduler.list_crons()
     return render(request, "crons.html", page="crons", crons=sorted(items, key=lambda c: c.name),
-                  last=await _last_outcomes(request, items))
-
-
-async def _last_outcomes(request: Request, items: list[CronInfo]) -> dict[str, str]:
-    """The state of each schedule's latest tick (its job id is the schedule's name and the
-    tick's instant: cron.cron_job_id), from Redis, else the audit."""
-    s = console_of(request).scheduler
-    out: dict[str, str] = {}
-    for info in items[:500]:
-        if info.last_run_at is None:
-            continue
-        detail = await data.job_detail(s, cron_job_id(info.name, utc_to_ms(info.last_run_at)))
-        if detail is not None:
-            out[info.name] = detail.state
-    return out
+                  last=await data.last_tick_states(console_of(request).scheduler, items))
 
 
 @router.post("/crons/{name}/{action}")
