@@ -131,6 +131,11 @@ def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool | 
     return (max if higher else min)(vals, key=lambda pv: pv[1])
 
 
+def versus(peer: str | None, value: float | None, unit: str = "") -> str:
+    """The best peer and its value for a target's text ("no peer run" in a run without peers)."""
+    return f"{peer} {fmt(value)}{unit}" if peer is not None else "no peer run"
+
+
 def ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b == 0:
         return "–"
@@ -162,14 +167,14 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             off = median_of(summary, "horae", sc, "jobs_per_s")
             if on is None:
                 add(f"{sc} jobs/s ≥ 1.5× best peer{tag}",
-                    f"{status(summary, system, sc)}; audit off {fmt(off)} vs {peer} {fmt(pv)} = {ratio(off, pv)}",
+                    f"{status(summary, system, sc)}; audit off {fmt(off)} vs {versus(peer, pv)} = {ratio(off, pv)}",
                     None)
             else:
-                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}",
+                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}",
                     None if pv is None else on >= 1.5 * pv)
         peer, pv = best_peer(summary, "e2e_split", "jobs_per_s", True)
         on = median_of(summary, system, "e2e_split", "jobs_per_s")
-        add(f"e2e_split jobs/s ≥ 3× best peer{tag}", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}"
+        add(f"e2e_split jobs/s ≥ 3× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}"
             if on is not None else status(summary, system, "e2e_split"),
             None if on is None or pv is None else on >= 3 * pv)
         v = median_of(summary, system, "e2e_split", "latency.p99_ms")
@@ -179,7 +184,7 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
             v = median_of(summary, system, sc, "cpu_per_job_us.total_us")
             add(f"{sc} CPU per job ≤ best peer's without audit{tag}",
-                f"{fmt(v)} µs vs {peer} {fmt(pv)} µs = {ratio(v, pv)}" if v is not None else status(summary, system, sc),
+                f"{fmt(v)} µs vs {versus(peer, pv, ' µs')} = {ratio(v, pv)}" if v is not None else status(summary, system, sc),
                 None if v is None or pv is None else v <= pv)
     for system in ("horae", *AUDIT_SYSTEMS):
         tag = f" ({AUDIT_SYSTEMS[system]})" if system in AUDIT_SYSTEMS else ""
@@ -193,7 +198,7 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         v = median_of(summary, system, "delayed_burst", "lateness.p99_ms")
         peer, pv = best_peer(summary, "delayed_burst", "lateness.p99_ms", False)
         add(f"delayed_burst lateness p99 ≤ 0.5× best peer{tag}",
-            f"{fmt(v)} ms vs {peer} {fmt(pv)} ms = {ratio(v, pv)}" if v is not None else
+            f"{fmt(v)} ms vs {versus(peer, pv, ' ms')} = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("delayed_burst", {}).get("status", "not run"),
             None if v is None or pv is None else v <= 0.5 * pv)
         v = median_of(summary, system, "paced", "latency.p99_ms")
@@ -203,13 +208,13 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         peer, pv = best_peer(summary, "retry", "seconds", False)
         twice = summary.get(system, {}).get("retry", {}).get("exactly_twice_all_reps")
         add(f"retry total ≤ best peer, each job exactly 2 runs{tag}",
-            f"{fmt(v)} s vs {peer} {fmt(pv)} s = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
+            f"{fmt(v)} s vs {versus(peer, pv, ' s')} = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
             summary.get(system, {}).get("retry", {}).get("status", "not run"),
             None if v is None or pv is None else (v <= pv and bool(twice)))
         v = median_of(summary, system, "memory", "bytes_per_job")
         peer, pv = best_peer(summary, "memory", "bytes_per_job", False)
         add(f"memory bytes/delayed job ≤ leanest peer{tag}",
-            f"{fmt(v)} B vs {peer} {fmt(pv)} B = {ratio(v, pv)}" if v is not None else
+            f"{fmt(v)} B vs {versus(peer, pv, ' B')} = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("memory", {}).get("status", "not run"),
             None if v is None or pv is None else v <= pv)
     for system in ("horae", *AUDIT_SYSTEMS, "bullmq"):  # issue 14: flow control (bullmq shown for context)
@@ -280,7 +285,7 @@ def markdown(report: dict[str, Any]) -> str:
         peer, pv = best_peer(s, sc, path, higher)
         n = report["n"].get(sc, "")
         row = [label, f"{n:,}" if isinstance(n, int) else str(n)] + [cell(s, x, sc, path) for x in systems]
-        row += [f"{peer} {fmt(pv)}" if peer else "–"]
+        row += [versus(peer, pv) if peer else "–"]
         row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")
     lines += cpu_table(report, systems)
@@ -321,7 +326,7 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
     for sc in scenarios:
         peer, pv = best_peer(s, sc, path, False)
         row = [sc] + [fmt(median_of(s, x, sc, path)) for x in systems]
-        row += [f"{peer} {fmt(pv)}" if peer else "–"]
+        row += [versus(peer, pv) if peer else "–"]
         row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")
     return lines
