@@ -46,7 +46,8 @@ def load_adapter(system: str) -> type[Adapter]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rec = Recorder(args.n, fail_first=args.scenario == "retry")
-    options = {"audit": args.audit, "database_url": args.database_url, "relay_process": args.relay_process}
+    options = {"audit": args.audit, "database_url": args.database_url, "relay_process": args.relay_process,
+               "relay_core": args.relay_core}
     result: dict[str, Any] = {"system": system_name(args), "scenario": args.scenario,
                               "n": args.n, "rep": args.rep, "pid": os.getpid(),
                               "process": scenarios.PROCESS_MODEL.get(args.scenario, scenarios.ONE_PROCESS)}
@@ -137,6 +138,8 @@ def main() -> None:
     p.add_argument("--database-url", default="")
     p.add_argument("--relay-process", action="store_true",
                    help="with --audit: relay off here, a `horae audit relay` process of its own (horae+audit-proc)")
+    p.add_argument("--relay-core", type=int, default=None,
+                   help="pin that relay process to this core (default: this process's, the client core)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)")
     p.add_argument("--pg-pid", type=int, default=0, help="the private PostgreSQL's postmaster (its CPU is counted)")

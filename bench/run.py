@@ -61,7 +61,7 @@ CEILING_REQUESTS = 1_000_000
 
 # ----------------------------------------------------------------------------- runs
 def run_one(server: RedisServer, system: str, scenario: str, n: int, rep: int, pg_url: str,
-            profile: str | None) -> dict[str, Any]:
+            profile: str | None, relay_core: int | None = None) -> dict[str, Any]:
     server.command("FLUSHALL")
     base = system.split("+")[0]
     timeout = 300 if scenario != "memory" else 900
@@ -71,7 +71,7 @@ def run_one(server: RedisServer, system: str, scenario: str, n: int, rep: int, p
         try:
             cmd += ["--audit", "--database-url", fresh_database(pg_url), "--pg-pid", str(postgres_pid())]
             if system == "horae+audit-proc":
-                cmd += ["--relay-process"]
+                cmd += ["--relay-process"] + ([] if relay_core is None else ["--relay-core", str(relay_core)])
         except RuntimeError as exc:
             return {"system": system, "scenario": scenario, "rep": rep, "n": n, "status": f"error: {exc}"}
     if profile and base == "horae":
@@ -163,6 +163,8 @@ def main() -> None:
                    "of the README table (added or replaced by name) instead of rewriting the table")
     p.add_argument("--merge", metavar="JSON", help="start from an earlier results file: its runs are kept except "
                    "the (system, scenario) pairs this invocation runs again; its ceilings are kept with --no-ceiling")
+    p.add_argument("--relay-core", type=int, default=None, help="horae+audit-proc: pin its relay process to "
+                   "this core (default: the client core, where the worker and producer run)")
     p.add_argument("--profile", action="store_true",
                    help="run horae under py-spy (bench/.venvs/tools) and keep raw stacks in bench/profiles/")
     args = p.parse_args()
@@ -176,6 +178,8 @@ def main() -> None:
     for x in scenarios:
         if x not in SCENARIO_N:
             raise SystemExit(f"unknown scenario {x}; choose from {ALL_SCENARIOS}")
+    if args.relay_core is not None and not (pin(args.relay_core) and 0 <= args.relay_core < (os.cpu_count() or 1)):
+        raise SystemExit(f"--relay-core {args.relay_core}: needs taskset and a core in 0..{(os.cpu_count() or 1) - 1}")
     n_of = {sc: max(10, int(SCENARIO_N[sc] * args.scale)) for sc in scenarios}
 
     server = RedisServer()
@@ -186,7 +190,8 @@ def main() -> None:
         f"handler = async no-op that records time.time(); worker concurrency 50")
     if "horae+audit-proc" in systems:
         log("horae+audit-proc: workers and producers relay nothing; the driver starts `horae audit relay` as a "
-            "process of its own (inherits the client core) before the clock and counts its CPU")
+            "process of its own before the clock and counts its CPU; "
+            + ("it inherits the client core" if args.relay_core is None else f"pinned to core {args.relay_core}"))
     pg_url = ""
     pg_ours = False
     wired = None
@@ -231,7 +236,8 @@ def main() -> None:
                         r = {"system": system, "scenario": sc, "rep": rep, "n": n_of[sc],
                              "status": "n/a (audit not wired yet)"}
                     else:
-                        r = run_one(server, system, sc, n_of[sc], rep, pg_url, "py-spy" if args.profile else None)
+                        r = run_one(server, system, sc, n_of[sc], rep, pg_url, "py-spy" if args.profile else None,
+                                    args.relay_core)
                     report["runs"].append(r)
                     if r.get("versions"):
                         report["versions"][system.split("+")[0]] = r["versions"]

@@ -91,8 +91,11 @@ class HoraeAdapter(Adapter):
         if not self.audit:
             return st.relay
         if self.relay_process:
+            core = self.options.get("relay_core")
+            where = "on the client core" if core is None else f"pinned to core {core}"
             return (f"{st.relay} (a `horae audit relay` process of its own, same Redis, PostgreSQL and namespace, "
-                    "started before the clock, its CPU counted; await flush(timeout=300) inside the measured time)")
+                    f"{where}, started before the clock, its CPU counted; await flush(timeout=300) inside the "
+                    "measured time)")
         return (f"{st.relay} (the relay started in this process before the clock"
                 f"{', on a thread of its own' if st.relay_thread else ', on its loop'}; "
                 "await s.audit.flush(timeout=300) inside the measured time)")
@@ -119,7 +122,7 @@ class HoraeAdapter(Adapter):
         self.trail = AuditTrail(self._redis, QUEUE, url, RelayOptions.from_settings(self.s.settings.audit))
         await self.trail.open()  # migrates before the clock, as Scheduler.connect does with the relay in-process
         await self.trail.close()  # flush() needs only Redis
-        self.relay = RelayProcess(self.redis_url, url, QUEUE)
+        self.relay = RelayProcess(self.redis_url, url, QUEUE, self.options.get("relay_core"))
         await self.relay.start(self._redis)
 
     def processes(self) -> list[int]:

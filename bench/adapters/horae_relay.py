@@ -27,8 +27,9 @@ STOP_S = 15.0    # SIGTERM, then the relay drains (drain_timeout_s + block_ms) b
 class RelayProcess:
     """One `horae audit relay` child: start() returns once it consumes the outbox group."""
 
-    def __init__(self, redis_url: str, database_url: str, namespace: str) -> None:
+    def __init__(self, redis_url: str, database_url: str, namespace: str, core: int | None = None) -> None:
         self.redis_url, self.database_url, self.namespace = redis_url, database_url, namespace
+        self.core = core  # None: the driver's core (the client core); else pinned there (taskset)
         self.proc: asyncio.subprocess.Process | None = None
         self._stderr = tempfile.TemporaryFile()
         self._drain: asyncio.Task[bytes] | None = None
@@ -48,8 +49,9 @@ class RelayProcess:
     async def start(self, redis: Any) -> None:
         """Spawn the relay and wait until it reads the outbox, so its start-up (imports, group,
         take-over) is not inside the measured time."""
+        pin = [] if self.core is None else ["taskset", "-c", str(self.core)]
         self.proc = await asyncio.create_subprocess_exec(
-            *RELAY_CMD, env=self.env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            *pin, *RELAY_CMD, env=self.env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr, preexec_fn=_die_with_parent)
         assert self.proc.stdout is not None
         try:
