@@ -109,9 +109,10 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
 
 def system_name(args: argparse.Namespace) -> str:
     """The name run.py knows the variant by: horae, horae+audit, horae+audit-proc, a peer."""
+    base: str = args.system
     if not args.audit:
-        return args.system
-    return args.system + ("+audit-proc" if args.relay_process else "+audit")
+        return base
+    return base + ("+audit-proc" if args.relay_process else "+audit")
 
 
 def _task_stacks() -> list[str]:

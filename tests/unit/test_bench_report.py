@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -33,10 +34,11 @@ print(json.dumps({"targets": report["targets"], "markdown": markdown(report)}))
 """
 
 
-def _report() -> dict:
+def _report() -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=BENCH, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 def test_targets_are_judged_for_both_audit_variants() -> None:
