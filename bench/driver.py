@@ -46,8 +46,9 @@ def load_adapter(system: str) -> type[Adapter]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rec = Recorder(args.n, fail_first=args.scenario == "retry")
-    options = {"audit": args.audit, "database_url": args.database_url}
-    result: dict[str, Any] = {"system": args.system + ("+audit" if args.audit else ""), "scenario": args.scenario,
+    options = {"audit": args.audit, "database_url": args.database_url, "relay_process": args.relay_process,
+               "relay_core": args.relay_core}
+    result: dict[str, Any] = {"system": system_name(args), "scenario": args.scenario,
                               "n": args.n, "rep": args.rep, "pid": os.getpid(),
                               "process": scenarios.PROCESS_MODEL.get(args.scenario, scenarios.ONE_PROCESS)}
     try:
@@ -58,6 +59,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     result["versions"] = adapter.versions()
     result["settings"] = {**adapter.settings(), "concurrency": CONCURRENCY}
     await adapter.connect()
+    WINDOW.pids = adapter.processes()  # a relay process of its own: its CPU counts
     try:
         result["metrics"] = await SCENARIOS[args.scenario](adapter, rec, args.n, args.redis, args.timeout)
         cpu = WINDOW.result(args.n)
@@ -87,7 +89,8 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
     then schedule N jobs one await at a time; report each call's start time and the CPU
     this process spent on them."""
     adapter = load_adapter(args.system)(args.redis, lambda p, t: False,
-                                        {"audit": args.audit, "database_url": args.database_url, "role": "producer"})
+                                        {"audit": args.audit, "database_url": args.database_url, "role": "producer",
+                                         "relay_process": args.relay_process})
     await adapter.connect()
     try:
         jobs = [Job(payload(i)) for i in range(args.n)]
@@ -102,6 +105,14 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await adapter.close()
     return {"enq": enq, "cpu_s": cpu}
+
+
+def system_name(args: argparse.Namespace) -> str:
+    """The name run.py knows the variant by: horae, horae+audit, horae+audit-proc, a peer."""
+    base: str = args.system
+    if not args.audit:
+        return base
+    return base + ("+audit-proc" if args.relay_process else "+audit")
 
 
 def _task_stacks() -> list[str]:
@@ -126,6 +137,10 @@ def main() -> None:
     p.add_argument("--rep", type=int, default=0)
     p.add_argument("--audit", action="store_true")
     p.add_argument("--database-url", default="")
+    p.add_argument("--relay-process", action="store_true",
+                   help="with --audit: relay off here, a `horae audit relay` process of its own (horae+audit-proc)")
+    p.add_argument("--relay-core", type=int, default=None,
+                   help="pin that relay process to this core (default: this process's, the client core)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)")
     p.add_argument("--pg-pid", type=int, default=0, help="the private PostgreSQL's postmaster (its CPU is counted)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from common import ALL_SYSTEMS, PEERS, README
+from common import ALL_SYSTEMS, AUDIT_SYSTEMS, PEERS, README
 
 TABLE_START, TABLE_END = "<!-- bench:table:start -->", "<!-- bench:table:end -->"
 PRIORITY_SLACK = 2 * 50 * 50  # drain_priority: jobs in flight (concurrency 50) at each of the 2 priority boundaries
@@ -131,10 +131,25 @@ def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool | 
     return (max if higher else min)(vals, key=lambda pv: pv[1])
 
 
+def versus(peer: str | None, value: float | None, unit: str = "") -> str:
+    """The best peer and its value for a target's text ("no peer run" in a run without peers)."""
+    return f"{peer} {fmt(value)}{unit}" if peer is not None else "no peer run"
+
+
 def ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b == 0:
         return "–"
     return f"{a / b:.2f}×"
+
+
+def status(summary: dict[str, Any], system: str, scenario: str) -> str:
+    """Why a system has no value for a scenario: its status ("not run" when it was not run)."""
+    return str(summary.get(system, {}).get(scenario, {}).get("status", "not run"))
+
+
+def ratio_systems(systems: list[str]) -> list[str]:
+    """The horae variants that get a "÷ best peer" column: those in this run."""
+    return [x for x in ("horae", *AUDIT_SYSTEMS) if x in systems]
 
 
 def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -144,32 +159,35 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         rows.append({"target": name, "measured": measured,
                      "met": "n/a" if met is None else ("met" if met else "NOT met")})
 
-    for sc in ("e2e", "drain"):
-        peer, pv = best_peer(summary, sc, "jobs_per_s", True)
-        on = median_of(summary, "horae+audit", sc, "jobs_per_s")
-        off = median_of(summary, "horae", sc, "jobs_per_s")
-        st = summary.get("horae+audit", {}).get(sc, {}).get("status", "not run")
-        if on is None:
-            add(f"{sc} jobs/s audit ON ≥ 1.5× best peer",
-                f"audit on: {st}; audit off {fmt(off)} vs {peer} {fmt(pv)} = {ratio(off, pv)}", None)
-        else:
-            add(f"{sc} jobs/s audit ON ≥ 1.5× best peer", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}",
-                pv is not None and on >= 1.5 * pv)
-    peer, pv = best_peer(summary, "e2e_split", "jobs_per_s", True)
-    on = median_of(summary, "horae+audit", "e2e_split", "jobs_per_s")
-    add("e2e_split jobs/s audit ON ≥ 3× best peer", f"{fmt(on)} vs {peer} {fmt(pv)} = {ratio(on, pv)}"
-        if on is not None else "not run", None if on is None or pv is None else on >= 3 * pv)
-    v = median_of(summary, "horae+audit", "e2e_split", "latency.p99_ms")
-    add("e2e_split latency p99 ≤ 20 ms (audit on)", f"{fmt(v)} ms" if v is not None else "not run",
-        None if v is None else v <= 20)
-    for sc in ("e2e_split", "drain"):
-        peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
-        v = median_of(summary, "horae+audit", sc, "cpu_per_job_us.total_us")
-        add(f"{sc} CPU per job audit ON ≤ best peer's (no audit)",
-            f"{fmt(v)} µs vs {peer} {fmt(pv)} µs = {ratio(v, pv)}" if v is not None else "not run",
-            None if v is None or pv is None else v <= pv)
-    for system in ("horae", "horae+audit"):
-        tag = "" if system == "horae" else " (audit on)"
+    for system, what in AUDIT_SYSTEMS.items():  # issue 15: both ways of running the relay
+        tag = f" ({what})"
+        for sc in ("e2e", "drain"):
+            peer, pv = best_peer(summary, sc, "jobs_per_s", True)
+            on = median_of(summary, system, sc, "jobs_per_s")
+            off = median_of(summary, "horae", sc, "jobs_per_s")
+            if on is None:
+                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}",
+                    f"{status(summary, system, sc)}; audit off {fmt(off)} vs {versus(peer, pv)} = {ratio(off, pv)}",
+                    None)
+            else:
+                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}",
+                    None if pv is None else on >= 1.5 * pv)
+        peer, pv = best_peer(summary, "e2e_split", "jobs_per_s", True)
+        on = median_of(summary, system, "e2e_split", "jobs_per_s")
+        add(f"e2e_split jobs/s ≥ 3× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}"
+            if on is not None else status(summary, system, "e2e_split"),
+            None if on is None or pv is None else on >= 3 * pv)
+        v = median_of(summary, system, "e2e_split", "latency.p99_ms")
+        add(f"e2e_split latency p99 ≤ 20 ms{tag}", f"{fmt(v)} ms" if v is not None else
+            status(summary, system, "e2e_split"), None if v is None else v <= 20)
+        for sc in ("e2e_split", "drain"):
+            peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
+            v = median_of(summary, system, sc, "cpu_per_job_us.total_us")
+            add(f"{sc} CPU per job ≤ best peer's without audit{tag}",
+                f"{fmt(v)} µs vs {versus(peer, pv, ' µs')} = {ratio(v, pv)}" if v is not None else status(summary, system, sc),
+                None if v is None or pv is None else v <= pv)
+    for system in ("horae", *AUDIT_SYSTEMS):
+        tag = f" ({AUDIT_SYSTEMS[system]})" if system in AUDIT_SYSTEMS else ""
         v = median_of(summary, system, "paced_at", "latency.p99_ms")
         add(f"paced latency p99 ≤ 2 ms through schedule_at(now){tag}", f"{fmt(v)} ms" if v is not None else "not run",
             None if v is None else v <= 2)
@@ -180,7 +198,7 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         v = median_of(summary, system, "delayed_burst", "lateness.p99_ms")
         peer, pv = best_peer(summary, "delayed_burst", "lateness.p99_ms", False)
         add(f"delayed_burst lateness p99 ≤ 0.5× best peer{tag}",
-            f"{fmt(v)} ms vs {peer} {fmt(pv)} ms = {ratio(v, pv)}" if v is not None else
+            f"{fmt(v)} ms vs {versus(peer, pv, ' ms')} = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("delayed_burst", {}).get("status", "not run"),
             None if v is None or pv is None else v <= 0.5 * pv)
         v = median_of(summary, system, "paced", "latency.p99_ms")
@@ -190,17 +208,17 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
         peer, pv = best_peer(summary, "retry", "seconds", False)
         twice = summary.get(system, {}).get("retry", {}).get("exactly_twice_all_reps")
         add(f"retry total ≤ best peer, each job exactly 2 runs{tag}",
-            f"{fmt(v)} s vs {peer} {fmt(pv)} s = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
+            f"{fmt(v)} s vs {versus(peer, pv, ' s')} = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
             summary.get(system, {}).get("retry", {}).get("status", "not run"),
             None if v is None or pv is None else (v <= pv and bool(twice)))
         v = median_of(summary, system, "memory", "bytes_per_job")
         peer, pv = best_peer(summary, "memory", "bytes_per_job", False)
         add(f"memory bytes/delayed job ≤ leanest peer{tag}",
-            f"{fmt(v)} B vs {peer} {fmt(pv)} B = {ratio(v, pv)}" if v is not None else
+            f"{fmt(v)} B vs {versus(peer, pv, ' B')} = {ratio(v, pv)}" if v is not None else
             summary.get(system, {}).get("memory", {}).get("status", "not run"),
             None if v is None or pv is None else v <= pv)
-    for system in ("horae", "horae+audit", "bullmq"):  # issue 14: flow control (bullmq shown for context)
-        tag = "" if system == "horae" else f" ({'audit on' if system == 'horae+audit' else system + ', for comparison'})"
+    for system in ("horae", *AUDIT_SYSTEMS, "bullmq"):  # issue 14: flow control (bullmq shown for context)
+        tag = "" if system == "horae" else f" ({AUDIT_SYSTEMS.get(system, system + ', for comparison')})"
         e = summary.get(system, {}).get("drain_priority")
         if e is not None:
             inv = e.get("order.inverted_pairs", {}).get("max")
@@ -253,11 +271,13 @@ def markdown(report: dict[str, Any]) -> str:
         "Versions: " + "; ".join(f"{k}: " + ", ".join(f"{a} {b}" for a, b in v.items())
                                  for k, v in report["versions"].items()) + ".",
         "",
-        "Cells: median (min–max) over the repetitions; ratio = horae median ÷ best peer median "
-        "(for jobs/s higher is better, for everything else lower is better).",
+        "Cells: median (min–max) over the repetitions; ratio = a horae variant's median ÷ best peer median "
+        "(for jobs/s higher is better, for everything else lower is better). horae+audit relays on a thread "
+        "of the worker process, horae+audit-proc in a `horae audit relay` process of its own.",
         "",
-        "| metric | N | " + " | ".join(systems) + " | best peer | horae ÷ best | horae+audit ÷ best |",
-        "|---|---|" + "---|" * len(systems) + "---|---|---|",
+        "| metric | N | " + " | ".join(systems) + " | best peer | "
+        + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems)) + " |",
+        "|---|---|" + "---|" * (len(systems) + 1 + len(ratio_systems(systems))),
     ]
     for sc, path, label, higher in TABLE_METRICS:
         if not any(sc in s.get(x, {}) for x in systems):
@@ -265,8 +285,8 @@ def markdown(report: dict[str, Any]) -> str:
         peer, pv = best_peer(s, sc, path, higher)
         n = report["n"].get(sc, "")
         row = [label, f"{n:,}" if isinstance(n, int) else str(n)] + [cell(s, x, sc, path) for x in systems]
-        row += [f"{peer} {fmt(pv)}" if peer else "–",
-                ratio(median_of(s, "horae", sc, path), pv), ratio(median_of(s, "horae+audit", sc, path), pv)]
+        row += [versus(peer, pv) if peer else "–"]
+        row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")
     lines += cpu_table(report, systems)
     twice = {x: s.get(x, {}).get("retry", {}).get("exactly_twice_all_reps") for x in systems if "retry" in s.get(x, {})}
@@ -298,14 +318,16 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
     if not scenarios:
         return []
     lines = ["", "CPU per job, µs (all processes in the measured window: client processes, redis-server and, "
-                 "for horae+audit, PostgreSQL; median over the reps; client / Redis / PostgreSQL in the JSON):", "",
-             "| scenario | " + " | ".join(systems) + " | best peer | horae ÷ best | horae+audit ÷ best |",
-             "|---|" + "---|" * len(systems) + "---|---|---|"]
+                 "with the audit on, PostgreSQL, and for horae+audit-proc its relay process; median over the reps; "
+                 "client / Redis / PostgreSQL in the JSON, the relay process's share of client as helpers_us):", "",
+             "| scenario | " + " | ".join(systems) + " | best peer | "
+             + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems)) + " |",
+             "|---|" + "---|" * (len(systems) + 1 + len(ratio_systems(systems)))]
     for sc in scenarios:
         peer, pv = best_peer(s, sc, path, False)
         row = [sc] + [fmt(median_of(s, x, sc, path)) for x in systems]
-        row += [f"{peer} {fmt(pv)}" if peer else "–", ratio(median_of(s, "horae", sc, path), pv),
-                ratio(median_of(s, "horae+audit", sc, path), pv)]
+        row += [versus(peer, pv) if peer else "–"]
+        row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 

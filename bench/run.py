@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from common import ALL_SYSTEMS, BENCH, DATA, README, RESULTS, ROOT, VENVS, log, python_of
+from common import ALL_SYSTEMS, AUDIT_SYSTEMS, BENCH, DATA, README, RESULTS, ROOT, VENVS, log, python_of
 from report import fmt, markdown, summarize, targets, write_readme
 from servers import (
     RedisServer,
@@ -61,15 +61,17 @@ CEILING_REQUESTS = 1_000_000
 
 # ----------------------------------------------------------------------------- runs
 def run_one(server: RedisServer, system: str, scenario: str, n: int, rep: int, pg_url: str,
-            profile: str | None) -> dict[str, Any]:
+            profile: str | None, relay_core: int | None = None) -> dict[str, Any]:
     server.command("FLUSHALL")
     base = system.split("+")[0]
     timeout = 300 if scenario != "memory" else 900
     cmd = [*pin(1), str(python_of(system)), str(BENCH / "driver.py"), "--system", base, "--scenario", scenario,
            "--redis", server.url, "--n", str(n), "--rep", str(rep), "--timeout", str(timeout - 60)]
-    if system.endswith("+audit"):
+    if system in AUDIT_SYSTEMS:
         try:
             cmd += ["--audit", "--database-url", fresh_database(pg_url), "--pg-pid", str(postgres_pid())]
+            if system == "horae+audit-proc":
+                cmd += ["--relay-process"] + ([] if relay_core is None else ["--relay-core", str(relay_core)])
         except RuntimeError as exc:
             return {"system": system, "scenario": scenario, "rep": rep, "n": n, "status": f"error: {exc}"}
     if profile and base == "horae":
@@ -161,6 +163,8 @@ def main() -> None:
                    "of the README table (added or replaced by name) instead of rewriting the table")
     p.add_argument("--merge", metavar="JSON", help="start from an earlier results file: its runs are kept except "
                    "the (system, scenario) pairs this invocation runs again; its ceilings are kept with --no-ceiling")
+    p.add_argument("--relay-core", type=int, default=None, help="horae+audit-proc: pin its relay process to "
+                   "this core (default: the client core, where the worker and producer run)")
     p.add_argument("--profile", action="store_true",
                    help="run horae under py-spy (bench/.venvs/tools) and keep raw stacks in bench/profiles/")
     args = p.parse_args()
@@ -174,6 +178,8 @@ def main() -> None:
     for x in scenarios:
         if x not in SCENARIO_N:
             raise SystemExit(f"unknown scenario {x}; choose from {ALL_SCENARIOS}")
+    if args.relay_core is not None and not (pin(args.relay_core) and 0 <= args.relay_core < (os.cpu_count() or 1)):
+        raise SystemExit(f"--relay-core {args.relay_core}: needs taskset and a core in 0..{(os.cpu_count() or 1) - 1}")
     n_of = {sc: max(10, int(SCENARIO_N[sc] * args.scale)) for sc in scenarios}
 
     server = RedisServer()
@@ -182,22 +188,27 @@ def main() -> None:
     log(f"clients: each (system, scenario, rep) is a fresh process"
         f"{' pinned to core 1' if pin(1) else ''}; producer and worker share that one process and asyncio loop; "
         f"handler = async no-op that records time.time(); worker concurrency 50")
+    if "horae+audit-proc" in systems:
+        log("horae+audit-proc: workers and producers relay nothing; the driver starts `horae audit relay` as a "
+            "process of its own before the clock and counts its CPU; "
+            + ("it inherits the client core" if args.relay_core is None else f"pinned to core {args.relay_core}"))
     pg_url = ""
     pg_ours = False
     wired = None
-    if "horae+audit" in systems:
+    if any(x in AUDIT_SYSTEMS for x in systems):
         wired = audit_wired()
         if wired:
             pg_url, pg_ours = start_postgres()
             log(f"postgres (audit): private embedded server under {DATA} at {pg_url}"
                 f"{'' if pg_ours else ' (already running: reused, left running)'}, {pin_postgres(0)}")
         else:
-            log("horae+audit: Scheduler(...).audit does not exist yet -> rows marked 'n/a (audit not wired yet)'")
+            log("horae+audit*: Scheduler(...).audit does not exist yet -> rows marked 'n/a (audit not wired yet)'")
     report: dict[str, Any] = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
         "redis": {"binary": server.binary, "version": server.version, "cmdline": server.cmdline},
         "scale": args.scale, "reps": args.reps, "n": n_of, "command": " ".join(["python bench/run.py", *sys.argv[1:]]),
-        "process_model": "fresh process per (system, scenario, rep); producer and worker in one process and loop",
+        "process_model": "fresh process per (system, scenario, rep); producer and worker in one process and loop "
+                         "(e2e_split: producer in a process of its own); horae+audit-proc: plus a relay process",
         "runs": [], "ceilings": [], "versions": {}, "settings": {},
         "horae_revision_at_start": engine_revision(),
     }
@@ -221,17 +232,18 @@ def main() -> None:
         for sc in scenarios:
             for rep in range(args.reps):
                 for system in systems:
-                    if system == "horae+audit" and wired is False:
+                    if system in AUDIT_SYSTEMS and wired is False:
                         r = {"system": system, "scenario": sc, "rep": rep, "n": n_of[sc],
                              "status": "n/a (audit not wired yet)"}
                     else:
-                        r = run_one(server, system, sc, n_of[sc], rep, pg_url, "py-spy" if args.profile else None)
+                        r = run_one(server, system, sc, n_of[sc], rep, pg_url, "py-spy" if args.profile else None,
+                                    args.relay_core)
                     report["runs"].append(r)
                     if r.get("versions"):
                         report["versions"][system.split("+")[0]] = r["versions"]
                     if r.get("settings"):
                         report["settings"].setdefault(system, {}).update(r["settings"])
-                    log(f"  {sc:15s} rep {rep} {system:12s} {short(r)}")
+                    log(f"  {sc:15s} rep {rep} {system:16s} {short(r)}")
                     partial.write_text(json.dumps(report, indent=1))  # a crash keeps what was measured
     except BaseException as exc:  # noqa: BLE001 - report what was measured, then re-raise
         report["aborted"] = repr(exc)

@@ -77,6 +77,11 @@ class Adapter:
     async def stop_worker(self) -> None:
         raise NotImplementedError
 
+    def processes(self) -> list[int]:
+        """Pids of helper processes this system runs besides the driver's (horae+audit-proc: its
+        relay process), started by connect(): their CPU in the measured window counts."""
+        return []
+
     async def finish(self) -> None:
         """Work that belongs inside the measured time once every handler ran (horae: audit flush)."""
 

@@ -1,7 +1,9 @@
 """horae through its public facade: Scheduler(settings=..., listeners=registry),
 schedule_in / schedule_at, make_worker(). `audit` is a flag of the adapter:
 off = settings.audit.enabled False; on = enabled with a private PostgreSQL and
-`await s.audit.flush()` inside the measured time."""
+`await s.audit.flush()` inside the measured time. `relay_process` (horae+audit-proc): the
+same, but this process relays nothing (`[audit] relay = false`) and a `horae audit relay`
+process of its own (horae_relay.py) moves the outbox to PostgreSQL; the flush waits for it."""
 
 from __future__ import annotations
 
@@ -35,11 +37,11 @@ class HoraeAdapter(Adapter):
         from scheduler.config import load_settings
 
         self.audit = bool(options.get("audit"))
+        self.relay_process = self.audit and bool(options.get("relay_process"))
         settings = load_settings(env={}, redis_url=redis_url, namespace=QUEUE,
                                  database_url=options.get("database_url") or None)
-        settings = settings.model_copy(
-            update={"audit": settings.audit.model_copy(update={"enabled": self.audit})}
-        )
+        audit = {"enabled": self.audit, **({"relay": False} if self.relay_process else {})}
+        settings = settings.model_copy(update={"audit": settings.audit.model_copy(update=audit)})
         self.registry = ListenerRegistry()
         on_run_ = on_run
 
@@ -54,6 +56,9 @@ class HoraeAdapter(Adapter):
         self.s = Scheduler(settings=settings, listeners=self.registry)
         self.retry_policy = RetryPolicy(RETRY_ATTEMPTS, Backoff("fixed", int(RETRY_DELAY_S * 1000)))
         self.worker: Any = None
+        self.trail: Any = None  # what finish() flushes: s.audit, or (relay_process) a trail of our own
+        self.relay: Any = None  # horae_relay.RelayProcess (relay_process, worker role)
+        self._redis: Any = None
 
     def versions(self) -> dict[str, str]:
         return {"horae": pkg_version("horae"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
@@ -62,8 +67,8 @@ class HoraeAdapter(Adapter):
         st = self.s.settings
         return {
             "audit.enabled": st.audit.enabled,
-            "audit.relay": f"{st.audit.relay} (audit on: the relay started in this process before the clock; "
-                           "await s.audit.flush(timeout=300) inside the measured time)" if self.audit else st.audit.relay,
+            "audit.relay": self._relay_note(),
+            "audit.relay_thread": st.audit.relay_thread,
             "audit.batch_size": st.audit.batch_size,
             "audit.block_ms": st.audit.block_ms,
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
@@ -81,11 +86,47 @@ class HoraeAdapter(Adapter):
             "rate limit (rate_limited)": "configure_topic(topic, TopicOptions(rate_limit=RateLimit(max, per)))",
         }
 
+    def _relay_note(self) -> Any:
+        st = self.s.settings.audit
+        if not self.audit:
+            return st.relay
+        if self.relay_process:
+            core = self.options.get("relay_core")
+            where = "on the client core" if core is None else f"pinned to core {core}"
+            return (f"{st.relay} (a `horae audit relay` process of its own, same Redis, PostgreSQL and namespace, "
+                    f"{where}, started before the clock, its CPU counted; await flush(timeout=300) inside the "
+                    "measured time)")
+        return (f"{st.relay} (the relay started in this process before the clock"
+                f"{', on a thread of its own' if st.relay_thread else ', on its loop'}; "
+                "await s.audit.flush(timeout=300) inside the measured time)")
+
     async def connect(self) -> None:
         await self.s.connect()
-        if self.audit and self.options.get("role") != "producer":
-            await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
-        # e2e_split's producer is a web process's Scheduler: no worker, no relay.
+        if not self.audit:
+            return
+        if not self.relay_process:
+            self.trail = self.s.audit
+            if self.options.get("role") != "producer":
+                await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
+            # e2e_split's producer is a web process's Scheduler: no worker, no relay.
+            return
+        if self.options.get("role") == "producer":
+            return  # relays nothing, flushes nothing: only writes outbox events
+        import redis.asyncio as aioredis
+        from audit import AuditTrail, RelayOptions
+
+        from adapters.horae_relay import RelayProcess
+
+        url = self.options["database_url"]
+        self._redis = aioredis.Redis.from_url(self.redis_url)
+        self.trail = AuditTrail(self._redis, QUEUE, url, RelayOptions.from_settings(self.s.settings.audit))
+        await self.trail.open()  # migrates before the clock, as Scheduler.connect does with the relay in-process
+        await self.trail.close()  # flush() needs only Redis
+        self.relay = RelayProcess(self.redis_url, url, QUEUE, self.options.get("relay_core"))
+        await self.relay.start(self._redis)
+
+    def processes(self) -> list[int]:
+        return [self.relay.pid] if self.relay is not None and self.relay.pid else []
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None
@@ -144,12 +185,18 @@ class HoraeAdapter(Adapter):
         return calls, claimed
 
     async def settle(self) -> None:
-        if self.audit:
-            await self.s.audit.flush(timeout=300)
+        if self.trail is not None:
+            await self.trail.flush(timeout=300)
 
     async def finish(self) -> None:
-        if self.audit:
-            await self.s.audit.flush(timeout=300)  # the audit is complete when the clock stops
+        if self.trail is not None:
+            await self.trail.flush(timeout=300)  # the audit is complete when the clock stops
 
     async def close(self) -> None:
-        await self.s.close()
+        try:
+            await self.s.close()
+        finally:
+            if self.relay is not None:
+                await self.relay.stop()
+            if self._redis is not None:
+                await self._redis.aclose()
