@@ -204,10 +204,10 @@ class SparkCluster:
         assert len(ids) == 1, f"applications named {name!r}: {ids}"
         return str(ids[0])
 
-    def app_ids(self) -> set[str]:
-        """Every application the master knows (running or completed)."""
+    def app_ids(self, but: str = CONNECT_APP) -> set[str]:
+        """Every application the master knows (running or completed), but those named `but`."""
         state = self.state()
-        return {app["id"] for app in [*state["activeapps"], *state["completedapps"]]}
+        return {app["id"] for app in [*state["activeapps"], *state["completedapps"]] if app["name"] != but}
 
     def tasks_by_worker(self, app_id: str) -> dict[str, int]:
         """Tasks each worker's executors finished for an application ("Finished task" lines)."""

@@ -137,16 +137,19 @@ def run_on_cluster(cluster: SparkCluster, argv: list[str], env: dict[str, str], 
     worker. `then` is called once it holds both workers (the next application may queue then)."""
     before = cluster.app_ids()
     driver = Driver(argv, env, cwd)
-    if then is not None:
+    try:
         deadline = time.monotonic() + 120
-        while driver.proc.poll() is None and time.monotonic() < deadline:
+        while then is not None and driver.proc.poll() is None and time.monotonic() < deadline:
             new = cluster.app_ids() - before
             if new and all(cluster.tasks_by_worker(next(iter(new))).values()):
                 then()
                 break
             time.sleep(0.5)
+    except BaseException:
+        driver.kill()
+        raise
     driver.finish()
-    new = cluster.app_ids() - before - {cluster.app_named(CONNECT_APP)} if cluster.connect else cluster.app_ids() - before
+    new = cluster.app_ids() - before
     assert len(new) == 1, f"expected one new application on {cluster.master_url}, got {sorted(new)}"
     app = new.pop()
     tasks = cluster.tasks_by_worker(app)
