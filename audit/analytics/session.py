@@ -85,13 +85,15 @@ def session_conf(master: str | None, conf: Mapping[str, str]) -> tuple[str | Non
 
 
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
-    """The active SparkSession if there is one (tests, spark-submit), else a new one.
+    """A Spark Connect session for an sc:// master; else the active SparkSession if there is
+    one (tests, spark-submit), else a new one.
 
     Returns:
         (session, created): stop the session only when `created`.
 
     Raises:
-        JavaMissing: when no Java 17+ is available to start Spark.
+        JavaMissing: when no Java 17+ is available to start Spark (not asked for sc://).
+        AnalyticsError: for sc://, a setting only the Connect server may have, or no Connect client.
     """
     if master and is_connect(master):
         return _connect_session(master, conf or {}), True
