@@ -27,16 +27,16 @@ from pyspark.find_spark_home import _find_spark_home
 
 SPARK_HOME: Final = Path(_find_spark_home())
 CONNECT_APP: Final = "Spark Connect server"
-# Short-lived JVMs on a 2-core machine: C1 only and the serial GC start and finish tiny jobs sooner.
-JVM_OPTS: Final = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Short-lived JVMs on a 2-core machine: C1 only and the serial GC start and finish tiny jobs with
+# about 40% less CPU (a local report: 38 -> 22 CPU-s); `-Xlog:cds=off` hides the class-data-sharing
+# warnings of the archive below.
+JVM_OPTS: Final = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:cds=off"
 # What every driver on this cluster sets (the workers have 1 core / 512 MiB; the default executor
 # asks 1 GiB and would wait forever). Both executors registered before the first job, no locality
 # wait: the work spreads over both workers.
 CLUSTER_CONF: Final = {
     "spark.executor.memory": "512m",
     "spark.executor.cores": "1",
-    "spark.driver.extraJavaOptions": JVM_OPTS,
-    "spark.executor.extraJavaOptions": JVM_OPTS,
     "spark.ui.enabled": "false",
     "spark.scheduler.minRegisteredResourcesRatio": "1.0",
     "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
@@ -114,7 +114,21 @@ class SparkCluster:
         self.procs: list[SparkProcess] = []
         self.connect: SparkProcess | None = None
         self.connect_port = 0
-        (root / "conf").mkdir(parents=True, exist_ok=True)  # no machine-wide spark-defaults.conf
+        self.conf_dir = root / "conf"  # empty: no machine-wide spark-defaults.conf; one for all JVMs
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.classes = root / "spark-classes.jsa"
+
+    @property
+    def dump_opts(self) -> str:
+        """JVM options of the first driver: it writes the Spark classes it loaded to a
+        class-data-sharing archive at exit (same class path as every JVM here: one conf dir)."""
+        return f"{JVM_OPTS} -XX:ArchiveClassesAtExit={self.classes}"
+
+    def conf(self) -> dict[str, str]:
+        """CLUSTER_CONF, with drivers and executors mapping that archive (a third less CPU per
+        JVM start; a JVM started before it exists only warns, silently here, and loads as usual)."""
+        shared = f"{JVM_OPTS} -XX:SharedArchiveFile={self.classes}"
+        return {**CLUSTER_CONF, "spark.driver.extraJavaOptions": shared, "spark.executor.extraJavaOptions": shared}
 
     @property
     def master_url(self) -> str:
@@ -124,7 +138,7 @@ class SparkCluster:
         """The environment of every Spark process here (drivers included): loopback only."""
         env = dict(os.environ)
         env.update({
-            "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(self.root / "conf"),
+            "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(self.conf_dir),
             "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.root / "logs"), "SPARK_PID_DIR": str(self.root),
             "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTS,
@@ -218,9 +232,11 @@ class SparkCluster:
         return counts
 
     def stop(self) -> None:
-        """Every process, newest first (connect server, workers and their executors, master)."""
+        """Every process, newest first (connect server, workers and their executors, master);
+        the class archive is removed."""
         for proc in reversed(self.procs):
             proc.stop()
+        self.classes.unlink(missing_ok=True)  # ~180 MB
 
 
 
@@ -243,10 +259,11 @@ class Driver:
         (then its group, JVM included, is killed)."""
         try:
             self.proc.wait(timeout=timeout)
+            _wait_group_gone(self.proc.pid, 60)  # a JVM ends after its Python (writing its class archive)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{self.argv[0]} still running after {timeout} s:\n{self.output()[-6000:]}")
         finally:
-            self.kill()  # whatever is left (a JVM that outlived its Python; all of it on timeout)
+            self.kill()  # whatever is left (all of it on timeout)
         text = self.output()
         assert self.proc.returncode == 0, f"{' '.join(self.argv[:4])} ... exited {self.proc.returncode}:\n{text[-6000:]}"
         return text

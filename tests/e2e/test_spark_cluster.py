@@ -28,8 +28,7 @@ from audit.analytics.location import DatasetLocation
 from audit.analytics.window import ReportWindow
 from tests.analytics_helpers import History, require_spark
 from tests.procs import HORAE, ROOT, child_env
-from tests.spark_cluster import CLUSTER_CONF, CONNECT_APP, JVM_OPTS, SPARK_HOME, SQL_CONF, Driver, SparkCluster, \
-    conf_args, run_driver
+from tests.spark_cluster import CONNECT_APP, SPARK_HOME, SQL_CONF, Driver, SparkCluster, conf_args, run_driver
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -80,45 +79,45 @@ def report_args(dataset: DatasetLocation, out: Path) -> list[str]:
             "--no-export", "--no-db", "--out", str(out)]
 
 
-def driver_env(tmp: Path, **extra: str) -> dict[str, str]:
+def driver_env(cluster: SparkCluster, tmp: Path, **extra: str) -> dict[str, str]:
     """A driver's environment: no HORAE_* of the test run, its own data dir, loopback Spark."""
     env = child_env()
     env.update({"HORAE_DATA_DIR": str(tmp / "data"), "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_HOME": str(SPARK_HOME), **extra})
+                "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(cluster.conf_dir), **extra})
     return env
 
 
 @pytest.fixture(scope="module")
-def local_run(dataset: DatasetLocation, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Driver, Path]]:
-    """The local[*] run (the default master, set explicitly), started first: it runs while the
-    cluster starts."""
+def spark(dataset: DatasetLocation, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[tuple[SparkCluster, Driver, Path]]:
+    """The cluster, and the local[*] run (the default master, set explicitly) started first, so
+    that it runs while the cluster starts; its JVM leaves the class archive the others map."""
     require_spark()
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark"))
     tmp = tmp_path_factory.mktemp("local")
-    conf = {**SQL_CONF, "spark.driver.extraJavaOptions": JVM_OPTS}
-    driver = Driver([str(HORAE), "report", "--master", "local[*]", *conf_args(conf),
-                     *report_args(dataset, tmp / "out")], driver_env(tmp), cwd=tmp)
+    conf = {**SQL_CONF, "spark.driver.extraJavaOptions": cluster.dump_opts}
+    local = Driver([str(HORAE), "report", "--master", "local[*]", *conf_args(conf), *report_args(dataset, tmp / "out")],
+                   driver_env(cluster, tmp), cwd=tmp)
     try:
-        yield driver, tmp / "out"
+        cluster.start()
+        yield cluster, local, tmp / "out"
     finally:
-        driver.kill()
+        local.kill()
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
-def cluster(local_run: tuple[Driver, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    spark = SparkCluster(tmp_path_factory.mktemp("spark"))
-    try:
-        spark.start()
-        yield spark
-    finally:
-        spark.stop()
-
-
-@pytest.fixture(scope="module")
-def reference(local_run: tuple[Driver, Path], cluster: SparkCluster) -> Path:
+def reference(spark: tuple[SparkCluster, Driver, Path]) -> Path:
     """The local[*] run's output directory, once it ended."""
-    driver, out = local_run
-    driver.finish()
+    _, local, out = spark
+    local.finish()
     return out
+
+
+@pytest.fixture(scope="module")
+def cluster(spark: tuple[SparkCluster, Driver, Path], reference: Path) -> SparkCluster:
+    """The started cluster (after the local run: its JVMs then map the class archive)."""
+    return spark[0]
 
 
 def assert_same_report(out: Path, reference: Path) -> None:
@@ -171,8 +170,8 @@ def test_the_reference_has_every_kind_of_figure(reference: Path) -> None:
 def test_horae_report_on_a_standalone_cluster(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
                                               tmp_path: Path) -> None:
     # Executors start no Python (no UDFs): a PYSPARK_PYTHON that does not exist changes nothing.
-    env = driver_env(tmp_path, PYSPARK_PYTHON=str(tmp_path / "no-python-here"))
-    argv = [str(HORAE), "report", "--master", cluster.master_url, *conf_args({**CLUSTER_CONF, **SQL_CONF}),
+    env = driver_env(cluster, tmp_path, PYSPARK_PYTHON=str(tmp_path / "no-python-here"))
+    argv = [str(HORAE), "report", "--master", cluster.master_url, *conf_args({**cluster.conf(), **SQL_CONF}),
             *report_args(dataset, tmp_path / "out")]
     run_on_cluster(cluster, argv, env, tmp_path)
     assert_same_report(tmp_path / "out", reference)
@@ -181,21 +180,21 @@ def test_horae_report_on_a_standalone_cluster(cluster: SparkCluster, dataset: Da
 def test_spark_submit_of_the_bundle(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
                                     tmp_path: Path) -> None:
     bundle = build_bundle(tmp_path / "bundle")
-    env = driver_env(tmp_path, PYSPARK_PYTHON=sys.executable)
+    env = driver_env(cluster, tmp_path, PYSPARK_PYTHON=sys.executable)
     del env["PYTHONPATH"]  # the driver imports horae from --py-files horae.zip
     argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url,
-            *conf_args({**CLUSTER_CONF, **SQL_CONF}), *bundle.submit_args(), *report_args(dataset, tmp_path / "out")]
-    run_on_cluster(cluster, argv, env, tmp_path, then=lambda: cluster.spawn_connect(CLUSTER_CONF))
+            *conf_args({**cluster.conf(), **SQL_CONF}), *bundle.submit_args(), *report_args(dataset, tmp_path / "out")]
+    run_on_cluster(cluster, argv, env, tmp_path, then=lambda: cluster.spawn_connect(cluster.conf()))
     assert_same_report(tmp_path / "out", reference)
 
 
 def test_spark_connect_client(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
                               tmp_path: Path) -> None:
-    url = cluster.connect_url(CLUSTER_CONF)  # started by the spark-submit test, unless run alone
+    url = cluster.connect_url(cluster.conf())  # started by the spark-submit test, unless run alone
     server_app = cluster.app_named(CONNECT_APP)
     tasks_before = cluster.tasks_by_worker(server_app)
     # The client runs no JVM: a JAVA_HOME without java changes nothing.
-    env = driver_env(tmp_path, JAVA_HOME=str(tmp_path / "no-java-here"))
+    env = driver_env(cluster, tmp_path, JAVA_HOME=str(tmp_path / "no-java-here"))
     run_driver([str(HORAE), "report", "--master", url, *conf_args(SQL_CONF), *report_args(dataset, tmp_path / "out")],
                env, tmp_path)
     assert_same_report(tmp_path / "out", reference)
