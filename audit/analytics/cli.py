@@ -87,7 +87,8 @@ def report_options(func: F) -> F:
         click.option("--until", callback=_day, help="Last day, inclusive (default: --since)."),
         click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                      help="Output directory (default: <report_dir>/<since>[_<until>])."),
-        click.option("--master", help="Spark master (default: analytics.master; under spark-submit its own)."),
+        click.option("--master", help="Spark master: local[*], spark://host:7077, yarn, sc://host:15002 (Spark "
+                     "Connect) (default: analytics.master; under spark-submit its own)."),
         click.option("--zone", help="IANA zone the days are counted in (default: analytics.zone)."),
         click.option("--dataset", help="Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri)."),
         click.option("--baseline-days", type=click.IntRange(0, 90),

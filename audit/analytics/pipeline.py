@@ -105,12 +105,12 @@ def run_export(request: ReportRequest, progress: Progress, now: Callable[[], dat
 def run_analysis(request: ReportRequest, progress: Progress) -> Analysis:
     """Start (or reuse) Spark and analyze the window."""
     from audit.analytics.analyze import analyze
-    from audit.analytics.session import start_session
+    from audit.analytics.session import master_of, start_session
     from audit.analytics.sources import ParquetSource, Source
 
     progress.stage("spark", None)
     spark, created = start_session(request.master, request.spark_conf)
-    progress.finish("spark", note=str(spark.sparkContext.master))
+    progress.finish("spark", note=master_of(spark, request.master))
     try:
         source: Source
         if request.source == "jdbc":
@@ -174,13 +174,15 @@ def run_report(request: ReportRequest, progress: Progress | None = None,
     """Export, analyze and publish one window.
 
     Raises:
-        JavaMissing: before anything runs, when Java 17+ is absent.
+        JavaMissing: before anything runs, when Java 17+ is absent (not needed for a Spark Connect
+            master, sc://, whose server runs the JVM).
         AnalyticsError: for a missing database URL, dataset day, or a failing step.
     """
     progress = progress or NullProgress()
     clock = now or (lambda: datetime.now(UTC))
     timings: dict[str, float] = {}
-    require_java()
+    if not (request.master or "").startswith("sc://"):
+        require_java()
     exports: list[ExportResult] = []
     started = time.perf_counter()
     if request.export and request.source == "parquet":

@@ -1,5 +1,7 @@
-"""The SparkSession of a report: local[*] by default, the cluster's own master
-and settings under spark-submit, quiet JVM logs, UTC session time zone."""
+"""The SparkSession of a report: local[*] by default, a standalone/YARN/k8s
+master by URL, the cluster's own master and settings under spark-submit, or a
+Spark Connect client (`sc://host:port`, no local JVM); quiet JVM logs, UTC
+session time zone."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from typing import Final
 
 from pyspark.sql import SparkSession
 
+from audit.analytics.errors import AnalyticsError
 from audit.analytics.java import require_java
 
 APP_NAME: Final = "horae-analytics"
 LOCAL_MASTER: Final = "local[*]"
+CONNECT_SCHEME: Final = "sc://"
 # Always: timestamps are instants and every day is computed explicitly in the report zone.
 BASE_CONF: Final = {
     "spark.sql.session.timeZone": "UTC",
@@ -37,11 +41,40 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def is_connect(master: str | None) -> bool:
+    """True for a Spark Connect URL (sc://host:port/;params): the client runs no JVM."""
+    return bool(master) and str(master).startswith(CONNECT_SCHEME)
+
+
+def connect_label(master: str) -> str:
+    """sc://host:port of a Connect URL, without its ;params (a token may be among them)."""
+    return CONNECT_SCHEME + master[len(CONNECT_SCHEME):].split("/", 1)[0].split(";", 1)[0]
+
+
+def connect_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings a Connect client may set: runtime SQL settings (spark.sql.*) only.
+
+    Raises:
+        AnalyticsError: naming a setting that belongs to the Connect server (JVM, executors, jars).
+    """
+    server_side = sorted(key for key in conf if not key.startswith("spark.sql."))
+    if server_side:
+        raise AnalyticsError(
+            f"spark settings {', '.join(server_side)} cannot be set by a Spark Connect client "
+            f"({connect_label(master)}): only spark.sql.* runtime settings are allowed; "
+            "set the others on the Connect server (start-connect-server.sh --conf ...)")
+    return {**{k: v for k, v in BASE_CONF.items() if k.startswith("spark.sql.")}, **conf}
+
+
 def session_conf(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
-    """(master to set or None to keep spark-submit's, settings) for a new session."""
+    """(master to set or None to keep spark-submit's, settings) for a new session.
+
+    Under spark-submit its --master wins: `master` (the report's --master or the configured
+    default, local[*]) is not set, else every submitted report would run locally on the driver.
+    """
     settings = dict(BASE_CONF)
     if under_spark_submit():
-        return master, {**settings, **conf}
+        return None, {**settings, **conf}
     log4j = resources.files("audit.analytics").joinpath("log4j2.properties")
     settings.update(LOCAL_CONF)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
@@ -52,14 +85,18 @@ def session_conf(master: str | None, conf: Mapping[str, str]) -> tuple[str | Non
 
 
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
-    """The active SparkSession if there is one (tests, spark-submit), else a new one.
+    """A Spark Connect session for an sc:// master; else the active SparkSession if there is
+    one (tests, spark-submit), else a new one.
 
     Returns:
         (session, created): stop the session only when `created`.
 
     Raises:
-        JavaMissing: when no Java 17+ is available to start Spark.
+        JavaMissing: when no Java 17+ is available to start Spark (not asked for sc://).
+        AnalyticsError: for sc://, a setting only the Connect server may have, or no Connect client.
     """
+    if master and is_connect(master):
+        return _connect_session(master, conf or {}), True
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
@@ -73,3 +110,26 @@ def start_session(master: str | None = None, conf: Mapping[str, str] | None = No
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
+
+
+def _connect_session(master: str, conf: Mapping[str, str]) -> SparkSession:
+    """A Spark Connect session: the server owns the JVM, the executors and their settings."""
+    settings = connect_conf(master, conf)  # checked before the client is imported
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies()
+    except ImportError as exc:
+        raise AnalyticsError(f"--master {connect_label(master)} needs PySpark's Connect client: "
+                             f"pip install 'horae[connect]' ({exc})") from exc
+    builder = SparkSession.builder.remote(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def master_of(spark: SparkSession, requested: str | None) -> str:
+    """The session's master for display (a Connect session has no SparkContext)."""
+    if requested and is_connect(requested):
+        return connect_label(requested)
+    return str(spark.sparkContext.master)

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from audit.analytics.errors import DatasetMissing
-from audit.analytics.export import write_partition
 from audit.analytics.location import DatasetLocation
 from audit.analytics.pipeline import ReportRequest, ReportResult, run_report
 from audit.analytics.results import AlertRule
-from audit.analytics.schema import ATTEMPTS, JOBS
-from tests.analytics_helpers import spark_session
+from tests.analytics_helpers import History, spark_session
 from audit.analytics.window import ReportWindow, days_between
 
 pytestmark = pytest.mark.spark
@@ -26,43 +23,6 @@ pytestmark = pytest.mark.spark
 DAY = date(2026, 11, 21)
 BASELINE = days_between(date(2026, 11, 18), date(2026, 11, 20))
 XSS = "<script>alert(1)</script>"
-
-
-class History:
-    """Jobs and their attempts, by UTC day, in the exported layout."""
-
-    def __init__(self) -> None:
-        self.jobs: dict[date, list[dict[str, object]]] = {}
-        self.attempts: dict[date, list[dict[str, object]]] = {}
-        self.n = 0
-
-    def job(self, topic: str, day: date, outcomes: list[str], status: str, hour: int = 12,
-            message: str = "card 42 declined") -> str:
-        self.n += 1
-        job_id = f"{topic}-{self.n:04d}"
-        start = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
-        failed = 0
-        for i, outcome in enumerate(outcomes):
-            finished = start + timedelta(minutes=i, seconds=1)
-            is_failure = outcome in ("failed", "timed_out", "worker_lost")
-            failed += is_failure
-            self.attempts.setdefault(finished.date(), []).append({
-                "job_id": job_id, "attempt_no": i + 1, "topic": topic, "worker_id": "w", "started_at": finished,
-                "finished_at": finished, "outcome": outcome, "error_type": "CardDeclined" if is_failure else None,
-                "error_message": f"{message} #{self.n}" if is_failure else None, "duration_ms": 10 * (i + 1),
-                "lateness_ms": i, "job_created_at": start})
-        end = start + timedelta(minutes=len(outcomes), seconds=2)
-        self.jobs.setdefault(end.date(), []).append({
-            "job_id": job_id, "topic": topic, "status": status, "attempts": len(outcomes), "max_attempts": 3,
-            "failed_attempts": failed, "created_at": start, "run_at": start, "finished_at": end,
-            "last_error_type": None, "last_error_message": None, "cron_name": None})
-        return job_id
-
-    def write(self, location: DatasetLocation, days: list[date]) -> None:
-        for day in days:
-            write_partition(location, "jobs", day, pa.Table.from_pylist(self.jobs.get(day, []), schema=JOBS))
-            write_partition(location, "attempts", day,
-                            pa.Table.from_pylist(self.attempts.get(day, []), schema=ATTEMPTS))
 
 
 @pytest.fixture(scope="module")
