@@ -32,9 +32,10 @@ test: $(STAMP)
 	@$(PY) -m audit.analytics.java || echo "WARNING: Spark tests will skip (or fail with HORAE_REQUIRE_SPARK=1)"
 	$(PY) -m pytest -q -p no:cacheprovider
 
-# The integration and end-to-end tests alone (used by .ci/run against the system servers).
+# The integration and end-to-end tests alone (used by .ci/run against the system servers; the
+# Spark cluster test uses neither server, and `make test` ran it already).
 test-integration: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/e2e --ignore=tests/e2e/test_spark_cluster.py
 
 # The full chaos run (tests/chaos, README "Guarantees"); `make test` runs a 60-second version.
 # CHAOS_SEED (printed by every run: replay it), CHAOS_SECONDS (180), CHAOS_JOBS (10000),
