@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from console import actions, data
 from console.api_input import (
     ACTION_BODY,
+    JSON_LIMITS,
     MAX_KEY_LEN,
     NAME,
     STORABLE,
@@ -29,6 +30,7 @@ from console.api_input import (
 from console.auth import Principal, check_origin
 from console.deps import caller, console_of
 from scheduler.job import CronInfo, JobInfo
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
 router = APIRouter(prefix="/api/v1", tags=["horae"])
@@ -75,12 +77,13 @@ class ScheduleIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {
         "required": ["run_at", "delay_s"],
         "properties": {"run_at": {"type": "string"}, "delay_s": {"type": "number"}}}})
-    topic: str = Field(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME)
+    topic: str = Field(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME,
+                       json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}})  # reserved
     run_at: Instant | None = None
     delay_s: float | None = Field(None, ge=0, le=10 * 365 * 86_400, strict=True)
     tz: str = Field("UTC", min_length=1, max_length=64)
-    payload: Any = None
-    metadata: dict[str, Any] | None = None
+    payload: Any = Field(None, description=JSON_LIMITS)
+    metadata: dict[str, Any] | None = Field(None, description=JSON_LIMITS)
     attempts: Annotated[int, Field(ge=1, le=20), Whole] | None = None
     timeout_s: float | None = Field(None, gt=0, le=30 * 86_400, strict=True)
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)

@@ -11,7 +11,7 @@ from fastapi import Body, HTTPException, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from console.data import STATES
-from scheduler.validation import MAX_TOPIC_LEN
+from scheduler.validation import MAX_JSON_DEPTH, MAX_TOPIC_LEN
 
 
 class FieldInvalid(HTTPException):
@@ -65,6 +65,9 @@ Whole = BeforeValidator(json_int)  # after the Field bounds, or the document los
 STORABLE = r"^[^\x00]*$"
 NAME = r"^[^\x00]*[^\s\x00][^\x00]*$"
 MAX_KEY_LEN = 512
+JSON_LIMITS = (f"any JSON, at most [limits] json_bytes as JSON (512 KiB by default) and {MAX_JSON_DEPTH} levels "
+               "of arrays and objects deep, without NUL or an unpaired surrogate in its strings (a 400 naming "
+               "the member)")
 
 # Checked by the scheduler (a 400 naming `state`); the document lists the values.
 StateQuery = Annotated[str | None, Query(json_schema_extra={"enum": list(STATES)})]
