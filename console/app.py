@@ -75,6 +75,8 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
     app.include_router(page_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     _install_errors(app)
+    if not console.auth.open:
+        _document_auth(app)
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -85,6 +87,23 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
         return response
 
     return app
+
+
+def _document_auth(app: FastAPI) -> None:
+    """A console with tokens says so in its OpenAPI document: every call takes HTTP basic
+    auth (the token as password) or a bearer token, so generated clients send one."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            doc.setdefault("components", {})["securitySchemes"] = {
+                "basic": {"type": "http", "scheme": "basic", "description": "any user name; the token as password"},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "the token"}}
+            doc["security"] = [{"basic": []}, {"bearer": []}]
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _is_api(request: Request) -> bool:

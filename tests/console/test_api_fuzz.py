@@ -6,8 +6,8 @@ Properties, for every operation and every generated request (valid and invalid):
 no 5xx; status, content type and body as the document says; every 4xx is the API's one
 error shape {"error": {"code", "message", "field"}} with a message, and a 400/422 names
 the field to blame (a path, query or body member of the request) when one is.
-Once as an operator of an open console (actions run), once without credentials on a
-console with tokens (everything is a 401 that says so).
+As an operator of an open console (actions run), as a viewer of a console with tokens
+(reads served, actions a 403), and without credentials (everything a 401 that says so).
 
 The app runs on schemathesis's own event loop thread (its lifespan connects the app's
 Scheduler there), so the module's seed data goes in through a Scheduler of its own on the
@@ -40,7 +40,6 @@ from tests.hypothesis_profiles import PROFILE, budget
 # Examples per operation and generation phase; with ~14 operations this keeps the module
 # under a minute on a loaded two-core machine.
 EXAMPLES = budget(25)
-BASE = f"http://{asgi.HOST}"
 
 
 @dataclass(frozen=True)
@@ -112,32 +111,56 @@ def _document(**console: object) -> dict[str, Any]:
 TOKENS = {"viewer_token": "v-fuzz", "operator_token": "o-fuzz"}
 
 
+class LateApp:
+    """An ASGI app whose target a module fixture sets: the tests are made at import (one per
+    operation of the document), the app needs the run's servers. schemathesis calls it, and
+    sends its own probes (ignored_auth) to it, on its event loop thread."""
+
+    def __init__(self) -> None:
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        assert self.app is not None, "the module's fixture sets the app before the first call"
+        await self.app(scope, receive, send)
+
+
 def _schema(document: dict[str, Any]) -> Any:
     schema = schemathesis.openapi.from_dict(document)
     schema.config.generation.update(max_examples=EXAMPLES, deterministic=PROFILE != "long")
+    schema.app = LateApp()
     return schema
 
 
 operator_api = _schema(_document())
+viewer_api = _schema(_document(**TOKENS))
 locked_api = _schema(_document(**TOKENS))
+VIEWER = {"Authorization": f"Bearer {TOKENS['viewer_token']}"}
 
 
-def _client(servers: Servers, **console: object) -> Iterator[asgi.ASGIClient]:
-    app = create_app(settings=settings_for(servers.namespace, servers.redis_url, servers.database_url, **console))
-    with asgi.get_client(app) as client:  # starts the app's lifespan: its Scheduler connects
-        yield client
+def _serve(schema: Any, servers: Servers, **console: object) -> Iterator[None]:
+    """The app on the module's namespace and database; its Scheduler connects on the first
+    call (the app's lifespan, which lasts until fuzz_servers ends)."""
+    schema.app.app = create_app(settings=settings_for(servers.namespace, servers.redis_url, servers.database_url,
+                                                      **console))
+    yield
 
 
 @pytest.fixture(scope="module")
-def operator_client(fuzz_servers: Servers) -> Iterator[asgi.ASGIClient]:
+def as_operator(fuzz_servers: Servers) -> Iterator[None]:
     """An open console (loopback callers are operators): every action is reachable."""
-    yield from _client(fuzz_servers)
+    yield from _serve(operator_api, fuzz_servers)
 
 
 @pytest.fixture(scope="module")
-def locked_client(fuzz_servers: Servers) -> Iterator[asgi.ASGIClient]:
+def as_viewer(fuzz_servers: Servers) -> Iterator[None]:
+    """A console with tokens, called with the viewer's."""
+    yield from _serve(viewer_api, fuzz_servers, **TOKENS)
+
+
+@pytest.fixture(scope="module")
+def as_nobody(fuzz_servers: Servers) -> Iterator[None]:
     """A console with tokens, called without any."""
-    yield from _client(fuzz_servers, **TOKENS)
+    yield from _serve(locked_api, fuzz_servers, **TOKENS)
 
 
 def check_error_shape(case: Case, response: Any) -> None:
@@ -204,18 +227,30 @@ def check_accepted(case: Case, response: Any, refusals: tuple[int, ...]) -> None
 
 @operator_api.parametrize()
 @hypothesis.settings(max_examples=EXAMPLES)  # derandomized by the house profile (ci)
-def test_operator_calls_never_fail_and_answer_as_documented(case: Case, operator_client: asgi.ASGIClient) -> None:
-    response = case.call_and_validate(session=operator_client, base_url=BASE, excluded_checks=EXCLUDED)
+def test_operator_calls_never_fail_and_answer_as_documented(case: Case, as_operator: None) -> None:
+    response = case.call_and_validate(excluded_checks=EXCLUDED)
     check_error_shape(case, response)
     check_accepted(case, response, (404,))
 
 
 @locked_api.parametrize()
 @hypothesis.settings(max_examples=EXAMPLES)  # derandomized by the house profile (ci)
-def test_calls_without_a_token_are_refused_as_documented(case: Case, locked_client: asgi.ASGIClient) -> None:
-    response = case.call_and_validate(session=locked_client, base_url=BASE, excluded_checks=EXCLUDED)
+def test_calls_without_a_token_are_refused_as_documented(case: Case, as_nobody: None) -> None:
+    response = case.call_and_validate(excluded_checks=EXCLUDED)
     check_error_shape(case, response)
     check_accepted(case, response, (401,))
     # nothing but a refusal: 401, or a request refused before anyone is asked who they are
     assert response.status_code in (400, 401, 405, 415, 422), response.text
     assert response.status_code != 400 or response.json()["error"]["field"] == "body", response.text
+
+
+@viewer_api.parametrize()
+@hypothesis.settings(max_examples=EXAMPLES)  # derandomized by the house profile (ci)
+def test_viewer_reads_and_is_refused_every_action_as_documented(case: Case, as_viewer: None) -> None:
+    """Also checks (schemathesis's ignored_auth) that a call a viewer's token got served is
+    refused without a token and with a wrong one."""
+    response = case.call_and_validate(headers=VIEWER, excluded_checks=EXCLUDED)
+    check_error_shape(case, response)
+    check_accepted(case, response, (403, 404))
+    if case.method == "POST" and response.status_code < 300:
+        raise AssertionError(f"a viewer acted: {case.method} {case.path} {response.status_code} {response.text}")
