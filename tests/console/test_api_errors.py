@@ -30,10 +30,24 @@ def test_the_console_under_test_is_this_checkout() -> None:
 
 
 async def test_unknown_paths_and_methods_answer_the_error_shape(env: Env) -> None:
+    """The router's own 404 and 405 were FastAPI's {"detail": ...}, for the API and the pages."""
     _error(await env.client.get("/api/v1/nothing-here"), 404, None)
     r = await env.client.request("OPTIONS", "/api/v1/jobs")
     assert _error(r, 405, None)["code"] == "METHOD_NOT_ALLOWED"
     assert r.headers["allow"] == "GET, POST"  # every method served there, not the first route's
+    for method, path, status in (("GET", "/no-such-page", 404), ("DELETE", "/jobs", 405)):
+        page = await env.client.request(method, path)
+        assert page.status_code == status and page.headers["content-type"].startswith("text/html"), page.text
+
+
+async def test_non_finite_numbers_are_refused_by_name(env: Env) -> None:
+    """Python's JSON parser takes NaN and Infinity, which JSON does not have."""
+    for text, status, field in ((b'{"topic": "pay.report", "delay_s": NaN}', 422, "delay_s"),
+                                (b'{"topic": "pay.report", "timeout_s": Infinity}', 422, "timeout_s"),
+                                (b'{"topic": "pay.report", "priority": 1e400}', 422, "priority"),
+                                (b'{"topic": "pay.report", "payload": [NaN]}', 400, "payload")):
+        r = await env.client.post("/api/v1/jobs", content=text, headers={"Content-Type": "application/json"})
+        _error(r, status, field)
 
 
 async def test_a_body_that_is_no_json_object_blames_the_body(env: Env) -> None:
@@ -162,6 +176,7 @@ async def test_schedule_actions_on_unknown_or_unchanged_schedules(env: Env) -> N
     for action in ("pause", "resume", "trigger"):
         r = await env.client.post(f"/api/v1/crons/nope/{action}", json={})
         assert r.status_code == 200 and r.json()["outcome"] == "not_found", r.text
+    _error(await env.client.post("/api/v1/crons/nope/explode", json={}), 422, "action")
     await env.scheduler.schedule_cron("nightly", "0 3 * * *", topic="pay.report")
     first = (await env.client.post("/api/v1/crons/nightly/pause", json={})).json()
     again = (await env.client.post("/api/v1/crons/nightly/pause", json={})).json()
