@@ -12,7 +12,7 @@ from typing import Any
 from console.auth import Principal
 from console.data import audit_of
 from scheduler.api import Scheduler
-from scheduler.errors import DeadLetterNotFound, StorageError
+from scheduler.errors import DeadLetterNotFound, InvalidCron, StorageError
 
 log = logging.getLogger("horae.console")
 
@@ -123,8 +123,14 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
     """
     await _guard(scheduler, who, f"cron.{action}", name)
     new_id = None
+    already = False
     if action in ("pause", "resume"):
-        ok = await (scheduler.pause_cron(name) if action == "pause" else scheduler.resume_cron(name))
+        try:
+            changed = await (scheduler.pause_cron(name) if action == "pause" else scheduler.resume_cron(name))
+        except InvalidCron:  # no schedule of that name (removed meanwhile?): like an unknown job
+            ok = False
+        else:
+            ok, already = True, not changed
     elif action == "trigger":
         info = await scheduler.get_cron(name)
         ok = info is not None
@@ -134,8 +140,12 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
                                                  metadata=meta, retry={"attempts": info.max_attempts}, key=name)
     else:
         raise ValueError(f"unknown schedule action {action!r}; allowed: {', '.join(CRON_ACTIONS)}")
-    outcome = (Outcome("done", f"{action}: done" + (f" (job {new_id})" if new_id else ""), new_id) if ok
-               else Outcome("not_found", f"no schedule named {name!r}"))
+    if not ok:
+        outcome = Outcome("not_found", f"no schedule named {name!r}")
+    elif already:
+        outcome = Outcome("done", f"{action}: done (it already was {action}d)")
+    else:
+        outcome = Outcome("done", f"{action}: done" + (f" (job {new_id})" if new_id else ""), new_id)
     await record(scheduler, who, f"cron.{action}", name, outcome.outcome, {"job_id": new_id} if new_id else None)
     return outcome
 

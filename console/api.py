@@ -11,9 +11,27 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from console import actions, data
+from console.api_input import (
+    ACTION_BODY,
+    JSON_LIMITS,
+    MAX_KEY_LEN,
+    NAME,
+    STORABLE,
+    ActionIn,
+    CursorQuery,
+    FieldInvalid,
+    Instant,
+    KeyQuery,
+    NoBody,
+    StateQuery,
+    TopicQuery,
+    Whole,
+)
 from console.auth import Principal, check_origin
 from console.deps import caller, console_of
 from scheduler.job import CronInfo, JobInfo
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
 router = APIRouter(prefix="/api/v1", tags=["horae"])
 Who = Annotated[Principal, Depends(caller)]
@@ -56,18 +74,21 @@ class ScheduleIn(BaseModel):
     """A job to schedule: `run_at` (ISO 8601; without an offset it is wall-clock time in
     `tz`) or `delay_s` (seconds from now), not both; neither means now."""
 
-    model_config = ConfigDict(extra="forbid")
-    topic: str = Field(min_length=1, max_length=255)
-    run_at: datetime | None = None
-    delay_s: float | None = Field(None, ge=0, le=10 * 365 * 86_400)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {
+        "required": ["run_at", "delay_s"],
+        "properties": {"run_at": {"type": "string"}, "delay_s": {"type": "number"}}}})
+    topic: str = Field(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME,
+                       json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}})  # reserved
+    run_at: Instant | None = None
+    delay_s: float | None = Field(None, ge=0, le=10 * 365 * 86_400, strict=True)
     tz: str = Field("UTC", min_length=1, max_length=64)
-    payload: Any = None
-    metadata: dict[str, Any] | None = None
-    attempts: int | None = Field(None, ge=1, le=20)
-    timeout_s: float | None = Field(None, gt=0, le=30 * 86_400)
-    key: str | None = Field(None, min_length=1, max_length=512)
-    priority: int | None = Field(None, ge=-1000, le=1000)
-    job_id: str | None = Field(None, min_length=1, max_length=255)
+    payload: Any = Field(None, description=JSON_LIMITS)
+    metadata: dict[str, Any] | None = Field(None, description=JSON_LIMITS)
+    attempts: Annotated[int, Field(ge=1, le=20), Whole] | None = None
+    timeout_s: float | None = Field(None, gt=0, le=30 * 86_400, strict=True)
+    key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)
+    priority: Annotated[int, Field(ge=-1000, le=1000), Whole] | None = None
+    job_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LEN, pattern=STORABLE)
 
 
 class ScheduledOut(BaseModel):
@@ -136,7 +157,7 @@ class ActionOut(BaseModel):
 
 class RescheduleIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    run_at: datetime
+    run_at: Instant
     tz: str = Field("UTC", min_length=1, max_length=64)
 
 
@@ -182,7 +203,7 @@ async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Bo
         raise actions.Refused(f"{who.name} is a {who.role.value}: only operators may schedule")
     s = console_of(request).scheduler
     if job.run_at is not None and job.delay_s is not None:
-        raise HTTPException(422, "give run_at or delay_s, not both")
+        raise FieldInvalid("delay_s", "give run_at or delay_s, not both")
     from datetime import UTC
     when = job.run_at if job.run_at is not None else datetime.now(UTC) + timedelta(seconds=job.delay_s or 0)
     meta = {**(job.metadata or {}), "scheduled_by": who.actor}
@@ -193,9 +214,9 @@ async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Bo
 
 
 @router.get("/jobs", response_model=JobPageOut, responses=ERRORS)
-async def list_jobs(request: Request, who: Who, topic: str | None = None, state: str | None = None,
-                    key: str | None = None, since: datetime | None = None, until: datetime | None = None,
-                    limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: str | None = None) -> JobPageOut:
+async def list_jobs(request: Request, who: Who, topic: TopicQuery = None, state: StateQuery = None,
+                    key: KeyQuery = None, since: Instant | None = None, until: Instant | None = None,
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: CursorQuery = None) -> JobPageOut:
     """A page of jobs held in Redis; pass `cursor` back for the next one (null: the last)."""
     page = await console_of(request).scheduler.jobs(topic, state, limit, cursor, key=key, since=_aware(since),
                                                     until=_aware(until))
@@ -221,20 +242,23 @@ async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
                                              lateness_ms=a.lateness_ms) for a in d.attempts])
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
-async def cancel_job(request: Request, who: Who, job_id: str) -> ActionOut:
+@router.post("/jobs/{job_id}/cancel", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+             openapi_extra=ACTION_BODY)
+async def cancel_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Stop all future attempts of a job."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "cancel", job_id))
 
 
-@router.post("/jobs/{job_id}/retry", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
-async def retry_job(request: Request, who: Who, job_id: str) -> ActionOut:
+@router.post("/jobs/{job_id}/retry", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+             openapi_extra=ACTION_BODY)
+async def retry_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Run a failed or cancelled job again now with a fresh attempt budget."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "retry", job_id))
 
 
-@router.post("/jobs/{job_id}/delete", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
-async def delete_job(request: Request, who: Who, job_id: str) -> ActionOut:
+@router.post("/jobs/{job_id}/delete", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+             openapi_extra=ACTION_BODY)
+async def delete_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Remove a job that is not running from Redis (the audit keeps its history)."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "delete", job_id))
 
@@ -261,9 +285,10 @@ async def get_cron(request: Request, who: Who, name: str) -> CronOut:
     return CronOut.of(info)
 
 
-@router.post("/crons/{name}/{action}", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
-async def cron_action(request: Request, who: Who, name: str, action: Literal["pause", "resume", "trigger"]
-                      ) -> ActionOut:
+@router.post("/crons/{name}/{action}", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+             openapi_extra=ACTION_BODY)
+async def cron_action(request: Request, who: Who, name: str, action: Literal["pause", "resume", "trigger"],
+                      body: NoBody = ActionIn()) -> ActionOut:
     """Pause or resume a schedule from its next tick, or run one tick now."""
     return _action(await actions.cron_action(console_of(request).scheduler, who, action, name))
 

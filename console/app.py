@@ -3,15 +3,17 @@ Scheduler's lifetime, and the one mapping of errors to HTTP answers."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from console.actions import Refused
 from console.auth import Auth
@@ -20,6 +22,7 @@ from scheduler.config import Settings, load_settings
 from scheduler.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
 
 HERE = Path(__file__).parent
+log = logging.getLogger("horae.console")
 # Pages load only this app's own scripts, styles and images: an injected tag cannot run.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -74,6 +77,8 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
     app.include_router(page_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     _install_errors(app)
+    if not console.auth.open:
+        _document_auth(app)
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -84,6 +89,23 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
         return response
 
     return app
+
+
+def _document_auth(app: FastAPI) -> None:
+    """A console with tokens says so in its OpenAPI document: every call takes HTTP basic
+    auth (the token as password) or a bearer token, so generated clients send one."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            doc.setdefault("components", {})["securitySchemes"] = {
+                "basic": {"type": "http", "scheme": "basic", "description": "any user name; the token as password"},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "the token"}}
+            doc["security"] = [{"basic": []}, {"bearer": []}]
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _is_api(request: Request) -> bool:
@@ -121,20 +143,61 @@ def _install_errors(app: FastAPI) -> None:
     async def other(request: Request, exc: SchedulerError) -> Response:
         return answer(request, 400, "INVALID", str(exc))
 
-    @app.exception_handler(HTTPException)
-    async def http(request: Request, exc: HTTPException) -> Response:
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's 404/405
+    async def http(request: Request, exc: StarletteHTTPException) -> Response:
         code = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
                 415: "UNSUPPORTED_MEDIA_TYPE", 422: "REQUEST_INVALID"}.get(
             exc.status_code, "HTTP_ERROR")
-        return answer(request, exc.status_code, code, str(exc.detail), None, getattr(exc, "headers", None))
+        message, field, headers = str(exc.detail), getattr(exc, "field", None), getattr(exc, "headers", None)
+        if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:
+            code, field = "REQUEST_INVALID", "body"  # FastAPI could not decode it (not UTF-8, say)
+            message = "body: not JSON text in UTF-8"
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return answer(request, exc.status_code, code, message, field, headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # A bug of ours: logged with its traceback, answered in the error shape (never a
+        # traceback to the caller). The server still sees the exception (Starlette re-raises).
+        log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return answer(request, 500, "INTERNAL_ERROR", "the console failed on this request; its log has the details")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0] if exc.errors() else {}
-        where = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(where) or None
+        field = blamed_field(first)
         value = first.get("input")
-        message = f"{field or 'request'}: {first.get('msg', 'invalid')}; got {str(value)[:200]!r}"
+        message = f"{field}: {first.get('msg', 'invalid')}; got {str(value)[:200]!r}"
         if _is_api(request):
             return JSONResponse(error_body("REQUEST_INVALID", message, field), 422)
         return error_page(request, 422, message)
+
+
+# What FastAPI answers when a body cannot be parsed at all (not UTF-8 JSON, say).
+BODY_UNREADABLE = "There was an error parsing the body"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the API or the pages serves at this path (the router's
+    own 405 names only the first route that matched the path)."""
+    from console.api import router as api_router
+    from console.pages import router as page_router
+
+    path = request.scope.get("path", "")
+    methods: set[str] = set()
+    for route in (*api_router.routes, *page_router.routes):
+        regex, served = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and served and regex.match(path):
+            methods |= served
+    return sorted(methods)
+
+
+def blamed_field(error: dict[str, Any]) -> str:
+    """The request member one validation error blames, dotted (`metadata.a`, `limit`); the
+    body as a whole ("body") when the error is about the body itself (not JSON, not an object)."""
+    loc = [str(p) for p in error.get("loc", ())]
+    where, rest = (loc[0], loc[1:]) if loc and loc[0] in ("body", "query", "path", "header", "cookie") else ("", loc)
+    if error.get("type") == "json_invalid":
+        return "body"  # its loc's second item is a character offset, not a member
+    return ".".join(rest) or where or "request"

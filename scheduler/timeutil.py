@@ -61,7 +61,7 @@ def resolve_run_at(run_at: datetime, tz: str) -> datetime:
             return run_at.astimezone(timezone.utc)
         return wall_to_utc(run_at, zinfo)
     except OverflowError:
-        raise InvalidDelay(f"run_at {shown(run_at)} in {tz} falls outside the years 1..9999 in UTC",
+        raise InvalidDelay(f"run_at {run_at.isoformat()} in {tz} falls outside the years 1..9999 in UTC",
                            field="run_at") from None
 
 

@@ -28,12 +28,16 @@ from scheduler.timeutil import parse_duration, zone
 MAX_TOPIC_LEN = 200
 MAX_ID_LEN = 200
 MAX_JSON_BYTES = 512 * 1024  # a payload's or metadata's JSON text, each (README "Limits")
+# Arrays and objects nested in a payload or metadata, each: what every reader can walk back
+# (pydantic, behind the console's API, stops serializing at 255 levels from its response's root).
+MAX_JSON_DEPTH = 100
 MAX_RUN_AT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant a datetime holds
 MAX_TIMEOUT_MS = 30 * 86_400_000  # an attempt's timeout: 30 days at most
 # What PostgreSQL (the audit) cannot store in text or jsonb: NUL, and UTF-16 surrogates
 # that are not a pair (Python strings may hold them; UTF-8 cannot encode them).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _JSON_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u([0-9a-f]{4})")  # a \uXXXX escape, not an escaped backslash
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 def check_text(value: str, field: str, error: type[ScheduleError] = ScheduleError) -> str:
@@ -134,8 +138,8 @@ def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
 
     Raises:
         InvalidPayload: naming `field`, when value is not JSON-serializable (NaN included),
-            nested too deeply, holds text PostgreSQL cannot store (NUL, a lone surrogate),
-            or is over `max_bytes` as JSON.
+            nested too deeply (MAX_JSON_DEPTH), holds text PostgreSQL cannot store (NUL, a
+            lone surrogate), or is over `max_bytes` as JSON.
     """
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
@@ -146,10 +150,23 @@ def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
     if len(text) > max_bytes:
         raise InvalidPayload(f"{field} is {len(text):,} bytes as JSON; at most {max_bytes:,} are allowed "
                              f"([limits] json_bytes)", field=field)
+    # walked only when it has more brackets than levels allowed: the common case costs two counts
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        raise InvalidPayload(f"{field} nests arrays and objects {depth} deep; at most {MAX_JSON_DEPTH} levels "
+                             "are allowed", field=field)
     if "\\u" in text and (bad := _unstorable_escape(text)) is not None:
         raise InvalidPayload(f"{field} must not contain NUL or an unpaired surrogate in its strings "
                              f"(found \\u{bad} in the JSON)", field=field)
     return text
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in JSON `text` (0 for a scalar)."""
+    depth = deepest = 0
+    for ch in re.sub(r"[^\[\]{}]", "", _JSON_STRING.sub("", text)):
+        depth += 1 if ch in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _unstorable_escape(text: str) -> str | None:
