@@ -66,8 +66,9 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
             if console.owned:
                 await s.close()
 
-    app = FastAPI(title="horae", version="1", lifespan=lifespan, docs_url="/api/v1/docs",
-                  redoc_url=None, openapi_url="/api/v1/openapi.json",
+    # No Swagger UI or ReDoc: they load their scripts from a CDN at run time.
+    app = FastAPI(title="horae", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/api/v1/openapi.json",
                   description="Schedule jobs and look after them over HTTP (README: Console).")
     app.state.console = console
     from console.api import router as api_router
