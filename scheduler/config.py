@@ -142,6 +142,20 @@ class AuditSettings(_Section):
     retention_months: int = Field(12, ge=1)
 
 
+class ClusterSettings(_Section):
+    """Running past one Redis (README: Scaling out).
+
+    enabled: `redis_url` names seed nodes of a Redis Cluster (also implied by a
+    redis+cluster:// URL). durability "replicated": every transition waits (WAIT) until
+    `wait_replicas` replicas have it, or fails, so an acknowledged write survives a failover.
+    """
+
+    enabled: bool = False
+    durability: Literal["async", "replicated"] = "async"
+    wait_replicas: int = Field(1, ge=1, le=16)
+    wait_timeout_ms: int = Field(1_000, ge=1, le=60_000)
+
+
 class Settings(_Section):
     """Everything configurable, with the defaults of config/horae.toml."""
 
@@ -161,6 +175,7 @@ class Settings(_Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()
+    cluster: ClusterSettings = ClusterSettings()
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The fields as repr() shows them: URL passwords as *** (a logged or printed

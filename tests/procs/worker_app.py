@@ -34,7 +34,10 @@ _client: aioredis.Redis | None = None
 def _redis() -> aioredis.Redis:
     global _client
     if _client is None:
-        _client = aioredis.Redis.from_url(os.environ["HORAE_REDIS_URL"])
+        from scheduler.cluster_url import cluster_client, is_cluster_url
+
+        url = os.environ["HORAE_REDIS_URL"]  # a Redis Cluster's seeds in tests/cluster
+        _client = cluster_client(url, 16) if is_cluster_url(url) else aioredis.Redis.from_url(url)  # type: ignore[assignment]
     return _client
 
 
