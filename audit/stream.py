@@ -77,11 +77,12 @@ class OutboxStream:
     call: a stream used only to observe (the flush of AuditTrail) is never closed.
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP) -> None:
+    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP,
+                 partition: int | None = None) -> None:
         self._redis = redis  # where the caller's client connects (a cluster client: routed by slot)
         self._wire = make_wire(redis, decode=True)
         self._admin = make_wire(redis, decode=True)
-        self.key = Keys(namespace).outbox
+        self.key = Keys(namespace, partition).outbox  # partition: one of a partitioned namespace's
         self.group = group
         self.consumer = consumer
         self._claim_cursor = "0-0"

@@ -5,6 +5,7 @@ built from them. Kept apart from the routing (cluster.py) so config checks stay 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote
 
 from scheduler.errors import ConfigError
@@ -62,3 +63,36 @@ def cluster_client(url: str, max_connections: int) -> object:
     return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
                         username=address.username, password=address.password,
                         max_connections=max_connections)
+
+
+def url_partitions(url: str | None) -> int | None:
+    """The `partitions=N` query of a redis+cluster:// URL (the layout travels with the address,
+    so every process given the URL agrees), or None.
+
+    Raises:
+        ConfigError: a value that is not a whole number 1..1024.
+    """
+    if not is_cluster_url(url):
+        return None
+    for pair in str(url).partition("?")[2].split("&"):
+        name, _, value = pair.partition("=")
+        if name == "partitions":
+            if not value.isdigit() or not 1 <= int(value) <= 1024:
+                raise ConfigError(f"redis_url partitions={value!r}: must be a whole number 1..1024")
+            return int(value)
+    return None
+
+
+def with_url_layout(settings: Any) -> Any:
+    """Settings whose [cluster] partitions is the URL's `partitions=` when it gives one.
+
+    Raises:
+        ConfigError: the URL and [cluster] partitions (not its default 1) disagree.
+    """
+    n = url_partitions(settings.redis_url)
+    if n is None or n == settings.cluster.partitions:
+        return settings
+    if settings.cluster.partitions != 1:
+        raise ConfigError(f"redis_url says partitions={n} but [cluster] partitions={settings.cluster.partitions}: "
+                          "give the count in one place")
+    return settings.model_copy(update={"cluster": settings.cluster.model_copy(update={"partitions": n})})

@@ -66,6 +66,7 @@ class WorkerSettings(_Section):
     recover_interval_s: float = Field(1.0, gt=0)
     local_handoff: bool = True
     registry_ttl_ms: int = Field(30_000, ge=100)
+    partitions: str = ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
 
 
 class CronSettings(_Section):
@@ -151,6 +152,7 @@ class ClusterSettings(_Section):
     """
 
     enabled: bool = False
+    partitions: int = Field(1, ge=1, le=1024)  # fixed for a namespace once it holds data (meta key)
     durability: Literal["async", "replicated"] = "async"
     wait_replicas: int = Field(1, ge=1, le=16)
     wait_timeout_ms: int = Field(1_000, ge=1, le=60_000)
@@ -272,7 +274,9 @@ def load_settings(
     if not data.get("data_dir"):
         data["data_dir"] = str(default_data_dir(file if found else None, env))
     try:
-        return Settings.model_validate(data)
+        from scheduler.cluster_url import with_url_layout
+
+        return with_url_layout(Settings.model_validate(data))  # type: ignore[no-any-return]
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()

@@ -15,7 +15,9 @@ from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
 from scheduler.errors import StorageError
 from scheduler.procutil import scrub
+from scheduler.partitions import layout_error
 from scheduler.store import RedisStore
+from scheduler.store_partitioned import PartitionedStore
 
 if TYPE_CHECKING:
     from scheduler.servers import ServiceUrls
@@ -28,7 +30,7 @@ class Connection:
     services: ServiceUrls
     redis: aioredis.Redis
     clock: Clock
-    store: RedisStore
+    store: RedisStore | PartitionedStore
 
 
 async def open_connection(settings: Settings, clock: Clock | None, *, need_database: bool) -> Connection:
@@ -61,11 +63,39 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
     except Exception as exc:
         await redis.aclose()
         raise StorageError(scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)) from None
+    try:
+        store = await _store(redis, s)
+    except BaseException:
+        await redis.aclose()
+        raise
+    return Connection(urls, redis, clock, store)
+
+
+async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | PartitionedStore:
+    """The namespace's store: one RedisStore, or one per partition behind a PartitionedStore;
+    either way the count is checked against the namespace's stored layout."""
     c = s.cluster
     replicas = c.wait_replicas if c.durability == "replicated" else 0
+    if c.partitions > 1:
+        parted = PartitionedStore(redis, s.namespace, c.partitions, audit=s.audit.enabled, replicas=replicas,
+                                  replica_timeout_ms=c.wait_timeout_ms)
+        try:
+            await parted.check_layout()
+        except BaseException:
+            await parted.aclose()
+            raise
+        return parted
     store = RedisStore(redis, s.namespace, audit=s.audit.enabled, replicas=replicas,
                        replica_timeout_ms=c.wait_timeout_ms)
-    return Connection(urls, redis, clock, store)
+    try:
+        stored = await store.wire.call("HGET", store.keys.meta, "partitions")
+    except Exception as exc:
+        await store.aclose()
+        raise StorageError(scrub(f"cannot reach Redis at {s.redis_url}: {exc}", s.redis_url or "")) from None
+    if stored is not None and int(stored) != 1:
+        await store.aclose()
+        raise layout_error(s.namespace, int(stored), 1)
+    return store
 
 
 def _client(url: str, s: Settings) -> aioredis.Redis:

