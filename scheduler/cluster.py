@@ -195,6 +195,11 @@ class ClusterWire:
                     if isinstance(group, (RedisConnectionError, OSError)):
                         self._stale = True
                     raise group
+                broken = next((r for r in group if isinstance(r, BaseException)
+                               and not isinstance(r, ResponseError)), None)
+                if broken is not None:  # the node's connection broke: its replies are unknown
+                    self._stale = True
+                    raise broken
                 for i, reply in zip(idx, group):
                     redirect = _redirect(reply)
                     if redirect is None:

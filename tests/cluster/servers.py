@@ -61,6 +61,7 @@ def free_ports(count: int) -> list[int]:
 class Node:
     port: int
     proc: subprocess.Popen[bytes]
+    args: list[str] = field(default_factory=list)
 
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=5)
@@ -97,6 +98,12 @@ class RedisCluster:
         """SIGKILL one node (a crash: no shutdown, no save)."""
         node.proc.send_signal(signal.SIGKILL)
         node.proc.wait(timeout=10)
+
+    def restart(self, node: Node) -> None:
+        """Start a killed node again on its port and directory: its nodes.conf makes it rejoin,
+        as a replica of the master promoted in its place."""
+        with open(self.root / str(node.port) / "stderr.log", "ab") as err:
+            node.proc = subprocess.Popen(node.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
 
     def wait_ok(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until every live node says cluster_state:ok and every slot has a live master."""
@@ -147,14 +154,13 @@ def start_cluster(root: Path, masters: int = MASTERS) -> RedisCluster:
         for port in ports:
             d = root / str(port)
             d.mkdir(parents=True, exist_ok=True)
+            args = [str(server), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                    "--dir", str(d), "--save", "", "--appendonly", "no", "--logfile", "redis.log",
+                    "--protected-mode", "no", "--cluster-replica-validity-factor", "0"]
             with open(d / "stderr.log", "wb") as err:  # the child keeps its own descriptor
-                proc = subprocess.Popen(
-                    [str(server), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                     "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                     "--dir", str(d), "--save", "", "--appendonly", "no", "--logfile", "redis.log",
-                     "--protected-mode", "no"],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            cluster.nodes.append(Node(port, proc))
+                proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            cluster.nodes.append(Node(port, proc, args))
         deadline = time.monotonic() + START_TIMEOUT_S
         for n in cluster.nodes:
             while True:
@@ -185,17 +191,20 @@ def start_cluster(root: Path, masters: int = MASTERS) -> RedisCluster:
 
 
 def _wait_replicas_synced(cluster: RedisCluster, timeout: float = START_TIMEOUT_S) -> None:
-    """Until every master has its replica attached (connected_slaves:1), so a failover can promote it."""
+    """Until every master has its replica attached and every replica's first sync is done
+    (master_link_status:up), so a failover can promote it."""
     deadline = time.monotonic() + timeout
     while True:
-        counts = []
+        counts, links = [], []
         for n in cluster.nodes:
             with n.client() as c:
                 info = c.info("replication")
                 if info["role"] == "master":
                     counts.append(int(info.get("connected_slaves", 0)))
-        if counts and all(c >= 1 for c in counts):
+                else:
+                    links.append(info.get("master_link_status") == "up")
+        if counts and all(c >= 1 for c in counts) and links and all(links):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replicas not attached after {timeout}s: {counts}\n{cluster.logs()}")
+            raise RuntimeError(f"replicas not attached after {timeout}s: {counts} {links}\n{cluster.logs()}")
         time.sleep(0.1)
