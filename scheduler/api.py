@@ -144,10 +144,10 @@ class Scheduler(ScheduleCalls):
             self._redis = None
 
     @property
-    def store(self) -> RedisStore:  # (or a PartitionedStore: the same interface)
+    def store(self) -> RedisStore:  # (or a PartitionedStore: the same interface, duck-typed)
         if self._store is None:
             raise SchedulerError("Scheduler is not connected: use `async with Scheduler(...)` or await connect()")
-        return self._store
+        return self._store  # type: ignore[return-value]
 
     @property
     def clock(self) -> Clock:
@@ -350,7 +350,7 @@ class Scheduler(ScheduleCalls):
                               self.metrics, cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency,
                               topics=topics, all_topics=all_topics, worker_id=worker_id, shared=slots)
 
-            worker: Worker = PartitionedWorker(  # type: ignore[assignment]
+            worker: Worker = PartitionedWorker(
                 make, parse_subset(self.settings.worker.partitions, store.count), store.partition_for,
                 concurrency or self.settings.worker.concurrency)
         else:

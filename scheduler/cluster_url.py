@@ -5,10 +5,13 @@ built from them. Kept apart from the routing (cluster.py) so config checks stay 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from scheduler.errors import ConfigError
+
+if TYPE_CHECKING:
+    from scheduler.config import Settings
 
 CLUSTER_SCHEMES = ("redis+cluster",)
 _PLAIN_SCHEMES = ("redis",)
@@ -83,7 +86,7 @@ def url_partitions(url: str | None) -> int | None:
     return None
 
 
-def with_url_layout(settings: Any) -> Any:
+def with_url_layout(settings: Settings) -> Settings:
     """Settings whose [cluster] partitions is the URL's `partitions=` when it gives one.
 
     Raises:
@@ -96,3 +99,12 @@ def with_url_layout(settings: Any) -> Any:
         raise ConfigError(f"redis_url says partitions={n} but [cluster] partitions={settings.cluster.partitions}: "
                           "give the count in one place")
     return settings.model_copy(update={"cluster": settings.cluster.model_copy(update={"partitions": n})})
+
+
+def redis_client(url: str, max_connections: int = 64) -> Any:
+    """redis-py's asyncio client for any horae Redis URL (a RedisCluster for redis+cluster://)."""
+    if is_cluster_url(url):
+        return cluster_client(url, max_connections)
+    import redis.asyncio as aioredis
+
+    return aioredis.Redis.from_url(url)

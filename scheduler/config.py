@@ -276,7 +276,7 @@ def load_settings(
     try:
         from scheduler.cluster_url import with_url_layout
 
-        return with_url_layout(Settings.model_validate(data))  # type: ignore[no-any-return]
+        return with_url_layout(Settings.model_validate(data))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()
