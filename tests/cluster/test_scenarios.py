@@ -1,6 +1,8 @@
 """The integration scenarios that matter, run unchanged on a real Redis Cluster (3 masters,
 3 replicas): this module's fixtures (conftest.py) hand them the cluster's URL and a cluster
-client, so every Scheduler in them connects with redis+cluster:// and the routed wire."""
+client, so every Scheduler in them connects with redis+cluster:// and the routed wire. (The
+5,000-job audit soak runs with 6 partitions, test_scenarios_partitioned.py: the budget of
+`make test` allows it once.)"""
 
 from __future__ import annotations
 
@@ -29,7 +31,4 @@ from tests.integration.test_cron_multiprocess import (  # noqa: F401
 )
 from tests.e2e.test_audit_flow import (  # noqa: F401
     test_every_path_leaves_the_exact_audit_rows,
-)
-from tests.e2e.test_audit_soak import (  # noqa: F401
-    test_postgres_agrees_with_redis_row_for_row,
 )
