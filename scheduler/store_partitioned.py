@@ -199,17 +199,37 @@ class PartitionedStore:
         return ids, (Cursor(f"{part}{_SEP}", "", "") if part < self.count else None)
 
     # ------------------------------------------------------------------ schedules
+    async def _cron_part(self, name: str) -> RedisStore:
+        """The partition holding a schedule: its name's, else (a schedule of a pinned topic,
+        see upsert_cron) the one that has it."""
+        own = self.part_of_name(name)
+        try:
+            if int(await self.wire.call("EXISTS", own.keys.cron(name))):
+                return own
+            found = await self.wire.call_many([("EXISTS", p.keys.cron(name)) for p in self.parts])
+        except RedisError as exc:
+            raise self.storage_error(f"read of schedule {name}", exc) from exc
+        return next((p for p, f in zip(self.parts, found) if int(f)), own)
+
     async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:
-        return await self.part_of_name(cron.name).upsert_cron(cron, now_ms)
+        """A schedule lives on its name's partition, or on its topic's home when the topic is pinned
+        (a topic-wide limit), so its ticks are counted there; an existing one stays where it is."""
+        part = await self._cron_part(cron.name)
+        if not int(await self.wire.call("EXISTS", part.keys.cron(cron.name))):
+            stored = await self.get_topic(cron.job.topic)
+            home = (stored or {}).get("home", "")
+            if home.isdigit() and int(home) < self.count:
+                part = self.parts[int(home)]
+        return await part.upsert_cron(cron, now_ms)
 
     async def set_cron_paused(self, name: str, paused: bool, next_ms: int, now_ms: int) -> int:
-        return await self.part_of_name(name).set_cron_paused(name, paused, next_ms, now_ms)
+        return await (await self._cron_part(name)).set_cron_paused(name, paused, next_ms, now_ms)
 
     async def remove_cron(self, name: str, declared_topic: str = "") -> bool:
-        return await self.part_of_name(name).remove_cron(name, declared_topic)
+        return await (await self._cron_part(name)).remove_cron(name, declared_topic)
 
     async def get_cron(self, name: str) -> CronInfo | None:
-        return await self.part_of_name(name).get_cron(name)
+        return await (await self._cron_part(name)).get_cron(name)
 
     async def declared_crons(self) -> dict[str, str]:
         merged: dict[str, str] = {}
@@ -218,7 +238,7 @@ class PartitionedStore:
         return merged
 
     async def existing_crons(self, names: Sequence[str]) -> set[str]:
-        found = await asyncio.gather(*(self.part_of_name(n).existing_crons([n]) for n in names))
+        found = await asyncio.gather(*(p.existing_crons(names) for p in self.parts))
         return set().union(*found) if found else set()
 
     async def list_crons(self) -> list[CronInfo]:
