@@ -1,5 +1,5 @@
 """The outbox of a partitioned namespace (README: Scaling out) as one stream: one consumer
-group per partition's outbox (`{ns:p}:outbox`), read together, so the relay folds them as
+group per partition's outbox (`{ns|p}:outbox`), read together, so the relay folds them as
 it folds one.
 
 Stream ids: each partition's stream numbers its own entries, so two partitions may give the
@@ -70,7 +70,7 @@ class PartitionedOutbox:
 
     @property
     def parked_key(self) -> str:
-        return self.streams[0].parked_key.replace(":0}", ":<p>}")
+        return self.streams[0].parked_key.replace("|0}", "|<p>}")
 
     async def park(self, entries: Sequence[Entry], error: str) -> None:
         groups: dict[int, list[Entry]] = {}

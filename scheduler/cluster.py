@@ -50,7 +50,7 @@ def first_key(args: Sequence[Any]) -> Any | None:
 
 
 class _Slots:
-    """Slot -> node address, with a cache of hash tag -> slot (tags are few: {ns}, {ns:p})."""
+    """Slot -> node address, with a cache of hash tag -> slot (tags are few: {ns}, {ns|p})."""
 
     def __init__(self) -> None:
         self.owner: list[Addr | None] = [None] * SLOTS

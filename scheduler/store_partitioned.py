@@ -1,5 +1,5 @@
 """PartitionedStore: a namespace split into partitions (README: Scaling out) behind the one
-store interface the facade uses. Each partition is a RedisStore of its own hash tag `{ns:p}`
+store interface the facade uses. Each partition is a RedisStore of its own hash tag `{ns|p}`
 (every script still touches one partition, so each transition stays atomic); this class
 places new jobs and schedules, finds a job's partition for operations by id, writes topic
 configuration to every partition and aggregates reads. Workers run one loop per partition

@@ -30,7 +30,7 @@ def cluster_url(redis_cluster: RedisCluster) -> str:
 
 
 def delete_namespace(url: str, namespace: str) -> None:
-    """Delete every key of a namespace's hash tags ({ns} and {ns:p}) on every master."""
+    """Delete every key of a namespace's hash tags ({ns} and {ns|p}) on every master."""
     import redis as sync_redis
     from redis.cluster import ClusterNode
     from redis.cluster import RedisCluster as SyncCluster
@@ -40,7 +40,7 @@ def delete_namespace(url: str, namespace: str) -> None:
     nodes = [ClusterNode(h, p) for h, p in parse_cluster_url(url).nodes]
     client = SyncCluster(startup_nodes=nodes)
     try:
-        for pattern in ("{" + namespace + "}*", "{" + namespace + ":*"):
+        for pattern in ("{" + namespace + "}*", "{" + namespace + "|*"):
             for key in list(client.scan_iter(match=pattern, count=1000)):
                 client.delete(key)
     except sync_redis.RedisError:

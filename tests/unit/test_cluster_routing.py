@@ -47,7 +47,7 @@ def test_the_url_partitions_and_the_setting_must_agree() -> None:
 
 
 def test_commands_route_by_their_first_key() -> None:
-    assert first_key(("EVALSHA", "sha", 2, "{ns:3}:due", "{ns:3}:active", "x")) == "{ns:3}:due"
+    assert first_key(("EVALSHA", "sha", 2, "{ns|3}:due", "{ns|3}:active", "x")) == "{ns|3}:due"
     assert first_key(("EVALSHA", "sha", 0)) is None
     assert first_key(("XREADGROUP", "GROUP", "g", "c", "COUNT", 5, "BLOCK", 10, "STREAMS", "{ns}:outbox", ">")) \
         == "{ns}:outbox"
@@ -59,7 +59,7 @@ def test_commands_route_by_their_first_key() -> None:
 
 def test_a_key_slot_is_its_hash_tag_slot() -> None:
     slots = _Slots()
-    for key in ("{ns}:due", "{ns:5}:j:abc", "plain", b"{ns}:outbox", "{}:empty-tag"):
+    for key in ("{ns}:due", "{ns|5}:j:abc", "plain", b"{ns}:outbox", "{}:empty-tag"):
         raw = key if isinstance(key, bytes) else key.encode()
         assert slots.slot(key) == key_slot(raw)
     slots.load([[0, 8191, ["", 7000, "id1"], ["127.0.0.1", 7003, "id4"]],
@@ -77,7 +77,7 @@ def test_redirections_are_read_and_other_errors_left_alone() -> None:
 
 
 def test_partition_keys_and_placement() -> None:
-    assert Keys("ns").prefix == "{ns}:" and Keys("ns", 4).prefix == "{ns:4}:"
+    assert Keys("ns").prefix == "{ns}:" and Keys("ns", 4).prefix == "{ns|4}:"
     assert Keys("ns", 4).meta == Keys("ns").meta == "{ns}:meta"
     assert partition_of("anything", 1) == 0
     assert {partition_of(f"id{i}", 6) for i in range(200)} == set(range(6))
