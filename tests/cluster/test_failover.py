@@ -66,7 +66,7 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
         victim = cluster.owner_of(Keys(namespace, 0).due)
         async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
             started = time.monotonic()
-            killed_at, restarted = None, False
+            killed_at, restarted, last_error = None, False, ""
             for start in range(0, JOBS, 100):
                 batch = [{"topic": COUNT_TOPIC, "job_id": f"j{i}", "retry": RETRY} for i in range(start, min(start + 100, JOBS))]
                 if killed_at is None and start >= JOBS // 3:
@@ -76,7 +76,8 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
                     try:
                         acknowledged += await s.schedule_many(batch)
                         break
-                    except StorageError:
+                    except StorageError as exc:
+                        last_error = str(exc)
                         await asyncio.sleep(0.1)
                         # The promoted replica has no replica of its own: with durability "replicated"
                         # its writes fail (WAIT) until the dead node is back, as the operator restarts it.
@@ -87,7 +88,8 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
                             cluster.restart(victim)
                             restarted = True
                 else:
-                    raise AssertionError(f"scheduling failed for 20 s after the failover\n{workers.logs()}")
+                    raise AssertionError(f"scheduling failed for 20 s after the failover (restarted: {restarted}): {last_error}"
+                                         f"\n{workers.logs()}")
             scheduled_s = time.monotonic() - started
             cluster.wait_ok(timeout=30)
             promoted = time.monotonic() - (killed_at or started)
