@@ -66,3 +66,4 @@ bench: $(STAMP)
 	  fi; \
 	done
 	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)  # issue 17: 1 vs 6 partitions on a Redis Cluster it starts

@@ -13,12 +13,12 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 import asyncpg
 import click
-import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
@@ -28,6 +28,7 @@ from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay import AuditRelay
 from scheduler.cli_common import echo_json, print_table
+from scheduler.cluster_url import redis_client, url_partitions
 from scheduler.config import AuditSettings
 from scheduler.errors import InvalidDelay, SchedulerError, StorageError
 from scheduler.timeutil import parse_duration
@@ -101,7 +102,7 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
 
 async def _show(conn: Connections, job_id: str, events: bool) -> bool:
     console = Console()
-    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
         async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
                               RelayOptions.from_settings(conn.audit)) as trail:
@@ -139,7 +140,7 @@ def _since(text: str | None) -> datetime | None:
 
 
 async def _failures(conn: Connections, topic: str | None, since: datetime | None, limit: int) -> list[AuditRecord]:
-    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
         async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
                               RelayOptions.from_settings(conn.audit)) as trail:
@@ -158,9 +159,16 @@ def _failures_table(rows: list[AuditRecord], title: str) -> Table:
     return table
 
 
+def _partitions(conn: Connections) -> int:
+    """The namespace's partitions (README: Scaling out): the URL's, else [cluster] partitions."""
+    cluster = getattr(conn, "cluster", None)
+    return url_partitions(conn.redis_url) or (cluster.partitions if cluster is not None else 1)
+
+
 async def _relay(conn: Connections, options: RelayOptions) -> None:
-    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
-    relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"), options)
+    redis = redis_client(_need(conn.redis_url, "Redis URL"))
+    relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"),
+                       replace(options, partitions=_partitions(conn)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -189,9 +197,10 @@ async def _prune(database_url: str, months: int) -> list[str]:
 
 
 async def _lag(conn: Connections) -> tuple[int, float | None]:
-    redis = aioredis.Redis.from_url(_need(conn.redis_url, "Redis URL"))
+    redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
-        trail = AuditTrail(redis, conn.namespace, conn.database_url or "", RelayOptions.from_settings(conn.audit))
+        trail = AuditTrail(redis, conn.namespace, conn.database_url or "",
+                           RelayOptions.from_settings(conn.audit, partitions=_partitions(conn)))
         return await trail.lag()
     finally:
         await redis.aclose()

@@ -34,6 +34,7 @@ class RelayOptions:
     connect_timeout_s: float = 5.0
     command_timeout_s: float = 30.0
     consumer: str | None = None  # default: unique per process (host:pid:random)
+    partitions: int = 1  # the namespace's ([cluster] partitions): one outbox stream per partition
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1 or self.trim_after_entries < 1:

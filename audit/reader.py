@@ -18,7 +18,7 @@ from audit.migrate import migrate
 from audit.options import RelayOptions
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from audit.sql import query
-from audit.stream import OutboxStream
+from audit.stream_partitioned import outbox_stream
 from audit.writer import is_outage
 from scheduler.errors import StorageError
 from scheduler.outbox import Outcome, Status
@@ -74,7 +74,7 @@ class AuditTrail:
     def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions) -> None:
         self._url = database_url
         self.options = options
-        self._stream = OutboxStream(redis, namespace, consumer="flush")
+        self._stream = outbox_stream(redis, namespace, "flush", options.partitions)
         self._pool: asyncpg.Pool | None = None
 
     async def __aenter__(self) -> AuditTrail:

@@ -17,7 +17,8 @@ from redis.exceptions import RedisError
 
 from audit.fold import FoldCache
 from audit.options import RelayOptions, default_consumer_name
-from audit.stream import Entry, Lag, OutboxStream, decode
+from audit.stream import Entry, Lag, decode
+from audit.stream_partitioned import outbox_stream
 from audit.streamid import StreamId
 from audit.writer import BatchWriter, is_outage
 
@@ -49,7 +50,7 @@ class AuditRelay:
     def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions) -> None:
         self.options = options
         self.consumer = self.options.consumer or default_consumer_name()
-        self.stream = OutboxStream(redis, namespace, self.consumer)
+        self.stream = outbox_stream(redis, namespace, self.consumer, self.options.partitions)
         self.writer = BatchWriter(database_url, self.options, FoldCache(self.options.fold_cache))
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False

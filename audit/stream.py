@@ -19,7 +19,8 @@ from audit.streamid import GroupPosition, StreamId, format_id, parse_id, trim_po
 from scheduler.keys import Keys
 from scheduler.outbox import OutboxEvent, decode_entry
 from scheduler.procutil import pid_alive
-from scheduler.wire import Endpoint, WireConnection, as_map
+from scheduler.cluster import Wire, make_wire
+from scheduler.wire import as_map
 
 log = logging.getLogger("horae.audit")
 
@@ -76,18 +77,19 @@ class OutboxStream:
     call: a stream used only to observe (the flush of AuditTrail) is never closed.
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP) -> None:
-        self._endpoint = Endpoint.of_pool(redis.connection_pool)  # where the caller's client connects
-        self._wire = WireConnection(self._endpoint, decode=True)
-        self._admin = WireConnection(self._endpoint, decode=True)
-        self.key = Keys(namespace).outbox
+    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP,
+                 partition: int | None = None) -> None:
+        self._redis = redis  # where the caller's client connects (a cluster client: routed by slot)
+        self._wire = make_wire(redis, decode=True)
+        self._admin = make_wire(redis, decode=True)
+        self.key = Keys(namespace, partition).outbox  # partition: one of a partitioned namespace's
         self.group = group
         self.consumer = consumer
         self._claim_cursor = "0-0"
 
     @asynccontextmanager
-    async def _observing(self) -> AsyncIterator[WireConnection]:
-        conn = WireConnection(self._endpoint, decode=True)
+    async def _observing(self) -> AsyncIterator[Wire]:
+        conn = make_wire(self._redis, decode=True)
         try:
             yield conn
         finally:
@@ -195,7 +197,7 @@ class OutboxStream:
         await self._wire.aclose()
         await self._admin.aclose()
 
-    async def _groups(self, conn: WireConnection) -> list[dict[str, Any]] | None:
+    async def _groups(self, conn: Wire) -> list[dict[str, Any]] | None:
         """XINFO GROUPS, each group a dict (name, pending, last-delivered-id, lag on Redis >= 7)."""
         try:
             groups = await conn.call("XINFO", "GROUPS", self.key)
@@ -205,7 +207,7 @@ class OutboxStream:
             raise
         return [as_map(g) for g in groups]
 
-    async def _first_pending(self, conn: WireConnection, group: str) -> StreamId | None:
+    async def _first_pending(self, conn: Wire, group: str) -> StreamId | None:
         count, first, _, _ = await conn.call("XPENDING", self.key, group)
         return parse_id(first) if count and first is not None else None
 
@@ -240,7 +242,7 @@ class OutboxStream:
         async with self._observing() as conn:
             return await self._lag(conn, scan_limit)
 
-    async def _lag(self, conn: WireConnection, scan_limit: int) -> Lag:
+    async def _lag(self, conn: Wire, scan_limit: int) -> Lag:
         groups = await self._groups(conn)
         if groups is None:
             return Lag(0, None)
@@ -268,7 +270,7 @@ class OutboxStream:
         age = max(0.0, (now_ms - oldest[0]) / 1000) if oldest is not None else None
         return Lag(pending + undelivered, age)
 
-    async def _count_undelivered(self, conn: WireConnection, after: str, pending: int, scan_limit: int) -> int:
+    async def _count_undelivered(self, conn: Wire, after: str, pending: int, scan_limit: int) -> int:
         """Redis 6.2: count the entries after last-delivered, or the length minus those
         before it, whichever scan is short; failing both, XLEN - pending (never too low)."""
         tail = await conn.call("XRANGE", self.key, after, "+", "COUNT", scan_limit + 1)
@@ -280,7 +282,7 @@ class OutboxStream:
             return max(length - len(head), scan_limit + 1)
         return max(length - pending, scan_limit + 1)
 
-    async def _last_generated(self, conn: WireConnection) -> StreamId | None:
+    async def _last_generated(self, conn: Wire) -> StreamId | None:
         """The id of the last entry ever added (survives trimming); None without a stream."""
         try:
             info = as_map(await conn.call("XINFO", "STREAM", self.key))
@@ -290,7 +292,7 @@ class OutboxStream:
             raise
         return parse_id(info["last-generated-id"])
 
-    async def _committed_through(self, conn: WireConnection, target: StreamId) -> bool:
+    async def _committed_through(self, conn: Wire, target: StreamId) -> bool:
         """Whether the group has delivered past `target` and has nothing pending at or below it."""
         groups = await self._groups(conn)
         mine = next((g for g in groups or [] if g["name"] == self.group), None)

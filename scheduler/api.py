@@ -21,6 +21,7 @@ from scheduler.advertise import WorkerInfo, live_workers
 from scheduler.api_schedule import ScheduleCalls
 from scheduler.clock import Clock
 from scheduler.config import Settings, load_settings
+from scheduler.cluster_url import with_url_layout
 from scheduler.connection import open_connection
 from scheduler.cron_schedules import CronSchedules
 from scheduler.declared_crons import DeclaredSync, sync_declared
@@ -31,13 +32,16 @@ from scheduler.metrics import Metrics
 from scheduler.operations import JobOperations
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scheduling import Scheduling
+from scheduler.partitions import parse_subset
 from scheduler.store import RedisStore
+from scheduler.store_partitioned import PartitionedStore
 from scheduler.telemetry import setup_telemetry
 from scheduler.telemetry import wanted as telemetry_wanted
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
 from scheduler.waiting import Timeout, Waiters
 from scheduler.worker import Worker
+from scheduler.worker_partitioned import PartitionedWorker
 
 if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
@@ -67,11 +71,11 @@ class Scheduler(ScheduleCalls):
         base = settings or load_settings(config_path)
         updates = {k: v for k, v in {"redis_url": redis_url, "database_url": database_url,
                                       "namespace": namespace}.items() if v is not None}
-        self.settings = base.model_copy(update=updates) if updates else base
+        self.settings = with_url_layout(base.model_copy(update=updates) if updates else base)
         self.registry = listeners if listeners is not None else default_registry
         self._clock = clock
         self._redis: aioredis.Redis | None = None
-        self._store: RedisStore | None = None
+        self._store: RedisStore | PartitionedStore | None = None
         self._audit: AuditTrail | None = None
         self._relay: AuditRelay | ThreadedRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
@@ -101,7 +105,7 @@ class Scheduler(ScheduleCalls):
             from audit import AuditRelay, AuditTrail, RelayOptions
             from audit.relay_thread import ThreadedRelay
 
-            options = RelayOptions.from_settings(s.audit)
+            options = RelayOptions.from_settings(s.audit, partitions=s.cluster.partitions)
             self._audit = AuditTrail(self._redis, s.namespace, conn.services.database_url, options)
             await self._audit.open()
             # This process's relay: started by its first worker (start_relay), stopped by close().
@@ -140,10 +144,10 @@ class Scheduler(ScheduleCalls):
             self._redis = None
 
     @property
-    def store(self) -> RedisStore:
+    def store(self) -> RedisStore:  # (or a PartitionedStore: the same interface, duck-typed)
         if self._store is None:
             raise SchedulerError("Scheduler is not connected: use `async with Scheduler(...)` or await connect()")
-        return self._store
+        return self._store  # type: ignore[return-value]
 
     @property
     def clock(self) -> Clock:
@@ -345,11 +349,22 @@ class Scheduler(ScheduleCalls):
         for now may be leased to it directly (settings.worker.local_handoff). Its start stores
         the schedules declared beside the listeners it serves (README "Schedules declared
         beside listeners")."""
-        worker = Worker(
-            self.store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
-            cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
-            all_topics=all_topics,
-        )
+        store = self.store
+        if isinstance(store, PartitionedStore):  # one loop per served partition (worker_partitioned.py)
+            def make(p: int, worker_id: str, slots: object) -> Worker:
+                return Worker(store.parts[p], self.registry, self.clock, self.settings.worker, self.settings.retention,
+                              self.metrics, cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency,
+                              topics=topics, all_topics=all_topics, worker_id=worker_id, shared=slots)
+
+            worker: Worker = PartitionedWorker(
+                make, parse_subset(self.settings.worker.partitions, store.count), store.partition_for,
+                concurrency or self.settings.worker.concurrency)
+        else:
+            worker = Worker(
+                store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
+                cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
+                all_topics=all_topics,
+            )
         self._workers.add(worker)
         worker.on_declare = self._sync_declared
         if self._audit is not None:

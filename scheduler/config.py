@@ -66,6 +66,7 @@ class WorkerSettings(_Section):
     recover_interval_s: float = Field(1.0, gt=0)
     local_handoff: bool = True
     registry_ttl_ms: int = Field(30_000, ge=100)
+    partitions: str = ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
 
 
 class CronSettings(_Section):
@@ -159,6 +160,21 @@ class ConsoleSettings(_Section):
     page_size: int = Field(50, ge=1, le=1_000)
 
 
+class ClusterSettings(_Section):
+    """Running past one Redis (README: Scaling out).
+
+    enabled: `redis_url` names seed nodes of a Redis Cluster (also implied by a
+    redis+cluster:// URL). durability "replicated": every transition waits (WAIT) until
+    `wait_replicas` replicas have it, or fails, so an acknowledged write survives a failover.
+    """
+
+    enabled: bool = False
+    partitions: int = Field(1, ge=1, le=1024)  # fixed for a namespace once it holds data (meta key)
+    durability: Literal["async", "replicated"] = "async"
+    wait_replicas: int = Field(1, ge=1, le=16)
+    wait_timeout_ms: int = Field(1_000, ge=1, le=60_000)
+
+
 class Settings(_Section):
     """Everything configurable, with the defaults of config/horae.toml."""
 
@@ -179,6 +195,7 @@ class Settings(_Section):
     analytics: AnalyticsSettings = AnalyticsSettings()
     audit: AuditSettings = AuditSettings()
     console: ConsoleSettings = ConsoleSettings()
+    cluster: ClusterSettings = ClusterSettings()
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The fields as repr() shows them: URL passwords as *** (a logged or printed
@@ -275,7 +292,9 @@ def load_settings(
     if not data.get("data_dir"):
         data["data_dir"] = str(default_data_dir(file if found else None, env))
     try:
-        return Settings.model_validate(data)
+        from scheduler.cluster_url import with_url_layout
+
+        return with_url_layout(Settings.model_validate(data))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()

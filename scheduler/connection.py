@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING
 import redis.asyncio as aioredis
 
 from scheduler.clock import Clock, SystemClock
+from scheduler.cluster_url import cluster_client, is_cluster_url
 from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
 from scheduler.errors import StorageError
 from scheduler.procutil import scrub
+from scheduler.partitions import layout_error
 from scheduler.store import RedisStore
+from scheduler.store_partitioned import PartitionedStore
 
 if TYPE_CHECKING:
     from scheduler.servers import ServiceUrls
@@ -27,7 +30,7 @@ class Connection:
     services: ServiceUrls
     redis: aioredis.Redis
     clock: Clock
-    store: RedisStore
+    store: RedisStore | PartitionedStore
 
 
 async def open_connection(settings: Settings, clock: Clock | None, *, need_database: bool) -> Connection:
@@ -51,11 +54,7 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
         resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database,
         appendfsync=s.redis_appendfsync,
     )
-    # A blocking pool waits for a free connection instead of failing past its size.
-    pool = aioredis.BlockingConnectionPool.from_url(
-        urls.redis_url, max_connections=s.redis_max_connections, timeout=30
-    )
-    redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
+    redis = _client(urls.redis_url, s)
     try:
         if clock is None:
             system = SystemClock()
@@ -64,4 +63,45 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
     except Exception as exc:
         await redis.aclose()
         raise StorageError(scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)) from None
-    return Connection(urls, redis, clock, RedisStore(redis, s.namespace, audit=s.audit.enabled))
+    try:
+        store = await _store(redis, s)
+    except BaseException:
+        await redis.aclose()
+        raise
+    return Connection(urls, redis, clock, store)
+
+
+async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | PartitionedStore:
+    """The namespace's store: one RedisStore, or one per partition behind a PartitionedStore;
+    either way the count is checked against the namespace's stored layout."""
+    c = s.cluster
+    replicas = c.wait_replicas if c.durability == "replicated" else 0
+    if c.partitions > 1:
+        parted = PartitionedStore(redis, s.namespace, c.partitions, audit=s.audit.enabled, replicas=replicas,
+                                  replica_timeout_ms=c.wait_timeout_ms)
+        try:
+            await parted.check_layout()
+        except BaseException:
+            await parted.aclose()
+            raise
+        return parted
+    store = RedisStore(redis, s.namespace, audit=s.audit.enabled, replicas=replicas,
+                       replica_timeout_ms=c.wait_timeout_ms)
+    try:
+        stored = await store.wire.call("HGET", store.keys.meta, "partitions")
+    except Exception as exc:
+        await store.aclose()
+        raise StorageError(scrub(f"cannot reach Redis at {s.redis_url}: {exc}", s.redis_url or "")) from None
+    if stored is not None and int(stored) != 1:
+        await store.aclose()
+        raise layout_error(s.namespace, int(stored), 1)
+    return store
+
+
+def _client(url: str, s: Settings) -> aioredis.Redis:
+    """redis-py's client: a RedisCluster for a cluster (redis+cluster:// or cluster.enabled),
+    else a blocking pool, which waits for a free connection instead of failing past its size."""
+    if is_cluster_url(url) or s.cluster.enabled:
+        return cluster_client(url, s.redis_max_connections)  # type: ignore[return-value]
+    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=s.redis_max_connections, timeout=30)
+    return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it

@@ -1,5 +1,8 @@
 """Redis key names. Every key of a namespace shares the `{ns}` hash tag so all
-scripts touch one Redis Cluster slot."""
+scripts touch one Redis Cluster slot; a namespace split into partitions (README: Scaling
+out) gives partition p the tag `{ns|p}`, so each partition is one slot and one script
+still touches one partition only (`|` is not allowed in a namespace's name, so no partition's
+tag is another namespace's)."""
 
 from __future__ import annotations
 
@@ -11,11 +14,20 @@ class Keys:
     """The keys of one namespace (one independent scheduler)."""
 
     namespace: str
+    partition: int | None = None  # None: the unpartitioned layout (partitions = 1)
 
     @property
     def prefix(self) -> str:
         """Prefix of every key; job hashes are `prefix + "j:" + id`."""
-        return "{" + self.namespace + "}:"
+        if self.partition is None:
+            return "{" + self.namespace + "}:"
+        return "{" + self.namespace + "|" + str(self.partition) + "}:"
+
+    @property
+    def meta(self) -> str:
+        """Hash of the namespace's layout (`partitions`): always under the plain `{ns}` tag, so
+        every process finds it before it knows the count (scheduler/partitions.py)."""
+        return "{" + self.namespace + "}:meta"
 
     def job(self, job_id: str) -> str:
         """Hash holding one job's fields."""

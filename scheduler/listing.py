@@ -59,6 +59,15 @@ def group_of(token: str) -> str:
     return "waiting" if token == "due" or token.startswith(("p:", "pk:")) else token
 
 
+def partition_token(token: str) -> tuple[int | None, str]:
+    """A partitioned namespace's cursor token "<partition>|<set token>" (store_partitioned.py)
+    as (partition, set token; "" = the partition's start); (None, token) for a plain one."""
+    head, sep, rest = token.partition("|")
+    if sep and head.isdigit():
+        return int(head), rest
+    return None, token
+
+
 @dataclass(frozen=True)
 class Cursor:
     """Where a page ended: the set's token, the member's score and its id. The next page
@@ -87,9 +96,12 @@ class Cursor:
             value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         except (binascii.Error, ValueError) as exc:  # (json's errors are ValueErrors)
             raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor") from exc
-        if (not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str)
-                or not _token(value[0]) or not isinstance(value[1], str)
-                or not _finite(value[1]) or not isinstance(value[2], str) or not value[2]):
+        start = isinstance(value, list) and len(value) == 3 and isinstance(value[0], str) \
+            and partition_token(value[0])[0] is not None and partition_token(value[0])[1] == "" \
+            and value[1:] == ["", ""]  # a partitioned listing's next partition, from its start
+        if not start and (not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str)
+                          or not _token(partition_token(value[0])[1]) or not isinstance(value[1], str)
+                          or not _finite(value[1]) or not isinstance(value[2], str) or not value[2]):
             raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor")
         return cls(value[0], value[1], value[2])
 
@@ -183,7 +195,8 @@ class Walk:
         if cursor is None:
             return None
         at = Cursor.decode(cursor)
-        if group_of(at.set) not in self.groups:
+        token = partition_token(at.set)[1]
+        if token and group_of(token) not in self.groups:
             raise ScheduleError("cursor belongs to a listing of another state", field="cursor")
         return at
 

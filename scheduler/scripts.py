@@ -51,6 +51,7 @@ class ScriptCode(IntEnum):
     DUPLICATE = -10
     KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
     OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
+    WRONG_PARTITION = -13  # the job's topic lives on another partition (a topic-wide limit): re-sent there
 
 
 class SettleCode(IntEnum):

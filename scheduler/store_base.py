@@ -13,21 +13,24 @@ from redis.exceptions import RedisError
 from scheduler.errors import StorageError
 from scheduler.keys import Keys
 from scheduler.scripts import Scripts
-from scheduler.wire import Endpoint, Subscription, WireConnection
+from scheduler.cluster import ClusterWire, make_wire
+from scheduler.wire import Subscription, WireConnection
 
 
 class StoreBase:
     """The connection, keys and scripts of one namespace; RedisStore's other parts build on it."""
 
     def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
-                 wire: WireConnection | None = None) -> None:
+                 wire: WireConnection | ClusterWire | None = None, replicas: int = 0,
+                 replica_timeout_ms: int = 1000, partition: int | None = None) -> None:
         self.redis = redis  # the owner's client: the wire connects where its URL says
-        self.keys = Keys(namespace)
+        self.keys = Keys(namespace, partition)  # partition: one of a partitioned namespace's (store_partitioned.py)
         self._scripts = Scripts(audit)
         # Script calls and reads share one pipelined connection (none of them blocks).
         # Replies come back as str (hiredis decodes them): keys, fields and values are text.
-        self.wire = wire if wire is not None else WireConnection(Endpoint.of_pool(redis.connection_pool),
-                                                                 decode=True)
+        # On a Redis Cluster (a RedisCluster client) the wire routes each command to its slot's node.
+        # replicas > 0 (durability="replicated"): each script call waits for that many replicas.
+        self.wire = wire if wire is not None else make_wire(redis, True, replicas, replica_timeout_ms)
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         script = self._scripts[name]
@@ -60,7 +63,7 @@ class StoreBase:
 
     async def subscribe_wake(self, on_wake: Callable[[], None]) -> Subscription:
         """Call `on_wake()` on every wake-up message, and after a lost subscription is back."""
-        sub = Subscription(self.wire.endpoint, [self.keys.wake], lambda channel, data: on_wake())
+        sub = Subscription(self.wire.pubsub_endpoint, [self.keys.wake], lambda channel, data: on_wake())
         try:
             await sub.start()
         except RedisError as exc:

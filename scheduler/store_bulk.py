@@ -31,6 +31,7 @@ class Enqueued:
 
     result: ScheduleResult
     waiting: int = 0
+    home: int | None = None  # not stored: the topic lives on this partition (store_partitioned re-sends)
 
 
 def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
@@ -44,6 +45,8 @@ def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
         return Enqueued(ScheduleResult(job.id, True), int(reply[3]))
     if code in (EnqueueCode.REFUSED, EnqueueCode.DEBOUNCED):
         return Enqueued(ScheduleResult(str(reply[1]), False, str(reply[2])))
+    if code == ScriptCode.WRONG_PARTITION:
+        return Enqueued(ScheduleResult(job.id, False, "wrong_partition"), home=int(reply[1]))
     if code == ScriptCode.KEY_REQUIRED:
         raise KeyRequired(f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
                           field="key")
@@ -63,7 +66,8 @@ class BulkStore(StoreBase):
              job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
              job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
              job.dead_letter, job.key, job.priority, job.dedupe_key, job.dedupe_window_ms, job.dedupe_mode,
-             "1" if job.retry_given else "0", "1" if job.timeout_given else "0"],
+             "1" if job.retry_given else "0", "1" if job.timeout_given else "0",
+             "" if self.keys.partition is None else str(self.keys.partition)],
         )
 
     async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,

@@ -38,7 +38,7 @@ class ProgressStore(StoreBase):
     async def subscribe_done(self, on_message: Callable[[bytes | None, bytes | None], None]) -> Subscription:
         """Call `on_message(channel, job id)` for every waited job that ends or is removed, and
         `on_message(None, None)` after a lost subscription is back (messages may be lost)."""
-        sub = Subscription(self.wire.endpoint, [self.keys.done], on_message)
+        sub = Subscription(self.wire.pubsub_endpoint, [self.keys.done], on_message)
         try:
             await sub.start()
         except (RedisError, OSError) as exc:

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
+from scheduler.cluster_url import redis_client
 from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
 from scheduler.errors import ConfigError
@@ -134,17 +135,19 @@ async def create_schema(dsn: str, schema: str) -> None:
 
 
 async def delete_namespace(redis_url: str, namespace: str) -> None:
-    """Delete every key of `namespace`."""
-    client = aioredis.Redis.from_url(redis_url)
+    """Delete every key of `namespace` (of each of its partitions too: `{ns|p}`; on a cluster,
+    on every master)."""
+    client = redis_client(redis_url)
     try:
-        batch: list[bytes] = []
-        async for key in client.scan_iter(match=Keys(namespace).prefix + "*", count=1000):
-            batch.append(key)
-            if len(batch) >= 500:
+        for pattern in (Keys(namespace).prefix + "*", "{" + namespace + "|*"):
+            batch: list[bytes] = []
+            async for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    await client.delete(*batch)
+                    batch = []
+            if batch:
                 await client.delete(*batch)
-                batch = []
-        if batch:
-            await client.delete(*batch)
     finally:
         await client.aclose()
 

@@ -50,6 +50,10 @@ READ_ONLY = frozenset({
 })
 
 
+class NotReplicated(ResponseError):
+    """durability="replicated": fewer replicas than asked acknowledged a write in time."""
+
+
 def _read_only(commands: Sequence[Sequence[Any]]) -> bool:
     return all(str(c[0]).upper() in READ_ONLY for c in commands)
 
@@ -219,11 +223,19 @@ class WireConnection:
     `decode`: bulk replies come back as str (UTF-8, invalid bytes replaced), not bytes.
     """
 
-    def __init__(self, endpoint: Endpoint, decode: bool = False) -> None:
+    def __init__(self, endpoint: Endpoint, decode: bool = False, replicas: int = 0,
+                 replica_timeout_ms: int = 1000) -> None:
         self.endpoint = endpoint
         self.decode = decode
+        # durability="replicated": every script call is followed, on this connection, by
+        # WAIT <replicas> <timeout>; fewer acknowledgements fail the call (NotReplicated).
+        self.replicas, self.replica_timeout_ms = replicas, replica_timeout_ms
         self._pipe: _Pipe | None = None
         self._opening: asyncio.Task[_Pipe] | None = None
+
+    def pubsub_endpoint(self) -> Endpoint:
+        """Where a subscription connects (the cluster wire rotates through its nodes)."""
+        return self.endpoint
 
     async def call(self, *args: Any, raw: bool = False) -> Any:
         """Send one command and return its reply (see _call); a read-only one is sent
@@ -251,17 +263,21 @@ class WireConnection:
             pipe = await self._connect()
         return await pipe.request(args, raw)
 
-    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
+    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = (),
+                        return_exceptions: bool = False) -> list[Any]:
         """Several commands in one write (see _call_many); all read-only ones are sent
-        again once on a new connection when the connection broke."""
+        again once on a new connection when the connection broke. `return_exceptions`:
+        an error reply is returned in its place instead of raised (the cluster wire
+        re-routes MOVED/ASK replies one by one)."""
         try:
-            return await self._call_many(commands, raw)
+            return await self._call_many(commands, raw, return_exceptions)
         except RedisConnectionError:
             if not _read_only(commands):
                 raise
-            return await self._call_many(commands, raw)
+            return await self._call_many(commands, raw, return_exceptions)
 
-    async def _call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = ()) -> list[Any]:
+    async def _call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = (),
+                         return_exceptions: bool = False) -> list[Any]:
         """Send several commands in one write and return their replies, in order.
 
         Args:
@@ -278,7 +294,22 @@ class WireConnection:
         if pipe is None or pipe.transport is None or pipe.transport.is_closing():
             pipe = await self._connect()
         flags = [*raw, *[False] * (len(commands) - len(raw))]
-        return list(await asyncio.gather(*pipe.request_many(commands, flags)))
+        wait = self.replicas > 0 and any(str(c[0]).upper() == "EVALSHA" for c in commands)
+        if wait:
+            commands, flags = [*commands, ("WAIT", self.replicas, self.replica_timeout_ms)], [*flags, False]
+        replies = list(await asyncio.gather(*pipe.request_many(commands, flags), return_exceptions=return_exceptions))
+        if wait:
+            self._check_replicated(replies.pop())
+        return replies
+
+    def _check_replicated(self, acked: Any) -> None:
+        if isinstance(acked, BaseException):
+            raise acked
+        if int(acked) < self.replicas:
+            raise NotReplicated(
+                f"NOTREPLICATED the write reached the master but only {acked} of {self.replicas} replica(s) "
+                f"acknowledged it within {self.replica_timeout_ms} ms (durability=replicated): a failover now "
+                "could lose it")
 
     async def _connect(self) -> _Pipe:
         # Callers that find no connection share one attempt (no stampede of sockets).
@@ -290,11 +321,15 @@ class WireConnection:
     async def evalsha(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """EVALSHA, loading the script first when Redis does not have it (NOSCRIPT: it did not run)."""
         try:
+            if self.replicas:
+                return (await self.call_many([("EVALSHA", sha, len(keys), *keys, *args)]))[0]
             return await self.call("EVALSHA", sha, len(keys), *keys, *args)
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
         await self.call("SCRIPT", "LOAD", source)
+        if self.replicas:
+            return (await self.call_many([("EVALSHA", sha, len(keys), *keys, *args)]))[0]
         return await self.call("EVALSHA", sha, len(keys), *keys, *args)
 
     async def aclose(self) -> None:
@@ -310,8 +345,10 @@ class Subscription:
     connection is reopened (with backoff) and reported as `on_message(None, None)`,
     because messages sent meanwhile are lost (pub/sub is at most once)."""
 
-    def __init__(self, endpoint: Endpoint, channels: Sequence[str],
+    def __init__(self, endpoint: Endpoint | Callable[[], Endpoint], channels: Sequence[str],
                  on_message: Callable[[bytes | None, bytes | None], None]) -> None:
+        # A callable is asked again on every (re)connection: on a cluster, any node will do
+        # (classic PUBLISH reaches every node), and a dead one is left for the next.
         self.endpoint, self.channels, self.on_message = endpoint, list(channels), on_message
         self._task: asyncio.Task[None] | None = None
         self._pipe: _Pipe | None = None
@@ -325,7 +362,7 @@ class Subscription:
         self._task = asyncio.create_task(self._keep(), name="horae-wake-subscription")
 
     async def _subscribe(self) -> None:
-        pipe = await _open(self.endpoint, self._push)
+        pipe = await _open(self.endpoint() if callable(self.endpoint) else self.endpoint, self._push)
         for channel in self.channels:  # each SUBSCRIBE is answered by one confirmation
             await pipe.request(("SUBSCRIBE", channel))
         self._pipe = pipe

@@ -67,9 +67,11 @@ class Worker:
         topics: Sequence[str] | None = None,
         all_topics: bool = False,
         worker_id: str | None = None,
+        shared: Any = None,
     ) -> None:
         """Args (beyond the parts): `topics`: exactly these (None: the topics `registry` has
-        listeners for, plus topics no live worker serves); `all_topics`: every topic.
+        listeners for, plus topics no live worker serves); `all_topics`: every topic; `shared`: the
+        slots of a PartitionedWorker's loops (worker_partitioned.SharedSlots) instead of its own.
 
         Raises:
             ConfigError: both `topics` and `all_topics`.
@@ -96,7 +98,10 @@ class Worker:
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
         self._started = False
-        self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local)
+        self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local) or claiming
+        self.shared = shared
+        if shared is not None:
+            shared.join(self)
         self._unsure = False  # a claim's reply was lost: Redis may hold leases of ours we never saw
         self._subscription: Subscription | None = None
         self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
@@ -224,7 +229,7 @@ class Worker:
         f = self._filter
         if not self._started or self._stopping or (not f.all_topics and topic not in f.topics):
             return False
-        if len(self._running) + self._reserved >= self.concurrency:
+        if self._free() <= 0:
             return False
         self._reserved += 1
         return True
@@ -236,7 +241,7 @@ class Worker:
         if job is not None and not self._stopping:
             self._start(job)
             return
-        self._slot_free.set()  # the claim loop may be waiting for the slot this held
+        self._freed()  # the claim loop may be waiting for the slot this held
         if job is not None:  # stopped while the call was in flight: give it back, uncounted
             self._spawn(self._give_back(job))
 
@@ -251,7 +256,7 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         while not self._stopping:
-            free = self.concurrency - len(self._running) - self._reserved
+            free = self._free()
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
@@ -263,10 +268,16 @@ class Worker:
                     await self._release_unknown()
                 if self._next_cron is not None and self._next_cron <= self.clock.now_ms():
                     await fire_due_crons(self.store, self.clock, self.cron, self.tracer)
-                jobs, next_due, self._next_cron = await self.store.claim(
-                    self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
-                    self._filter.unserved, self._filter.listened,
-                )
+                self._reserved += limit  # (shared slots: no other loop claims them meanwhile)
+                try:
+                    jobs, next_due, self._next_cron = await self.store.claim(
+                        self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
+                        self._filter.unserved, self._filter.listened,
+                    )
+                finally:
+                    self._reserved -= limit
+                    if self.shared is not None:
+                        self.shared.freed()  # slots the claim did not fill are other loops' again
                 self.next_due_ms = min((t for t in (next_due, self._next_cron) if t is not None), default=None)
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})
@@ -302,6 +313,18 @@ class Worker:
         finally:
             self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self.metrics.active_attempts.add(-1)
+            self._freed()
+
+    def _free(self) -> int:
+        """Slots free for claims and handoffs: this worker's, or its PartitionedWorker's."""
+        if self.shared is not None:
+            return int(self.shared.free())
+        return self.concurrency - len(self._running) - self._reserved
+
+    def _freed(self) -> None:
+        if self.shared is not None:
+            self.shared.freed()
+        else:
             self._slot_free.set()
 
     async def _attempt(self, job: ClaimedJob) -> None:

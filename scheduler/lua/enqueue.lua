@@ -23,6 +23,7 @@
 --          the job finishes)  ARGV[24] dedupe mode (throttle|debounce)
 -- ARGV[25] "1" when the job's retry policy was given (else the topic's, if any)
 -- ARGV[26] "1" when the job's timeout was given (else the topic's, if any)
+-- ARGV[27] this partition's number ("" when the namespace is not partitioned)
 --
 -- Returns (scripts.EnqueueCode, ScriptCode) { QUEUED (1), "", "", waiting } when
 -- created and queued, { LEASED (2), attempt, token, waiting } when created and
@@ -31,8 +32,10 @@
 -- (reason "throttle") or the policy (reason: its name) keeps the job out,
 -- { DEBOUNCED (4), holder id, "debounce" } when the waiting holder took its
 -- payload and run_at, { DUPLICATE (-10) } when a job with this id exists (its
--- fields are left untouched: ids are idempotency keys), or { KEY_REQUIRED (-11) }
--- when the topic's policy is key_strict_fifo and no key is given.
+-- fields are left untouched: ids are idempotency keys), { KEY_REQUIRED (-11) }
+-- when the topic's policy is key_strict_fifo and no key is given, or
+-- { WRONG_PARTITION (-13), home } when the topic has a topic-wide limit and so lives
+-- on partition `home` only (README: Scaling out): nothing stored, the caller re-sends.
 local job = {
   id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
   tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],
@@ -45,6 +48,7 @@ local ns, topic = ns_of(key), job.topic
 local cfg = {}
 local raw = redis.call('HGETALL', KEYS[7])
 for i = 1, #raw, 2 do cfg[raw[i]] = raw[i + 1] end
+if cfg.home and ARGV[27] ~= '' and cfg.home ~= ARGV[27] then return { -13, cfg.home } end
 local defaulted = false  -- the caller's copy of the job is not what is stored: no handoff
 if ARGV[25] ~= '1' and cfg.max then
   job.max, job.btype, job.bdelay, job.bmax, job.bjit = cfg.max, cfg.btype, cfg.bdelay, cfg.bmax, cfg.bjit

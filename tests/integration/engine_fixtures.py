@@ -47,9 +47,30 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0
 
 async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[Any]:
     """The decoded outbox events of one job, in stream order."""
-    entries = await redis.xrange(Keys(namespace).outbox)
+    entries = []
+    for stream in await outboxes(redis, namespace):
+        entries += await redis.xrange(stream)
     events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
     return [e for e in events if e.job_id == job_id]
+
+
+async def outboxes(redis: aioredis.Redis, namespace: str) -> list[str]:
+    """The namespace's outbox streams: its own, or one per partition (tests/cluster)."""
+    stored = await redis.hget(Keys(namespace).meta, "partitions")
+    if stored is None or int(stored) <= 1:
+        return [Keys(namespace).outbox]
+    return [Keys(namespace, p).outbox for p in range(int(stored))]
+
+
+async def job_keys(redis: aioredis.Redis, namespace: str, job_id: str) -> Keys:
+    """The Keys of the partition holding a job (the namespace's own when unpartitioned)."""
+    stored = await redis.hget(Keys(namespace).meta, "partitions")
+    if stored is None or int(stored) <= 1:
+        return Keys(namespace)
+    for p in range(int(stored)):
+        if await redis.exists(Keys(namespace, p).job(job_id)):
+            return Keys(namespace, p)
+    raise AssertionError(f"job {job_id} is on no partition of {namespace}")
 
 
 async def ns_keys(redis: aioredis.Redis, namespace: str) -> list[bytes]:

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from scheduler import JobInfo, Scheduler  # noqa: E402
 from scheduler.keys import Keys  # noqa: E402
+from tests.integration.engine_fixtures import job_keys  # noqa: E402
 from tests.procs import WorkerProcess, WorkerProcesses, app_key, producer  # noqa: E402
 from tests.procs.worker_app import BLOCK_TOPIC  # noqa: E402
 
@@ -73,7 +74,7 @@ async def listener_events(redis: aioredis.Redis, namespace: str, job_id: str) ->
 
 async def job_outbox(redis: aioredis.Redis, namespace: str, job_id: str) -> list[dict[str, str]]:
     """This job's outbox entries, in stream order, decoded."""
-    entries = await redis.xrange(Keys(namespace).outbox, "-", "+")
+    entries = await redis.xrange((await job_keys(redis, namespace, job_id)).outbox, "-", "+")
     decoded = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]
     return [e for e in decoded if e["id"] == job_id]
 
@@ -118,7 +119,7 @@ async def kill_mid_attempt(
     assert code == -signal.SIGKILL, a.describe()
 
     # A is dead, so nothing extends its lease any more; the job still looks running
-    deadline = await redis.zscore(Keys(namespace).active, job_id)
+    deadline = await redis.zscore((await job_keys(redis, namespace, job_id)).active, job_id)
     assert deadline is not None, "a killed worker's job left the active set before its lease expired"
     info = await s.get_job(job_id)
     assert info is not None and info.state.value == "running" and info.attempts == 1, info

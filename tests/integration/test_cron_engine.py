@@ -28,7 +28,7 @@ def ms(text: str) -> int:
 
 async def tick_jobs(redis: aioredis.Redis, namespace: str, name: str) -> list[str]:
     """Ids of the jobs a schedule created, oldest tick first."""
-    keys = [k.decode() async for k in redis.scan_iter(match="{" + namespace + "}:j:cron:" + name + ":*")]
+    keys = [k.decode() async for k in redis.scan_iter(match="{" + namespace + "*}:j:cron:" + name + ":*")]
     return sorted((k.split("}:j:", 1)[1] for k in keys), key=lambda i: int(i.rsplit(":", 1)[1]))
 
 

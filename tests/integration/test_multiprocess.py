@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from scheduler.keys import Keys  # noqa: E402
+from tests.integration.engine_fixtures import outboxes  # noqa: E402
 from tests.procs import WorkerProcesses, app_key, producer  # noqa: E402
 from tests.procs.worker_app import COUNT_TOPIC  # noqa: E402
 
@@ -103,11 +103,11 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
         assert all(i.last_error is None for i in infos)
 
         # the outbox agrees: one attempt_started and one completed per job, no failures
-        keys = Keys(namespace)
         started_by_job: dict[str, int] = {}
         completed_by_job: dict[str, int] = {}
         other: list[str] = []
-        for _, fields in await redis.xrange(keys.outbox, "-", "+"):
+        entries = [e for stream in await outboxes(redis, namespace) for e in await redis.xrange(stream, "-", "+")]
+        for _, fields in entries:
             kind, jid = fields[b"e"].decode(), fields[b"id"].decode()
             if kind == "attempt_started":
                 started_by_job[jid] = started_by_job.get(jid, 0) + 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from tests.procs.worker_app import _redis, key
+from tests.procs.worker_app import _redis_ready, key
 
 A_TOPIC = "a.topic"
 B_TOPIC = "b.topic"
@@ -22,7 +22,7 @@ registry_b = ListenerRegistry()
 
 
 async def _record(event: ScheduleArrivedEvent) -> None:
-    pipe = _redis().pipeline(transaction=True)
+    pipe = (await _redis_ready()).pipeline(transaction=True)
     pipe.hset(key("ran_by"), event.scheduled_job_id, str(os.getpid()))
     pipe.hincrby(key("runs"), event.scheduled_job_id, 1)
     await pipe.execute()

@@ -31,10 +31,26 @@ BLOCK_TOPIC = "crash.block"
 _client: aioredis.Redis | None = None
 
 
-def _redis() -> aioredis.Redis:
-    global _client
+_init_lock: asyncio.Lock | None = None
+
+
+async def _redis_ready() -> aioredis.Redis:
+    """The client, initialised once: redis-py's cluster client fails calls made while several
+    first calls initialise it at once (its slot map), so the first caller does it alone."""
+    global _client, _init_lock
     if _client is None:
-        _client = aioredis.Redis.from_url(os.environ["HORAE_REDIS_URL"])
+        _init_lock = _init_lock or asyncio.Lock()
+        async with _init_lock:
+            if _client is None:
+                from scheduler.cluster_url import cluster_client, is_cluster_url
+
+                url = os.environ["HORAE_REDIS_URL"]  # a Redis Cluster's seeds in tests/cluster
+                if is_cluster_url(url):
+                    client = cluster_client(url, 16)
+                    await client.initialize()  # type: ignore[attr-defined]
+                    _client = client  # type: ignore[assignment]
+                else:
+                    _client = aioredis.Redis.from_url(url)
     return _client
 
 
@@ -44,13 +60,13 @@ def key(name: str) -> str:
 
 async def _record(event: ScheduleArrivedEvent, what: str) -> None:
     entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "pid": os.getpid(), "what": what}
-    await _redis().rpush(key("events"), json.dumps(entry))
+    await (await _redis_ready()).rpush(key("events"), json.dumps(entry))
 
 
 @registry.on_event(COUNT_TOPIC)
 async def count_run(event: ScheduleArrivedEvent) -> None:
     """Count this run per job and per process (one MULTI: both or neither)."""
-    pipe = _redis().pipeline(transaction=True)
+    pipe = (await _redis_ready()).pipeline(transaction=True)
     pipe.hincrby(key("runs"), event.scheduled_job_id, 1)
     pipe.hincrby(key("by_pid"), str(os.getpid()), 1)
     await pipe.execute()
@@ -102,14 +118,14 @@ async def flow_run(event: ScheduleArrivedEvent) -> None:
     p = event.payload if isinstance(event.payload, dict) else {}
     start = time.time() * 1000
     await asyncio.sleep(float(p.get("sleep", 0)))
-    run = await _redis().hincrby(key("flow_runs"), event.scheduled_job_id, 1)
+    run = await (await _redis_ready()).hincrby(key("flow_runs"), event.scheduled_job_id, 1)
     fail = event.attempt in p.get("fail", ()) or run <= int(p.get("fail_runs", 0))
     entry = {
         "job": event.scheduled_job_id, "topic": event.topic, "key": p.get("key"), "n": p.get("n"),
         "attempt": event.attempt, "run": run, "pid": os.getpid(), "start": start, "end": time.time() * 1000,
         "ok": not fail, "src": scheduler.__file__,
     }
-    await _redis().rpush(key("flow"), json.dumps(entry))
+    await (await _redis_ready()).rpush(key("flow"), json.dumps(entry))
     if fail:
         raise ValueError(f"flow attempt {event.attempt} fails")
 
