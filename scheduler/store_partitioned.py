@@ -181,6 +181,16 @@ class PartitionedStore:
                 totals[state] = totals.get(state, 0) + n
         return totals
 
+    async def stats_by_topic(self) -> dict[str, dict[str, int]]:
+        """Counts per topic and state, summed over the partitions."""
+        merged: dict[str, dict[str, int]] = {}
+        for per_topic in await asyncio.gather(*(p.stats_by_topic() for p in self.parts)):
+            for topic, counts in per_topic.items():
+                row = merged.setdefault(topic, dict.fromkeys(counts, 0))
+                for state, n in counts.items():
+                    row[state] = row.get(state, 0) + n
+        return dict(sorted(merged.items()))
+
     async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
                            budget: int) -> tuple[list[str], Cursor | None]:
         """One page of a listing: partition after partition (each in its own order)."""
