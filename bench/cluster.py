@@ -176,7 +176,7 @@ def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
         url = f"redis+cluster://127.0.0.1:{port}"
         asyncio.run(drain(url, [port], 200, partitions))  # warm: scripts loaded, code paths touched
         subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
-        result = asyncio.run(drain(url, [port], n, partitions))
+        asyncio.run(drain(url, [port], n, partitions))
         subprocess.run(["callgrind_control", "--dump=measured", str(proc.pid)], check=True, capture_output=True)
         instructions = _dumped_instructions(d)
     finally:

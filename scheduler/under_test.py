@@ -15,8 +15,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
-import redis.asyncio as aioredis
-
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
 from scheduler.cluster_url import redis_client
