@@ -89,9 +89,11 @@ async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | Partitioned
                        replica_timeout_ms=c.wait_timeout_ms)
     try:
         stored = await store.wire.call("HGET", store.keys.meta, "partitions")
-    except Exception as exc:
-        await store.aclose()
-        raise StorageError(scrub(f"cannot reach Redis at {s.redis_url}: {exc}", s.redis_url or "")) from None
+    except Exception:  # noqa: BLE001
+        # Not readable (no such ACL right, TLS refused, a blip): the caller's first call meets
+        # the same error and says it as it always did (naming the ACL keys, the CA to give);
+        # a namespace whose layout cannot be read cannot be used either.
+        return store
     if stored is not None and int(stored) != 1:
         await store.aclose()
         raise layout_error(s.namespace, int(stored), 1)
