@@ -4,6 +4,7 @@ HTTP call from any language, look at and act on jobs, schedules and topics. Erro
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,7 @@ from console.auth import Principal, check_origin
 from console.deps import caller, console_of
 from scheduler.job import CronInfo, JobInfo
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.topic_options import TopicOptions
 from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
 router = APIRouter(prefix="/api/v1", tags=["horae"])
@@ -190,7 +192,7 @@ class StatsOut(BaseModel):
 
 
 def _action(outcome: actions.Outcome) -> ActionOut:
-    return ActionOut(outcome=outcome.outcome, message=outcome.message, job_id=outcome.job_id)  # type: ignore[arg-type]
+    return ActionOut(outcome=outcome.outcome, message=outcome.message, job_id=outcome.job_id)
 
 
 # -------------------------------------------------------------------------------- jobs
@@ -308,11 +310,11 @@ async def list_topics(request: Request, who: Who) -> list[TopicOut]:
     return out
 
 
-def _options(options: Any) -> dict[str, Any] | None:
+def _options(options: TopicOptions | None) -> dict[str, Any] | None:
+    """A topic's options as JSON values (durations, policies and limits as their text)."""
     if options is None:
         return None
-    from dataclasses import asdict, is_dataclass
-    raw = asdict(options) if is_dataclass(options) else dict(vars(options))
+    raw = asdict(options)
     return {k: (str(v) if not isinstance(v, (int, float, str, bool, type(None), dict, list)) else v)
             for k, v in raw.items()}
 
