@@ -54,11 +54,16 @@ def namespace(redis_url: str) -> Iterator[str]:
     """A namespace no other test uses; its keys are deleted afterwards."""
     ns = f"t-{uuid.uuid4().hex[:12]}"
     yield ns
+    delete_namespace_keys(redis_url, ns)
+
+
+def delete_namespace_keys(redis_url: str, namespace: str) -> None:
+    """Delete every key of `namespace` (its `{ns}:` hash tag), in batches."""
     import redis as sync_redis
 
     client = sync_redis.Redis.from_url(redis_url)
     try:
-        keys = list(client.scan_iter(match="{" + ns + "}:*", count=1000))
+        keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
         for start in range(0, len(keys), 500):
             client.delete(*keys[start : start + 500])
     finally:

@@ -25,7 +25,6 @@ from typing import Any
 import asyncpg
 import hypothesis
 import pytest
-import redis as sync_redis
 import schemathesis
 from schemathesis.generation.case import Case
 from schemathesis.python import asgi
@@ -33,7 +32,7 @@ from schemathesis.python import asgi
 from console.app import create_app
 from scheduler.api import Scheduler
 from scheduler.topic_options import TopicOptions
-from tests.conftest import with_database
+from tests.conftest import delete_namespace_keys, with_database
 from tests.console.conftest import failing_job, registry, settings_for, settle
 from tests.hypothesis_profiles import PROFILE, budget
 
@@ -66,7 +65,7 @@ async def fuzz_servers(redis_url: str, server_dsn: str) -> AsyncIterator[Servers
         yield servers
     finally:
         asgi.shutdown_lifespans()  # close the apps' Schedulers before their database goes
-        _delete_namespace(redis_url, namespace)
+        delete_namespace_keys(redis_url, namespace)
         admin = await asyncpg.connect(server_dsn)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -91,16 +90,6 @@ async def _seed(servers: Servers) -> None:
         await s.schedule_cron("nightly", "0 3 * * *", topic="pay.report", tz="Europe/Paris")
     finally:
         await s.close()
-
-
-def _delete_namespace(redis_url: str, namespace: str) -> None:
-    client = sync_redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start:start + 500])
-    finally:
-        client.close()
 
 
 def _document(**console: object) -> dict[str, Any]:
