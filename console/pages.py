@@ -103,19 +103,13 @@ async def job_action(request: Request, job_id: str, action: str, who: Who, csrf:
     if action == "reschedule":
         if not run_at:
             raise ScheduleError("run_at is required to reschedule", field="run_at")
-        when = datetime.fromisoformat(run_at) if _iso(run_at) else None
-        if when is None:
-            raise ScheduleError(f"run_at must be an ISO 8601 time; got {run_at!r}", field="run_at")
+        try:
+            when = datetime.fromisoformat(run_at)  # without an offset: wall-clock time in `tz`
+        except ValueError:
+            raise ScheduleError(f"run_at must be an ISO 8601 time like 2026-11-24T09:00; got {run_at!r}",
+                                field="run_at") from None
     outcome = await actions.job_action(console_of(request).scheduler, who, action, job_id, when, tz or "UTC")
     return _back(f"/jobs/{job_id}", outcome)
-
-
-def _iso(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 # ------------------------------------------------------------------------------- crons
