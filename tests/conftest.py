@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -83,21 +84,30 @@ def with_database(dsn: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-@pytest.fixture
-async def database_url(server_dsn: str) -> AsyncIterator[str]:
-    """A fresh, empty database of this test's own, dropped afterwards."""
+@asynccontextmanager
+async def own_database(server_dsn: str) -> AsyncIterator[str]:
+    """A fresh, empty database (its DSN), dropped on leaving."""
     name = f"horae_t_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(server_dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    yield with_database(server_dsn, name)
-    admin = await asyncpg.connect(server_dsn)
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield with_database(server_dsn, name)
     finally:
-        await admin.close()
+        admin = await asyncpg.connect(server_dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def database_url(server_dsn: str) -> AsyncIterator[str]:
+    """A fresh, empty database of this test's own, dropped afterwards."""
+    async with own_database(server_dsn) as url:
+        yield url
 
 
 @pytest.fixture

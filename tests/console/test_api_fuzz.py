@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 import hypothesis
 import pytest
 import schemathesis
@@ -32,7 +31,7 @@ from schemathesis.python import asgi
 from console.app import create_app
 from scheduler.api import Scheduler
 from scheduler.topic_options import TopicOptions
-from tests.conftest import delete_namespace_keys, with_database
+from tests.conftest import delete_namespace_keys, own_database
 from tests.console.conftest import failing_job, registry, settings_for, settle
 from tests.hypothesis_profiles import PROFILE, budget
 
@@ -53,24 +52,14 @@ async def fuzz_servers(redis_url: str, server_dsn: str) -> AsyncIterator[Servers
     """A namespace and a database of this module's own (the fuzzed app lives across the
     module's tests), seeded with jobs of every kind; both removed afterwards."""
     namespace = f"t-fuzz-{uuid.uuid4().hex[:10]}"
-    name = f"horae_t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(server_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    servers = Servers(namespace, redis_url, with_database(server_dsn, name))
-    try:
-        await _seed(servers)
-        yield servers
-    finally:
-        asgi.shutdown_lifespans()  # close the apps' Schedulers before their database goes
-        delete_namespace_keys(redis_url, namespace)
-        admin = await asyncpg.connect(server_dsn)
+    async with own_database(server_dsn) as database_url:
+        servers = Servers(namespace, redis_url, database_url)
         try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await _seed(servers)
+            yield servers
         finally:
-            await admin.close()
+            asgi.shutdown_lifespans()  # close the apps' Schedulers before their database goes
+            delete_namespace_keys(redis_url, namespace)
 
 
 async def _seed(servers: Servers) -> None:
