@@ -21,7 +21,15 @@ from scheduler.job import NewJob, ScheduleResult
 from scheduler.metrics import Metrics
 from scheduler.store_bulk import Enqueued
 from scheduler.retry import RetryPolicy
-from scheduler.tracing import JOB_RUN_AT, JOB_TZ, MESSAGING_MESSAGE_ID, current_traceparent, is_noop, producer_span
+from scheduler.tracing import (
+    JOB_RUN_AT,
+    JOB_TZ,
+    MESSAGING_MESSAGE_ID,
+    current_traceparent,
+    is_noop,
+    producer_span,
+    traceparent_of,
+)
 from scheduler.validation import build_job, check_dead_letter
 
 if TYPE_CHECKING:
@@ -100,12 +108,13 @@ class Scheduling:
                              due_by_ms=caller_now_ms(host.clock), key=key, dedupe=dedupe, priority=priority)
         if dead_letter is not None:
             job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
-        # No SDK: skip the no-op span, but still keep a caller's propagated context.
-        scope = nullcontext() if is_noop(host.tracer) else producer_span(host.tracer, job.topic, "send")
+        # No SDK: skip the no-op span, but still keep a caller's propagated context. The span
+        # is not made current: nothing but our own store call runs under it.
+        scope = nullcontext() if is_noop(host.tracer) else producer_span(
+            host.tracer, job.topic, "send", lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz},
+            current=False)
         with scope as span:
-            if span is not None and span.is_recording():  # an unsampled job builds no attributes
-                span.set_attributes({MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz})
-            trace = current_traceparent()
+            trace = current_traceparent() if span is None else traceparent_of(span)
             if trace:
                 job = replace(job, trace=trace)
             done = await self._enqueue_local(job, now) if job.due_ms <= now else None

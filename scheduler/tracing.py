@@ -9,6 +9,7 @@ its attempt. A cron tick starts a new trace linked to its schedule's context.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from types import TracebackType
 from typing import Any, Final
@@ -104,27 +105,32 @@ def context_from(traceparent: str) -> otel_context.Context | None:
 
 
 class SpanScope:
-    """Makes a started span current for a `with` block and ends it on exit.
+    """Makes a started span current for a `with` block (unless `current` is False) and ends
+    it on exit.
 
     What `start_as_current_span` does, without its two generator context managers
     (a noticeable share of an SDK span's cost). An exception of type `record`
     is recorded on the span and sets ERROR status; None leaves both to the caller.
+    A span nothing runs under (a scheduling call's: only our own store call does) need
+    not be current: attaching and detaching a context is a cost of its own.
     """
 
     __slots__ = ("span", "_record", "_token")
 
-    def __init__(self, span: Span, record: type[BaseException] | None) -> None:
+    def __init__(self, span: Span, record: type[BaseException] | None, current: bool = True) -> None:
         self.span = span
         self._record = record
-        self._token: object = None
+        self._token: object = current
 
     def __enter__(self) -> Span:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        if self._token:
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
         return self.span
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+        if self._token:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
         if exc is not None and self._record is not None and isinstance(exc, self._record):
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
@@ -132,27 +138,29 @@ class SpanScope:
 
 
 def producer_span(tracer: Tracer, topic: str, operation: str = "send",
-                  attributes: dict[str, Any] | None = None, new_trace: bool = False,
-                  link_to: str = "") -> SpanScope:
+                  attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+                  new_trace: bool = False, link_to: str = "", current: bool = True) -> SpanScope:
     """PRODUCER span of a scheduling call; a cron tick passes new_trace and links to its schedule.
 
     A failing call (an Exception) records it and sets ERROR, as start_as_current_span would.
-    Attributes are set only on a recording span (a sampler sees none of them): an unsampled
-    job pays for its span's context and traceparent, which propagation needs, and no more.
+    Attributes are set only on a recording span (a sampler sees none of them), in one call;
+    a callable is called only then: an unsampled job pays for its span's context and
+    traceparent, which propagation needs, and builds no attributes.
     """
     linked = span_context_of(link_to) if link_to else None
     links = (Link(linked),) if linked is not None else ()
     span = tracer.start_span(f"schedule {topic}", context=_EMPTY if new_trace else None, kind=SpanKind.PRODUCER,
                              links=links)
     if span.is_recording():
+        extra = attributes() if callable(attributes) else attributes
         span.set_attributes({
             MESSAGING_SYSTEM: SYSTEM_NAME,
             MESSAGING_OPERATION_TYPE: operation,
             MESSAGING_OPERATION_NAME: "schedule",
             MESSAGING_DESTINATION: topic,
-            **(attributes or {}),
+            **(extra or {}),
         })
-    return SpanScope(span, Exception)
+    return SpanScope(span, Exception, current)
 
 
 def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, attempt: int, max_attempts: int,
@@ -160,28 +168,41 @@ def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, atte
     """CONSUMER span of one attempt, child of the job's stored producer context.
 
     Exceptions are not recorded here: the worker sets the outcome and status itself.
-    Attributes only on a recording span (an unsampled job's attempt builds none).
+    When the stored context says sampled, the span will almost surely record (a parent-based
+    sampler follows it), so the attributes go in with the span, cheaper than a call after
+    it; otherwise they are set only if it records (an unsampled job's attempt builds none).
     """
-    span = tracer.start_span(f"process {topic}", context=context_from(traceparent), kind=SpanKind.CONSUMER)
+    name, parent = f"process {topic}", context_from(traceparent)
+    if parent is not None and traceparent[54] in _ODD_HEX:  # the flags' sampled bit
+        return SpanScope(tracer.start_span(name, context=parent, kind=SpanKind.CONSUMER, attributes=_attempt_attributes(
+            topic, job_id, attempt, max_attempts, lateness_ms)), None)
+    span = tracer.start_span(name, context=parent, kind=SpanKind.CONSUMER)
     if span.is_recording():
-        span.set_attributes({
-            MESSAGING_SYSTEM: SYSTEM_NAME,
-            MESSAGING_OPERATION_TYPE: "process",
-            MESSAGING_OPERATION_NAME: "process",
-            MESSAGING_DESTINATION: topic,
-            MESSAGING_MESSAGE_ID: job_id,
-            JOB_ID: job_id,
-            JOB_ATTEMPT: attempt,
-            JOB_MAX_ATTEMPTS: max_attempts,
-            JOB_LATENESS_MS: lateness_ms,
-        })
+        span.set_attributes(_attempt_attributes(topic, job_id, attempt, max_attempts, lateness_ms))
     return SpanScope(span, None)
+
+
+_ODD_HEX: Final = frozenset("13579bdf")
+
+
+def _attempt_attributes(topic: str, job_id: str, attempt: int, max_attempts: int,
+                        lateness_ms: int) -> dict[str, Any]:
+    return {
+        MESSAGING_SYSTEM: SYSTEM_NAME,
+        MESSAGING_OPERATION_TYPE: "process",
+        MESSAGING_OPERATION_NAME: "process",
+        MESSAGING_DESTINATION: topic,
+        MESSAGING_MESSAGE_ID: job_id,
+        JOB_ID: job_id,
+        JOB_ATTEMPT: attempt,
+        JOB_MAX_ATTEMPTS: max_attempts,
+        JOB_LATENESS_MS: lateness_ms,
+    }
 
 
 def listener_span(tracer: Tracer, name: str) -> SpanScope:
     """INTERNAL span of one listener run, child of the current (attempt) span; any exception,
     cancellation included, sets ERROR and is recorded."""
-    span = tracer.start_span(name)
-    if span.is_recording():
-        span.set_attribute(LISTENER, name)
-    return SpanScope(span, BaseException)
+    # Started under a recording attempt only (the worker calls listeners bare otherwise), so
+    # the attribute goes in with the span: cheaper than a set_attribute call after it.
+    return SpanScope(tracer.start_span(name, attributes={LISTENER: name}), BaseException)

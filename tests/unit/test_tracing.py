@@ -152,3 +152,67 @@ def test_a_cron_tick_starts_a_new_trace_linked_to_its_schedule(
     assert tick_span.parent is None and tick_span.context.trace_id != int(VALID[3:35], 16)
     assert [link.context for link in tick_span.links] == [span_context_of(VALID)]
     assert tick.get_span_context() == tick_span.context
+
+
+def _provider(sampler: object) -> tuple[trace.Tracer, InMemorySpanExporter, TracerProvider]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler)  # type: ignore[arg-type]
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test"), exporter, provider
+
+
+@pytest.mark.parametrize("flags", ["01", "03"])
+def test_a_sampled_parent_gives_the_attempt_its_attributes_at_start(flags: str) -> None:
+    """The sampled bit is bit 0 of the flags: 03 (sampled, random trace id) counts too."""
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    tracer, exporter, provider = _provider(ParentBased(TraceIdRatioBased(0.0)))
+    with attempt_span(tracer, "t", VALID[:-2] + flags, "j1", 2, 3, 7):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes[JOB_ATTEMPT] == 2 and span.attributes[MESSAGING_MESSAGE_ID] == "j1"  # type: ignore[index]
+    provider.shutdown()
+
+
+def test_an_unsampled_parent_builds_no_attributes_unless_the_sampler_records_anyway(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a parent-based sampler an unsampled job's attempt records nothing and builds no
+    attribute dict; a sampler that ignores the parent (ALWAYS_ON) still gets them all."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+
+    import scheduler.tracing as tracing
+
+    built: list[str] = []
+    real = tracing._attempt_attributes  # noqa: SLF001
+    monkeypatch.setattr(tracing, "_attempt_attributes", lambda *a: built.append(a[1]) or real(*a))
+    unsampled = VALID[:-2] + "00"
+    tracer, exporter, provider = _provider(ParentBased(ALWAYS_ON))
+    with attempt_span(tracer, "t", unsampled, "j1", 1, 1, 0) as span:
+        assert not span.is_recording()
+    assert exporter.get_finished_spans() == () and built == []
+    provider.shutdown()
+    tracer, exporter, provider = _provider(ALWAYS_ON)
+    with attempt_span(tracer, "t", unsampled, "j2", 1, 1, 0):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert built == ["j2"] and span.attributes[JOB_ID] == "j2"  # type: ignore[index]
+    provider.shutdown()
+
+
+def test_a_producer_span_that_is_not_current_still_parents_under_the_callers_span(
+        sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    """The scheduling call's span is not made current (nothing runs under it but our store
+    call), yet it is the child of the caller's span and its traceparent is its own; the
+    attribute callable is called only for a recording span."""
+    tracer, exporter = sdk
+    calls: list[int] = []
+    with producer_span(tracer, "caller") as caller:
+        with producer_span(tracer, "t", attributes=lambda: calls.append(1) or {MESSAGING_MESSAGE_ID: "j1"},
+                           current=False) as span:
+            assert current_traceparent() == traceparent_of(caller) != traceparent_of(span)
+    inner = exporter.get_finished_spans()[0]
+    assert inner.parent is not None and inner.parent.span_id == caller.get_span_context().span_id
+    assert inner.attributes[MESSAGING_MESSAGE_ID] == "j1" and calls == [1]  # type: ignore[index]
+    with producer_span(trace.NoOpTracer(), "t", attributes=lambda: calls.append(2) or {}, current=False):
+        pass
+    assert calls == [1], "a non-recording span builds no attributes"
