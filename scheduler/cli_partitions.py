@@ -6,8 +6,6 @@ the count differs or a migration runs, which is exactly when they are needed."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -74,12 +72,11 @@ def register(cli: click.Group, run: Run) -> None:
         refuses otherwise, saying which). Resumable: while it runs every process is refused;
         after a crash run it again and it finishes. Then start every process with the new count."""
         from audit.stream import GROUP
-        from scheduler.migration import Migration
+        from scheduler.migration import Migration, run_by
 
         async def main() -> list[str]:
             async with _opened(settings) as (store, now_ms):
-                by = f"{socket.gethostname()} pid {os.getpid()}"
-                migration = Migration(store, to, by, now_ms, click.echo, GROUP)
+                migration = Migration(store, to, run_by(), now_ms, click.echo, GROUP)
                 summary = await migration.run(dry_run=dry_run)
                 return [("would move " if dry_run else "moved ") + line for line in summary.lines()]
 

@@ -7,6 +7,8 @@ run walks every partition of both layouts and moves what is not where the new co
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from scheduler.keys import Keys
 from scheduler.migration_checks import problems, read_layout
 from scheduler.migration_plan import (Router, all_tags, flow_key, job_ops, job_sets, leftover_key, parse_flow,
                                       schedule_ops, tags)
+from scheduler.partitions import topic_wide_limit
 from scheduler.scripts import ScriptCode
 from scheduler.store_migrate import MigrationStore
 from scheduler.timeutil import ms_to_utc
@@ -102,7 +105,9 @@ class Migration:
                 await self.store.unlock(self.by)
 
     async def _lock(self) -> None:
-        held = await self.store.lock(self.by, self.lock_ttl_ms)
+        """Take or keep the lock: one run at a time (a killed run's lock is taken over at once on
+        its host, else when it expires)."""
+        held = await self.store.lock(self.by, self.lock_ttl_ms, dead_here)
         if held is not None:
             raise MigrationRefused(f"namespace {self.ns!r}: another migration run ({held[0]}) holds the migration "
                                    f"lock for {held[1] / 1000:.1f} s more; let it finish, or run again once it expired")
@@ -131,7 +136,7 @@ class Migration:
                 if h:
                     configs[name] = h
                     break
-        pinned = {n for n, c in configs.items() if "home" in c}
+        pinned = {n for n, c in configs.items() if topic_wide_limit(c)}
         router = Router(self.new, pinned)
         if not dry:
             commands: list[tuple[object, ...]] = []
@@ -150,6 +155,8 @@ class Migration:
         router = await self._topics(old, dry)
         new_tags = tags(self.ns, self.new)
         for tag in all_tags(self.ns, old, self.new):
+            if not dry:
+                await self._lock()
             keys = await self.store.scan(tag)
             await self._schedules(tag, [s[5:] for s in keys if s.startswith("cron:")], router, new_tags, summary, dry)
             windowed: dict[str, str] = {}
@@ -239,6 +246,7 @@ class Migration:
         router = await self._topics(old, dry=True)
         new_tags = tags(self.ns, self.new)
         for tag in all_tags(self.ns, old, self.new):
+            await self._lock()
             for suffix in await self.store.scan(tag):
                 key, f = tag.prefix + suffix, parse_flow(suffix)
                 if f is not None and f.kind == "rl":
@@ -292,6 +300,25 @@ class Migration:
                 raise MigrationRefused(f"partition {tag.prefix} still holds {len(left)} jobs or schedules "
                                        f"(e.g. {left[0]!r}); run the command again")
             await self.store.delete([tag.prefix + s for s in keys if leftover_key(s)])
+
+
+def run_by() -> str:
+    """Who runs the migration, as recorded: host and pid (dead_here reads it back)."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def dead_here(holder: str) -> bool:
+    """Whether a lock holder (run_by) is a process of this host that no longer exists."""
+    host, _, pid = holder.rpartition(" pid ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _iso(ms: int) -> str:

@@ -68,8 +68,8 @@ def flow_key(tag: Keys, kind: str, topic: str, key: str) -> str:
 
 @dataclass(frozen=True)
 class Router:
-    """Targets under the new count `count`; `pinned`: the topics with a topic-wide limit (a
-    `home` in their configuration), whose jobs and schedules all live on their home."""
+    """Targets under the new count `count`; `pinned`: the topics with a topic-wide limit
+    (partitions.topic_wide_limit), whose jobs and schedules all live on their home."""
 
     count: int
     pinned: Collection[str]

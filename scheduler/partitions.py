@@ -5,7 +5,7 @@ Python versions (hash() is salted per process)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.errors import ConfigError
 
@@ -48,6 +48,12 @@ def parse_subset(text: str, count: int) -> tuple[int, ...]:
 def topic_home(name: str, count: int) -> int:
     """The partition a topic with a topic-wide limit lives on (README: Scaling out)."""
     return partition_of("topic:" + name, count)
+
+
+def topic_wide_limit(fields: Mapping[str, str]) -> bool:
+    """Whether a topic's stored configuration has a limit only one partition can count (a
+    concurrency, a rate limit not per key): such a topic lives on its home partition."""
+    return "concurrency" in fields or ("rl_max" in fields and fields.get("rl_key") != "1")
 
 
 def layout_error(namespace: str, stored: int, configured: int) -> ConfigError:

@@ -5,7 +5,7 @@ move a job or schedule (copy_entry.lua on the target, then drop_entry.lua on the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -62,16 +62,17 @@ class MigrationStore:
     async def count_moved(self, n: int) -> None:
         await self.call("HINCRBY", self.meta_key, "migration_moved", n)
 
-    async def lock(self, by: str, ttl_ms: int) -> tuple[str, int] | None:
-        """Take (or, ours, keep) the migration lock; None when taken, else the holder and its ms left."""
+    async def lock(self, by: str, ttl_ms: int, dead: Callable[[str], bool]) -> tuple[str, int] | None:
+        """Take (or, ours, keep) the migration lock, also from a holder `dead` says is gone; None
+        when taken, else the holder and its ms left."""
         if await self.call("SET", self.lock_key, by, "NX", "PX", ttl_ms) is not None:
             return None
         holder = await self.call("GET", self.lock_key)
-        if holder == by:
-            await self.call("PEXPIRE", self.lock_key, ttl_ms)
+        if holder == by or (holder is not None and dead(holder)):
+            await self.call("SET", self.lock_key, by, "PX", ttl_ms)
             return None
         if holder is None:
-            return await self.lock(by, ttl_ms)
+            return await self.lock(by, ttl_ms, dead)
         return holder, int(await self.call("PTTL", self.lock_key))
 
     async def unlock(self, by: str) -> None:

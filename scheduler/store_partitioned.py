@@ -21,7 +21,7 @@ from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.keys import Keys
 from scheduler.listing import Cursor, Walk, partition_token
 from scheduler.partitions import (LEGACY_KEYS, MIGRATION_FIELDS, job_routing, layout_error, migration_error,
-                                  partition_of, topic_home)
+                                  partition_of, topic_home, topic_wide_limit)
 from scheduler.scripts import ScriptCode, TopicCode
 from scheduler.store import RedisStore
 from scheduler.store_bulk import Enqueued
@@ -268,7 +268,7 @@ class PartitionedStore:
         Raises:
             InvalidFlowOption: such a limit while jobs of the topic wait or run on other partitions.
         """
-        if "concurrency" in fields or ("rl_max" in fields and fields.get("rl_key") != "1"):
+        if topic_wide_limit(fields):
             home = topic_home(name, self.count)
             stored = await self.get_topic(name)
             if stored is None or stored.get("home") != str(home):
