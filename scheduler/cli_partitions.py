@@ -78,7 +78,7 @@ def register(cli: click.Group, run: Run) -> None:
             async with _opened(settings) as (store, now_ms):
                 migration = Migration(store, to, run_by(), now_ms, click.echo, GROUP)
                 summary = await migration.run(dry_run=dry_run)
-                return [("would move " if dry_run else "moved ") + line for line in summary.lines()]
+                return summary.lines("would move" if dry_run else "moved")
 
         for line in run(main()):
             click.echo(line)

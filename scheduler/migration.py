@@ -38,10 +38,11 @@ class Summary:
     old: int = 0
     new: int = 0
 
-    def lines(self) -> list[str]:
-        out = [f"jobs {src} -> {dst}: {n}" for (src, dst), n in sorted(self.jobs.items())]
-        out += [f"schedules {src} -> {dst}: {n}" for (src, dst), n in sorted(self.schedules.items())]
-        return out or ["nothing to move"]
+    def lines(self, verb: str) -> list[str]:
+        """One line per partition pair: "<verb> 12 jobs {ns}: -> {ns|3}:"."""
+        out = [f"{verb} {n} jobs {src} -> {dst}" for (src, dst), n in sorted(self.jobs.items())]
+        out += [f"{verb} {n} schedules {src} -> {dst}" for (src, dst), n in sorted(self.schedules.items())]
+        return out or [f"{verb} nothing"]
 
 
 class Migration:
