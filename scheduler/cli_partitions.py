@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from scheduler.cli_common import mask_urls
 from scheduler.config import Settings
 from scheduler.partitions import MAX_PARTITIONS
 
@@ -38,6 +39,25 @@ async def _opened(settings: Settings) -> AsyncIterator[tuple[Any, Callable[[], i
     finally:
         await store.aclose()
         await redis.aclose()
+
+
+async def _record(settings: Settings, redis: Any, by: str, summary: Any) -> None:
+    """The migration as an operator action in the audit, when the audit is on and its database
+    named (no embedded server is started for it); a failure is a warning: the move is done."""
+    if not (settings.audit.enabled and settings.database_url) or summary.old == summary.new:
+        return
+    from audit.options import RelayOptions
+    from audit.reader import AuditTrail
+
+    detail = {"from": summary.old, "to": summary.new, "jobs": sum(summary.jobs.values()),
+              "schedules": sum(summary.schedules.values())}
+    try:
+        async with AuditTrail(redis, settings.namespace, settings.database_url,
+                              RelayOptions.from_settings(settings.audit, partitions=summary.new)) as trail:
+            await trail.record_action(by, "operator", "partitions.migrate", settings.namespace, "done", detail)
+    except Exception as exc:  # noqa: BLE001 - any failure of the audit leaves the migration done
+        click.echo(mask_urls(f"warning: the audit did not record the migration ({type(exc).__name__}: {exc})"),
+                   err=True)
 
 
 def register(cli: click.Group, run: Run) -> None:
@@ -76,8 +96,10 @@ def register(cli: click.Group, run: Run) -> None:
 
         async def main() -> list[str]:
             async with _opened(settings) as (store, now_ms):
-                migration = Migration(store, to, run_by(), now_ms, click.echo, GROUP)
-                summary = await migration.run(dry_run=dry_run)
+                by = run_by()
+                summary = await Migration(store, to, by, now_ms, click.echo, GROUP).run(dry_run=dry_run)
+                if not dry_run:
+                    await _record(settings, store.redis, by, summary)
                 return summary.lines("would move" if dry_run else "moved")
 
         for line in run(main()):
