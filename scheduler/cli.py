@@ -274,13 +274,14 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `workers` and `cron show`, wired here: the CLI is a composition root."""
+    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `partitions`, `workers` and `cron show`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
     from console.cli import register as register_console
 
     from scheduler.cli_dlq import register as register_dlq
     from scheduler.cli_jobs import register as register_jobs
+    from scheduler.cli_partitions import register as register_partitions
     from scheduler.cli_topics import register as register_topics
 
     register(cli, _resolved_settings)
@@ -288,6 +289,7 @@ def _register_extensions() -> None:
     register_dlq(cli, _run, console)
     register_topics(cli, _run, console)
     register_jobs(cli, _run, console)
+    register_partitions(cli, _run)
     register_console(cli, _resolved_settings)
 
 

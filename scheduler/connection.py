@@ -15,7 +15,7 @@ from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
 from scheduler.errors import StorageError
 from scheduler.procutil import scrub
-from scheduler.partitions import layout_error
+from scheduler.partitions import MIGRATION_FIELDS, layout_error, migration_error
 from scheduler.store import RedisStore
 from scheduler.store_partitioned import PartitionedStore
 
@@ -88,16 +88,25 @@ async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | Partitioned
     store = RedisStore(redis, s.namespace, audit=s.audit.enabled, replicas=replicas,
                        replica_timeout_ms=c.wait_timeout_ms)
     try:
-        stored = await store.wire.call("HGET", store.keys.meta, "partitions")
+        stored, *migration = await store.wire.call("HMGET", store.keys.meta, "partitions", *MIGRATION_FIELDS)
     except Exception:  # noqa: BLE001
         # Not readable (no such ACL right, TLS refused, a blip): the caller's first call meets
         # the same error and says it as it always did (naming the ACL keys, the CA to give);
         # a namespace whose layout cannot be read cannot be used either.
         return store
+    if migration[1] is not None:
+        await store.aclose()
+        raise migration_error(s.namespace, migration)
     if stored is not None and int(stored) != 1:
         await store.aclose()
         raise layout_error(s.namespace, int(stored), 1)
     return store
+
+
+def redis_client(url: str, s: Settings) -> aioredis.Redis:
+    """The redis-py client of `url` as every process of the namespace opens it (the partition
+    migration connects without a store: scheduler/migration.py)."""
+    return _client(url, s)
 
 
 def _client(url: str, s: Settings) -> aioredis.Redis:

@@ -18,6 +18,7 @@
     ├── WaitTimeout                Scheduler.wait's timeout passed (also a TimeoutError)
     ├── LeaseLost                  event.progress()/event.log() of an attempt that lost its lease
     ├── ConfigError                a setting in a file or env var is wrong
+    ├── MigrationRefused           `horae partitions migrate`: a precondition does not hold
     └── StorageError               Redis or PostgreSQL failed underneath us
 
 Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
@@ -144,6 +145,10 @@ class WaitTimeout(SchedulerError, TimeoutError):
 class LeaseLost(SchedulerError):
     """This attempt no longer holds its job's lease (another worker recovered it, or it was
     settled): its progress and log lines are not recorded."""
+
+
+class MigrationRefused(SchedulerError):
+    """The partition migration cannot run now; nothing was moved."""
 
 
 class ConfigError(SchedulerError):

@@ -5,7 +5,7 @@ Python versions (hash() is salted per process)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.errors import ConfigError
 
@@ -45,12 +45,39 @@ def parse_subset(text: str, count: int) -> tuple[int, ...]:
     return tuple(sorted(chosen))
 
 
+def topic_home(name: str, count: int) -> int:
+    """The partition a topic with a topic-wide limit lives on (README: Scaling out)."""
+    return partition_of("topic:" + name, count)
+
+
+def topic_wide_limit(fields: Mapping[str, str]) -> bool:
+    """Whether a topic's stored configuration has a limit only one partition can count (a
+    concurrency, a rate limit not per key): such a topic lives on its home partition."""
+    return "concurrency" in fields or ("rl_max" in fields and fields.get("rl_key") != "1")
+
+
 def layout_error(namespace: str, stored: int, configured: int) -> ConfigError:
     """The refusal of a process whose partition count differs from the namespace's."""
     return ConfigError(
         f"namespace {namespace!r} has partitions={stored} but this process is configured with "
-        f"partitions={configured}: every process of a namespace must use the count the namespace was "
-        f"created with; to change it, drain the namespace and use a new one (README: Scaling out)")
+        f"partitions={configured}: every process of a namespace must use its stored count; to change "
+        f"it, stop every worker and producer and run `horae partitions migrate --to {configured}` "
+        f"(README: Scaling out)")
+
+
+# Fields of `{ns}:meta` while a migration runs (scheduler/migration.py); `partitions` keeps the old count.
+MIGRATION_FIELDS: Sequence[str] = ("migrating_from", "migrating_to", "migration_started", "migration_by")
+
+
+def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError:
+    """The refusal of a process connecting while a partition migration is recorded
+    (`record`: the MIGRATION_FIELDS values)."""
+    old, new, started, by = record
+    return ConfigError(
+        f"namespace {namespace!r} is being migrated from partitions={old} to partitions={new} "
+        f"(started {started} by {by}): no process may use it until the migration is finished; finish it "
+        f"by running `horae partitions migrate --to {new}` again (it resumes where it stopped), then "
+        f"start every process with partitions={new} (README: Scaling out)")
 
 
 LEGACY_KEYS: Sequence[str] = ("due", "active", "outbox", "crons", "counts", "completed", "failed")

@@ -17,7 +17,7 @@ SCRIPT_NAMES = (
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
     "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
     "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
-    "watch_job", "set_progress", "append_log",
+    "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -52,6 +52,7 @@ class ScriptCode(IntEnum):
     KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
     OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
     WRONG_PARTITION = -13  # the job's topic lives on another partition (a topic-wide limit): re-sent there
+    CONFLICT = -14  # a partition migration meets another job (or schedule) of the same name on the target
 
 
 class SettleCode(IntEnum):
@@ -109,6 +110,21 @@ class TopicCode(IntEnum):
     CREATED = 1
     UPDATED = 2
     POLICY_LOCKED = 3  # the stored policy differs from the new one: nothing written
+
+
+class CopyCode(IntEnum):
+    """What copy_entry.lua did with a job or schedule in a partition migration (a clash is
+    ScriptCode.CONFLICT)."""
+
+    PRESENT = 0  # an earlier run copied it already
+    COPIED = 1
+
+
+class DropCode(IntEnum):
+    """What drop_entry.lua did with a job or schedule in a partition migration."""
+
+    ABSENT = 0  # an earlier run dropped it already
+    DROPPED = 1
 
 
 class PauseCode(IntEnum):

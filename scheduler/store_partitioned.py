@@ -20,7 +20,8 @@ from scheduler.errors import InvalidFlowOption, StorageError
 from scheduler.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.keys import Keys
 from scheduler.listing import Cursor, Walk, partition_token
-from scheduler.partitions import LEGACY_KEYS, job_routing, layout_error, partition_of
+from scheduler.partitions import (LEGACY_KEYS, MIGRATION_FIELDS, job_routing, layout_error, migration_error,
+                                  partition_of, topic_home, topic_wide_limit)
 from scheduler.scripts import ScriptCode, TopicCode
 from scheduler.store import RedisStore
 from scheduler.store_bulk import Enqueued
@@ -47,11 +48,13 @@ class PartitionedStore:
 
     # ------------------------------------------------------------------ layout
     async def check_layout(self) -> None:
-        """Record the partition count on first use; refuse a count other than the stored one, and
-        a namespace that already holds data in the unpartitioned layout."""
+        """Record the partition count on first use; refuse a count other than the stored one, a
+        namespace that already holds data in the unpartitioned layout, and one being migrated."""
         meta = self.keys.meta
         try:
-            stored = await self.wire.call("HGET", meta, "partitions")
+            stored, *migration = await self.wire.call("HMGET", meta, "partitions", *MIGRATION_FIELDS)
+            if migration[1] is not None:
+                raise migration_error(self.keys.namespace, migration)
             if stored is None:
                 legacy = await self.wire.call_many([("EXISTS", f"{self.keys.prefix}{k}") for k in LEGACY_KEYS])
                 if any(int(x) for x in legacy):
@@ -265,8 +268,8 @@ class PartitionedStore:
         Raises:
             InvalidFlowOption: such a limit while jobs of the topic wait or run on other partitions.
         """
-        if "concurrency" in fields or ("rl_max" in fields and fields.get("rl_key") != "1"):
-            home = partition_of("topic:" + name, self.count)
+        if topic_wide_limit(fields):
+            home = topic_home(name, self.count)
             stored = await self.get_topic(name)
             if stored is None or stored.get("home") != str(home):
                 await self._refuse_if_spread(name, home)

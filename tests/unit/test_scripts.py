@@ -13,6 +13,8 @@ import pytest
 from scheduler.scripts import (
     SCRIPT_NAMES,
     CancelCode,
+    CopyCode,
+    DropCode,
     EnqueueCode,
     OperationCode,
     PauseCode,
@@ -42,6 +44,8 @@ REPLIES: dict[str, type[IntEnum]] = {
     "put_topic": TopicCode,
     "set_progress": ReportCode,
     "append_log": ReportCode,
+    "copy_entry": CopyCode,
+    "drop_entry": DropCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
