@@ -85,7 +85,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def produce(args: argparse.Namespace) -> dict[str, Any]:
-    """--role producer (e2e_split): connect without a worker, say READY, wait for GO on stdin,
+    """--role producer (e2e_split, paced_split): connect without a worker, say READY, wait for GO on stdin,
     then schedule N jobs one await at a time; report each call's start time and the CPU
     this process spent on them."""
     adapter = load_adapter(args.system)(args.redis, lambda p, t: False,
@@ -93,18 +93,27 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
                                          "relay_process": args.relay_process})
     await adapter.connect()
     try:
+        paced = args.scenario == "paced_split"  # 200/s through the "at" API, else as fast as one await allows
         jobs = [Job(payload(i)) for i in range(args.n)]
         enq = [0.0] * args.n
+        behind = 0
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-        cpu0 = time.process_time()
+        cpu0, t0 = time.process_time(), time.perf_counter()
         for i, job in enumerate(jobs):
+            if paced:
+                delay = t0 + i / scenarios.PACED_RATE - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                elif delay < -0.005:
+                    behind += 1
+                job = scenarios.now_job(i, True)
             enq[i] = time.time()
             await adapter.enqueue(job)
         cpu = time.process_time() - cpu0
     finally:
         await adapter.close()
-    return {"enq": enq, "cpu_s": cpu}
+    return {"enq": enq, "cpu_s": cpu, "behind": behind}
 
 
 def system_name(args: argparse.Namespace) -> str:

@@ -47,6 +47,7 @@ SCENARIO_N = {
     "e2e_at": 10_000,
     "paced": 2_000,
     "paced_at": 2_000,
+    "paced_split": 2_000,  # paced_at with the producer in a process of its own
     "delayed_burst": 2_000,
     "delayed_spread": 500,
     "retry": 2_000,

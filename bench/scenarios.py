@@ -32,7 +32,8 @@ RATE_STEADY = (0.25, 0.95)  # rate_limited: the achieved rate is measured betwee
 SPLIT_READY_S = 120.0       # e2e_split: how long the producer process may take to start and connect
 
 ONE_PROCESS = "producer and worker in this one process, one asyncio loop"
-PROCESS_MODEL = {"e2e_split": "worker in this process; the producer in a process of its own (no worker, no relay)"}
+PROCESS_MODEL = {sc: "worker in this process; the producer in a process of its own (no worker, no relay)"
+                 for sc in ("e2e_split", "paced_split")}
 PRODUCER_CMD: list[str] = []  # e2e_split: the command that starts this system's producer (set by driver.py)
 
 
@@ -238,12 +239,12 @@ async def sc_paced_at(a: Adapter, rec: Recorder, n: int, url: str, timeout: floa
     return await sc_paced(a, rec, n, url, timeout, at_now=True)
 
 
-async def sc_e2e_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """The deployment users run: this process is one worker at concurrency 50, the producer
-    a process of its own (its own client, no worker, no relay) scheduling N jobs for now one
-    await at a time. jobs/s from the producer's GO until the last handler ran (and, audit on,
-    its events committed); latency = handler start − scheduling call start (one machine's
-    clock). The producer's CPU inside its loop is added to the client CPU."""
+async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[float, dict[str, Any]]:
+    """This process is one worker at concurrency 50; the producer a process of its own (its
+    own client, no worker, no relay; driver.produce) that says READY, schedules on GO and
+    reports each call's start time and its CPU. Returns the seconds from GO until the last
+    handler ran (and, audit on, its events committed) and the producer's report; the
+    producer's CPU inside its loop is added to the client CPU."""
     await a.start_worker(CONCURRENCY)
     await asyncio.sleep(0.5)  # let the worker settle into its idle wait
     proc = await asyncio.create_subprocess_exec(*PRODUCER_CMD, stdin=asyncio.subprocess.PIPE,
@@ -267,10 +268,27 @@ async def sc_e2e_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: flo
     dt = time.perf_counter() - t0
     WINDOW.stop()
     WINDOW.other_client_s = produced["cpu_s"]
+    return dt, produced
+
+
+async def sc_e2e_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    """The deployment users run: N jobs for now scheduled one await at a time by a producer
+    process while one worker process runs them. jobs/s from GO until the last handler ran;
+    latency = handler start − scheduling call start (one machine's clock)."""
+    dt, produced = await _split(a, rec, n, timeout)
     enq = produced["enq"]
     lat = [rec.first_start[i] - enq[i] for i in range(n)]
     return {"jobs_per_s": n / dt, "seconds": dt, "latency": dist_ms(lat),
             "producer_jobs_per_s": n / max(1e-9, enq[-1] - enq[0]), "producer_cpu_s": produced["cpu_s"]}
+
+
+async def sc_paced_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+    """paced_at as users deploy it: the producer process schedules for now through the "at"
+    API at 200/s (driver.produce paces it), one worker process runs them; latency p50/p99."""
+    _, produced = await _split(a, rec, n, timeout)
+    enq = produced["enq"]
+    lat = [rec.first_start[i] - enq[i] for i in range(n)]
+    return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": produced["behind"]}
 
 
 async def _delayed(a: Adapter, rec: Recorder, dues: list[float], timeout: float) -> dict[str, Any]:
@@ -371,6 +389,7 @@ SCENARIOS = {
     "e2e": sc_e2e,
     "e2e_at": sc_e2e_at,
     "e2e_split": sc_e2e_split,
+    "paced_split": sc_paced_split,
     "paced": sc_paced,
     "paced_at": sc_paced_at,
     "delayed_burst": sc_delayed_burst,
