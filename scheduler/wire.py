@@ -187,7 +187,8 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
     except ssl.SSLCertVerificationError as exc:
         raise RedisConnectionError(
             f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: its TLS certificate was refused "
-            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// URL "
+            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
+            "(or rediss+cluster://) URL "
             "and connect by a name the certificate holds") from exc
     except (OSError, TimeoutError) as exc:
         raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
