@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.crc import key_slot
+from redis.retry import Retry
 
 from scheduler.cluster_url import ClusterAddress, parse_cluster_url
 from scheduler.keys import Keys
@@ -49,8 +51,10 @@ class ClusterNodeView:
 
 
 def _client(address: ClusterAddress, host: str, port: int) -> redis.Redis:
+    """One node's client; no retries: a dead node is reported at once, not after redis-py's backoff."""
     return redis.Redis(host=host, port=port, socket_connect_timeout=PROBE_TIMEOUT_S,
-                       socket_timeout=PROBE_TIMEOUT_S, decode_responses=True, **address.client_kwargs())
+                       socket_timeout=PROBE_TIMEOUT_S, retry=Retry(NoBackoff(), 0), decode_responses=True,
+                       **address.client_kwargs())
 
 
 def _probe(address: ClusterAddress, host: str, port: int) -> str:
@@ -66,7 +70,8 @@ def _probe(address: ClusterAddress, host: str, port: int) -> str:
 
 
 def parse_nodes(text: str, seed_host: str) -> list[ClusterNodeView]:
-    """CLUSTER NODES as views (an empty announced ip is the seed's host, as in CLUSTER SLOTS)."""
+    """CLUSTER NODES as views, masters first (an empty announced ip is the seed's host, as in
+    CLUSTER SLOTS)."""
     nodes: list[ClusterNodeView] = []
     for line in text.splitlines():
         fields = line.split()
@@ -83,7 +88,7 @@ def parse_nodes(text: str, seed_host: str) -> list[ClusterNodeView]:
             low, _, high = item.partition("-")
             view.slots.append((int(low), int(high or low)))
         nodes.append(view)
-    return nodes
+    return sorted(nodes, key=lambda n: (not n.master, n.host, n.port))
 
 
 def _cluster_view(address: ClusterAddress) -> tuple[dict[str, str], list[ClusterNodeView]]:
