@@ -70,11 +70,12 @@ def tls_namespace(tls_cluster: RedisCluster) -> Iterator[str]:
 
 def test_the_cluster_speaks_tls_only(tls_cluster: RedisCluster) -> None:
     """The premise of the other tests: no node answers in plaintext, none without a client certificate."""
-    port = tls_cluster.nodes[0].port
+    port, tls = tls_cluster.nodes[0].port, tls_cluster.tls
+    assert tls is not None
     with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
         redis.Redis(port=port, socket_timeout=2).ping()
     with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
-        redis.Redis(port=port, socket_timeout=2, ssl=True, ssl_ca_certs=str(tls_cluster.tls.ca)).ping()  # type: ignore[union-attr]
+        redis.Redis(port=port, socket_timeout=2, ssl=True, ssl_ca_certs=str(tls.ca)).ping()
     with tls_cluster.nodes[0].client() as c:
         assert c.ping()
 
@@ -97,7 +98,8 @@ async def test_a_worker_runs_three_partitions_over_tls_and_its_relay_audits_them
                                    **tls_cluster.tls.query())  # type: ignore[union-attr]
         try:
             runs = admin.hgetall("{" + tls_namespace + "}:test:runs")
-            placed = {i: partition_of(i, PARTITIONS) for i in ids if admin.exists(Keys(tls_namespace, partition_of(i, PARTITIONS)).job(i))}
+            home = {i: partition_of(i, PARTITIONS) for i in ids}
+            placed = {i: p for i, p in home.items() if admin.exists(Keys(tls_namespace, p).job(i))}
         finally:
             admin.close()
         assert {k.decode(): int(v) for k, v in runs.items()} == {i: 1 for i in ids}, "each job ran once"
@@ -140,7 +142,8 @@ async def test_a_wrong_ca_or_no_client_certificate_is_refused_clearly(
             pass
 
 
-async def test_services_status_reports_the_tls_cluster(tls_cluster: RedisCluster, tls_namespace: str) -> None:
+async def test_services_status_reports_the_tls_cluster(tls_cluster: RedisCluster, tls_namespace: str,
+                                                      certs: Certs) -> None:
     url = tls_cluster.url_for(partitions=PARTITIONS)
     async with producer(url, tls_namespace):  # records the layout in {ns}:meta
         pass
@@ -151,8 +154,7 @@ async def test_services_status_reports_the_tls_cluster(tls_cluster: RedisCluster
             f"namespace '{tls_namespace}': 3 partitions") in redis_line, text
     for node in tls_cluster.nodes:
         assert f"redis node 127.0.0.1:{node.port}: master, slots " in text and "reachable" in text, text
-    wrong = await asyncio.to_thread(status, tls_cluster.url_for(ca=tls_cluster.tls.ca.with_name("other-ca.crt")),  # type: ignore[union-attr]
-                                    tls_namespace)
+    wrong = await asyncio.to_thread(status, tls_cluster.url_for(ca=certs.other_ca), tls_namespace)
     assert "cluster unreachable" in "\n".join(wrong) and "certificate verify failed" in "\n".join(wrong), wrong
 
 
