@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -282,13 +283,26 @@ Wire = WireConnection | ClusterWire  # what make_wire returns: the one interface
 def make_wire(redis: Any, decode: bool = True, replicas: int = 0,
               replica_timeout_ms: int = 1000) -> WireConnection | ClusterWire:
     """The fast-path connection to where a redis-py client connects: a ClusterWire for a
-    RedisCluster client (its startup nodes as seeds), else one WireConnection."""
+    RedisCluster client (its startup nodes as seeds, its TLS settings for every node), else
+    one WireConnection."""
     from redis.asyncio.cluster import RedisCluster
 
     if isinstance(redis, RedisCluster):
         kwargs = redis.nodes_manager.connection_kwargs
-        seeds = [Endpoint(host=n.host, port=int(n.port), username=kwargs.get("username"),
+        context = _tls_context(kwargs)
+        seeds = [Endpoint(host=n.host, port=int(n.port), ssl=context, username=kwargs.get("username"),
                           password=kwargs.get("password"))
                  for n in redis.nodes_manager.startup_nodes.values()]
         return ClusterWire(seeds, decode, replicas, replica_timeout_ms)
     return WireConnection(Endpoint.of_pool(redis.connection_pool), decode, replicas, replica_timeout_ms)
+
+
+def _tls_context(kwargs: dict[str, Any]) -> ssl.SSLContext | None:
+    """The SSL context redis-py's cluster connections use (None: no TLS), built by redis-py
+    from the same ssl_* arguments so both paths verify every node alike."""
+    from redis.asyncio.connection import SSLConnection
+
+    if kwargs.get("connection_class") is not SSLConnection:
+        return None
+    options = {k: v for k, v in kwargs.items() if k.startswith("ssl_")}
+    return SSLConnection(**options).ssl_context.get()

@@ -1,12 +1,15 @@
 """`horae services status`: the config file and data directory in use, and for each
 server the URL checked: embedded ones from their state files, ones given by URL by
-connecting to them (reachable or not); nothing is started."""
+connecting to them (reachable or not; a Redis Cluster node by node: cluster_status.py);
+nothing is started."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+from scheduler.cluster_status import cluster_status_lines
+from scheduler.cluster_url import is_cluster_url
 from scheduler.config import Settings
 from scheduler.datadir import data_dir_of
 from scheduler.procutil import hide_password, scrub
@@ -24,7 +27,10 @@ def status_lines(settings: Settings, config: Path | None) -> list[str]:
     lines = [f"config: {shown}", f"data directory: {data_dir}"]
     for name, url, probe in (("redis", settings.redis_url, probe_redis),
                              ("postgres", settings.database_url, probe_postgres)):
-        if url:
+        if url and name == "redis" and (is_cluster_url(url) or settings.cluster.enabled):
+            first, *rest = cluster_status_lines(url, settings.namespace, settings.cluster.partitions)
+            lines += [scrub(f"{name}: external {hide_password(url)}: {first}", url), *(scrub(x, url) for x in rest)]
+        elif url:
             lines.append(f"{name}: external {hide_password(url)}: {scrub(probe(url), url)}")  # a driver may echo it
         elif embedded[name] == "stopped":
             lines.append(f"{name}: embedded, stopped (starts on first use under {data_dir / name})")

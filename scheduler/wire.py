@@ -54,6 +54,11 @@ class NotReplicated(ResponseError):
     """durability="replicated": fewer replicas than asked acknowledged a write in time."""
 
 
+def _redirected(reply: Any) -> bool:
+    """A Redis Cluster reply saying the command did not run here (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)."""
+    return isinstance(reply, ResponseError) and str(reply).startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
+
+
 def _read_only(commands: Sequence[Sequence[Any]]) -> bool:
     return all(str(c[0]).upper() in READ_ONLY for c in commands)
 
@@ -187,8 +192,8 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
     except ssl.SSLCertVerificationError as exc:
         raise RedisConnectionError(
             f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: its TLS certificate was refused "
-            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// URL "
-            "and connect by a name the certificate holds") from exc
+            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
+            "(or rediss+cluster://) URL and connect by a name the certificate holds") from exc
     except (OSError, TimeoutError) as exc:
         raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
     except ResponseError:
@@ -299,7 +304,10 @@ class WireConnection:
             commands, flags = [*commands, ("WAIT", self.replicas, self.replica_timeout_ms)], [*flags, False]
         replies = list(await asyncio.gather(*pipe.request_many(commands, flags), return_exceptions=return_exceptions))
         if wait:
-            self._check_replicated(replies.pop())
+            acked = replies.pop()
+            # A node that redirected every script (now a replica) ran nothing: its WAIT error must not hide the MOVED.
+            if not all(_redirected(r) for c, r in zip(commands, replies) if str(c[0]).upper() == "EVALSHA"):
+                self._check_replicated(acked)
         return replies
 
     def _check_replicated(self, acked: Any) -> None:

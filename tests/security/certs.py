@@ -1,5 +1,7 @@
 """Test certificates made with the openssl command: a CA, a server certificate it signs
-for the name localhost only (not 127.0.0.1: a test connects by that address to see it refused), and a second CA that signed nothing (the "wrong CA")."""
+for the name localhost only (not 127.0.0.1: a test connects by that address to see it refused), and a second CA that signed nothing (the "wrong CA").
+`issue` signs more: a Redis Cluster's node certificate (its nodes are announced by ip) and
+client certificates."""
 
 from __future__ import annotations
 
@@ -47,3 +49,21 @@ def make_certs(directory: Path) -> Certs:
              "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf", cwd=directory)
     return Certs(directory / "ca.crt", directory / "server.crt", directory / "server.key",
                  directory / "other-ca.crt")
+
+
+def issue(certs: Certs, name: str, *, san: str, usage: str) -> tuple[Path, Path]:
+    """A certificate `name.crt` (and its key `name.key`) signed by the CA, beside the CA's files.
+
+    Args:
+        certs: the CA that signs.
+        name: the file names' stem and the certificate's CN.
+        san: its subjectAltName, e.g. "DNS:localhost,IP:127.0.0.1".
+        usage: its extendedKeyUsage, e.g. "serverAuth,clientAuth".
+    """
+    directory = certs.ca.parent
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=directory)
+    (directory / f"{name}.cnf").write_text(f"subjectAltName={san}\nextendedKeyUsage={usage}\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.cnf", cwd=directory)
+    return directory / f"{name}.crt", directory / f"{name}.key"

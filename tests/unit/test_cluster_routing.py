@@ -3,6 +3,8 @@ redirection replies, slot lookup, partition placement and the worker's partition
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
@@ -30,11 +32,63 @@ def test_cluster_urls_give_seed_nodes_credentials_and_partitions() -> None:
 @pytest.mark.parametrize(("url", "message"), [
     ("redis+cluster://h", "node 'h': each node must be host:port"),
     ("redis+cluster://h:1,h:99999", "node 'h:99999'"),
-    ("rediss+cluster://h:1", "scheme 'rediss\\+cluster'"),
+    ("rediss+cluster://h:1?ssl_ca_cert=/ca.pem", "option 'ssl_ca_cert': a cluster URL takes partitions=N and"),
+    ("redis+cluster://h:1?ssl_ca_certs=/ca.pem", "option 'ssl_ca_certs' is a TLS option: use rediss\\+cluster://"),
+    ("rediss+cluster://h:1?ssl_cert_reqs=maybe", "ssl_cert_reqs='maybe': must be one of none, optional, required"),
+    ("rediss+cluster://h:1?ssl_check_hostname=perhaps", "ssl_check_hostname='perhaps': must be true or false"),
+    ("unix+cluster://h:1", "scheme 'unix\\+cluster': a cluster needs redis\\+cluster://.* rediss\\+cluster://"),
 ])
 def test_bad_cluster_urls_name_the_part(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_cluster_url(url)
+
+
+def test_rediss_cluster_urls_carry_the_standalone_tls_options_to_every_node() -> None:
+    url = ("rediss+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7000?partitions=3&ssl_ca_certs=/etc/ca.pem"
+           "&ssl_certfile=/etc/c.pem&ssl_keyfile=/etc/c.key&ssl_check_hostname=false&ssl_cert_reqs=Required")
+    address = parse_cluster_url(url)
+    assert is_cluster_url(url) and url_partitions(url) == 3
+    assert address.tls and address.nodes == (("10.0.0.1", 7000), ("10.0.0.2", 7000))
+    assert address.client_kwargs() == {
+        "username": "u", "password": "pw", "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_certfile": "/etc/c.pem",
+        "ssl_keyfile": "/etc/c.key", "ssl_check_hostname": False, "ssl_cert_reqs": "required"}
+    assert not parse_cluster_url("redis+cluster://h:1?partitions=2").tls
+    assert parse_cluster_url("rediss://h:1/0").client_kwargs() == {"username": None, "password": None, "ssl": True}
+
+
+async def test_the_wire_of_a_tls_cluster_client_verifies_every_node_as_redis_py_does() -> None:
+    import ssl
+
+    from scheduler.cluster import make_wire
+    from scheduler.cluster_url import cluster_client
+
+    client: Any = cluster_client("rediss+cluster://h1:7000,h2:7001", 2)
+    wire = make_wire(client)
+    context = wire.endpoint.ssl
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    found = wire._endpoint(("h3", 7002))  # a node learnt later (CLUSTER SLOTS, MOVED, ASK)
+    assert (found.host, found.port, found.ssl) == ("h3", 7002, context)
+    plain: Any = cluster_client("redis+cluster://h1:7000", 2)
+    assert make_wire(plain).endpoint.ssl is None
+    await client.aclose()
+    await plain.aclose()
+
+
+def test_cluster_nodes_lines_become_node_views() -> None:
+    from scheduler.cluster_status import parse_nodes
+
+    text = (
+        "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
+        "b2 127.0.0.1:7001@17001,redis-b.example master,fail - 0 0 2 disconnected 5461-10922 [10923->-c3]\n"
+        "c3 :7002@17002 slave a1 0 0 1 connected\n")
+    a, b, c = parse_nodes(text, "seed.example")
+    assert (a.address, a.host, a.master, a.slots) == ("127.0.0.1:7000", "127.0.0.1", True, [(0, 5460)])
+    assert (b.host, b.slots, "fail" in b.flags) == ("redis-b.example", [(5461, 10922)], True)
+    assert (c.address, c.master, c.slots) == ("seed.example:7002", False, [])
+    b.probe = "unreachable (ConnectionError: refused)"
+    assert b.describe() == ("redis node 127.0.0.1:7001: master, slots 5461-10922, "
+                            "unreachable (ConnectionError: refused), the cluster marks it fail")
 
 
 def test_the_url_partitions_and_the_setting_must_agree() -> None:
