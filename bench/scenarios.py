@@ -37,7 +37,6 @@ PROCESS_MODEL = {sc: "worker in this process; the producer in a process of its o
 PRODUCER_CMD: list[str] = []  # e2e_split: the command that starts this system's producer (set by driver.py)
 
 
-
 def payload(i: int, size: int = 0) -> dict[str, Any]:
     if not size:
         return {"i": i}
@@ -286,8 +285,7 @@ async def sc_paced_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: f
     """paced_at as users deploy it: the producer process schedules for now through the "at"
     API at 200/s (driver.produce paces it), one worker process runs them; latency p50/p99."""
     _, produced = await _split(a, rec, n, timeout)
-    enq = produced["enq"]
-    lat = [rec.first_start[i] - enq[i] for i in range(n)]
+    lat = [rec.first_start[i] - produced["enq"][i] for i in range(n)]
     return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": produced["behind"]}
 
 
