@@ -6,7 +6,9 @@ honours the URL."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
+import time
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -132,14 +134,26 @@ def private_server(tmp_path: Path) -> Iterator[Path]:
                              "--appendonly", "no", "--requirepass", "s3cret", "--dir", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            if sock.exists():
-                break
-            subprocess.run(["sleep", "0.05"])
+        _wait_listening(sock)
         yield sock
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _wait_listening(path: Path, timeout_s: float = 10.0) -> None:
+    """Until the server accepts on its socket: the file appears at bind(), a moment before
+    listen(), and a connect in between is refused (seen on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(path))
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 async def test_a_unix_socket_with_a_password(private_server: Path) -> None:
