@@ -120,7 +120,7 @@ class SpanScope:
     def __init__(self, span: Span, record: type[BaseException] | None, current: bool = True) -> None:
         self.span = span
         self._record = record
-        self._token: object = current
+        self._token: object = current  # whether to attach; once attached, the token to detach
 
     def __enter__(self) -> Span:
         if self._token:
