@@ -45,6 +45,7 @@ from scheduler.worker_partitioned import PartitionedWorker
 
 if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
+    from audit.relay_child import ChildRelay
     from audit.relay_thread import ThreadedRelay
 
 log = logging.getLogger("horae")
@@ -77,7 +78,7 @@ class Scheduler(ScheduleCalls):
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | PartitionedStore | None = None
         self._audit: AuditTrail | None = None
-        self._relay: AuditRelay | ThreadedRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
+        self._relay: AuditRelay | ThreadedRelay | ChildRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
@@ -110,7 +111,14 @@ class Scheduler(ScheduleCalls):
             await self._audit.open()
             # This process's relay: started by its first worker (start_relay), stopped by close().
             relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
-            self._relay = ThreadedRelay(relay) if s.audit.relay_thread else relay
+            if s.audit.relay_process:
+                from audit.relay_child import ChildRelay
+
+                resolved = s.model_copy(update={"redis_url": conn.services.redis_url,
+                                                "database_url": conn.services.database_url})
+                self._relay = ChildRelay(resolved, relay)
+            else:
+                self._relay = ThreadedRelay(relay) if s.audit.relay_thread else relay
 
     @property
     def _audit_on(self) -> bool:
