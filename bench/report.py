@@ -278,7 +278,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Cells: median (min–max) over the repetitions; ratio = a horae variant's median ÷ best peer median "
         "(for jobs/s higher is better, for everything else lower is better). horae+audit relays on a thread "
-        "of the worker process, horae+audit-proc in a `horae audit relay` process of its own.",
+        "of the worker process, horae+audit-proc in a child process of the worker (`[audit] relay_process`).",
         "",
         "| metric | N | " + " | ".join(systems) + " | best peer | "
         + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems)) + " |",

@@ -190,9 +190,11 @@ def main() -> None:
         f"{' pinned to core 1' if pin(1) else ''}; producer and worker share that one process and asyncio loop; "
         f"handler = async no-op that records time.time(); worker concurrency 50")
     if "horae+audit-proc" in systems:
-        log("horae+audit-proc: workers and producers relay nothing; the driver starts `horae audit relay` as a "
-            "process of its own before the clock and counts its CPU; "
-            + ("it inherits the client core" if args.relay_core is None else f"pinned to core {args.relay_core}"))
+        log("horae+audit-proc: " + (
+            "the worker's relay runs in a child process of its own ([audit] relay_process = true), started "
+            "before the clock, on the client core; its CPU counts" if args.relay_core is None else
+            "workers and producers relay nothing; the driver starts `horae audit relay` as a process of its own "
+            f"before the clock, pinned to core {args.relay_core}, and counts its CPU"))
     pg_url = ""
     pg_ours = False
     wired = None

@@ -2,8 +2,10 @@
 schedule_in / schedule_at, make_worker(). `audit` is a flag of the adapter:
 off = settings.audit.enabled False; on = enabled with a private PostgreSQL and
 `await s.audit.flush()` inside the measured time. `relay_process` (horae+audit-proc): the
-same, but this process relays nothing (`[audit] relay = false`) and a `horae audit relay`
-process of its own (horae_relay.py) moves the outbox to PostgreSQL; the flush waits for it."""
+same, with the worker's relay in a child process (`[audit] relay_process = true`); with
+`relay_core` this process relays nothing (`[audit] relay = false`) and a `horae audit relay`
+process of its own (horae_relay.py), pinned there, moves the outbox to PostgreSQL. The flush
+waits for whichever relays."""
 
 from __future__ import annotations
 
@@ -38,9 +40,16 @@ class HoraeAdapter(Adapter):
 
         self.audit = bool(options.get("audit"))
         self.relay_process = self.audit and bool(options.get("relay_process"))
+        # horae+audit-proc: the worker's own relay child ([audit] relay_process), unless the relay
+        # must be pinned elsewhere (--relay-core): then a `horae audit relay` the driver starts.
+        self.child_relay = self.relay_process and options.get("relay_core") is None
         settings = load_settings(env={}, redis_url=redis_url, namespace=QUEUE,
                                  database_url=options.get("database_url") or None)
-        audit = {"enabled": self.audit, **({"relay": False} if self.relay_process else {})}
+        audit: dict[str, Any] = {"enabled": self.audit}
+        if self.child_relay:
+            audit["relay_process"] = True
+        elif self.relay_process:
+            audit["relay"] = False
         settings = settings.model_copy(update={"audit": settings.audit.model_copy(update=audit)})
         self.registry = ListenerRegistry()
         on_run_ = on_run
@@ -90,6 +99,10 @@ class HoraeAdapter(Adapter):
         st = self.s.settings.audit
         if not self.audit:
             return st.relay
+        if self.child_relay:
+            return (f"{st.relay}, relay_process = true (the worker's relay in a child process of its own, "
+                    "started before the clock, inheriting the client core; its CPU counted; await "
+                    "s.audit.flush(timeout=300) inside the measured time)")
         if self.relay_process:
             core = self.options.get("relay_core")
             where = "on the client core" if core is None else f"pinned to core {core}"
@@ -104,7 +117,7 @@ class HoraeAdapter(Adapter):
         await self.s.connect()
         if not self.audit:
             return
-        if not self.relay_process:
+        if not self.relay_process or self.child_relay:
             self.trail = self.s.audit
             if self.options.get("role") != "producer":
                 await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
@@ -126,6 +139,10 @@ class HoraeAdapter(Adapter):
         await self.relay.start(self._redis)
 
     def processes(self) -> list[int]:
+        if self.child_relay:
+            import psutil
+
+            return [c.pid for c in psutil.Process().children() if "audit.relay_child" in c.cmdline()]
         return [self.relay.pid] if self.relay is not None and self.relay.pid else []
 
     async def enqueue(self, job: Job) -> None:
