@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
@@ -26,7 +24,7 @@ from audit.migrate import grant, migrate_url, prune
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
-from audit.relay import AuditRelay
+from audit.relay import AuditRelay, serve
 from scheduler.cli_common import echo_json, print_table
 from scheduler.cluster_url import redis_client, url_partitions
 from scheduler.config import AuditSettings
@@ -169,20 +167,11 @@ async def _relay(conn: Connections, options: RelayOptions) -> None:
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
     relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"),
                        replace(options, partitions=_partitions(conn)))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await relay.start()
-        Console().print(f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops")
-        await stop.wait()
+        await serve(relay, lambda: Console().print(
+            f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops"))
     finally:
-        await relay.stop()
         await redis.aclose()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with suppress(ValueError):
-                loop.remove_signal_handler(sig)
 
 
 async def _prune(database_url: str, months: int) -> list[str]:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 import redis.asyncio as aioredis
 from opentelemetry import metrics
@@ -22,7 +24,7 @@ from audit.stream_partitioned import outbox_stream
 from audit.streamid import StreamId
 from audit.writer import BatchWriter, is_outage
 
-__all__ = ["AuditRelay"]
+__all__ = ["AuditRelay", "serve"]
 
 log = logging.getLogger("horae.audit")
 
@@ -282,3 +284,23 @@ class AuditRelay:
             log.info("audit relay: Redis back after %.1fs", now - self._redis_down_since,
                      extra={"event": "audit.redis_up"})
             self._redis_down_since = None
+
+
+async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[[], bool] = lambda: True) -> None:
+    """Run `relay` until SIGINT or SIGTERM (or until alive() says no: asked every second), then
+    drain it (AuditRelay.stop): `horae audit relay` and a worker's relay process."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await relay.start()
+        started()
+        while not stop.is_set() and alive():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    finally:
+        await relay.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with suppress(ValueError):
+                loop.remove_signal_handler(sig)

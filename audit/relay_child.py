@@ -27,7 +27,7 @@ from contextlib import suppress
 from typing import Any
 
 from audit.options import RelayOptions
-from audit.relay import AuditRelay
+from audit.relay import AuditRelay, serve
 from scheduler.config import Settings
 from scheduler.errors import StorageError
 
@@ -50,7 +50,7 @@ class ChildRelay:
     """
 
     def __init__(self, settings: Settings, observer: AuditRelay) -> None:
-        self._spec = json.dumps({"parent": os.getpid(), "settings": settings.model_dump(mode="json")})
+        self._settings = settings.model_dump(mode="json")
         self._observer = observer
         self._proc: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -110,7 +110,8 @@ class ChildRelay:
             sys.executable, "-m", "audit.relay_child", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE)  # stderr: the worker's own (the child logs there)
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(self._spec.encode())
+        # The parent is this process as it spawns (a Scheduler made before a fork spawns from the child).
+        proc.stdin.write(json.dumps({"parent": os.getpid(), "settings": self._settings}).encode())
         proc.stdin.close()
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
@@ -168,20 +169,15 @@ async def _run(spec: dict[str, Any]) -> None:
     redis = redis_client(settings.redis_url or "", settings)
     relay = AuditRelay(redis, settings.namespace, settings.database_url or "",
                        RelayOptions.from_settings(settings.audit, partitions=settings.cluster.partitions))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await relay.start()
+
+    def ready() -> None:
         sys.stdout.buffer.write(_READY + b"\n")
         sys.stdout.flush()
         os.dup2(2, 1)  # nothing reads the pipe after this line: anything printed goes to stderr
-        while not stop.is_set() and os.getppid() == spec["parent"]:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
+
+    try:
+        await serve(relay, ready, lambda: os.getppid() == spec["parent"])
     finally:
-        await relay.stop()
         await redis.aclose()
 
 
