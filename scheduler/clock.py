@@ -55,8 +55,11 @@ class SystemClock:
         return int(time.time() * 1000 + self.offset_ms)
 
     def wall_ms(self) -> int:
-        """This process's own clock (what datetime.now() reads), epoch ms."""
-        return int(time.time() * 1000)
+        """This process's own clock (what datetime.now() reads), epoch ms, rounded as a run_at
+        is (timeutil.utc_to_ms): truncated, a datetime.now() read in the second half of a
+        millisecond came out 1 ms later than now, and half of all schedule_at(now) calls
+        missed the run-now path."""
+        return round(time.time() * 1000)
 
     async def sleep_until(self, deadline_ms: int, wake: asyncio.Event) -> None:
         # From the unrounded time: now_ms() truncates, which would wake up to 1 ms late.
