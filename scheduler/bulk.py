@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.trace import Span, Tracer
@@ -108,7 +107,7 @@ async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: 
     with span:
         trace = current_traceparent()
         if trace:
-            jobs = [replace(job, trace=trace) for job in jobs]
+            jobs = [job.with_trace(trace) for job in jobs]
         done = await store.enqueue_many(jobs, now_ms)
     for job, one in zip(jobs, done):
         observe(metrics, job.topic, one)

@@ -171,6 +171,14 @@ class NewJob:
     retry_given: bool = True  # False: the topic's default retry policy applies, if it has one
     timeout_given: bool = True
 
+    def with_trace(self, trace: str) -> NewJob:
+        """This job carrying the scheduling call's traceparent. A copy of its fields, as
+        dataclasses.replace makes, without replace's second run of __init__ over all of
+        them (~5 µs): every traced scheduling call pays this, sampled or not."""
+        job = object.__new__(NewJob)
+        job.__dict__.update(self.__dict__, trace=trace)
+        return job
+
 
 def _record_json(record: ErrorRecord | None) -> str:
     return "" if record is None else json.dumps(record, separators=(",", ":"))

@@ -116,7 +116,7 @@ class Scheduling:
         with scope as span:
             trace = current_traceparent() if span is None else traceparent_of(span)
             if trace:
-                job = replace(job, trace=trace)
+                job = job.with_trace(trace)
             done = await self._enqueue_local(job, now) if job.due_ms <= now else None
             if done is None:
                 done = await host.store.enqueue(job, now)
