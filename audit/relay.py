@@ -286,12 +286,13 @@ class AuditRelay:
             self._redis_down_since = None
 
 
-async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[[], bool] = lambda: True) -> None:
-    """Run `relay` until SIGINT or SIGTERM (or until alive() says no: asked every second), then
+async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[[], bool] = lambda: True,
+                signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Run `relay` until one of `signals` (or until alive() says no: asked every second), then
     drain it (AuditRelay.stop): `horae audit relay` and a worker's relay process."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in signals:
         loop.add_signal_handler(sig, stop.set)
     try:
         await relay.start()
@@ -301,6 +302,6 @@ async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[
                 await asyncio.wait_for(stop.wait(), 1.0)
     finally:
         await relay.stop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in signals:
             with suppress(ValueError):
                 loop.remove_signal_handler(sig)

@@ -176,7 +176,7 @@ async def _run(spec: dict[str, Any]) -> None:
         os.dup2(2, 1)  # nothing reads the pipe after this line: anything printed goes to stderr
 
     try:
-        await serve(relay, ready, lambda: os.getppid() == spec["parent"])
+        await serve(relay, ready, lambda: os.getppid() == spec["parent"], signals=(signal.SIGTERM,))
     finally:
         await redis.aclose()
 
@@ -187,6 +187,9 @@ def main() -> None:
 
     spec = json.loads(sys.stdin.read())
     _die_with_parent(int(spec["parent"]))
+    # Ctrl-C reaches the whole process group: the worker stops us (SIGTERM, after its own
+    # drain), so an interrupt here would only end the relay early and look like a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging(logging.INFO, bool(spec["settings"].get("telemetry", {}).get("json_logs")))
     asyncio.run(_run(spec))
 

@@ -4,6 +4,7 @@ dies, stops with the worker, and dies with a SIGKILLed `horae worker`."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -71,6 +72,9 @@ async def test_the_child_relays_is_replaced_when_killed_and_stops_with_the_sched
     child = _relay_child(relay.pid)  # type: ignore[union-attr]
     assert database_url not in " ".join(child.cmdline())  # the settings went over its stdin
     await _run_and_audit(s, ran, 0, 50)
+    child.send_signal(signal.SIGINT)  # a terminal's Ctrl-C: the worker, not the child, decides
+    await asyncio.sleep(1.5)
+    assert child.is_running() and relay.restarts == 0  # type: ignore[union-attr]
 
     child.send_signal(signal.SIGKILL)
     await eventually(lambda: _true(relay.restarts == 1 and relay.running), timeout=15,  # type: ignore[union-attr]
