@@ -95,8 +95,7 @@ class ChildRelay:
             except TimeoutError:
                 log.warning("audit relay process %d did not stop in time; killed (another relay takes over "
                             "what it held)", proc.pid, extra={"event": "audit.relay_child_killed"})
-                with suppress(ProcessLookupError):
-                    proc.kill()
+                _kill(proc)
                 await proc.wait()
         if watch is not None:
             watch.cancel()
@@ -118,12 +117,10 @@ class ChildRelay:
         except TimeoutError:
             line = b""
         except asyncio.CancelledError:  # stop() while a replacement starts: it must not outlive us
-            with suppress(ProcessLookupError):
-                proc.kill()
+            _kill(proc)
             raise
         if line.strip() != _READY:
-            with suppress(ProcessLookupError):
-                proc.kill()
+            _kill(proc)
             code = await proc.wait()
             raise StorageError(f"the audit relay process did not start (exit {code}); its error is above, "
                                "on this process's stderr")
@@ -147,6 +144,11 @@ class ChildRelay:
             except (StorageError, OSError) as exc:
                 log.warning("audit relay process: %s", exc, extra={"event": "audit.relay_child_failed"})
                 delay = min(RESTART_MAX_S, delay * 2)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with suppress(ProcessLookupError):  # (it may have exited already)
+        proc.kill()
 
 
 # ----------------------------------------------------------------- the child's side

@@ -102,11 +102,7 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
         cpu0, t0 = time.process_time(), time.perf_counter()
         for i, job in enumerate(jobs):
             if paced:
-                delay = t0 + i / scenarios.PACED_RATE - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                elif delay < -0.005:
-                    behind += 1
+                behind += await scenarios.pace(t0, i)
                 job = scenarios.now_job(i, True)
             enq[i] = time.time()
             await adapter.enqueue(job)

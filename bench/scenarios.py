@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import time
+from functools import partial
 from typing import Any
 
 from adapters.base import RETRY_DELAY_S, Adapter, Job, NotAvailable
@@ -205,6 +206,14 @@ async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at
             "redis_cmds_per_job": cmds / n}
 
 
+async def pace(t0: float, i: int) -> bool:
+    """Wait for call i's slot at PACED_RATE from perf_counter t0; True when it is > 5 ms late."""
+    delay = t0 + i / PACED_RATE - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return delay < -0.005
+
+
 async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at_now: bool = False
                    ) -> dict[str, Any]:
     await a.start_worker(CONCURRENCY)
@@ -214,11 +223,7 @@ async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, 
     t0 = time.perf_counter()
     behind = 0
     for i in range(n):
-        delay = t0 + i / PACED_RATE - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        elif delay < -0.005:
-            behind += 1
+        behind += await pace(t0, i)
         enq[i] = time.time()
         await a.enqueue(now_job(i, at_now))
     await rec.wait(timeout)
@@ -226,16 +231,6 @@ async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, 
     WINDOW.stop()
     lat = [rec.first_start[i] - enq[i] for i in range(n)]
     return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": behind}
-
-
-async def sc_e2e_at(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """e2e through schedule_at(now) (each peer's "at" API with the current time)."""
-    return await sc_e2e(a, rec, n, url, timeout, at_now=True)
-
-
-async def sc_paced_at(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """paced through schedule_at(now)."""
-    return await sc_paced(a, rec, n, url, timeout, at_now=True)
 
 
 async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[float, dict[str, Any]]:
@@ -385,11 +380,11 @@ SCENARIOS = {
     "drain_priority": sc_drain_priority,
     "rate_limited": sc_rate_limited,
     "e2e": sc_e2e,
-    "e2e_at": sc_e2e_at,
+    "e2e_at": partial(sc_e2e, at_now=True),  # through each system's "at" API with the current time
     "e2e_split": sc_e2e_split,
     "paced_split": sc_paced_split,
     "paced": sc_paced,
-    "paced_at": sc_paced_at,
+    "paced_at": partial(sc_paced, at_now=True),
     "delayed_burst": sc_delayed_burst,
     "delayed_spread": sc_delayed_spread,
     "retry": sc_retry,

@@ -54,7 +54,7 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
         resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database,
         appendfsync=s.redis_appendfsync,
     )
-    redis = _client(urls.redis_url, s)
+    redis = redis_client(urls.redis_url, s)
     try:
         if clock is None:
             system = SystemClock()
@@ -104,14 +104,10 @@ async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | Partitioned
 
 
 def redis_client(url: str, s: Settings) -> aioredis.Redis:
-    """The redis-py client of `url` as every process of the namespace opens it (the partition
-    migration connects without a store: scheduler/migration.py)."""
-    return _client(url, s)
-
-
-def _client(url: str, s: Settings) -> aioredis.Redis:
-    """redis-py's client: a RedisCluster for a cluster (redis+cluster:// or cluster.enabled),
-    else a blocking pool, which waits for a free connection instead of failing past its size."""
+    """redis-py's client of `url` as every process of the namespace opens it (also those that
+    connect without a store: the partition migration, a worker's relay process): a RedisCluster
+    for a cluster (redis+cluster:// or cluster.enabled), else a blocking pool, which waits for a
+    free connection instead of failing past its size."""
     if is_cluster_url(url) or s.cluster.enabled:
         return cluster_client(url, s.redis_max_connections)  # type: ignore[return-value]
     pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=s.redis_max_connections, timeout=30)

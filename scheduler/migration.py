@@ -19,6 +19,7 @@ from scheduler.migration_checks import problems, read_layout
 from scheduler.migration_plan import (Router, all_tags, flow_key, job_ops, job_sets, leftover_key, parse_flow,
                                       schedule_ops, tags)
 from scheduler.partitions import topic_wide_limit
+from scheduler.procutil import pid_alive
 from scheduler.scripts import ScriptCode
 from scheduler.store_migrate import MigrationStore
 from scheduler.timeutil import ms_to_utc
@@ -90,13 +91,13 @@ class Migration:
             else:
                 self.say(f"resuming the migration of {self.ns!r} from partitions={old} to partitions={self.new}")
             await self._counters(old)
-            await self._walk(old, summary, dry=False)
+            router = await self._walk(old, summary, dry=False)
             if summary.conflicts:
                 raise MigrationRefused(
                     f"{len(summary.conflicts)} job(s) or schedule(s) exist under the same name on two partitions "
                     f"with different contents (left where they are): {', '.join(summary.conflicts[:10])}; "
                     "delete one of each and run the command again")
-            await self._sweep(old)
+            await self._sweep(old, router)
             await self._clear(old)
             await self.store.finish(self.new)
             self.say(f"namespace {self.ns!r} now has partitions={self.new}")
@@ -117,13 +118,13 @@ class Migration:
     async def _counters(self, old: int) -> None:
         """Each new partition's lease and FIFO counters at least every old one's, so no token or
         FIFO place repeats one of a job that moves there."""
-        every = all_tags(self.ns, old, self.new)
+        every, new_tags = all_tags(self.ns, old, self.new), tags(self.ns, self.new)
         for name in ("lease_seq", "seq"):
-            values = await self.store.many([("GET", k.prefix + name) for k in every])
-            top = max((int(v) for v in values if v is not None), default=0)
-            current = await self.store.many([("GET", k.prefix + name) for k in tags(self.ns, self.new)])
-            await self.store.many([("SET", k.prefix + name, top) for k, v in zip(tags(self.ns, self.new), current)
-                                   if int(v or 0) < top])
+            values = dict(zip((k.prefix for k in every), await self.store.many([("GET", k.prefix + name)
+                                                                                 for k in every])))
+            top = max((int(v) for v in values.values() if v is not None), default=0)
+            await self.store.many([("SET", k.prefix + name, top) for k in new_tags
+                                   if int(values[k.prefix] or 0) < top])
 
     async def _topics(self, old: int, dry: bool) -> Router:
         """Every topic's configuration on every new partition, with its home recomputed for the new
@@ -152,7 +153,8 @@ class Migration:
             await self.store.many(commands)  # (DEL then HSET in one pipeline per node: in order)
         return router
 
-    async def _walk(self, old: int, summary: Summary, dry: bool) -> None:
+    async def _walk(self, old: int, summary: Summary, dry: bool) -> Router:
+        """Move (dry: count) every job and schedule not where the new count puts it; the router."""
         router = await self._topics(old, dry)
         new_tags = tags(self.ns, self.new)
         for tag in all_tags(self.ns, old, self.new):
@@ -168,6 +170,7 @@ class Migration:
             ids = sorted(s[2:] for s in keys if s.startswith("j:"))
             for i in range(0, len(ids), BATCH):
                 await self._jobs(tag, ids[i:i + BATCH], windowed, router, new_tags, summary, dry)
+        return router
 
     async def _schedules(self, tag: Keys, names: Sequence[str], router: Router, new_tags: Sequence[Keys],
                          summary: Summary, dry: bool) -> None:
@@ -241,10 +244,9 @@ class Migration:
         await self._lock()
         self.say(f"moved {moved} jobs from {tag.prefix}")
 
-    async def _sweep(self, old: int) -> None:
+    async def _sweep(self, old: int, router: Router) -> None:
         """Per-key structures no single job holds: a rate limit's state and a FIFO key's blocked
         mark go where the key's jobs went; marks of jobs that left (copied with them) are removed."""
-        router = await self._topics(old, dry=True)
         new_tags = tags(self.ns, self.new)
         for tag in all_tags(self.ns, old, self.new):
             await self._lock()
@@ -309,17 +311,9 @@ def run_by() -> str:
 
 
 def dead_here(holder: str) -> bool:
-    """Whether a lock holder (run_by) is a process of this host that no longer exists."""
+    """Whether a lock holder (run_by) is a process of this host that no longer runs."""
     host, _, pid = holder.rpartition(" pid ")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
 
 
 def _iso(ms: int) -> str:
