@@ -62,6 +62,11 @@ def _attempt(row: asyncpg.Record) -> AttemptRecord:
     )
 
 
+class FlushUnavailable(AuditUnavailable, TimeoutError):
+    """A flush timed out while PostgreSQL does not answer: an AuditUnavailable, and still the
+    TimeoutError a flush raises when its events do not commit in time."""
+
+
 class AuditTrail:
     """Read the audit trail.
 
@@ -124,8 +129,8 @@ class AuditTrail:
 
         Raises:
             TimeoutError: naming how many events are still waiting and for how long.
-            AuditUnavailable: instead of the TimeoutError when PostgreSQL does not answer
-                either (nothing can commit until it does).
+            FlushUnavailable: that TimeoutError, also an AuditUnavailable, when PostgreSQL
+                does not answer either (nothing can commit until it does).
             StorageError: Redis (the outbox) cannot be read.
         """
         try:
@@ -134,11 +139,13 @@ class AuditTrail:
             raise StorageError(f"redis read of the audit outbox failed: {exc}") from exc
         except TimeoutError as exc:
             if (down := await self._unreachable()) is not None:
-                raise AuditUnavailable(f"{exc}; PostgreSQL does not answer: {down}") from exc
+                raise FlushUnavailable(f"{exc}; PostgreSQL does not answer: {down}") from exc
             raise
 
     async def _unreachable(self) -> str | None:
-        """Why PostgreSQL cannot be reached now, or None when it answers."""
+        """Why PostgreSQL cannot be reached now, or None when it answers (or this trail is not open)."""
+        if self._pool is None:
+            return None
         try:
             async with self._conn() as conn:
                 await conn.fetchval("SELECT 1")

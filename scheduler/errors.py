@@ -21,6 +21,7 @@
     ├── MigrationRefused           `horae partitions migrate`: a precondition does not hold
     └── StorageError               Redis or PostgreSQL failed underneath us
         └── AuditUnavailable       the audit trail's PostgreSQL cannot be reached (Redis may be fine)
+            └── (audit.reader.FlushUnavailable, also a TimeoutError: a flush that cannot commit)
 
 Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
 fail the job at once; neither is an error of ours, they are decisions.

@@ -87,8 +87,8 @@ def check_job_refs(ids: object, field: str) -> list[str]:
         InvalidJobId: naming `field` (not an iterable, or a string) or the item (`field[3]`).
     """
     if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
-        raise InvalidJobId(f"{field} must be an iterable of job ids (a list, not one string); got {shown(ids)}",
-                           field=field)
+        raise InvalidJobId(f"{field} must be a list (or another iterable) of job ids, not one string; "
+                           f"got {shown(ids)}", field=field)
     return [check_job_ref(job_id, f"{field}[{i}]") for i, job_id in enumerate(ids)]
 
 
