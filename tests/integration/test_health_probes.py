@@ -185,3 +185,24 @@ async def test_a_sigtermed_worker_is_unready_while_its_running_attempt_drains(
     finally:
         await client.aclose()
         workers.close()
+
+
+async def test_relay_and_console_readiness_name_the_dependency_that_fails(redis_url: str, server_dsn: str) -> None:
+    """audit/health.readiness (the relay's /readyz and the console's): PostgreSQL or Redis not
+    answering is the reason, with the URL's password masked; a stopped relay is unready."""
+    from audit.health import readiness
+
+    closed = _free_port()  # nothing listens there
+    redis = aioredis.Redis.from_url(redis_url)
+    dead_redis = aioredis.Redis.from_url(f"redis://:hush@127.0.0.1:{closed}/0")
+    try:
+        assert await readiness(redis, server_dsn)() is None
+        pg_down = await readiness(redis, f"postgresql://postgres:hush@127.0.0.1:{closed}/x")()
+        assert pg_down is not None and pg_down.startswith("postgresql: ") and "hush" not in pg_down, pg_down
+        redis_down = await readiness(dead_redis, server_dsn, redis_url=f"redis://:hush@127.0.0.1:{closed}/0")()
+        assert redis_down is not None and redis_down.startswith("redis: ") and "hush" not in redis_down
+        assert await readiness(redis, None)() is None  # (a console without the audit: Redis only)
+        assert await readiness(redis, server_dsn, running=lambda: False)() == "audit relay: not running"
+    finally:
+        await redis.aclose()
+        await dead_redis.aclose()

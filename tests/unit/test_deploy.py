@@ -160,6 +160,7 @@ def test_the_console_takes_its_tokens_from_a_secret_and_stops_after_its_endpoint
         assert refs[name]["name"] == "horae-console" and refs[name]["key"] in secret["stringData"], name
     assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
     assert horae_command(container["args"])[1]["host"] == "0.0.0.0"  # (needs the tokens above)
+    assert "HORAE_AUDIT__RELAY" not in _env(container)  # its Scheduler opens the audit trail only with relay on
     service = _by("Service", "horae-console")
     assert service["spec"]["ports"][0]["targetPort"] == "http"
 
@@ -209,6 +210,7 @@ def test_compose_runs_the_stack_with_probes_on_the_served_ports() -> None:
     assert horae_command(worker["command"])[1]["app"] == "example_app"
     assert "../example:/app:ro" in worker["volumes"] and env["PYTHONPATH"] == "/app"
     assert "HORAE_CONSOLE__OPERATOR_TOKEN" in services["console"]["environment"]
+    assert "HORAE_AUDIT__RELAY" not in services["console"]["environment"]  # (the audit pages need it on)
 
 
 def test_compose_prometheus_scrapes_the_worker_and_grafana_provisions_the_dashboards() -> None:
@@ -260,6 +262,7 @@ def test_systemd_units_run_the_same_commands() -> None:
     env = dict(pair.split("=", 1) for pair in " ".join(worker["Environment"]).split())
     assert float(worker["TimeoutStopSec"][0]) > grace_of(worker["ExecStart"][0].split()[1:], env) + 5
     assert _unit(SYSTEMD / "horae-nightly.timer")["Unit"] == ["horae-nightly.service"]
+    assert "HORAE_AUDIT__RELAY=false" not in " ".join(units["horae-console.service"].get("Environment", []))
 
 
 def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
