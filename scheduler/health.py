@@ -106,8 +106,11 @@ class HealthServer:
     async def readiness(self) -> tuple[int, dict[str, str]]:
         """(status code, body) of /readyz now."""
         reason = self.draining
-        if reason is None:
-            reason = "starting" if self.ready is None else await self.ready()
+        if reason is None and self.ready is None:
+            reason = "starting"
+        elif reason is None and self.ready is not None:
+            reason = await first_failure([("readiness", self.ready)], timeout_s=3 * CHECK_TIMEOUT_S)
+            reason = reason.removeprefix("readiness: ") if reason else None
         if reason is None:
             return 200, {"status": "ready", "reason": ""}
         return 503, {"status": "unready", "reason": reason}

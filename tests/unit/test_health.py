@@ -137,3 +137,12 @@ def test_bind_host_is_loopback_outside_a_container_and_every_interface_inside(tm
     marker.touch()
     assert bind_host("", {}, none) == "0.0.0.0"
     assert bind_host("10.1.2.3", {}, none) == "10.1.2.3"  # configured wins
+
+
+async def test_a_readiness_check_that_raises_is_a_503_with_its_error(server: HealthServer) -> None:
+    async def broken() -> str | None:
+        raise RuntimeError("the check itself is broken")
+
+    server.ready = broken
+    assert (await _get(server.port, "/readyz"))[:2] == (503, {"status": "unready",
+                                                               "reason": "RuntimeError: the check itself is broken"})
