@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-integration install clean services-stop java-check bench chaos
+.PHONY: demo test test-integration install clean services-stop java-check bench chaos test-deploy
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test-integration: $(STAMP)
 # CHAOS_APPENDFSYNC (everysec; always = no loss tolerated). Starts its own servers.
 chaos: $(STAMP)
 	$(PY) -m tests.chaos
+
+# The deployment material (README: Deploying; not part of `make test`): builds the Dockerfile
+# with podman on a base made from Debian packages (mmdebstrap; no registry needed) and runs the
+# image's worker and console against a redis-server of its own (deploy/image_check.py).
+test-deploy: $(STAMP)
+	$(PY) deploy/image_check.py
 
 # The test suite's embedded servers live in .horae/ (tests/conftest.py); the demo's and
 # the CLI's in the data directory horae finds (README: Configuration).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from audit.health import readiness
 from audit.migrate import grant, migrate_url, prune
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
@@ -29,6 +31,7 @@ from scheduler.cli_common import echo_json, print_table
 from scheduler.cluster_url import redis_client, url_partitions
 from scheduler.config import AuditSettings
 from scheduler.errors import InvalidDelay, SchedulerError, StorageError
+from scheduler.health import HealthServer, bind_host
 from scheduler.timeutil import parse_duration
 
 T = TypeVar("T")
@@ -163,14 +166,31 @@ def _partitions(conn: Connections) -> int:
     return url_partitions(conn.redis_url) or (cluster.partitions if cluster is not None else 1)
 
 
-async def _relay(conn: Connections, options: RelayOptions) -> None:
+async def _relay(conn: Connections, options: RelayOptions, health_host: str | None, health_port: int | None) -> None:
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
-    relay = AuditRelay(redis, conn.namespace, _need(conn.database_url, "database URL"),
-                       replace(options, partitions=_partitions(conn)))
+    database_url = _need(conn.database_url, "database URL")
+    relay = AuditRelay(redis, conn.namespace, database_url, replace(options, partitions=_partitions(conn)))
+    port = conn.audit.health_port if health_port is None else health_port
+    health = HealthServer(bind_host(conn.audit.health_host if health_host is None else health_host), port,
+                          option="--health-port ([audit] health_port)") if port else None
+
+    def started() -> None:
+        if health is not None:
+            health.ready = readiness(redis, database_url, lambda: relay.running, conn.redis_url)
+            Console().print(f"health on http://{health.host}:{health.port}/healthz and /readyz")
+        Console().print(f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops")
+
+    def stopping(sig: signal.Signals) -> None:  # unready first, then the drain
+        if health is not None:
+            health.drain(f"draining after {sig.name}")
+
     try:
-        await serve(relay, lambda: Console().print(
-            f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops"))
+        if health is not None:
+            await health.start()
+        await serve(relay, started, stopping=stopping)
     finally:
+        if health is not None:
+            await health.close()
         await redis.aclose()
 
 
@@ -249,14 +269,19 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @click.option("--batch-size", type=click.IntRange(1, 50_000), default=None, help="Default: audit.batch_size.")
     @click.option("--block-ms", type=click.IntRange(1), default=None, help="Default: audit.block_ms.")
     @click.option("--claim-idle-ms", type=click.IntRange(100), default=None, help="Default: audit.claim_idle_ms.")
+    @click.option("--health-port", type=click.IntRange(1, 65_535), default=None,
+                  help="Serve GET /healthz and /readyz on this port (default [audit] health_port; 0 = off).")
+    @click.option("--health-host", default=None,
+                  help="Address of the health port (default [audit] health_host: loopback, 0.0.0.0 in a container).")
     @click.pass_context
     def relay_command(ctx: click.Context, batch_size: int | None, block_ms: int | None,
-                      claim_idle_ms: int | None) -> None:
-        """Run the outbox -> Postgres relay until SIGINT/SIGTERM (the rest of its tuning: [audit])."""
+                      claim_idle_ms: int | None, health_port: int | None, health_host: str | None) -> None:
+        """Run the outbox -> Postgres relay until SIGINT/SIGTERM (the rest of its tuning: [audit]);
+        /readyz turns 503 on the signal, before the relay drains."""
         conn = resolve(ctx)
         options = RelayOptions.from_settings(conn.audit, batch_size=batch_size, block_ms=block_ms,
                                              claim_idle_ms=claim_idle_ms)
-        _run(_relay(conn, options))
+        _run(_relay(conn, options, health_host, health_port))
 
     @audit_group.command("prune")
     @click.option("--months", type=click.IntRange(1), default=None,

@@ -287,13 +287,21 @@ class AuditRelay:
 
 
 async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[[], bool] = lambda: True,
-                signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+                signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+                stopping: Callable[[signal.Signals], None] | None = None) -> None:
     """Run `relay` until one of `signals` (or until alive() says no: asked every second), then
-    drain it (AuditRelay.stop): `horae audit relay` and a worker's relay process."""
+    drain it (AuditRelay.stop): `horae audit relay` and a worker's relay process. `stopping` is
+    told the signal first (its readiness turns 503 before the drain)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stopping is not None:
+            stopping(sig)
+        stop.set()
+
     for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         await relay.start()
         started()

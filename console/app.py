@@ -71,6 +71,7 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
                   openapi_url="/api/v1/openapi.json",
                   description="Schedule jobs and look after them over HTTP (README: Console).")
     app.state.console = console
+    _install_probes(app, console)
     from console.api import router as api_router
     from console.pages import router as page_router
 
@@ -90,6 +91,28 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
         return response
 
     return app
+
+
+def _install_probes(app: FastAPI, console: Console) -> None:
+    """GET /healthz (the app answers) and /readyz (Redis, and PostgreSQL when the audit is
+    on, answer: else 503 with the reason), for a load balancer's or the kubelet's probes:
+    no auth (they carry no token), no data beyond the reason."""
+    from audit.health import readiness
+
+    @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok", "reason": ""}, headers={"Cache-Control": "no-store"})
+
+    @app.api_route("/readyz", methods=["GET", "HEAD"], include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        s = console.scheduler
+        if s._store is None:
+            reason: str | None = "starting"
+        else:
+            database_url = s.services.database_url if s._audit is not None else None  # (the audit's pages)
+            reason = await readiness(s.store.redis, database_url, redis_url=s.services.redis_url)()
+        body = {"status": "ready", "reason": ""} if reason is None else {"status": "unready", "reason": reason}
+        return JSONResponse(body, 200 if reason is None else 503, headers={"Cache-Control": "no-store"})
 
 
 def _document_auth(app: FastAPI) -> None:

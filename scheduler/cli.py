@@ -19,6 +19,7 @@ from rich.table import Table
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
+from scheduler.health import HealthServer, bind_host, worker_readiness
 from scheduler.cli_common import HoraeGroup, echo_json, no_relay, print_table
 from scheduler.logs import configure_logging
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
@@ -78,13 +79,21 @@ def _run(coro: Any) -> Any:
               help="Claim every topic (jobs without a listener here complete as no_listener).")
 @click.option("--grace", type=click.FloatRange(0), default=None, help="Seconds in-flight attempts may finish on stop.")
 @click.option("--metrics-port", type=click.IntRange(1, 65_535), default=None, help="Serve Prometheus metrics on this port.")
+@click.option("--metrics-host", default=None,
+              help="Address of the metrics port (default [telemetry] metrics_host: loopback, 0.0.0.0 in a container).")
+@click.option("--health-port", type=click.IntRange(1, 65_535), default=None,
+              help="Serve GET /healthz and /readyz on this port (default [worker] health_port; 0 = off).")
+@click.option("--health-host", default=None,
+              help="Address of the health port (default [worker] health_host: loopback, 0.0.0.0 in a container).")
 @click.option("--nightly", is_flag=True, default=False,
               help="Also schedule and run the nightly analytics report (cron horae.audit.nightly in this "
                    "namespace); or [analytics] nightly = true.")
 @click.pass_obj
 def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
-           all_topics: bool, grace: float | None, metrics_port: int | None, nightly: bool) -> None:
-    """Run a worker until SIGINT/SIGTERM, then stop gracefully."""
+           all_topics: bool, grace: float | None, metrics_port: int | None, metrics_host: str | None,
+           health_port: int | None, health_host: str | None, nightly: bool) -> None:
+    """Run a worker until SIGINT/SIGTERM, then stop gracefully: /readyz turns 503 at once,
+    then running attempts get --grace seconds ([worker] grace_s) to finish."""
     registry = _load_app(app)
     if all_topics and topics:
         _refuse("--topics and --all-topics exclude each other")
@@ -93,15 +102,33 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
     nightly = nightly or settings.analytics.nightly
     if nightly and not (settings.audit.enabled and settings.audit.relay):
         _refuse("the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)")
-    telemetry = setup_telemetry(settings.telemetry, metrics_port)
+    telemetry = setup_telemetry(settings.telemetry, metrics_port, metrics_host)
+    port = settings.worker.health_port if health_port is None else health_port
+    health = HealthServer(bind_host(settings.worker.health_host if health_host is None else health_host), port,
+                          option="--health-port ([worker] health_port)") if port else None
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stopping(sig: signal.Signals) -> None:  # unready first (probes see it), then the drain
+            if health is not None:
+                health.drain(f"draining after {sig.name}")
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping, sig)
         loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+        if health is not None:
+            await health.start()
+        try:
+            await serve_worker(stop)
+        finally:
+            if health is not None:
+                await health.close()
+
+    async def serve_worker(stop: asyncio.Event) -> None:
         async with Scheduler(settings=settings, listeners=registry) as s:
             if nightly:
                 from audit.analytics.nightly import install_nightly
@@ -109,9 +136,13 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
                 click.echo(await install_nightly(s), err=True)
             async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace,
                                 all_topics=all_topics) as w:
-                click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
+                if health is not None:
+                    health.ready = worker_readiness(s.workers, w.id, [settings.redis_url])
+                    click.echo(f"health on http://{health.host}:{health.port}/healthz and /readyz", err=True)
                 if telemetry.metrics_port:
-                    click.echo(f"metrics on http://127.0.0.1:{telemetry.metrics_port}/metrics", err=True)
+                    click.echo(f"metrics on http://{telemetry.metrics_host}:{telemetry.metrics_port}/metrics",
+                               err=True)
+                click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
                 await stop.wait()
 
     try:

@@ -67,6 +67,10 @@ class WorkerSettings(_Section):
     local_handoff: bool = True
     registry_ttl_ms: int = Field(30_000, ge=100)
     partitions: str = ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
+    # /healthz and /readyz of `horae worker` (scheduler/health.py; 0 = not served) and their address
+    # ("" = loopback, or every interface in a container: health.bind_host).
+    health_port: int = Field(0, ge=0, le=65_535)
+    health_host: str = ""
 
 
 class CronSettings(_Section):
@@ -91,6 +95,7 @@ class TelemetrySettings(_Section):
     otlp_endpoint: str = ""
     otlp_protocol: Literal["grpc", "http"] = "grpc"
     metrics_port: int = Field(0, ge=0, le=65_535)
+    metrics_host: str = ""  # "" = loopback, or every interface in a container (health.bind_host)
     service_name: str = "horae"
     json_logs: bool = False
     # Which traces are recorded (the SDK's samplers); "" = OTEL_TRACES_SAMPLER / _ARG, else
@@ -144,6 +149,9 @@ class AuditSettings(_Section):
     linger_ms: int = Field(20, ge=0, le=10_000)
     fold_cache: int = Field(20_000, ge=0)
     retention_months: int = Field(12, ge=1)
+    # /healthz and /readyz of `horae audit relay` (0 = not served; host as [worker] health_host).
+    health_port: int = Field(0, ge=0, le=65_535)
+    health_host: str = ""
 
 
 class ConsoleSettings(_Section):

@@ -24,6 +24,7 @@ class Telemetry:
     tracer_provider: Any = None
     meter_provider: Any = None
     metrics_port: int = 0
+    metrics_host: str = ""
     _servers: list[Any] = field(default_factory=list)
 
     def shutdown(self) -> None:
@@ -47,13 +48,16 @@ def wanted(settings: TelemetrySettings) -> bool:
     return settings.exporter != "none" or settings.metrics_port != 0
 
 
-def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None) -> Telemetry:
+def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None,
+                    metrics_host: str | None = None) -> Telemetry:
     """Set the global tracer and meter providers for the configured exporter, once per process
     (a later call returns the installed providers, whatever its settings).
 
     Args:
         settings: the [telemetry] section.
         metrics_port: serve Prometheus metrics on this port (overrides settings; 0 = off).
+        metrics_host: on this address (overrides settings; "" = loopback, or every interface
+            in a container: health.bind_host).
 
     Raises:
         ConfigError: the SDK is missing, or the metrics port is taken.
@@ -98,11 +102,16 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 
+        from scheduler.health import bind_host
+
+        host = bind_host(settings.metrics_host if metrics_host is None else metrics_host)
         try:
-            out._servers.append(start_http_server(port or 9464, addr="0.0.0.0"))
+            out._servers.append(start_http_server(port or 9464, addr=host))
         except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on port {port or 9464} ({exc}): give each process "
-                              "its own [telemetry] metrics_port (HORAE_TELEMETRY__METRICS_PORT)") from exc
+            raise ConfigError(f"cannot serve metrics on {host}:{port or 9464} ({exc}): give each process "
+                              "its own [telemetry] metrics_port (HORAE_TELEMETRY__METRICS_PORT) and a "
+                              "metrics_host of this machine") from exc
+        out.metrics_host = host
         readers.append(PrometheusMetricReader())
         out.metrics_port = port or 9464
     from scheduler.metrics import histogram_views

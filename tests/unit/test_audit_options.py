@@ -26,7 +26,8 @@ def test_from_settings_takes_every_audit_setting() -> None:
 def test_relay_command_honours_linger_and_fold_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[RelayOptions] = []
 
-    async def relay(conn: Connections, options: RelayOptions) -> None:  # the command's runner, not a client
+    async def relay(conn: Connections, options: RelayOptions, health_host: str | None,
+                    health_port: int | None) -> None:  # the command's runner, not a client
         seen.append(options)
 
     monkeypatch.setattr(audit.cli, "_relay", relay)
