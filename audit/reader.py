@@ -13,6 +13,7 @@ from typing import cast
 
 import asyncpg
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from audit.migrate import migrate
 from audit.options import RelayOptions
@@ -20,7 +21,7 @@ from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from audit.sql import query
 from audit.stream_partitioned import outbox_stream
 from audit.writer import is_outage
-from scheduler.errors import StorageError
+from scheduler.errors import AuditUnavailable, StorageError
 from scheduler.outbox import Outcome, Status
 
 log = logging.getLogger("horae.audit")
@@ -59,6 +60,11 @@ def _attempt(row: asyncpg.Record) -> AttemptRecord:
         lateness_ms=row["lateness_ms"], progress_percent=row["progress_percent"],
         progress_message=row["progress_message"], logs=row["logs"],
     )
+
+
+class FlushUnavailable(AuditUnavailable, TimeoutError):
+    """A flush timed out while PostgreSQL does not answer: an AuditUnavailable, and still the
+    TimeoutError a flush raises when its events do not commit in time."""
 
 
 class AuditTrail:
@@ -123,12 +129,42 @@ class AuditTrail:
 
         Raises:
             TimeoutError: naming how many events are still waiting and for how long.
+            FlushUnavailable: that TimeoutError, also an AuditUnavailable, when PostgreSQL
+                does not answer either (nothing can commit until it does).
+            StorageError: Redis (the outbox) cannot be read.
         """
-        await self._stream.wait_committed(timeout)
+        try:
+            await self._stream.wait_committed(timeout)
+        except RedisError as exc:
+            raise StorageError(f"redis read of the audit outbox failed: {exc}") from exc
+        except TimeoutError as exc:
+            if (down := await self._unreachable()) is not None:
+                raise FlushUnavailable(f"{exc}; PostgreSQL does not answer: {down}") from exc
+            raise
+
+    async def _unreachable(self) -> str | None:
+        """Why PostgreSQL cannot be reached now, or None when it answers (or this trail is not open)."""
+        if self._pool is None:
+            return None
+        try:
+            async with self._conn() as conn:
+                await conn.fetchval("SELECT 1")
+        except AuditUnavailable as exc:
+            return str(exc.__cause__ or exc)
+        except StorageError:
+            return None  # it answered, with an error: not an outage
+        return None
 
     async def lag(self) -> tuple[int, float | None]:
-        """(outbox events not yet committed, age in seconds of the oldest)."""
-        lag = await self._stream.lag(self.options.lag_scan_limit)
+        """(outbox events not yet committed, age in seconds of the oldest).
+
+        Raises:
+            StorageError: Redis (the outbox) cannot be read.
+        """
+        try:
+            lag = await self._stream.lag(self.options.lag_scan_limit)
+        except RedisError as exc:
+            raise StorageError(f"redis read of the audit outbox failed: {exc}") from exc
         return lag.pending, lag.oldest_age_s
 
     @asynccontextmanager
@@ -139,13 +175,15 @@ class AuditTrail:
             async with self._pool.acquire() as conn:
                 yield conn
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            if is_outage(exc):  # unreachable, or the connection died: AuditUnavailable (a StorageError)
+                raise AuditUnavailable(f"audit trail query failed: {exc or type(exc).__name__}") from exc
             raise StorageError(f"audit trail query failed: {exc}") from exc
 
     async def get(self, job_id: str) -> AuditRecord | None:
         """The job's audit row, or None when the trail has not seen the job.
 
         Raises:
-            StorageError: when Postgres cannot answer.
+            AuditUnavailable: PostgreSQL cannot be reached; StorageError: it failed otherwise.
         """
         if not _storable(job_id):
             return None  # no job can have it: PostgreSQL refuses the text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +35,18 @@ def register(group: click.Group, resolved: Callable[[click.Context], Settings]) 
         host, port = host or c.host, c.port if port is None else port
         check_bind(host, c)
         settings = resolved(ctx)  # (starts the embedded servers when no URL is configured)
+        asyncio.run(_reachable(settings))  # down: one error line and exit 1 (HoraeGroup), not uvicorn's traceback
         app = create_app(settings, report_dir=reports)
         click.echo(f"horae console on http://{host}:{port}/ (namespace {settings.namespace!r}); Ctrl-C stops it")
         uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)
+
+
+async def _reachable(settings: Settings) -> None:
+    """Connect and close a Scheduler: StorageError when Redis cannot be reached."""
+    from scheduler.api import Scheduler
+
+    s = Scheduler(settings=settings)
+    try:
+        await s.connect()
+    finally:
+        await s.close()

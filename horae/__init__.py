@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         ScheduleError,
         SchedulerError,
         StorageError,
+        AuditUnavailable,
         TopicInUse,
         TopicPolicyLocked,
         WaitTimeout,
@@ -74,6 +75,7 @@ _SOURCES = {
 }
 
 __all__ = [
+    "AuditUnavailable",
     "Backoff",
     "ConfigError",
     "DeadLetterNotFound",

@@ -20,6 +20,9 @@ from listeners.shown import shown
 MISFIRE_MODES = ("coalesce", "skip", "all")
 MIN_EVERY_MS = 1000  # an interval shorter than a second is a busy loop, not a schedule
 MAX_NAME_LEN = 200  # scheduler.validation.MAX_ID_LEN: tick ids are cron:{name}:{ms}
+# A cron expression's length: every field written as a list of each value fits
+# ("0,1,...,59" is 170 characters, and names are kept with the schedule and its ticks).
+MAX_CRON_LEN = 256
 
 _FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _ALLOWED = {
@@ -79,6 +82,9 @@ def cron_fields(expr: object) -> tuple[str, bool]:
     """
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidDeclaration(f"cron expression must be a non-empty string; got {shown(expr)}", "cron")
+    if len(expr) > MAX_CRON_LEN:
+        raise InvalidDeclaration(f"cron expression must be at most {MAX_CRON_LEN} characters; got {len(expr):,} "
+                                 f"({shown(expr)})", "cron")
     fields = expr.split()
     if len(fields) == 1 and fields[0].lower() in _ALIASES:
         fields = _ALIASES[fields[0].lower()].split()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ScheduleError,
         SchedulerError,
         StorageError,
+        AuditUnavailable,
         InvalidFlowOption,
         TopicInUse,
         TopicPolicyLocked,
@@ -77,6 +78,7 @@ _SOURCES = {
     "Scheduler": "scheduler.api",
     "SchedulerError": "scheduler.errors",
     "StorageError": "scheduler.errors",
+    "AuditUnavailable": "scheduler.errors",
     "InvalidFlowOption": "scheduler.errors",
     "TopicInUse": "scheduler.errors",
     "TopicPolicyLocked": "scheduler.errors",
@@ -89,6 +91,7 @@ _SOURCES = {
 }
 
 __all__ = [
+    "AuditUnavailable",
     "Backoff",
     "ConfigError",
     "DeadLetterNotFound",

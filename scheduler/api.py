@@ -39,6 +39,7 @@ from scheduler.telemetry import setup_telemetry
 from scheduler.telemetry import wanted as telemetry_wanted
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
+from scheduler.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.waiting import Timeout, Waiters
 from scheduler.worker import Worker
 from scheduler.worker_partitioned import PartitionedWorker
@@ -195,7 +196,7 @@ class Scheduler(ScheduleCalls):
 
     async def unschedule(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""
-        return await self.store.remove_cron(name)
+        return await self.store.remove_cron(check_cron_name(name))
 
     async def pause_cron(self, name: str) -> bool:
         """Stop firing ticks until resumed. False when already paused; InvalidCron if unknown."""
@@ -215,12 +216,12 @@ class Scheduler(ScheduleCalls):
 
     async def get_cron(self, name: str) -> CronInfo | None:
         """One schedule, or None."""
-        return await self.store.get_cron(name)
+        return await self.store.get_cron(check_cron_name(name))
 
     # ---------------------------------------------------------------- inspecting
     async def get_job(self, job_id: str) -> JobInfo | None:
         """The job's current state, or None when unknown or past retention."""
-        return await self.store.get_job(job_id)
+        return await self.store.get_job(check_job_ref(job_id))
 
     @cached_property
     def _waiters(self) -> Waiters:
@@ -231,11 +232,11 @@ class Scheduler(ScheduleCalls):
         Woken by the engine, not by polling (`waiting.py`); `timeout` (seconds, a timedelta or
         "30s"; real time, not the scheduler's clock) raises WaitTimeout, a TimeoutError; an
         unknown id, or a job deleted while waited for, raises JobNotFound."""
-        return await self._waiters.wait(job_id, timeout)
+        return await self._waiters.wait(check_job_ref(job_id), timeout)
 
     async def wait_many(self, job_ids: Iterable[str], timeout: Timeout = None) -> list[JobInfo]:
         """wait() for every job, one timeout for all: their JobInfo in the order of `job_ids`."""
-        return await self._waiters.wait_many(job_ids, timeout)
+        return await self._waiters.wait_many(check_job_refs(job_ids, "job_ids"), timeout)
 
     async def cancel(self, job_id: str, *, actor: str | None = None) -> bool:
         """Stop all future attempts. False when the job is unknown or already finished.
@@ -273,8 +274,8 @@ class Scheduler(ScheduleCalls):
         return await self._operations.cancel_many(ids, actor)
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
-        """Jobs per state currently in Redis."""
-        return await self.store.stats(topic)
+        """Jobs per state currently in Redis (of one topic, or all)."""
+        return await self.store.stats(None if topic is None else check_topic(topic))
 
     async def stats_by_topic(self) -> dict[str, dict[str, int]]:
         """Jobs per state currently in Redis, per topic that has any (sorted by topic)."""

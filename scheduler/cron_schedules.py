@@ -136,7 +136,7 @@ class CronSchedules:
             InvalidCron: no schedule has this name.
         """
         host = self._host
-        info = await host.store.get_cron(name)
+        info = await host.store.get_cron(check_cron_name(name))
         if info is None:
             raise InvalidCron(f"no cron schedule named {shown(name)}", field="name")
         now = host.clock.now_ms()

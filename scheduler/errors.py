@@ -20,6 +20,8 @@
     ├── ConfigError                a setting in a file or env var is wrong
     ├── MigrationRefused           `horae partitions migrate`: a precondition does not hold
     └── StorageError               Redis or PostgreSQL failed underneath us
+        └── AuditUnavailable       the audit trail's PostgreSQL cannot be reached (Redis may be fine)
+            └── (audit.reader.FlushUnavailable, also a TimeoutError: a flush that cannot commit)
 
 Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
 fail the job at once; neither is an error of ours, they are decisions.
@@ -157,6 +159,11 @@ class ConfigError(SchedulerError):
 
 class StorageError(SchedulerError):
     """The storage backend (Redis or PostgreSQL) failed."""
+
+
+class AuditUnavailable(StorageError):
+    """The audit trail's PostgreSQL cannot be reached (or the connection died): audit reads
+    fail; scheduling and workers go on (the relay catches up when it answers)."""
 
 
 class Retry(Exception):  # noqa: N818 - a decision, raised by listeners

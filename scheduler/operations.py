@@ -14,10 +14,12 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.clock import Clock
+from scheduler.errors import ScheduleError, shown
 from scheduler.metrics import Metrics
 from scheduler.scripts import CancelCode, OperationCode
 from scheduler.store import RedisStore
 from scheduler.timeutil import resolve_run_at, utc_to_ms
+from scheduler.validation import check_actor, check_job_ref, check_job_refs
 
 # cancel_many sends this many cancel scripts at a time (pipelined on the store's connection).
 CANCEL_BATCH = 500
@@ -58,7 +60,12 @@ class JobOperations:
         self._acting: ContextVar[str | None] = ContextVar(f"horae_actor_{id(self)}", default=None)
 
     def actor(self, given: str | None = None) -> str:
-        """The actor an operation records (see the class docstring)."""
+        """The actor an operation records (see the class docstring).
+
+        Raises:
+            ScheduleError: field "actor", when `given` is neither None nor a storable string.
+        """
+        check_actor(given)
         for candidate in (given, self._acting.get(), self._default):
             if isinstance(candidate, str) and candidate.strip():
                 return candidate.strip()
@@ -68,7 +75,9 @@ class JobOperations:
     @contextmanager
     def acting_as(self, actor: str) -> Iterator[None]:
         """Record `actor` for the operations of this block (this task and those it starts)."""
-        token = self._acting.set(actor)
+        if not isinstance(actor, str):  # (None is the default actor's, not a name given here)
+            raise ScheduleError(f"actor must be a string; got {shown(actor)}", field="actor")
+        token = self._acting.set(check_actor(actor))
         try:
             yield
         finally:
@@ -77,11 +86,13 @@ class JobOperations:
     async def retry(self, job_id: str, actor: str | None = None) -> bool:
         """Run a failed or cancelled job again now, with a fresh attempt budget (a dead letter
         waits in its dead-letter set again, for a listener of that topic)."""
+        job_id, actor = check_job_ref(job_id), self.actor(actor)
         code = await self._host.store.retry_job(job_id, self._host.clock.now_ms(), self.actor(actor))
         return code == OperationCode.RETRIED
 
     async def delete(self, job_id: str, actor: str | None = None) -> bool:
         """Remove a job that is not running (a dead letter too); its id is free again."""
+        job_id = check_job_ref(job_id)
         store, now, who = self._host.store, self._host.clock.now_ms(), self.actor(actor)
         held = await store.held_dead_letter_topic(job_id)
         if held is not None and await store.delete_dead_letter(job_id, held, now, who) == OperationCode.DELETED:
@@ -92,6 +103,7 @@ class JobOperations:
     async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", actor: str | None = None) -> bool:
         """Move a scheduled or retrying job to `run_at` (resolved as schedule_at does; past = now);
         not a dead letter (held, never due)."""
+        job_id, actor = check_job_ref(job_id), self.actor(actor)
         run_at_ms = utc_to_ms(resolve_run_at(run_at, tz))
         h = self._host
         if await h.store.held_dead_letter_topic(job_id) is not None:
@@ -101,11 +113,11 @@ class JobOperations:
 
     async def cancel(self, job_id: str, actor: str | None = None) -> bool:
         """Stop all future attempts of one job."""
-        return await self.cancel_many([job_id], actor) == 1
+        return await self.cancel_many([check_job_ref(job_id)], actor) == 1
 
     async def cancel_many(self, ids: Iterable[str], actor: str | None = None) -> int:
         """Cancel each job (one atomic script per job, pipelined); how many were cancelled."""
-        who, unique = self.actor(actor), list(dict.fromkeys(ids))
+        who, unique = self.actor(actor), list(dict.fromkeys(check_job_refs(ids, "ids")))
         cancelled = 0
         for start in range(0, len(unique), CANCEL_BATCH):
             now, batch = self._host.clock.now_ms(), unique[start:start + CANCEL_BATCH]

@@ -42,8 +42,12 @@ class CronStore(StoreBase):
         return rows
 
     async def _cron_rows(self, names: Sequence[str]) -> list[dict[str, str]]:
+        try:
+            flats = await self.wire.call_many([("HGETALL", self.keys.cron(n)) for n in names])
+        except RedisError as exc:
+            raise self.storage_error("read of crons", exc) from exc
         out = []
-        for name, flat in zip(names, await self.wire.call_many([("HGETALL", self.keys.cron(n)) for n in names])):
+        for name, flat in zip(names, flats):
             if flat:
                 out.append({**as_map(flat), "name": name})
         return out

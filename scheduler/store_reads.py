@@ -120,8 +120,11 @@ class ReadStore(StoreBase):
         k = self.keys
         levels, parked = [], []
         if "waiting" in walk.groups:
-            levels, parked = await self.wire.call_many([("ZRANGE", f"{k.due}:levels", 0, -1),
-                                                        ("ZRANGE", f"{k.prefix}unpark", 0, -1)])
+            try:
+                levels, parked = await self.wire.call_many([("ZRANGE", f"{k.due}:levels", 0, -1),
+                                                            ("ZRANGE", f"{k.prefix}unpark", 0, -1)])
+            except RedisError as exc:
+                raise self.storage_error("read of the listing's sets", exc) from exc
         tokens = walk.sets([str(p) for p in levels], [str(t) for t in parked])
         start, exact = 0, False
         if after is not None:

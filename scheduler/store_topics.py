@@ -89,10 +89,12 @@ class TopicStore(StoreBase):
                                    [job_id, now_ms, actor]))
 
     async def prune_dead_letters(self, topic: str, now_ms: int, age_ms: int, cap: int, limit: int = 500) -> int:
-        """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how many."""
+        """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how many
+        (a topic left with none leaves the set of dead-letter topics)."""
         k = self.keys
-        return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox, k.done],
-                                   [now_ms, k.job_prefix, age_ms, cap, limit]))
+        return int(await self._run("prune_dead_letters", [k.dead_letters(topic), k.counts, k.outbox, k.done,
+                                                          k.dead_letter_topics],
+                                   [now_ms, k.job_prefix, age_ms, cap, limit, topic]))
 
     # ------------------------------------------------------------ worker registry
     async def advertise_worker(self, worker_id: str, entry_json: str, topics: Sequence[str], now_ms: int,

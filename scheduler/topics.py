@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from scheduler.clock import Clock
-from scheduler.errors import DeadLetterNotFound, ScheduleError, TopicInUse, TopicPolicyLocked
+from scheduler.errors import DeadLetterNotFound, ScheduleError, TopicInUse, TopicPolicyLocked, shown
 from scheduler.job import JobInfo, JobPage, NewJob
 from scheduler.retry import RetryPolicy
 from scheduler.scripts import OperationCode, ScriptCode, TopicCode
 from scheduler.store import RedisStore
 from scheduler.topic_options import TopicOptions, check_topic_options, topic_fields, topic_options
-from scheduler.validation import check_topic
+from scheduler.validation import check_job_ref, check_topic
 
 __all__ = ["TopicOptions", "Topics"]
 
@@ -62,7 +62,7 @@ class Topics:
             ScheduleError: a subclass naming the invalid field; TopicPolicyLocked when the stored
                 policy differs. Nothing is stored.
         """
-        checked = check_topic_options(name, options, self._host.default_retry)
+        checked = check_topic_options(check_topic(name, "name"), options, self._host.default_retry)
         code, before = await self._host.store.put_topic(name, topic_fields(checked))
         if code == TopicCode.POLICY_LOCKED:
             raise TopicPolicyLocked(
@@ -71,7 +71,7 @@ class Topics:
 
     async def get(self, name: str) -> TopicOptions | None:
         """The stored options of a topic, or None."""
-        stored = await self._host.store.get_topic(name)
+        stored = await self._host.store.get_topic(check_topic(name, "name"))
         return topic_options(stored) if stored is not None else None
 
     async def names(self) -> list[str]:
@@ -84,6 +84,9 @@ class Topics:
 
     async def delete(self, name: str, force: bool = False) -> bool:
         """Delete a topic's configuration; refused while it has jobs unless `force` (the jobs stay)."""
+        check_topic(name, "name")
+        if not isinstance(force, bool):
+            raise ScheduleError(f"force must be True or False; got {shown(force)}", field="force")
         if not force:
             counts = await self._host.store.stats(name)
             if any(counts.values()):
@@ -94,8 +97,10 @@ class Topics:
     async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
         """A page of the dead letters held on `topic`, oldest first."""
         check_topic(topic)
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
             raise ScheduleError(f"limit must be 1..{MAX_PAGE}; got {limit!r}", field="limit")
+        if cursor is not None and not isinstance(cursor, str):
+            raise ScheduleError(f"cursor must be a string from an earlier page; got {shown(cursor)}", field="cursor")
         after = _decode_cursor(cursor) if cursor is not None else None
         store = self._host.store
         ids = await store.dead_letter_ids(topic, after, limit + 1)
@@ -117,6 +122,7 @@ class Topics:
         Raises:
             DeadLetterNotFound: no such dead letter (or it was replayed or deleted meanwhile).
         """
+        job_id, actor = check_job_ref(job_id), self._actor(actor)
         dl = await self._dead_letter(job_id)
         h = self._host
         now = h.clock.now_ms()

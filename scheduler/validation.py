@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
@@ -53,19 +53,56 @@ def check_text(value: str, field: str, error: type[ScheduleError] = ScheduleErro
     return value
 
 
-def check_topic(topic: object) -> str:
-    """The topic, when it is a usable, unreserved name.
+def check_topic(topic: object, field: str = "topic") -> str:
+    """The topic, when it is a usable, unreserved name (`field`: the argument holding it).
 
     Raises:
         InvalidTopic: empty, too long, not a string, or the terminal-failure topic.
     """
     if not isinstance(topic, str) or not topic.strip():
-        raise InvalidTopic(f"topic must be a non-empty string; got {shown(topic)}", field="topic")
+        raise InvalidTopic(f"{field} must be a non-empty string; got {shown(topic)}", field=field)
     if len(topic) > MAX_TOPIC_LEN:
-        raise InvalidTopic(f"topic must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field="topic")
+        raise InvalidTopic(f"{field} must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field=field)
     if topic == SCHEDULE_FAILED_TOPIC:
-        raise InvalidTopic(f"topic {shown(topic)} is reserved for terminal-failure events", field="topic")
-    return check_text(topic, "topic", InvalidTopic)
+        raise InvalidTopic(f"{field} {shown(topic)} is reserved for terminal-failure events", field=field)
+    return check_text(topic, field, InvalidTopic)
+
+
+def check_job_ref(job_id: object, field: str = "job_id") -> str:
+    """The id of a job to look up or act on: a non-empty string (no length rule: a cron
+    tick's id, cron:<name>:<ms>, is longer than a caller's own ids may be).
+
+    Raises:
+        InvalidJobId: naming `field`, for anything else (None, a number, a list...).
+    """
+    if not isinstance(job_id, str) or not job_id:
+        raise InvalidJobId(f"{field} must be a non-empty string; got {shown(job_id)}", field=field)
+    return job_id
+
+
+def check_job_refs(ids: object, field: str) -> list[str]:
+    """Job ids to act on, all checked before any is used: an iterable of ids, not one string.
+
+    Raises:
+        InvalidJobId: naming `field` (not an iterable, or a string) or the item (`field[3]`).
+    """
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidJobId(f"{field} must be a list (or another iterable) of job ids, not one string; "
+                           f"got {shown(ids)}", field=field)
+    return [check_job_ref(job_id, f"{field}[{i}]") for i, job_id in enumerate(ids)]
+
+
+def check_actor(actor: object) -> str | None:
+    """Who asked for an operation (None: the default actor); recorded in the audit.
+
+    Raises:
+        ScheduleError: field "actor", when not None nor a string PostgreSQL can store.
+    """
+    if actor is None:
+        return None
+    if not isinstance(actor, str):
+        raise ScheduleError(f"actor must be a string or None; got {shown(actor)}", field="actor")
+    return check_text(actor, "actor")
 
 
 def check_dead_letter(topic: str, dead_letter: object) -> str:
@@ -96,7 +133,7 @@ def check_job_id(job_id: object) -> str | None:
 
 
 def check_metadata(metadata: object) -> Mapping[str, Any] | None:
-    """Metadata as a mapping with string keys, or None.
+    """Metadata as a mapping with string keys (nested objects' keys: to_json), or None.
 
     Raises:
         InvalidPayload: not a mapping, or a key that is not a string.
@@ -105,9 +142,32 @@ def check_metadata(metadata: object) -> Mapping[str, Any] | None:
         return None
     if not isinstance(metadata, Mapping):
         raise InvalidPayload(f"metadata must be a mapping (JSON object); got {shown(metadata)}", field="metadata")
-    if not all(isinstance(k, str) for k in metadata):
-        raise InvalidPayload("metadata keys must be strings", field="metadata")
+    for key in metadata:  # (nested objects: to_json, after the size check)
+        if not isinstance(key, str):
+            raise InvalidPayload(f"metadata: key {shown(key)} is not a string (JSON object keys are strings)",
+                                 field="metadata")
     return metadata
+
+
+def check_keys(value: object, field: str) -> None:
+    """JSON objects have string keys: a payload's or metadata's dict keys must be strings at
+    every level (json.dumps would turn 1 into "1" silently, so a listener would get another value).
+
+    Raises:
+        InvalidPayload: naming `field`, the path of the object (`payload.items[0]`) and the key.
+    """
+    todo: list[tuple[object, str]] = [(value, field)]
+    while todo:
+        item, path = todo.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    raise InvalidPayload(f"{path}: key {shown(key)} is not a string (JSON object keys are "
+                                         "strings)", field=field)
+                if isinstance(inner, (Mapping, list, tuple)):
+                    todo.append((inner, f"{path}.{key}"))
+        elif isinstance(item, (list, tuple)):
+            todo += [(inner, f"{path}[{i}]") for i, inner in enumerate(item) if isinstance(inner, (Mapping, list, tuple))]
 
 
 def check_cron_name(name: object) -> str:
@@ -139,7 +199,8 @@ def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
     Raises:
         InvalidPayload: naming `field`, when value is not JSON-serializable (NaN included),
             nested too deeply (MAX_JSON_DEPTH), holds text PostgreSQL cannot store (NUL, a
-            lone surrogate), or is over `max_bytes` as JSON.
+            lone surrogate), is over `max_bytes` as JSON, or has an object key that is not a
+            string (check_keys).
     """
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
@@ -154,6 +215,8 @@ def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
         raise InvalidPayload(f"{field} nests arrays and objects {depth} deep; at most {MAX_JSON_DEPTH} levels "
                              "are allowed", field=field)
+    if "{" in text:  # some object (or a brace in a string): its keys must have been strings
+        check_keys(value, field)
     if "\\u" in text and (bad := _unstorable_escape(text)) is not None:
         raise InvalidPayload(f"{field} must not contain NUL or an unpaired surrogate in its strings "
                              f"(found \\u{bad} in the JSON)", field=field)

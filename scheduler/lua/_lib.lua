@@ -26,7 +26,9 @@
 --
 -- counts hash: field <topic>|<state> holds the number of jobs of that topic
 -- currently in Redis in that state (the totals per state are their sums, read
--- by store.stats(): one HINCRBY per move instead of two).
+-- by store.stats(): one HINCRBY per move instead of two). A field is removed
+-- when it falls to 0 (add_count), so the hash holds only topics with jobs and
+-- does not grow with every topic name ever used.
 
 -- Append one audit event (format: scheduler/outbox.py) when the audit is on.
 local function emit(outbox, ...)
@@ -42,12 +44,20 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- Add `by` ('1' or '-1') to a counts field, removing the field when it reaches 0:
+-- the one way every script changes the counts hash.
+local function add_count(counts, field, by)
+  if redis.call('HINCRBY', counts, field, by) == 0 then
+    redis.call('HDEL', counts, field)
+  end
+end
+
 local function move_count(counts, topic, from, to)
   if from and from ~= '' then
-    redis.call('HINCRBY', counts, topic .. '|' .. from, '-1')
+    add_count(counts, topic .. '|' .. from, '-1')
   end
   if to and to ~= '' then
-    redis.call('HINCRBY', counts, topic .. '|' .. to, '1')
+    add_count(counts, topic .. '|' .. to, '1')
   end
 end
 

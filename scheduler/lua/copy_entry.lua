@@ -32,7 +32,7 @@ end
 redis.call('HSET', KEYS[1], unpack(fields))
 if doc.payload then redis.call('SET', KEYS[3], doc.payload) end
 if doc.logs and #doc.logs > 0 then redis.call('RPUSH', KEYS[4], unpack(doc.logs)) end
-if doc.count then redis.call('HINCRBY', KEYS[2], doc.count, '1') end
+if doc.count then add_count(KEYS[2], doc.count, '1') end
 local ops = doc.ops or {}
 for i = 5, #KEYS do
   local op = ops[i - 4]

@@ -17,7 +17,7 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local doc = cjson.decode(ARGV[1])
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
-if doc.count then redis.call('HINCRBY', KEYS[2], doc.count, '-1') end
+if doc.count then add_count(KEYS[2], doc.count, '-1') end
 local ops = doc.ops or {}
 for i = 5, #KEYS do
   local op = ops[i - 4]
