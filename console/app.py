@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from console.actions import Refused
 from console.auth import Auth
+from console.gate import Gate
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
@@ -80,6 +81,8 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
     _install_errors(app)
     if not console.auth.open:
         _document_auth(app)
+    # Host, proxies and body size before anything else (added first: the headers below wrap it).
+    app.add_middleware(Gate, settings=base.console, tokenless=console.auth.open)
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -146,8 +149,9 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's 404/405
     async def http(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
-                415: "UNSUPPORTED_MEDIA_TYPE", 422: "REQUEST_INVALID"}.get(
+        code = {400: "REQUEST_INVALID", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+                405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
+                422: "REQUEST_INVALID"}.get(
             exc.status_code, "HTTP_ERROR")
         message, field, headers = str(exc.detail), getattr(exc, "field", None), getattr(exc, "headers", None)
         if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:
