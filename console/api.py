@@ -56,6 +56,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "no such job, schedule or topic"},
     413: {"model": ErrorOut, "description": "a body longer than [console] max_body_bytes"},
     415: {"model": ErrorOut, "description": "an action without a JSON body"},
+    421: {"model": ErrorOut, "description": "a Host that is not this console's ([console] allowed_hosts)"},
     422: {"model": ErrorOut, "description": "the request does not match this document"},
     503: {"model": ErrorOut, "description": "Redis or PostgreSQL unavailable"},
 }

@@ -4,6 +4,7 @@ Scheduler's lifetime, and the one mapping of errors to HTTP answers."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -185,17 +186,20 @@ BODY_UNREADABLE = "There was an error parsing the body"
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the API or the pages serves at this path (the router's
-    own 405 names only the first route that matched the path)."""
+    own 405 names only the first route that matched the path). Ids may hold `/`, so
+    `/api/v1/jobs/a/cancel` also matches `GET /api/v1/jobs/{job_id}`: the routes with the
+    most literal text in their template (`.../{job_id}/cancel`) are the resource's."""
     from console.api import router as api_router
     from console.pages import router as page_router
 
     path = request.scope.get("path", "")
-    methods: set[str] = set()
+    found: dict[int, set[str]] = {}
     for route in (*api_router.routes, *page_router.routes):
         regex, served = getattr(route, "path_regex", None), getattr(route, "methods", None)
         if regex is not None and served and regex.match(path):
-            methods |= served
-    return sorted(methods)
+            literal = len(re.sub(r"{[^}]*}", "", getattr(route, "path_format", "")))
+            found.setdefault(literal, set()).update(served)
+    return sorted(found[max(found)]) if found else []
 
 
 def blamed_field(error: dict[str, Any]) -> str:
