@@ -49,8 +49,9 @@ class GuardedRoute(APIRoute):
     """A route that authenticates its caller before FastAPI reads the body (which it does
     before any dependency). For an action (a POST) it also checks, still before the body:
     the content type (the API takes JSON only, which no cross-site form can send), the
-    Origin when there is one (a page's form must carry one, or a Referer) and the operator role (a viewer's refusal goes to the audit's action log);
-    then an API body nested past MAX_BODY_DEPTH is refused by name. A viewer's or a
+    Origin when there is one (a page's form must carry one, or a Referer) and the operator
+    role (a viewer's refusal goes to the audit's action log); then an API body nested past
+    MAX_BODY_DEPTH is refused by name. A viewer's or a
     stranger's body is never read; an operator's at most up to `[console] max_body_bytes`
     (console/gate.py)."""
 

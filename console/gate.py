@@ -126,11 +126,12 @@ class Gate:
                              "Forwarded): give the console tokens, and the proxy's address in [console] "
                              "trusted_proxies")
                 return
-            if self.check_host and not host_allowed(headers.get("host"), scope.get("scheme", "http"), self.allowed):
+            host = headers.get("host")
+            if self.check_host and not host_allowed(host, scope.get("scheme", "http"), self.allowed):
+                also = f" and {', '.join(self.allowed)}" if self.allowed else ""
                 await refuse(scope, send, 421, "MISDIRECTED_REQUEST",
-                             f"Host {headers.get('host')!r} is not this console's: it answers loopback names "
-                             f"(127.0.0.1, localhost, [::1]){' and ' + ', '.join(self.allowed) if self.allowed else ''}"
-                             "; add the name to [console] allowed_hosts")
+                             f"Host {(host or '')[:200]!r} is not this console's: it answers loopback names "
+                             f"(127.0.0.1, localhost, [::1]){also}; add the name to [console] allowed_hosts")
                 return
         length = headers.get("content-length")
         if length is not None:
