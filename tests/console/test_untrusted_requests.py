@@ -329,3 +329,20 @@ async def test_schedule_and_topic_names_with_a_slash_are_reachable(env: Env) -> 
                                    headers=OWN)
     assert purged.status_code == 303 and "removed+0+dead+letters" in purged.headers["location"], purged.text
     assert [(a.action, a.target) for a in await s.audit.actions(topic)] == [("dead_letter.purge", topic)]
+
+
+def test_the_settings_name_a_bad_entry_and_what_is_allowed() -> None:
+    from scheduler.config import load_settings
+
+    good = load_settings(env={"HORAE_CONSOLE__ALLOWED_HOSTS": "Horae.Example.com, [fd00::5]:8443",
+                              "HORAE_CONSOLE__TRUSTED_PROXIES": "10.0.0.5,10.1.0.0/16"}).console
+    assert good.allowed_hosts == ("horae.example.com", "[fd00::5]:8443")
+    assert good.trusted_proxies == ("10.0.0.5/32", "10.1.0.0/16")
+    for name, value, allowed in (("allowed_hosts", "https://horae.example.com", "not a host name or address"),
+                                 ("allowed_hosts", "horae.example.com:http", "not a host name or address"),
+                                 ("trusted_proxies", "proxy.internal", "not an IP address or CIDR")):
+        with pytest.raises(ConfigError) as info:
+            load_settings(env={f"HORAE_CONSOLE__{name.upper()}": value})
+        assert f"console.{name}={value!r}" in str(info.value) and allowed in str(info.value), info.value
+    with pytest.raises(ConfigError, match=r"console\.max_body_bytes='10'"):
+        load_settings(env={"HORAE_CONSOLE__MAX_BODY_BYTES": "10"})
