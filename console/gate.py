@@ -188,7 +188,7 @@ class Gate:
 async def refuse(scope: Scope, send: Send, status: int, code: str, message: str, field: str | None = None) -> None:
     """Answer without the app: the API's error shape under /api/, plain text elsewhere."""
     if scope["path"].startswith("/api/"):
-        body = json.dumps({"error": {"code": code, "message": message, "field": field}}).encode()
+        body = json.dumps({"error": {"code": code, "message": message, "field": field}}, separators=(",", ":")).encode()
         kind = b"application/json"
     else:
         body, kind = f"Error {status}: {message}\n".encode(), b"text/plain; charset=utf-8"
