@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
@@ -16,7 +16,7 @@ from console import actions, data
 from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
-from console.render import render
+from console.render import render, segment
 from scheduler.errors import ScheduleError
 from scheduler.listing import check_state
 
@@ -28,11 +28,6 @@ Csrf = Annotated[str, Form()]
 def error_page(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     """An error as a page (the API answers JSON instead: console/app.py)."""
     return render(request, "error.html", status, headers, code=status, message=message)
-
-
-def segment(value: str) -> str:
-    """An id or a name as one path segment: every reserved character (`/` too) escaped."""
-    return quote(value, safe="")
 
 
 def _checked(request: Request, who: Principal, csrf: str) -> None:
