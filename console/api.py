@@ -28,14 +28,14 @@ from console.api_input import (
     TopicQuery,
     Whole,
 )
-from console.auth import Principal, check_origin
-from console.deps import caller, console_of
+from console.auth import Principal
+from console.deps import GuardedRoute, acts, caller, console_of
 from scheduler.job import CronInfo, JobInfo
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.topic_options import TopicOptions
 from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
-router = APIRouter(prefix="/api/v1", tags=["horae"])
+router = APIRouter(prefix="/api/v1", tags=["horae"], route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
 
 
@@ -54,22 +54,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "no valid token"},
     403: {"model": ErrorOut, "description": "a viewer tried to act, or a cross-site request"},
     404: {"model": ErrorOut, "description": "no such job, schedule or topic"},
+    413: {"model": ErrorOut, "description": "a body longer than [console] max_body_bytes"},
     415: {"model": ErrorOut, "description": "an action without a JSON body"},
+    421: {"model": ErrorOut, "description": "a Host that is not this console's ([console] allowed_hosts)"},
     422: {"model": ErrorOut, "description": "the request does not match this document"},
     503: {"model": ErrorOut, "description": "Redis or PostgreSQL unavailable"},
 }
-
-
-def acting(request: Request) -> None:
-    """Actions take JSON only (a cross-site form cannot send it without a preflight) and
-    refuse another Origin."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
-        raise HTTPException(415, f"actions take a JSON body (Content-Type: application/json); got {kind or 'none'!r}")
-    check_origin(request)
-
-
-Acting = Depends(acting)
 
 
 class ScheduleIn(BaseModel):
@@ -196,12 +186,12 @@ def _action(outcome: actions.Outcome) -> ActionOut:
 
 
 # -------------------------------------------------------------------------------- jobs
-@router.post("/jobs", status_code=201, response_model=ScheduledOut, responses=ERRORS, dependencies=[Acting])
+@router.post("/jobs", status_code=201, response_model=ScheduledOut, responses=ERRORS)
+@acts(lambda p: ("schedule", "(body not read)"))
 async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Body()]) -> ScheduledOut:
     """Schedule one job (operators only). `created` false: nothing was stored, `job_id` is
     the job holding the slot (a duplicate id, a dedupe or the topic's policy: `reason`)."""
-    if not who.can_act:
-        await actions.record(console_of(request).scheduler, who, "schedule", job.topic, "refused")
+    if not who.can_act:  # (GuardedRoute refused it before reading the body)
         raise actions.Refused(f"{who.name} is a {who.role.value}: only operators may schedule")
     s = console_of(request).scheduler
     if job.run_at is not None and job.delay_s is not None:
@@ -230,7 +220,7 @@ def _aware(value: datetime | None) -> datetime | None:
     return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
 
 
-@router.get("/jobs/{job_id}", response_model=JobDetailOut, responses=ERRORS)
+@router.get("/jobs/{job_id:path}", response_model=JobDetailOut, responses=ERRORS)
 async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
     """A job from Redis and the audit trail, with its attempts."""
     d = await data.job_detail(console_of(request).scheduler, job_id)
@@ -244,28 +234,32 @@ async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
                                              lateness_ms=a.lateness_ms) for a in d.attempts])
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+@router.post("/jobs/{job_id:path}/cancel", response_model=ActionOut, responses=ERRORS,
              openapi_extra=ACTION_BODY)
+@acts(lambda p: ("cancel", p["job_id"]))
 async def cancel_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Stop all future attempts of a job."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "cancel", job_id))
 
 
-@router.post("/jobs/{job_id}/retry", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+@router.post("/jobs/{job_id:path}/retry", response_model=ActionOut, responses=ERRORS,
              openapi_extra=ACTION_BODY)
+@acts(lambda p: ("retry", p["job_id"]))
 async def retry_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Run a failed or cancelled job again now with a fresh attempt budget."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "retry", job_id))
 
 
-@router.post("/jobs/{job_id}/delete", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
+@router.post("/jobs/{job_id:path}/delete", response_model=ActionOut, responses=ERRORS,
              openapi_extra=ACTION_BODY)
+@acts(lambda p: ("delete", p["job_id"]))
 async def delete_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Remove a job that is not running from Redis (the audit keeps its history)."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "delete", job_id))
 
 
-@router.post("/jobs/{job_id}/reschedule", response_model=ActionOut, responses=ERRORS, dependencies=[Acting])
+@router.post("/jobs/{job_id:path}/reschedule", response_model=ActionOut, responses=ERRORS)
+@acts(lambda p: ("reschedule", p["job_id"]))
 async def reschedule_job(request: Request, who: Who, job_id: str, body: RescheduleIn) -> ActionOut:
     """Move a scheduled or retrying job to `run_at`."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "reschedule", job_id,
@@ -279,7 +273,7 @@ async def list_crons(request: Request, who: Who) -> list[CronOut]:
     return [CronOut.of(c) for c in sorted(await console_of(request).scheduler.list_crons(), key=lambda c: c.name)]
 
 
-@router.get("/crons/{name}", response_model=CronOut, responses=ERRORS)
+@router.get("/crons/{name:path}", response_model=CronOut, responses=ERRORS)
 async def get_cron(request: Request, who: Who, name: str) -> CronOut:
     info = await console_of(request).scheduler.get_cron(name)
     if info is None:
@@ -287,8 +281,8 @@ async def get_cron(request: Request, who: Who, name: str) -> CronOut:
     return CronOut.of(info)
 
 
-@router.post("/crons/{name}/{action}", response_model=ActionOut, responses=ERRORS, dependencies=[Acting],
-             openapi_extra=ACTION_BODY)
+@router.post("/crons/{name:path}/{action}", response_model=ActionOut, responses=ERRORS, openapi_extra=ACTION_BODY)
+@acts(lambda p: (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None)
 async def cron_action(request: Request, who: Who, name: str, action: Literal["pause", "resume", "trigger"],
                       body: NoBody = ActionIn()) -> ActionOut:
     """Pause or resume a schedule from its next tick, or run one tick now."""

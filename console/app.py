@@ -4,6 +4,7 @@ Scheduler's lifetime, and the one mapping of errors to HTTP answers."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from console.actions import Refused
 from console.auth import Auth
+from console.gate import Gate
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
@@ -81,6 +83,8 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
     _install_errors(app)
     if not console.auth.open:
         _document_auth(app)
+    # Host, proxies and body size before anything else (added first: the headers below wrap it).
+    app.add_middleware(Gate, settings=base.console, tokenless=console.auth.open)
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -169,8 +173,9 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's 404/405
     async def http(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
-                415: "UNSUPPORTED_MEDIA_TYPE", 422: "REQUEST_INVALID"}.get(
+        code = {400: "REQUEST_INVALID", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+                405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
+                422: "REQUEST_INVALID"}.get(
             exc.status_code, "HTTP_ERROR")
         message, field, headers = str(exc.detail), getattr(exc, "field", None), getattr(exc, "headers", None)
         if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:
@@ -204,17 +209,20 @@ BODY_UNREADABLE = "There was an error parsing the body"
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the API or the pages serves at this path (the router's
-    own 405 names only the first route that matched the path)."""
+    own 405 names only the first route that matched the path). Ids may hold `/`, so
+    `/api/v1/jobs/a/cancel` also matches `GET /api/v1/jobs/{job_id}`: the routes with the
+    most literal text in their template (`.../{job_id}/cancel`) are the resource's."""
     from console.api import router as api_router
     from console.pages import router as page_router
 
     path = request.scope.get("path", "")
-    methods: set[str] = set()
+    found: dict[int, set[str]] = {}
     for route in (*api_router.routes, *page_router.routes):
         regex, served = getattr(route, "path_regex", None), getattr(route, "methods", None)
         if regex is not None and served and regex.match(path):
-            methods |= served
-    return sorted(methods)
+            literal = len(re.sub(r"{[^}]*}", "", getattr(route, "path_format", "")))
+            found.setdefault(literal, set()).update(served)
+    return sorted(found[max(found)]) if found else []
 
 
 def blamed_field(error: dict[str, Any]) -> str:

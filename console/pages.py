@@ -1,6 +1,7 @@
 """The console's pages: server-rendered HTML and a little plain JavaScript (live refresh,
 confirmations). Every action is a POST form carrying the CSRF token; it redirects back
-with a message (post/redirect/get)."""
+with a message (post/redirect/get). Ids and names may hold any character, `/` included:
+routes take them as paths, links and redirects percent-encode them (`segment`)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from console import actions, data
-from console.auth import Principal, check_form_post
+from console.auth import Principal, check_csrf
 from console.charts import rate_bars
-from console.deps import caller, console_of
-from console.render import render
+from console.deps import GuardedRoute, acts, caller, console_of
+from console.render import render, segment
 from scheduler.errors import ScheduleError
 from scheduler.listing import check_state
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
 Csrf = Annotated[str, Form()]
 
@@ -27,6 +28,11 @@ Csrf = Annotated[str, Form()]
 def error_page(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     """An error as a page (the API answers JSON instead: console/app.py)."""
     return render(request, "error.html", status, headers, code=status, message=message)
+
+
+def _checked(request: Request, who: Principal, csrf: str) -> None:
+    """A form's token must be this browser session's and this caller's (console/auth.py)."""
+    check_csrf(console_of(request).auth, request, who, csrf)
 
 
 def _back(path: str, outcome: actions.Outcome) -> RedirectResponse:
@@ -72,7 +78,7 @@ async def jobs(request: Request, who: Who, topic: str = "", state: str = "", key
                until: str = "", id: str = "", cursor: str = "") -> Response:
     c = console_of(request)
     if id.strip():
-        return RedirectResponse(f"/jobs/{id.strip()}", status_code=303)
+        return RedirectResponse(f"/jobs/{segment(id.strip())}", status_code=303)
     filters = {"topic": topic, "state": state, "key": key, "since": since, "until": until}
     check_state(state or None)
     page = await c.scheduler.jobs(topic or None, state or None, c.settings.console.page_size, cursor or None,
@@ -83,7 +89,7 @@ async def jobs(request: Request, who: Who, topic: str = "", state: str = "", key
                   topics=topics, states=data.STATES)
 
 
-@router.get("/jobs/{job_id}")
+@router.get("/jobs/{job_id:path}")
 async def job(request: Request, job_id: str, who: Who) -> Response:
     c = console_of(request)
     detail = await data.job_detail(c.scheduler, job_id)
@@ -93,10 +99,11 @@ async def job(request: Request, job_id: str, who: Who) -> Response:
                   trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id))
 
 
-@router.post("/jobs/{job_id}/{action}")
+@router.post("/jobs/{job_id:path}/{action}")
+@acts(lambda p: (p["action"], p["job_id"]) if p.get("action") in actions.JOB_ACTIONS else None)
 async def job_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
                      run_at: Annotated[str, Form()] = "", tz: Annotated[str, Form()] = "UTC") -> Response:
-    check_form_post(request, csrf)
+    _checked(request, who, csrf)
     if action not in actions.JOB_ACTIONS:
         raise HTTPException(404, f"no job action {action!r}; allowed: {', '.join(actions.JOB_ACTIONS)}")
     when = None
@@ -109,7 +116,7 @@ async def job_action(request: Request, job_id: str, action: str, who: Who, csrf:
             raise ScheduleError(f"run_at must be an ISO 8601 time like 2026-11-24T09:00; got {run_at!r}",
                                 field="run_at") from None
     outcome = await actions.job_action(console_of(request).scheduler, who, action, job_id, when, tz or "UTC")
-    return _back(f"/jobs/{job_id}", outcome)
+    return _back(f"/jobs/{segment(job_id)}", outcome)
 
 
 # ------------------------------------------------------------------------------- crons
@@ -120,9 +127,10 @@ async def crons(request: Request, who: Who) -> Response:
                   last=await data.last_tick_states(console_of(request).scheduler, items))
 
 
-@router.post("/crons/{name}/{action}")
+@router.post("/crons/{name:path}/{action}")
+@acts(lambda p: (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None)
 async def cron_action(request: Request, name: str, action: str, who: Who, csrf: Csrf) -> Response:
-    check_form_post(request, csrf)
+    _checked(request, who, csrf)
     if action not in actions.CRON_ACTIONS:
         raise HTTPException(404, f"no schedule action {action!r}; allowed: {', '.join(actions.CRON_ACTIONS)}")
     outcome = await actions.cron_action(console_of(request).scheduler, who, action, name)
@@ -151,19 +159,23 @@ async def dead_letters(request: Request, who: Who, topic: str = "", cursor: str 
     return render(request, "dead_letters.html", page="dead", topic=topic, topics=names, letters=page)
 
 
-@router.post("/dead-letters/{job_id}/{action}")
+@router.post("/dead-letters/{job_id:path}/{action}")
+@acts(lambda p: (f"dead_letter.{p['action']}", p["job_id"]) if p.get("action") in actions.DEAD_LETTER_ACTIONS
+      else None)
 async def dead_letter_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
                              topic: Annotated[str, Form()] = "") -> Response:
-    check_form_post(request, csrf)
+    _checked(request, who, csrf)
     if action not in actions.DEAD_LETTER_ACTIONS:
         raise HTTPException(404, f"no dead-letter action {action!r}; allowed: replay, delete")
     outcome = await actions.dead_letter_action(console_of(request).scheduler, who, action, job_id)
     return _back(f"/dead-letters?{urlencode({'topic': topic})}" if topic else "/dead-letters", outcome)
 
 
-@router.post("/topics/{topic}/dead-letters/{action}")
+@router.post("/topics/{topic:path}/dead-letters/{action}")
+@acts(lambda p: {"purge": ("dead_letter.purge", p["topic"]),
+                 "replay": ("dead_letter.replay_all", p["topic"])}.get(p.get("action", "")))
 async def dead_letters_bulk(request: Request, topic: str, action: str, who: Who, csrf: Csrf) -> Response:
-    check_form_post(request, csrf)
+    _checked(request, who, csrf)
     s = console_of(request).scheduler
     if action == "purge":
         outcome = await actions.purge_dead_letters(s, who, topic)

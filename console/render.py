@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from console.auth import CSRF_COOKIE, csrf_token
+from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.data import pretty_json
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -70,20 +70,30 @@ def query(params: dict[str, Any], **changes: Any) -> str:
     return urlencode({k: v for k, v in merged.items() if v not in (None, "")})
 
 
-_env.filters.update(utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json)
+def segment(value: Any) -> str:
+    """An id or a name as one path segment of a link: `/`, `%`, `?`, `#`, spaces and
+    every non-ASCII character percent-encoded (Jinja's urlencode keeps `/`)."""
+    return quote(str(value), safe="")
+
+
+_env.filters.update(utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json, seg=segment)
 _env.globals.update(query=query)
 
 
 def render(request: Request, template: str, status: int = 200, headers: dict[str, str] | None = None,
            **context: Any) -> HTMLResponse:
-    """A page from `template`, with the caller, the CSRF token (its cookie set when new) and
-    the flash message of a redirect after an action."""
-    token = csrf_token(request)
+    """A page from `template`, with the caller, their CSRF token (the session cookie set
+    when new; none before the caller is known) and the flash message of a redirect after
+    an action."""
     console = request.app.state.console
+    who = getattr(request.state, "who", None)
+    nonce, new = session_nonce(request)
+    token = csrf_token(console.auth, nonce, who) if who is not None else ""
     html = _env.get_template(template).render(
-        request=request, csrf=token, who=getattr(request.state, "who", None), flash=request.query_params.get("msg"),
+        request=request, csrf=token, who=who, flash=request.query_params.get("msg"),
         flash_kind=request.query_params.get("kind", "ok"), namespace=console.settings.namespace, **context)
     response = HTMLResponse(html, status, headers=headers)
-    if request.cookies.get(CSRF_COOKIE) != token:
-        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+    if who is not None and new:
+        response.set_cookie(CSRF_COOKIE, nonce, httponly=True, samesite="strict", path="/",
+                            secure=request.url.scheme == "https")
     return response

@@ -118,8 +118,9 @@ VIEWER = {"Authorization": f"Bearer {TOKENS['viewer_token']}"}
 def _serve(schema: Any, servers: Servers, **console: object) -> Iterator[None]:
     """The app on the module's namespace and database; its Scheduler connects on the first
     call (the app's lifespan, which lasts until fuzz_servers ends)."""
+    # schemathesis's ASGI client names the host "testserver" (as Starlette's TestClient does)
     schema.app.app = create_app(settings=settings_for(servers.namespace, servers.redis_url, servers.database_url,
-                                                      **console))
+                                                      allowed_hosts=("testserver",), **console))
     yield
 
 

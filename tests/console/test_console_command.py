@@ -62,3 +62,13 @@ def test_it_serves_pages_and_the_api(redis_url: str, database_url: str, namespac
     finally:
         proc.terminate()
         proc.communicate(timeout=30)  # (reads and closes its pipes)
+
+
+def test_it_refuses_trusted_proxies_without_a_token(redis_url: str, database_url: str, namespace: str) -> None:
+    """Behind a proxy no caller is the loopback client a console without tokens trusts."""
+    done = subprocess.run([str(HORAE), "console"], env=_env(redis_url, database_url, namespace,
+                                                            HORAE_CONSOLE__TRUSTED_PROXIES="10.0.0.5"),
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert done.returncode != 0
+    assert "console.trusted_proxies is ['10.0.0.5/32'] but no token is set" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
