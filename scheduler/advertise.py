@@ -80,6 +80,11 @@ def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics
     }, separators=(",", ":"))
 
 
+def listener_app(listeners: Iterable[object]) -> str:
+    """The module(s) of a topic's listeners: which app served the topic (`horae topics`)."""
+    return ",".join(dict.fromkeys(getattr(fn, "__module__", None) or "?" for fn in listeners))
+
+
 def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:
     """The entries whose heartbeat is younger than their TTL, by id (unreadable ones skipped)."""
     out = []

@@ -16,7 +16,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from listeners.durations import duration_seconds
 
 from scheduler.datadir import absolute, config_file, default_data_dir
 from scheduler.errors import ConfigError
@@ -67,6 +69,20 @@ class WorkerSettings(_Section):
     local_handoff: bool = True
     registry_ttl_ms: int = Field(30_000, ge=100)
     partitions: str = ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
+    # How long a topic some worker served stays known after its last worker stopped: its jobs
+    # wait for a worker meanwhile instead of completing as no_listener (a duration: "7d", "12h").
+    topic_memory: str = "7d"
+
+    @field_validator("topic_memory")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value, "worker.topic_memory")  # raises naming the field and the value
+        return value
+
+    @property
+    def topic_memory_ms(self) -> int:
+        """topic_memory in ms (0: a topic is known only while a live worker serves it)."""
+        return int(duration_seconds(self.topic_memory, "worker.topic_memory") * 1000)
 
 
 class CronSettings(_Section):
