@@ -40,20 +40,18 @@ class KnownTopic:
 
 def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
     """KnownTopics from lua/known_topics.lua's rows (one per topic per partition: merged), by topic."""
-    merged: dict[str, list[Any]] = {}
-    for topic, value, till, count, oldest in rows:
-        last, _, rest = value.partition("|")
+    merged: dict[str, tuple[int, str, str, int, int, int]] = {}  # topic -> last, worker, app, till, count, oldest
+    for topic, value, till_s, count_s, oldest_s in rows:
+        last_s, _, rest = value.partition("|")
         worker, _, app = rest.partition("|")
-        row = [int(last), worker, app, int(till), int(count), int(oldest)]
+        last, till, count, oldest = int(last_s), int(till_s), int(count_s), int(oldest_s)
         cur = merged.get(topic)
-        if cur is None:
-            merged[topic] = row
-            continue
-        if row[0] > cur[0]:
-            cur[0:3] = row[0:3]
-        cur[3], cur[4] = max(cur[3], row[3]), cur[4] + row[4]
-        if row[5] >= 0 and (cur[5] < 0 or row[5] < cur[5]):
-            cur[5] = row[5]
+        if cur is not None:
+            if cur[0] > last:
+                last, worker, app = cur[0], cur[1], cur[2]
+            till, count = max(cur[3], till), cur[4] + count
+            oldest = cur[5] if oldest < 0 or 0 <= cur[5] < oldest else oldest
+        merged[topic] = (last, worker, app, till, count, oldest)
     return [
         KnownTopic(topic, ms_to_utc(last), worker, app, till > 0, 0 if till > 0 else count,
                    None if till > 0 or oldest < 0 else ms_to_utc(oldest))
@@ -73,7 +71,7 @@ async def forget_topic(store: Any, topic: str, now_ms: int) -> bool:
         InvalidTopic: `topic` is not a topic name.
     """
     check_topic(topic)
-    return await store.forget_topics([topic], now_ms) > 0
+    return int(await store.forget_topics([topic], now_ms)) > 0
 
 
 class UnservedWatch:
