@@ -33,7 +33,8 @@ class ClaimFilter:
         Args:
             listened: the topics its listener registry has listeners for.
             topics: explicit topics (exactly those; None: the ones it listens to, plus unserved ones).
-            all_topics: claim every topic, whatever listens (jobs without a listener complete as no_listener).
+            all_topics: claim every topic but the known ones it has no listeners for (topic_memory.py; jobs
+                of a topic no worker served complete as no_listener).
 
         Raises:
             ConfigError: both `topics` and `all_topics`.
