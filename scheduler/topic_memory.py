@@ -85,8 +85,9 @@ class UnservedWatch:
     async def refresh(self, now_ms: int) -> list[KnownTopic]:
         """Prune the memory, then report; returns the topics whose jobs wait for a worker."""
         await self.store.forget_topics([], now_ms, self.memory_ms)
-        waiting = [t for t in await known_topics(self.store, now_ms, self.memory_ms) if not t.served]
-        self.metrics.unserved = {t.topic: t.waiting for t in waiting}
+        known = await known_topics(self.store, now_ms, self.memory_ms)
+        self.metrics.unserved = {t.topic: t.waiting for t in known}  # 0 while served: no series goes stale
+        waiting = [t for t in known if not t.served]
         now = time.monotonic()
         for t in waiting:
             if t.waiting and now - self._warned.get(t.topic, -WARN_EVERY_S) >= WARN_EVERY_S:

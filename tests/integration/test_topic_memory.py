@@ -198,6 +198,13 @@ async def test_rolling_deploy_of_a_topics_only_worker_leaves_its_job_waiting_unt
         assert await outcome(redis, namespace, job) == SUCCEEDED
         assert int(await redis.hget(app_key(namespace, "ran_by"), job)) == b2.pid
         assert [t.waiting for t in await s.known_topics() if t.topic == SLOW_TOPIC] == [0]
+
+        async def gauge_back_to_0() -> bool:
+            text = await asyncio.to_thread(
+                lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
+            return re.search(r'horae_jobs_unserved\{[^}]*topic="probe\.slow"[^}]*\} 0\.0', text) is not None
+
+        await wait_for(gauge_back_to_0, 15, "horae_jobs_unserved back to 0 once the topic is served")
     print("\n--- rolling deploy, worker nuslow (SIGTERM mid-job):")
     print("\n".join(lines(b.log(), "released", "stopped", "running")))
     print("--- worker nuapp:")
