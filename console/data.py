@@ -17,6 +17,7 @@ from scheduler.api import Scheduler
 from scheduler.errors import SchedulerError, StorageError
 from scheduler.cron import cron_job_id
 from scheduler.job import CronInfo, JobInfo, JobState
+from scheduler.topic_memory import KnownTopic
 from scheduler.timeutil import ms_to_utc, utc_to_ms
 from scheduler.traceparent import parse_traceparent
 
@@ -50,6 +51,7 @@ class Overview:
     relay_age_s: float | None
     audit_problem: str | None
     at: datetime
+    unserved: list[KnownTopic] = field(default_factory=list)  # known topics whose due jobs wait for a worker
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ async def overview(scheduler: Scheduler) -> Overview:
     counts = await scheduler.stats_by_topic()
     configured = await scheduler.list_topics()
     workers = await scheduler.workers()
+    unserved = [t for t in await scheduler.known_topics() if t.waiting]
     audit = audit_of(scheduler)
     hour: dict[str, tuple[int, int]] | None = None
     pending = age = None
@@ -104,7 +107,7 @@ async def overview(scheduler: Scheduler) -> Overview:
     rows = [TopicRow(n, counts.get(n, {s: 0 for s in STATES}),
                      None if hour is None else hour.get(n, (0, 0))[0],
                      None if hour is None else hour.get(n, (0, 0))[1]) for n in names]
-    return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now)
+    return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now, unserved)
 
 
 def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:

@@ -33,7 +33,8 @@ class ClaimFilter:
         Args:
             listened: the topics its listener registry has listeners for.
             topics: explicit topics (exactly those; None: the ones it listens to, plus unserved ones).
-            all_topics: claim every topic, whatever listens (jobs without a listener complete as no_listener).
+            all_topics: claim every topic but the known ones it has no listeners for (topic_memory.py; jobs
+                of a topic no worker served complete as no_listener).
 
         Raises:
             ConfigError: both `topics` and `all_topics`.
@@ -78,6 +79,11 @@ def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics
         "concurrency": concurrency, "running": running, "heartbeat_ms": now_ms, "ttl_ms": ttl_ms,
         "all_topics": all_topics,
     }, separators=(",", ":"))
+
+
+def listener_app(listeners: Iterable[object]) -> str:
+    """The module(s) of a topic's listeners: which app served the topic (`horae topics`)."""
+    return ",".join(dict.fromkeys(getattr(fn, "__module__", None) or "?" for fn in listeners))
 
 
 def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:

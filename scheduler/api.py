@@ -37,6 +37,7 @@ from scheduler.store import RedisStore
 from scheduler.store_partitioned import PartitionedStore
 from scheduler.telemetry import setup_telemetry
 from scheduler.telemetry import wanted as telemetry_wanted
+from scheduler.topic_memory import KnownTopic, forget_topic, known_topics
 from scheduler.topics import TopicOptions, Topics
 from scheduler.tracing import get_tracer
 from scheduler.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
@@ -349,6 +350,16 @@ class Scheduler(ScheduleCalls):
     async def workers(self) -> list[WorkerInfo]:
         """The live workers of this namespace, as their last heartbeat advertised them."""
         return live_workers(await self.store.worker_entries(), self.clock.now_ms())
+
+    async def known_topics(self) -> list[KnownTopic]:
+        """Topics a worker served within [worker] topic_memory, each with the due jobs that wait for a worker
+        while none serves it (scheduler/topic_memory.py)."""
+        return await known_topics(self.store, self.clock.now_ms(), self.settings.worker.topic_memory_ms)
+
+    async def forget_topic(self, topic: str) -> bool:
+        """Forget that a worker served `topic`: its due jobs complete as no_listener unless a worker with
+        listeners for it serves it again. False when it was not known."""
+        return await forget_topic(self.store, topic, self.clock.now_ms())
 
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None,
                     all_topics: bool = False) -> Worker:

@@ -74,9 +74,10 @@ def _run(coro: Any) -> Any:
               help="Attempts at once, 1..10000 (default from config).")
 @click.option("--topics", default=None,
               help="Comma-separated topics to serve (default: those --app has listeners for, "
-                   "plus topics no live worker serves).")
+                   "plus topics no worker served).")
 @click.option("--all-topics", is_flag=True, default=False,
-              help="Claim every topic (jobs without a listener here complete as no_listener).")
+              help="Claim every topic (jobs of a topic no worker served complete as no_listener; a known "
+                   "topic's jobs wait for a worker with its listeners).")
 @click.option("--grace", type=click.FloatRange(0), default=None, help="Seconds in-flight attempts may finish on stop.")
 @click.option("--metrics-port", type=click.IntRange(1, 65_535), default=None, help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-host", default=None,

@@ -203,11 +203,11 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     def jobs_stats(settings: Settings, topic: str | None, as_json: bool) -> None:
         """Jobs per state currently in Redis."""
 
-        async def main() -> dict[str, int]:
+        async def main() -> tuple[dict[str, int], list[Any]]:
             async with Scheduler(settings=no_relay(settings)) as s:
-                return await s.stats(topic)
+                return await s.stats(topic), [] if as_json else await s.known_topics()
 
-        counts = run(main())
+        counts, known = run(main())
         if as_json:
             echo_json(counts)
             return
@@ -215,6 +215,11 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         for state, n in counts.items():
             table.add_row(state, str(n))
         print_table(console, table)
+        for t in known:  # known topics no live worker serves (scheduler/topic_memory.py)
+            if t.waiting and topic in (None, t.topic):
+                since = t.waiting_since.isoformat(timespec="seconds") if t.waiting_since else "-"
+                click.echo(f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
+                           f"(last served {t.last_served.isoformat(timespec='seconds')} by {t.app})")
 
     for verb in ("cancel", "retry", "delete"):
         _operation(jobs, run, verb)

@@ -27,6 +27,7 @@ from scheduler.errors import ScheduleError, TopicInUse
 from scheduler.flow import RateLimit
 from scheduler.retry import BACKOFF_TYPES, JITTER_MODES, RetryPolicy
 from scheduler.timeutil import parse_duration
+from scheduler.topic_memory import KnownTopic
 from scheduler.topic_options import POLICIES, TopicOptions, describe
 
 Run = Callable[[Any], Any]
@@ -139,13 +140,14 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     def topics_list(settings: Settings, as_json: bool) -> None:
         """Every configured topic with its options, by name."""
 
-        async def main() -> list[dict[str, Any]]:
+        async def main() -> tuple[list[dict[str, Any]], list[KnownTopic]]:
             async with Scheduler(settings=settings) as s:
                 names = await s.list_topics()
                 found = await asyncio.gather(*(s.get_topic(n) for n in names))
-            return [describe(n, o) for n, o in zip(names, found) if o is not None]
+                known = [] if as_json else await s.known_topics()
+            return [describe(n, o) for n, o in zip(names, found) if o is not None], known
 
-        docs = run(main())
+        docs, known = run(main())
         if as_json:
             click.echo(json.dumps(docs))
             return
@@ -157,6 +159,28 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                                               c["timeout"], c["priority"], c["warning size"], c["dead letter"],
                                               c["retry"])))
         print_table(console, table)
+        print_table(console, known_table(known, settings.namespace))
+
+    @topics.command("forget", cls=OneLineCommand)
+    @click.argument("name")
+    @click.pass_obj
+    def topics_forget(settings: Settings, name: str) -> None:
+        """Forget that a worker served topic NAME: its waiting jobs complete as no_listener (unless a
+        worker with listeners for it serves it again)."""
+
+        async def main() -> tuple[bool, bool]:
+            async with Scheduler(settings=settings) as s:
+                with _refusals():
+                    forgotten = await s.forget_topic(name)
+                live = any(name in w.topics for w in await s.workers())
+            return forgotten, live
+
+        forgotten, live = run(main())
+        if not forgotten:
+            raise click.ClickException(f"topic {name!r} is not known in namespace {settings.namespace!r} "
+                                       "(no worker served it within [worker] topic_memory)")
+        click.echo(f"forgot topic {name}" + (": a live worker serves it, so its next heartbeat makes it known again"
+                                             if live else ""))
 
     @topics.command("show", cls=OneLineCommand)
     @click.argument("name")
@@ -274,6 +298,17 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
         keys = run(main())
         click.echo(json.dumps(keys) if as_json else "\n".join(keys), nl=as_json or bool(keys))
+
+
+def known_table(known: list[KnownTopic], namespace: str) -> Table:
+    """The known topics (served within [worker] topic_memory), and the jobs of each that wait for a worker."""
+    table = Table("known topic", "served now", "last served", "by", "waiting jobs", "waiting for a worker since",
+                  title=f"topics workers served in {namespace}")
+    for t in known:
+        table.add_row(*(Text(x) for x in (
+            t.topic, "yes" if t.served else "no", t.last_served.isoformat(timespec="seconds"), f"{t.app} ({t.worker})",
+            str(t.waiting), t.waiting_since.isoformat(timespec="seconds") if t.waiting_since else "-")))
+    return table
 
 
 def _show(console: Console, doc: dict[str, Any], as_json: bool) -> None:

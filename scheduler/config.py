@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from listeners.durations import duration_seconds
 from scheduler.datadir import absolute, config_file, default_data_dir
 from scheduler.errors import ConfigError
 from scheduler.procutil import hide_password
@@ -71,6 +72,20 @@ class WorkerSettings(_Section):
     # ("" = loopback, or every interface in a container: health.bind_host).
     health_port: int = Field(0, ge=0, le=65_535)
     health_host: str = ""
+    # How long a topic some worker served stays known after its last worker stopped: its jobs
+    # wait for a worker meanwhile instead of completing as no_listener (a duration: "7d", "12h").
+    topic_memory: str = "7d"
+
+    @field_validator("topic_memory")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value, "worker.topic_memory")  # raises naming the field and the value
+        return value
+
+    @property
+    def topic_memory_ms(self) -> int:
+        """topic_memory in ms (0: a topic is known only while a live worker serves it)."""
+        return int(duration_seconds(self.topic_memory, "worker.topic_memory") * 1000)
 
 
 class CronSettings(_Section):

@@ -18,10 +18,12 @@ from scheduler.metrics import Metrics
 from scheduler.outbox import WORKER_LOST, ErrorRecord
 from scheduler.scripts import ScriptCode, SettleReply, settle_reply
 from scheduler.store import RedisStore
+from scheduler.topic_memory import UnservedWatch
 
 log = logging.getLogger("horae.worker")
 
 PRUNE_BATCH = 500  # store.prune's limit per set: a full batch means there may be more
+UNSERVED_EVERY_S = 5.0  # how often the known topics are pruned and their waiting jobs counted
 
 # After a failed attempt is written: (job id, topic, attempt, error, metadata, reply).
 OnFailure = Callable[[str, str, int, ErrorRecord, Any, SettleReply], None]
@@ -38,6 +40,7 @@ class Housekeeping:
         self._leases = leases  # the worker's running attempts: job id -> token
         self._on_failure = on_failure
         self._advertise = advertise  # the worker's registry entry (scheduler/advertise.py)
+        self.unserved = UnservedWatch(store, metrics, settings.topic_memory_ms)
 
     async def heartbeat_loop(self) -> None:
         """Advertise the worker and extend the leases of running attempts three times per
@@ -61,8 +64,10 @@ class Housekeeping:
                 log.warning("%d leases were lost to recovery", lost, extra={"event": "lease_lost"})
 
     async def loop(self, on_round: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Every recover_interval_s: gauges, `on_round`, recovery; prune every prune_interval_s."""
-        last_prune = 0.0
+        """Every recover_interval_s: gauges, `on_round`, recovery; the known topics (pruned past the
+        topic memory, gauge and WARN of their waiting jobs) every UNSERVED_EVERY_S; prune every
+        prune_interval_s."""
+        last_prune, last_unserved = 0.0, float("-inf")
         while True:
             await asyncio.sleep(self.settings.recover_interval_s)
             try:
@@ -70,6 +75,9 @@ class Housekeeping:
                 if on_round is not None:
                     await on_round()
                 await self.recover_expired()
+                if time.monotonic() - last_unserved >= UNSERVED_EVERY_S:
+                    last_unserved = time.monotonic()
+                    await self.unserved.refresh(self.clock.now_ms())
                 if time.monotonic() - last_prune >= self.retention.prune_interval_s:
                     last_prune = time.monotonic()
                     await self.prune()

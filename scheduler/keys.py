@@ -165,3 +165,9 @@ class Keys:
     def served(self) -> str:
         """Hash of topic -> ms until which some live worker serves it (advertised with its heartbeat)."""
         return f"{self.prefix}served"
+
+    @property
+    def known_topics(self) -> str:
+        """Hash of topic -> "<ms>|<worker id>|<app>": when a worker with listeners for it last served it
+        (advertise_worker.lua); its jobs wait for a worker until [worker] topic_memory passes (claim.lua)."""
+        return f"{self.prefix}topics_known"

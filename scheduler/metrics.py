@@ -83,8 +83,12 @@ class Metrics:
         self.jobs_by_state: dict[str, int] = {}
         self.outbox_pending: int | None = None
         self.outbox_oldest_age_s: float | None = None
+        self.unserved: dict[str, int] = {}  # topic -> due jobs waiting for a worker (scheduler/topic_memory.py)
         meter.create_observable_gauge("horae_jobs", callbacks=[self._observe_jobs],
                                       description="Jobs in Redis by state")
+        meter.create_observable_gauge("horae_jobs_unserved", callbacks=[self._observe_unserved],
+                                      description="Due jobs of known topics that wait for a worker: no live worker "
+                                                  "serves their topic")
         meter.create_observable_gauge("horae_audit_outbox_pending", callbacks=[self._observe_pending],
                                       description="Outbox events not yet committed to Postgres")
         meter.create_observable_gauge("horae_audit_outbox_oldest_age_seconds", callbacks=[self._observe_age],
@@ -104,6 +108,9 @@ class Metrics:
 
     def _observe_jobs(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(n, {"state": state}) for state, n in self.jobs_by_state.items()]
+
+    def _observe_unserved(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {"topic": topic}) for topic, n in self.unserved.items()]
 
     def _observe_pending(self, options: CallbackOptions) -> Iterable[Observation]:
         return [] if self.outbox_pending is None else [Observation(self.outbox_pending)]

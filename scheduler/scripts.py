@@ -17,7 +17,7 @@ SCRIPT_NAMES = (
     "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
     "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
     "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
-    "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry",
+    "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry", "known_topics", "forget_topic",
 )
 
 # Fields per job returned by claim.lua, in order.

@@ -53,17 +53,20 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
 
     async def claim(
         self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = (),
-        unserved: bool = False, listened: Sequence[str] = (),
+        unserved: bool = False, listened: Sequence[str] = (), memory_ms: int = 0,
     ) -> tuple[list[ClaimedJob], int | None, int | None]:
         """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
-        and with `unserved` also of topics no live worker serves; then dead letters waiting on
-        the `listened` topics (the worker has listeners for them). Returns the jobs, the next
-        due ms and the next cron tick ms (None: nothing waits)."""
+        and with `unserved` also of topics no live worker serves; but never, unless it is one of
+        the `listened` topics (the worker has listeners for them), a topic a worker served less than
+        `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters waiting
+        on the `listened` topics. Returns the jobs, the next due ms and the next cron tick ms (None:
+        nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics, k.lease_seq],
+            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics, k.lease_seq,
+                      k.known_topics],
             [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", k.dead_letter_prefix,
-             len(listened), *listened, *topics],
+             memory_ms, len(listened), *listened, *topics],
         )
         next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []

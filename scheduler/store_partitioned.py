@@ -335,5 +335,14 @@ class PartitionedStore:
             merged.update(entries)
         return merged
 
+    async def forget_topics(self, topics: Sequence[str], now_ms: int, memory_ms: int = -1) -> int:
+        """On every partition (each keeps the topics its workers served); the most any one forgot."""
+        return max(await asyncio.gather(*(p.forget_topics(topics, now_ms, memory_ms) for p in self.parts)))
+
+    async def known_topics(self, now_ms: int, memory_ms: int, scan: int) -> list[list[str]]:
+        """Every partition's rows (topic_memory.merge_rows merges a topic's)."""
+        rows = await asyncio.gather(*(p.known_topics(now_ms, memory_ms, scan) for p in self.parts))
+        return [row for part in rows for row in part]
+
     async def aclose(self) -> None:
         await self.wire.aclose()

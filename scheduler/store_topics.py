@@ -98,12 +98,14 @@ class TopicStore(StoreBase):
 
     # ------------------------------------------------------------ worker registry
     async def advertise_worker(self, worker_id: str, entry_json: str, topics: Sequence[str], now_ms: int,
-                               ttl_ms: int) -> int:
-        """Write a worker's registry entry; it serves `topics` until now + ttl. Returns how
+                               ttl_ms: int, known: Sequence[tuple[str, str]] = ()) -> int:
+        """Write a worker's registry entry; it serves `topics` until now + ttl, and the topics of `known`
+        ((topic, app) pairs: those it has listeners for) are known as served now by it. Returns how
         many dead workers' entries were removed."""
         k = self.keys
-        return int(await self._run("advertise_worker", [k.workers, k.served],
-                                   [now_ms, ttl_ms, worker_id, entry_json, *topics]))
+        pairs = [x for pair in known for x in pair]
+        return int(await self._run("advertise_worker", [k.workers, k.served, k.known_topics],
+                                   [now_ms, ttl_ms, worker_id, entry_json, len(known), *pairs, *topics]))
 
     async def forget_worker(self, worker_id: str, now_ms: int) -> bool:
         """Remove a stopping worker's entry (its topics stay served only by other live workers)."""
@@ -116,3 +118,15 @@ class TopicStore(StoreBase):
             return as_map(await self.wire.call("HGETALL", self.keys.workers))
         except RedisError as exc:
             raise self.storage_error("read of workers", exc) from exc
+
+    async def forget_topics(self, topics: Sequence[str], now_ms: int, memory_ms: int = -1) -> int:
+        """Forget `topics`, and with `memory_ms` >= 0 every topic last served that long ago or
+        more (lua/forget_topic.lua); how many were forgotten."""
+        return int(await self._run("forget_topic", [self.keys.known_topics], [now_ms, memory_ms, *topics]))
+
+    async def known_topics(self, now_ms: int, memory_ms: int, scan: int) -> list[list[str]]:
+        """The raw rows of lua/known_topics.lua: [topic, "<ms>|<worker>|<app>", served-until or 0,
+        due jobs waiting, earliest due or -1] per known topic; at most `scan` due jobs looked at."""
+        k = self.keys
+        raw = await self._run("known_topics", [k.known_topics, k.served, k.due], [now_ms, memory_ms, k.job_prefix, scan])
+        return [[str(x) for x in raw[i:i + 5]] for i in range(1, len(raw), 5)]

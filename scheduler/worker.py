@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
 from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, call_listener, dispatch, qualified_name
-from scheduler.advertise import ClaimFilter, entry_json
+from scheduler.advertise import ClaimFilter, entry_json, listener_app
 from scheduler.attempt import AttemptReporter, run_attempt
 from scheduler.clock import Clock
 from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
@@ -182,7 +182,8 @@ class Worker:
         topics = self._filter.advertised(self.registry.topics())
         entry = entry_json(topics, self.concurrency, len(self._running), self._filter.all_topics, os.getpid(),
                            now, ttl)
-        await self.store.advertise_worker(self.id, entry, topics, now, ttl)
+        known = [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]  # topic_memory.py
+        await self.store.advertise_worker(self.id, entry, topics, now, ttl, known)
 
     async def _forget(self) -> None:
         try:
@@ -225,9 +226,10 @@ class Worker:
         return done
 
     def _reserve(self, topic: str) -> bool:
-        """Hold a slot for a job of `topic` while the call that stores it is in flight."""
+        """Hold a slot for a job of `topic` while the call that stores it is in flight: only of a topic
+        it has listeners for (another may be known: claim.lua decides whether it waits for a worker)."""
         f = self._filter
-        if not self._started or self._stopping or (not f.all_topics and topic not in f.topics):
+        if not self._started or self._stopping or topic not in f.listened:
             return False
         if self._free() <= 0:
             return False
@@ -272,7 +274,7 @@ class Worker:
                 try:
                     jobs, next_due, self._next_cron = await self.store.claim(
                         self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
-                        self._filter.unserved, self._filter.listened,
+                        self._filter.unserved, self._filter.listened, self.settings.topic_memory_ms,
                     )
                 finally:
                     self._reserved -= limit

@@ -5,18 +5,24 @@
 -- KEYS[6] served hash (topic -> ms until which a live worker serves it: advertise_worker.lua)
 -- KEYS[7] set of dead-letter topics (fail.lua)
 -- KEYS[8] the namespace's lease counter (every lease token is unique: lease_job in _lib.lua)
+-- KEYS[9] known topics hash (topic -> "<ms>|<worker>|<app>": when a worker with listeners
+--         for it last served it; advertise_worker.lua)
 -- ARGV[1] now_ms  ARGV[2] limit  ARGV[3] lease_ms  ARGV[4] worker id
 -- ARGV[5] job key prefix (job ids are discovered here, so keys are built from it;
 --         all share the namespace hash tag)
 -- ARGV[6] "1": also take jobs of topics no live worker serves (their served-until
---         mark is missing or past: the no-listener completion applies); "0": only
---         the topics given
--- ARGV[7] dead-letter set key prefix  ARGV[8] L, the number of topics that follow
---         which this worker has listeners for: it also takes the dead letters
---         waiting on those of them that are dead-letter topics (after due jobs)
--- ARGV[9..8+L] those topics
--- ARGV[9+L..] topics this worker serves (none, with ARGV[6] "0" = every topic: no
---         filter, no extra reads)
+--         mark is missing or past) and no worker served within the topic memory (the
+--         no-listener completion applies); "0": only the topics given
+-- ARGV[7] dead-letter set key prefix
+-- ARGV[8] topic memory ms: a topic served (KEYS[9]) less than this long ago is known, and
+--         a worker without listeners for it never takes its jobs (whatever its filter:
+--         they wait for a worker of the topic; `horae topics forget` ends the wait)
+-- ARGV[9] L, the number of topics that follow which this worker has listeners for: it
+--         always takes their jobs, and also the dead letters waiting on those of them
+--         that are dead-letter topics (after due jobs)
+-- ARGV[10..9+L] those topics
+-- ARGV[10+L..] topics this worker serves (none, with ARGV[6] "0" = every topic but the
+--         known ones it has no listeners for; no filter, no extra reads while no topic is known)
 --
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
@@ -25,34 +31,60 @@
 -- next_due_ms is the earliest due job left (of the topics it may take when a topic
 -- filter is given, within the scanned window; with ARGV[6] "1" no later than the
 -- earliest served-until mark that kept a due job from it, when that job may become
--- its own; now_ms when a filtered batch came back full) and next_cron_ms the earliest
--- cron tick, so the worker knows when to wake without polling.
+-- its own, nor than the end of a known topic's memory that did; now_ms when a filtered
+-- batch came back full) and next_cron_ms the earliest cron tick, so the worker knows
+-- when to wake without polling.
 local due, active, outbox, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_s, deadline = ARGV[1], int(now + lease)  -- formatted once, not per job (see int in _lib.lua)
 local worker, prefix, dl_prefix = ARGV[4], ARGV[5], ARGV[7]
-local listened = {}
-for i = 9, 8 + tonumber(ARGV[8]) do listened[#listened + 1] = ARGV[i] end
-local first_topic = 9 + #listened
+local known_key, memory = KEYS[9], tonumber(ARGV[8])
+local listened, own = {}, {}
+for i = 10, 9 + tonumber(ARGV[9]) do
+  listened[#listened + 1] = ARGV[i]
+  own[ARGV[i]] = true
+end
+local first_topic = 10 + #listened
+local adopt = ARGV[6] == '1'
+local given = #ARGV >= first_topic
 local serve = nil
-if #ARGV >= first_topic or ARGV[6] == '1' then
+if given or adopt or redis.call('EXISTS', known_key) == 1 then
   serve = {}
   for i = first_topic, #ARGV do serve[ARGV[i]] = true end
 end
-local adopt = ARGV[6] == '1'
 local served = KEYS[6]
-local recheck = nil  -- earliest served-until mark (> now) that kept a due job from this worker
--- May this worker take a job of `topic`? Its own topics, and (adopting) any topic whose
--- served-until mark is missing or past; decided once per topic per call (cached in serve).
+local recheck = nil  -- earliest served-until mark or memory end (> now) that kept a due job from this worker
+local function later(till)
+  if not recheck or till < recheck then recheck = till end
+end
+-- Is `topic` known (a worker with listeners served it less than `memory` ms ago)? Noted for recheck.
+local function known(topic)
+  local last = tonumber(string.match(redis.call('HGET', known_key, topic) or '', '^%d+'))
+  if last and last + memory > now then
+    later(last + memory)
+    return true
+  end
+  return false
+end
+-- May this worker take a job of `topic`? Those it has listeners for; its given topics; every
+-- topic when none is given and not adopting; adopting, a topic whose served-until mark is
+-- missing or past; but of the topics it has no listeners for, never a known one. Decided
+-- once per topic per call.
+local decided = {}
 local function may_take(topic)
-  local yes = serve[topic]
+  local yes = decided[topic]
   if yes == nil then
-    yes = false
-    if adopt then
+    if own[topic] or serve[topic] then
+      yes = true
+    elseif adopt then
       local till = tonumber(redis.call('HGET', served, topic) or '0')
-      if till <= now then yes = true elseif not recheck or till < recheck then recheck = till end
+      yes = till <= now
+      if not yes then later(till) end
+    else
+      yes = not given
     end
-    serve[topic] = yes
+    if yes and not own[topic] and known(topic) then yes = false end
+    decided[topic] = yes
   end
   return yes
 end

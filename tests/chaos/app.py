@@ -23,6 +23,10 @@ registry = ListenerRegistry()
 
 OK, FAIL_ONCE, DOOMED, SLOW, CRON = "chaos.ok", "chaos.fail_once", "chaos.doomed", "chaos.slow", "chaos.cron"
 TOPICS = (OK, FAIL_ONCE, DOOMED, SLOW, CRON)
+# The topic only the "solo" worker serves (`--app tests.chaos.app:solo_registry`), restarted by
+# the plan's rolling restarts: its jobs must wait for it, never complete as no_listener.
+SOLO_TOPIC = "chaos.solo"
+solo_registry = ListenerRegistry()
 
 _fd: int | None = None
 
@@ -74,4 +78,9 @@ async def doomed(event: ScheduleArrivedEvent) -> None:
 
 @registry.on_event(CRON)
 async def tick(event: ScheduleArrivedEvent) -> None:
+    await _run(event, fail=False)
+
+
+@solo_registry.on_event(SOLO_TOPIC)
+async def solo(event: ScheduleArrivedEvent) -> None:
     await _run(event, fail=False)

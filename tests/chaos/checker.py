@@ -46,6 +46,7 @@ class RunFacts:
     crons: dict[str, tuple[int, int]]  # name -> (created ms, paused ms)
     redis_kills_ms: list[int]
     runs_dir: Path
+    coalesced: dict[str, tuple[int, int]] = field(default_factory=dict)  # misfire="coalesce": name -> (created, paused)
 
 
 @dataclass
@@ -73,7 +74,9 @@ class Verdict:
 
 INVARIANTS = ("every job terminal", "every listener run is an attempt row", "no job completed twice",
               "cancel wins", "each cron tick once", "no run before its time", "audit equals redis",
-              "outbox acknowledged", "nothing acknowledged was lost")
+              "outbox acknowledged", "nothing acknowledged was lost", "no known topic completed as no_listener",
+              "coalesced ticks as documented")
+KNOWN_TOPIC_PREFIX = "chaos."  # every topic of the run has a worker with listeners for it (tests/chaos/app.py)
 
 
 def read_runs(runs_dir: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -143,6 +146,12 @@ async def check(facts: RunFacts, redis: aioredis.Redis, database_url: str) -> Ve
                 v.violations["no job completed twice"].append(f"{job_id}#{e['attempt_no']} completed, no run ended")
     _check_cancel(v, facts, jobs, by_job)
     _check_crons(v, facts, jobs)
+    _check_coalesced(v, facts, jobs, runs, by_job)
+    for (job_id, attempt), out in attempt_rows.items():
+        if out == "no_listener" and jobs.get(job_id, {}).get("topic", "").startswith(KNOWN_TOPIC_PREFIX):
+            v.violations["no known topic completed as no_listener"].append(
+                f"{job_id}#{attempt} ({jobs[job_id]['topic']})")
+    v.figures["solo jobs"] = sum(1 for j in jobs.values() if j["topic"] == "chaos.solo")
     for job_id, job in jobs.items():
         row = audit.get(job_id)
         if row is None or (row["status"], row["attempts"]) != (job["state"], int(job["attempts"])):
@@ -203,6 +212,37 @@ def _check_crons(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) -
         for t in ticks:
             if jobs[f"cron:{name}:{t}"]["state"] != "completed":
                 bad.append(f"cron:{name}:{t} {jobs[f'cron:{name}:{t}']['state']}")
+
+
+def _check_coalesced(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]],
+                     runs: dict[tuple[str, int], list[dict[str, Any]]], by_job: dict[str, list[Any]]) -> None:
+    """misfire="coalesce" (README: Recurring schedules; cron.plan_ticks): when firing resumes after a
+    gap, one job stands for all the ticks missed, id'd by the first of them, and the schedule goes on
+    from the next tick after now. So ticks are on the schedule's grid; a tick followed by a gap was
+    fired (its `scheduled` event) only once the gap's last tick was due (the one run of that gap, never
+    none: not fired on time and the ticks after it dropped); and every tick job ran to its end."""
+    bad = v.violations["coalesced ticks as documented"]
+    for name, (created, paused) in facts.coalesced.items():
+        ticks = sorted(int(j.rsplit(":", 1)[1]) for j in jobs if j.startswith(f"cron:{name}:"))
+        v.figures["coalesced ticks"] += len(ticks)
+        if not ticks:
+            bad.append(f"{name}: no tick at all")
+            continue
+        if ticks[0] > created + 2_000 or ticks[-1] > paused + 1_000 or [t for t in ticks if t % 1000]:
+            bad.append(f"{name}: ticks {ticks[0]}..{ticks[-1]} off the grid or outside {created}..{paused}")
+        for a, b in zip(ticks, ticks[1:]):
+            if b - a == 1000:
+                continue
+            v.figures["coalesced gaps"] += 1
+            fired = [e["ts_ms"] for e in by_job.get(f"cron:{name}:{a}", []) if e["event_type"] == "scheduled"]
+            if not fired or min(fired) < b - 1000 - CLOCK_SLACK_MS:
+                bad.append(f"{name}: ticks {a + 1000}..{b - 1000} have no run (tick {a} fired at {fired[:1]})")
+        for t in ticks:
+            job_id = f"cron:{name}:{t}"
+            attempts = range(1, int(jobs[job_id]["attempts"]) + 1)
+            ended = any(r["e"] == "end" for a in attempts for r in runs.get((job_id, a), []))
+            if jobs[job_id]["state"] != "completed" or not ended:
+                bad.append(f"{job_id} {jobs[job_id]['state']}, a run ended: {ended}")
 
 
 async def _check_outbox(v: Verdict, redis: aioredis.Redis, keys: Keys) -> None:

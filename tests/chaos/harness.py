@@ -74,6 +74,7 @@ class Workers:
         self.root, self.env, self.skewed = root, env, skewed
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.stopped: set[str] = set()
+        self.held: set[str] = set()  # stopped on purpose (a rolling restart): not started again by supervise
         self.starts: Counter[str] = Counter()
         self._logs: list[IO[bytes]] = []
 
@@ -82,9 +83,10 @@ class Workers:
         log = open(self.root / f"worker-{name}-{self.starts[name]}.log", "wb")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
         env = {**self.env, "CHAOS_CLOCK_OFFSET_S": str(P.SKEW_S if name == self.skewed else 0)}
+        # the solo worker is the only one of its topic; a short grace: a rolling restart releases its attempts
+        app, grace = ("tests.chaos.app:solo_registry", "0.2") if name == P.SOLO else ("tests.chaos.app:registry", "5")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.worker", "worker", "--app", "tests.chaos.app:registry",
-             "--concurrency", "20", "--grace", "5"],
+            [sys.executable, "-m", "tests.chaos.worker", "worker", "--app", app, "--concurrency", "20", "--grace", grace],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
     async def wait_ready(self, timeout: float = 60) -> None:
@@ -100,7 +102,7 @@ class Workers:
         """Start again every worker that died (killed by the plan, or gave up while Redis was away)."""
         while True:
             for name, proc in list(self.procs.items()):
-                if proc.poll() is not None:
+                if proc.poll() is not None and name not in self.held:
                     self.stopped.discard(name)
                     self.spawn(name)
             await asyncio.sleep(0.2)
@@ -191,6 +193,7 @@ class ChaosRun:
         try:
             for i in range(self.o.shape.workers):
                 workers.spawn(f"w{i}")
+            workers.spawn(P.SOLO)
             await workers.wait_ready()
             self.faults[P.CLOCK_SKEW] += 1
             self.say(f"servers and {self.o.shape.workers} workers up after {time.monotonic() - started:.1f} s")
@@ -226,11 +229,11 @@ class ChaosRun:
             await AuditTrail(direct, self.namespace, self.pg.url(), options).flush(timeout=self.o.drain_s)
             await workers.stop_all()
             facts = RunFacts(self.namespace, self.o.appendfsync, load.records, load.crons, self.redis_kills_ms,
-                             self.root / "runs")
+                             self.root / "runs", load.coalesced)
             verdict = await check(facts, direct, self.pg.url())
         finally:
             await direct.aclose()
-        self.faults["worker_restarts"] = sum(workers.starts.values()) - self.o.shape.workers
+        self.faults["worker_restarts"] = sum(workers.starts.values()) - self.o.shape.workers - 1  # (and solo)
         verdict.figures.update(workers.log_counts())
         return Outcome(self.faults, verdict, load.errors, self.fault_errors, time.monotonic() - started)
 
@@ -271,10 +274,24 @@ class ChaosRun:
 
     async def _inject(self, f: P.Fault, workers: Workers) -> None:
         assert self.pg is not None
-        label = f.kind if f.kind in (P.REDIS_KILL, P.POSTGRES_STOP) or f.target.startswith("w") \
+        label = f.kind if f.kind in (P.REDIS_KILL, P.POSTGRES_STOP, P.ROLLING_RESTART) or f.target.startswith("w") \
             else f"{f.kind}_{f.target}"
         self.faults[label] += 1
-        if f.kind == P.WORKER_KILL:
+        if f.kind == P.ROLLING_RESTART:  # SIGTERM (graceful stop), a gap with no worker of its topic, start
+            workers.held.add(f.target)
+            try:
+                workers.signal(f.target, signal.SIGTERM)
+                proc = workers.procs[f.target]
+                deadline = time.monotonic() + 30
+                while proc.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                if proc.poll() is None:
+                    proc.kill()  # stuck (e.g. its Redis cut): the supervisor's way
+                await asyncio.sleep(f.duration_s)
+                workers.spawn(f.target)
+            finally:
+                workers.held.discard(f.target)
+        elif f.kind == P.WORKER_KILL:
             workers.signal(f.target, signal.SIGKILL)  # the supervisor starts it again
         elif f.kind == P.WORKER_STOP:
             proc = workers.procs[f.target]

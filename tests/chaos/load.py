@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from scheduler.errors import StorageError
-from tests.chaos.app import CRON, DOOMED, FAIL_ONCE, OK, SLOW, real_ms
+from tests.chaos.app import CRON, DOOMED, FAIL_ONCE, OK, SLOW, SOLO_TOPIC, real_ms
 from tests.chaos.checker import JobRecord
 
 T = TypeVar("T")
@@ -28,7 +28,9 @@ KINDS: dict[str, tuple[int, str, tuple[float, float], dict[str, Any], dict[str, 
     "slow": (4, SLOW, (0, 0), {"sleep": 4.5}, RETRY, None),  # longer than the 3 s lease
     "cancel_waiting": (8, OK, (20, 30), {}, RETRY, 1.0),
     "cancel_running": (8, SLOW, (0, 0), {"sleep": 3.0}, RETRY, 1.0),
+    "solo": (6, SOLO_TOPIC, (0, 2), {"sleep": 0.5}, RETRY, None),  # its only worker restarts now and then
 }
+COALESCED = "coal"  # a schedule every second with misfire="coalesce" (checker: one run per gap, never none)
 
 
 async def persist(call: Callable[[], Awaitable[T]], stop_at: float = float("inf")) -> T:
@@ -51,7 +53,8 @@ class Producer:
         self.s, self.jobs, self.seconds = s, jobs, seconds
         self.rng = random.Random(seed ^ 0x5EED)
         self.records: dict[str, JobRecord] = {}
-        self.crons: dict[str, tuple[int, int]] = {}
+        self.crons: dict[str, tuple[int, int]] = {}  # misfire="all": every tick
+        self.coalesced: dict[str, tuple[int, int]] = {}  # misfire="coalesce"
         self.errors: list[str] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -60,11 +63,14 @@ class Producer:
             name = f"tick{i}"
             await persist(lambda: self.s.schedule_cron(name, "* * * * * *", topic=CRON, misfire="all"))
             self.crons[name] = (real_ms(), 0)
+        await persist(lambda: self.s.schedule_cron(COALESCED, "* * * * * *", topic=CRON, misfire="coalesce"))
+        self.coalesced[COALESCED] = (real_ms(), 0)
 
     async def pause_crons(self) -> None:
-        for name, (created, _) in self.crons.items():
-            await persist(lambda: self.s.pause_cron(name))
-            self.crons[name] = (created, real_ms())
+        for table in (self.crons, self.coalesced):
+            for name, (created, _) in table.items():
+                await persist(lambda: self.s.pause_cron(name))
+                table[name] = (created, real_ms())
 
     async def run(self) -> None:
         """Schedule every job, spread evenly over the run; returns when all are acknowledged."""

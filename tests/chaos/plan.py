@@ -17,7 +17,9 @@ CUT = "cut"  # the proxy drops every connection and refuses new ones for `durati
 DELAY = "delay"  # the proxy delivers every chunk 200 ms late for `duration_s`
 RESET = "reset"  # the proxy resets connections in the middle of a reply for `duration_s`
 CLOCK_SKEW = "clock_skew"  # a worker runs with its clock `SKEW_S` ahead, the whole run
-KINDS = (WORKER_KILL, WORKER_STOP, REDIS_KILL, POSTGRES_STOP, CUT, DELAY, RESET, CLOCK_SKEW)
+ROLLING_RESTART = "rolling_restart"  # SIGTERM the only worker of a topic, start it again `duration_s` later
+KINDS = (WORKER_KILL, WORKER_STOP, REDIS_KILL, POSTGRES_STOP, CUT, DELAY, RESET, CLOCK_SKEW, ROLLING_RESTART)
+SOLO = "solo"  # the worker with the only listener of its topic (tests/chaos/app.py solo_registry)
 SKEW_S = 30.0
 DELAY_S = 0.2
 
@@ -78,6 +80,11 @@ def make_plan(seed: int, shape: PlanShape) -> list[Fault]:
         for kind, (lo, hi) in ((CUT, (0.5, 2.0)), (DELAY, (2.0, 4.0)), (RESET, (1.0, 2.0))):
             for _ in range(shape.proxy_faults):
                 faults.append(Fault(round(rng.uniform(1.0, end - hi), 2), kind, target, round(rng.uniform(lo, hi), 2)))
+    t = 3.0 + rng.uniform(0, 2)
+    while t < end - 4.0:  # the only worker of a topic redeployed every 6 to 12 s, down 0.5 to 3 s
+        gap = round(rng.uniform(0.5, 3.0), 2)
+        faults.append(Fault(round(t, 2), ROLLING_RESTART, SOLO, gap))
+        t += gap + rng.uniform(6.0, 12.0)
     return sorted(faults, key=lambda f: (f.at_s, f.kind, f.target))
 
 

@@ -28,6 +28,7 @@ async def test_chaos_60s_no_invariant_is_broken() -> None:
     assert outcome.verdict.total() == 0, outcome.report()
     assert outcome.verdict.lost_last_second == [], "appendfsync always: nothing may be lost"
     for kind in ("worker_kill", "worker_stop", "redis_kill", "postgres_stop", "clock_skew", "cut_redis",
-                 "delay_redis", "reset_redis", "cut_postgres", "delay_postgres", "reset_postgres"):
+                 "delay_redis", "reset_redis", "cut_postgres", "delay_postgres", "reset_postgres", "rolling_restart"):
         assert outcome.faults[kind] >= 1, f"no {kind} fault was injected: {outcome.report()}"
     assert outcome.verdict.figures["listener runs"] >= 1_000, outcome.report()
+    assert outcome.verdict.figures["solo jobs"] >= 1 and outcome.verdict.figures["coalesced ticks"] >= 1, outcome.report()

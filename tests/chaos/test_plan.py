@@ -30,6 +30,9 @@ def test_the_plan_holds_every_kind_of_fault_in_time() -> None:
     outage = next(f for f in faults if f.kind == P.POSTGRES_STOP)
     assert outage.duration_s == 60 and outage.at_s + outage.duration_s <= shape.seconds
     assert {f.target for f in faults if f.kind in (P.CUT, P.DELAY, P.RESET)} == {"redis", "postgres"}
+    restarts = sorted((f.at_s, f.duration_s) for f in faults if f.kind == P.ROLLING_RESTART)
+    assert len(restarts) >= 10 and {f.target for f in faults if f.kind == P.ROLLING_RESTART} == {P.SOLO}
+    assert all(a + gap + 6.0 <= b for (a, gap), (b, _) in zip(restarts, restarts[1:])), "one restart at a time"
 
 
 def test_a_run_too_short_for_its_outage_is_refused() -> None:

@@ -121,9 +121,15 @@ async def test_a_job_never_jumps_ahead_of_one_already_due(redis_url: str, namesp
 
 async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncounted(
         redis_url: str, namespace: str) -> None:
-    async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        worker = s.make_worker(all_topics=True)  # no listener: it takes every topic
+    reg = ListenerRegistry()
+
+    @reg.on_event("t")  # a handoff is only of a topic the worker has listeners for (issue 33)
+    async def run_t(event: ScheduleArrivedEvent) -> None: ...
+
+    async with make_scheduler(redis_url, namespace, reg) as s:
+        worker = s.make_worker(all_topics=True)
         await worker.start()
+        assert not worker._reserve("other.topic"), "no listener here: claim.lua decides (it may be known)"
         assert worker._reserve("t")  # a scheduling call's handoff is in flight ...
         await worker.stop(grace=0)
         assert await worker.enqueue_local(new_job("other", s.clock.now_ms()), s.clock.now_ms()) is None, \

@@ -112,7 +112,7 @@ def test_topics_blocked_and_delete(redis_url: str, database_url: str, namespace:
 def test_every_topics_command_has_help() -> None:
     group = cli.commands["topics"]
     assert isinstance(group, click.Group) and group.help
-    assert sorted(group.commands) == ["blocked", "delete", "list", "set", "show"]
+    assert sorted(group.commands) == ["blocked", "delete", "forget", "list", "set", "show"]
     for name, command in group.commands.items():
         assert command.help, name
         result = CliRunner().invoke(cli, ["topics", name, "--help"])

@@ -169,17 +169,22 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
         assert all(done[j] == NO_LISTENER for j in orphans), "a topic nobody serves still completes"
         assert "no listener for topic 'nobody.topic'" in a.log() + b.log()
 
-        # A stops: its topic is served by nobody, so B completes its jobs as no_listener
+        # A stops: its topic stays known (issue 33), so B leaves its jobs waiting for a worker of the topic
         a.signal(signal.SIGTERM)
         code, _ = await a.wait_exit(20)
         assert code == 0, workers.logs()
         assert [i.pid for i in await s.workers()] == [b.pid]
         late = [await s.schedule_in(A_TOPIC, 0) for _ in range(20)]
+        await asyncio.sleep(2.0)
+        done = await completions(redis, namespace)
+        assert not [j for j in late if j in done], "a known topic's jobs wait for its worker"
+        a2 = workers.spawn("a2", app=APP + "registry_a", grace=5, env=WORKER_ENV)
+        await a2.wait_ready()
 
         async def late_done() -> dict[str, str] | None:
             done = await completions(redis, namespace)
             return done if all(j in done for j in late) else None
 
-        done = await wait_for(late_done, 30, "A's topic completed after A stopped")
-        assert all(done[j] == NO_LISTENER for j in late)
-        assert "no listener for topic 'a.topic'" in b.log()
+        done = await wait_for(late_done, 30, "A's topic completed once A is back")
+        assert all(done[j] == SUCCEEDED for j in late)
+        assert "no listener for topic 'a.topic'" not in b.log()

@@ -36,3 +36,21 @@ async def run_a(event: ScheduleArrivedEvent) -> None:
 @registry_b.on_event(B_TOPIC)
 async def run_b(event: ScheduleArrivedEvent) -> None:
     await _record(event)
+
+
+# The rolling-deploy tests (test_topic_memory.py): `...:registry_slow` is the only worker of
+# SLOW_TOPIC; its listener marks the job started ({ns}:test:started) and sleeps the payload's
+# "sleep" seconds on a job's first run only, then records the run like the others.
+SLOW_TOPIC = "probe.slow"
+registry_slow = ListenerRegistry()
+
+
+@registry_slow.on_event(SLOW_TOPIC)
+async def run_slow(event: ScheduleArrivedEvent) -> None:
+    import asyncio
+
+    client = await _redis_ready()
+    first = await client.hincrby(key("started"), event.scheduled_job_id, 1) == 1
+    if first:
+        await asyncio.sleep(float((event.payload or {}).get("sleep", 0)))
+    await _record(event)
