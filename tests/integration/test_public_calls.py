@@ -70,6 +70,8 @@ CALLS: dict[str, Call] = {
     "get_topic": lambda s: s.get_topic("t/x"),
     "list_topics": lambda s: s.list_topics(),
     "delete_topic": lambda s: s.delete_topic("t/x"),
+    "known_topics": lambda s: s.known_topics(),
+    "forget_topic": lambda s: s.forget_topic("t/x"),
     "blocked_keys": lambda s: s.blocked_keys("t/x"),
     "dead_letters": lambda s: s.dead_letters("t/x"),
     "purge_dead_letters": lambda s: s.purge_dead_letters("t/x"),
@@ -254,6 +256,7 @@ WALK: dict[str, tuple[Callable[[Scheduler, str, Any], Awaitable[Any]], dict[str,
     "delete_topic": (_kw(lambda s, **k: s.delete_topic(**k), name="t/x"),
                      {"name": (BAD, "name"), "force": (["yes", None, 1], "force")}),
     "blocked_keys": (_kw(lambda s, **k: s.blocked_keys(**k)), {"topic": (BAD, "topic")}),
+    "forget_topic": (_kw(lambda s, **k: s.forget_topic(**k)), {"topic": (BAD, "topic")}),
     "dead_letters": (_kw(lambda s, **k: s.dead_letters(**k), topic="t/x"),
                      {"topic": (BAD, "topic"), "limit": (BAD_INT, "limit"), "cursor": (BAD[1:], "cursor")}),
     "purge_dead_letters": (_kw(lambda s, **k: s.purge_dead_letters(**k), topic="t/x"),
@@ -264,7 +267,7 @@ WALK: dict[str, tuple[Callable[[Scheduler, str, Any], Awaitable[Any]], dict[str,
     "acting_as": (_kw(lambda s, **k: _acting(s, **k)), {"actor": (BAD, "actor")}),
 }
 # Public methods with no id or name parameter (each with the reason).
-NO_ID = {"list_crons", "stats_by_topic", "list_topics", "workers", "connect", "close", "start_relay", "make_worker",
+NO_ID = {"list_crons", "stats_by_topic", "list_topics", "known_topics", "workers", "connect", "close", "start_relay", "make_worker",
          "worker", "audit", "store", "clock"}
 
 

@@ -45,6 +45,7 @@ COMMANDS: dict[str, list[str]] = {
     "report": ["--since", "2030-01-01", "--until", "2030-01-01"],
     "topics blocked": ["t/x"],
     "topics delete": ["t/x"],
+    "topics forget": ["t/x"],
     "topics list": [],
     "topics set": ["t/x", "--concurrency", "2"],
     "topics show": ["t/x"],
