@@ -126,7 +126,7 @@ class JobFold:
 
     def result(self) -> FoldedJob:
         """The frozen rows as they stand."""
-        job = {k: _value(v) for k, v in self.job.items() if k not in _BOOKKEEPING}
+        job: dict[str, Any] = {k: _value(v) for k, v in self.job.items() if k not in _BOOKKEEPING}
         return FoldedJob(AuditRecord(**job), tuple(
             AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
             for a in sorted(self.rows)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import cast
 
 import orjson
 
@@ -164,4 +163,4 @@ def dump_json(value: object) -> str:
         return storable_json(orjson.dumps(value, default=_fragment).decode())
     except TypeError:
         pass
-    return cast(str, json.dumps(_clean_json(value), separators=(",", ":"), allow_nan=False, default=str))
+    return json.dumps(_clean_json(value), separators=(",", ":"), allow_nan=False, default=str)
