@@ -194,7 +194,9 @@ def finished_at(e: OutboxEvent, ts: datetime) -> datetime:
     settlement, `ts`, may come later, after a Redis outage), else ts (events written before it)."""
     raw = e.get("finished")
     finished = _int(raw) if raw else None
-    return ms_to_utc(finished) if finished is not None and 0 <= finished <= e.ts_ms else ts
+    if finished is None or finished == e.ts_ms or not 0 <= finished < e.ts_ms:
+        return ts  # (settled as it ended: the common case costs no second datetime)
+    return ms_to_utc(finished)
 
 
 def _started(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:

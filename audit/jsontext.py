@@ -115,14 +115,17 @@ def storable_json(text: str) -> str:
 def json_text(raw: str) -> JsonText:
     """A JSON field of an event as stored: its own text when it is JSON (storable), else
     the text as a JSON string. orjson only checks it (its numbers are thrown away)."""
+    text = storable_json(raw)
+    try:
+        orjson.loads(text)  # (refuses a raw NUL or lone surrogate: the text is cleaned below)
+        return JsonText(text)
+    except ValueError:  # orjson also refuses numbers beyond a double (10**400): the stdlib judges
+        pass
     text = storable_json(clean_text(raw))
     try:
-        orjson.loads(text)
-    except ValueError:  # orjson also refuses numbers beyond a double (10**400): the stdlib judges
-        try:
-            json.loads(text, parse_constant=_not_json)
-        except (ValueError, RecursionError):  # not JSON (NaN, a truncated text, ...): kept as the text it is
-            return JsonText(orjson.dumps(clean_text(raw)).decode())
+        json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):  # not JSON (NaN, a truncated text, ...): kept as the text it is
+        return JsonText(orjson.dumps(clean_text(raw)).decode())
     return JsonText(text)
 
 

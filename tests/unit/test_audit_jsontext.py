@@ -57,3 +57,8 @@ def test_numbers_beyond_a_double_are_json_too() -> None:
     assert json_text("[1" + "0" * 400 + "]").value() == [10**400]
     assert json_text('{"f":1e400}').text == '{"f":1e400}'
     assert json_text("[Infinity]").value() == "[Infinity]"  # not JSON: jsonb would refuse it
+
+
+def test_raw_nul_and_lone_surrogates_are_cleaned_too() -> None:
+    assert json_text('"a\ud800b"').value() == "a\ufffdb"
+    assert json_text('"x\x00y"').value() == "x\ufffdy"  # a raw NUL: cleaned, then JSON
