@@ -105,8 +105,9 @@ async def test_a_late_settlement_keeps_the_attempts_own_times(
     # the attempt as its worker measured it: ~300 ms, ending when the listener ended
     assert first.finished_at is not None and second.started_at is not None
     end_1 = utc_to_ms(first.finished_at)
-    assert 0 <= end_1 - ends[1] < 200, (end_1, ends[1], failed.ts_ms)
-    assert first.duration_ms is not None and LISTENER_S * 1000 - 5 <= first.duration_ms < LISTENER_S * 1000 + 250
+    # (margins for a loaded 2-core machine; without the fix both are the outage's 2 s longer)
+    assert 0 <= end_1 - ends[1] < 500, (end_1, ends[1], failed.ts_ms)
+    assert first.duration_ms is not None and LISTENER_S * 1000 - 5 <= first.duration_ms < LISTENER_S * 1000 + 700
     assert int(failed.get("duration_ms")) == first.duration_ms
     # the retry: due at that end + the backoff (not the settlement's time + backoff), and not run earlier
     assert int(retry.get("next_at")) == end_1 + BACKOFF_MS
