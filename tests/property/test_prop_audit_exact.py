@@ -93,7 +93,8 @@ def env(redis_url: str, namespace: str, database_url: str) -> Iterator[Env]:
         try:
             yield e
         finally:
-            print(f"\naudit == Redis: {e.examples} examples")  # the count the report quotes (pytest -s)
+            if e.examples:  # the count the report quotes (pytest -s)
+                print(f"\naudit == Redis: {e.examples} examples")
             runner.run(db.close())
             runner.run(relay.stop())
             runner.run(client.aclose())
