@@ -11,15 +11,13 @@ between batches while nothing else touched the job.
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
-import orjson
-
+from audit.jsontext import JsonText, clean_text, json_text, parse_json
 from audit.records import AttemptRecord, AuditRecord
 from audit.streamid import StreamId, parse_id
 import scheduler.outbox as outbox
@@ -29,8 +27,8 @@ from scheduler.traceparent import parse_traceparent
 
 # Keys of a fold's row dicts that are written but are not part of the records.
 _BOOKKEEPING: frozenset[str] = frozenset({"applied_ms", "applied_seq", "job_created_at"})
-# JSON that jsonb refuses: NUL characters and lone surrogates (as escapes).
-_BAD_JSON = re.compile(r"\\u0000|\\ud[89a-f][0-9a-f]{2}", re.IGNORECASE)
+# Events that end an attempt (or the job with it): their time is the attempt's end (finished_at).
+_ENDS: frozenset[str] = frozenset({outbox.ATTEMPT_FAILED, outbox.ATTEMPT_SUCCEEDED, outbox.COMPLETED, outbox.FAILED})
 
 
 @dataclass(frozen=True)
@@ -39,56 +37,6 @@ class FoldedJob:
 
     job: AuditRecord
     attempts: tuple[AttemptRecord, ...]
-
-
-def clean_text(value: str) -> str:
-    """Text Postgres can store: no NUL, no lone surrogate."""
-    if "\x00" in value:
-        value = value.replace("\x00", "\ufffd")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    return value
-
-
-def _clean_json(value: object) -> object:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, list):
-        return [_clean_json(v) for v in value]
-    if isinstance(value, dict):
-        return {clean_text(str(k)): _clean_json(v) for k, v in value.items()}
-    return value
-
-
-def parse_json(text: str) -> object:
-    """A JSON field of an event; text that is not JSON is kept as a JSON string.
-
-    orjson first (the relay parses every payload); the stdlib for what it refuses
-    but the engine may have written (integers beyond 64 bits, lone surrogates).
-    """
-    try:
-        return orjson.loads(text)
-    except ValueError:
-        pass
-    try:
-        value: object = json.loads(text)
-    except ValueError:
-        return clean_text(text)
-    return value
-
-
-def dump_json(value: object) -> str:
-    """Serialize for a jsonb column, replacing what jsonb cannot hold (orjson; the
-    stdlib, cleaned, for values orjson refuses or jsonb would)."""
-    try:
-        text: str = orjson.dumps(value, default=str).decode()
-        if not _BAD_JSON.search(text):
-            return text
-    except TypeError:  # lone surrogates, non-str keys, integers beyond 64 bits
-        pass
-    return json.dumps(_clean_json(value), separators=(",", ":"), allow_nan=False, default=str)
 
 
 def _int(value: str) -> int | None:
@@ -102,13 +50,21 @@ def _opt(value: str) -> str | None:
     return clean_text(value) if value else None
 
 
-def _error(text: str) -> dict[str, object] | None:
+def _error(text: str) -> tuple[JsonText | dict[str, object], dict[str, object]] | None:
+    """An error record as stored (its own text when it is an object) and as read."""
     if not text:
         return None
-    value = parse_json(text)
+    raw = json_text(text)
+    value = raw.value()
     if isinstance(value, dict):
-        return cast(dict[str, object], value)
-    return {"type": None, "message": value if isinstance(value, str) else json.dumps(value)}
+        return raw, cast(dict[str, object], value)
+    made: dict[str, object] = {"type": None, "message": value if isinstance(value, str) else json.dumps(value)}
+    return made, made
+
+
+def _value(stored: object) -> object:
+    """A row's value as the records hold it (JsonText parsed, exactly)."""
+    return stored.value() if isinstance(stored, JsonText) else stored
 
 
 def _trace_id(traceparent: str) -> str | None:
@@ -157,7 +113,7 @@ class JobFold:
         ts = ms_to_utc(e.ts_ms)
         if self.base and e.type != outbox.RETRIED:
             e = replace(e, attempt=e.attempt + self.base)
-        _HANDLERS.get(e.type, _log_only)(self, e, ts)
+        _HANDLERS.get(e.type, _log_only)(self, e, finished_at(e, ts) if e.type in _ENDS else ts)
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
         self.job["applied_ms"], self.job["applied_seq"] = sid
@@ -170,7 +126,7 @@ class JobFold:
 
     def result(self) -> FoldedJob:
         """The frozen rows as they stand."""
-        job = {k: v for k, v in self.job.items() if k not in _BOOKKEEPING}
+        job: dict[str, Any] = {k: _value(v) for k, v in self.job.items() if k not in _BOOKKEEPING}
         return FoldedJob(AuditRecord(**job), tuple(
             AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
             for a in sorted(self.rows)))
@@ -215,7 +171,7 @@ def _report(row: dict[str, Any], e: OutboxEvent) -> None:
 def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # A `scheduled` starts the job's life (again, if an id is reused after
     # Redis retention dropped it): everything before it in the stream is history.
-    metadata = parse_json(e.get("metadata")) if e.get("metadata") else None
+    metadata = json_text(e.get("metadata")) if e.get("metadata") else None
     run_at = _int(e.get("run_at"))
     if fold.rows:
         fold.rows.clear()
@@ -226,11 +182,21 @@ def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
         max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
         backoff_delay_ms=_int(e.get("backoff_delay")), last_error=None,
         run_at=ms_to_utc(run_at) if run_at is not None else None, tz=_opt(e.get("tz")),
-        payload=parse_json(e.get("payload")) if e.get("payload") else None,
-        metadata=metadata if isinstance(metadata, dict) else None,
+        payload=json_text(e.get("payload")) if e.get("payload") else None,
+        metadata=metadata if metadata is not None and metadata.is_object() else None,
         trace_id=_trace_id(e.get("trace")), cron_name=_opt(e.get("cron")),
         completed_at=None, failed_at=None, cancelled_at=None,
     )
+
+
+def finished_at(e: OutboxEvent, ts: datetime) -> datetime:
+    """When a settled attempt ended: its `finished` field (the worker's measured end; the
+    settlement, `ts`, may come later, after a Redis outage), else ts (events written before it)."""
+    raw = e.get("finished")
+    finished = _int(raw) if raw else None
+    if finished is None or finished == e.ts_ms or not 0 <= finished < e.ts_ms:
+        return ts  # (settled as it ended: the common case costs no second datetime)
+    return ms_to_utc(finished)
 
 
 def _started(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
@@ -247,17 +213,17 @@ def _started(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 def _attempt_failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     outcome = e.get("outcome") if e.get("outcome") in outbox.FAILED_OUTCOMES else outbox.ATTEMPT_FAILED_OUTCOME
     error = _error(e.get("error"))
-    fold.finish(e, ts, cast(Outcome, outcome), error)
+    fold.finish(e, ts, cast(Outcome, outcome), error[1] if error else None)
     if error is not None:
-        fold.job["last_error"] = error
+        fold.job["last_error"] = error[0]
 
 
 def _attempt_succeeded(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     outcome = e.get("outcome") if e.get("outcome") in outbox.SUCCESS_OUTCOMES else outbox.SUCCEEDED
     error = _error(e.get("error"))  # invalid_payload: the schema's refusal
-    fold.finish(e, ts, cast(Outcome, outcome), error)
+    fold.finish(e, ts, cast(Outcome, outcome), error[1] if error else None)
     if error is not None:
-        fold.job["last_error"] = error
+        fold.job["last_error"] = error[0]
 
 
 def _completed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
@@ -268,7 +234,8 @@ def _completed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 def _failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     fold.job["attempts"] = max(fold.job["attempts"], e.attempt)
-    fold.job["last_error"] = _error(e.get("error")) or fold.job["last_error"]
+    error = _error(e.get("error"))
+    fold.job["last_error"] = error[0] if error else fold.job["last_error"]
     if fold.job["status"] == outbox.ACTIVE:
         fold.job.update(status=outbox.STATUS_FAILED, failed_at=ts, completed_at=None)
 
@@ -308,7 +275,7 @@ def _debounced(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     if run_at is not None:
         fold.job["run_at"] = ms_to_utc(run_at)
     if e.get("payload"):
-        fold.job["payload"] = parse_json(e.get("payload"))
+        fold.job["payload"] = json_text(e.get("payload"))
 
 
 def _deleted(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:

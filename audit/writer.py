@@ -13,7 +13,8 @@ from datetime import date, datetime
 
 import asyncpg
 
-from audit.fold import FoldCache, JobFold, dump_json, fold_new
+from audit.fold import FoldCache, JobFold, fold_new
+from audit.jsontext import dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
 from audit.sql import query

@@ -119,37 +119,49 @@ async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Ca
     Returns:
         The settlement to write: see settlement(); refused() when the schema refuses the
         payload (no listener runs); a validator raising anything but ValueError/TypeError
-        is a failed attempt under the retry rules, like a listener raising it.
+        is a failed attempt under the retry rules, like a listener raising it. It carries
+        the clock's readings before and after the listeners: the attempt's own times,
+        whenever the settlement reaches Redis.
     """
+    started = now_ms()
     try:
         event = arrival(job, validate, reporter)
     except PayloadRejected as exc:
-        return refused(job, exc)
+        return refused(job, exc, started, now_ms())
     except Exception as exc:  # noqa: BLE001 - a broken validator fails the attempt, as a listener would
         failure = ListenerFailure(qualified_name(validate) if validate else "?", exc)
-        return settlement(job, DispatchResult(listeners=1, failures=(failure,)), now_ms())
+        return settlement(job, DispatchResult(listeners=1, failures=(failure,)), now_ms(), started_ms=started)
     result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
-    return settlement(job, result, now_ms())
+    return settlement(job, result, now_ms(), started_ms=started)
 
 
-def refused(job: ClaimedJob, exc: PayloadRejected) -> Settlement:
+def refused(job: ClaimedJob, exc: PayloadRejected, started_ms: int | None = None,
+            ended_ms: int | None = None) -> Settlement:
     """The settlement of an attempt whose payload its topic's schema refused: the job completes
     as invalid_payload (a retry would see the same payload), the refusal recorded with it."""
     rejection = error_record(type(exc.cause).__name__, str(exc))
-    return Settlement(job.id, job.token, INVALID_PAYLOAD, rejection=rejection)
+    return Settlement(job.id, job.token, INVALID_PAYLOAD, rejection=rejection, started_ms=started_ms,
+                      ended_ms=ended_ms)
 
 
-def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand = random.random) -> Settlement:
+def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand = random.random,
+               started_ms: int | None = None) -> Settlement:
     """The settlement of a dispatched attempt: succeeded or no_listener; else failed or
     timed_out with its error record and the retry decision (retry_at_ms -1: for good).
-    `rand` draws the backoff's jitter."""
+
+    `now_ms` is when the listeners finished (the attempt's end, ended_ms) and `started_ms`
+    when they started. A retry is due at that end + backoff: never earlier, though the
+    settlement may reach Redis later (an outage); then it is due at once, the backoff
+    having passed since the attempt ended. `rand` draws the backoff's jitter."""
     if result.ok:
-        return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER)
+        return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER,
+                          started_ms=started_ms, ended_ms=now_ms)
     error, exc = failure_record(job, result)
     backoff = stored_backoff(job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter)
     return Settlement(
         job.id, job.token, TIMED_OUT if result.timed_out else ATTEMPT_FAILED_OUTCOME, error,
         retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
+        started_ms=started_ms, ended_ms=now_ms,
     )
 
 

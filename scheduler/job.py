@@ -195,11 +195,20 @@ class Settlement:
     retry_at_ms: int = -1  # fail only: -1 = terminal
     require_expired: bool = False  # fail only: lease recovery
     rejection: ErrorRecord | None = None  # complete only: why the schema refused the payload (invalid_payload)
+    # The worker's clock when the listeners started and finished (None: unknown, as for a lost
+    # worker): the attempt's finished time and duration even when it is settled late (Redis down).
+    started_ms: int | None = None
+    ended_ms: int | None = None
 
     @property
     def error_json(self) -> str:
         """The error record as stored in last_error and the outbox ("" for none)."""
         return _record_json(self.error)
+
+    @property
+    def times(self) -> tuple[int | str, int | str]:
+        """(start ms, end ms) as the settling scripts take them ("" for unknown)."""
+        return ("" if self.started_ms is None else self.started_ms, "" if self.ended_ms is None else self.ended_ms)
 
     @property
     def rejection_json(self) -> str:

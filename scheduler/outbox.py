@@ -10,18 +10,21 @@ common to every event
     ts      Redis-clock epoch ms at which the change happened
     a       attempt number the event concerns (0 before any attempt)
 
-per event type (all values are strings; ms are integers, json is JSON text)
+per event type (all values are strings; ms are integers, json is JSON text: payload and
+metadata exactly as the caller's value was serialized, never decoded and encoded again by
+a script, so numbers of any size and precision reach the audit as written)
     scheduled          topic, run_at ms, due ms, tz, payload json, metadata json,
                        max_attempts, backoff_type, backoff_delay ms, timeout_ms,
                        trace (W3C traceparent or ""), cron (schedule name or "")
     attempt_started    worker, due ms (when this attempt was due), topic
     attempt_failed     worker, outcome (failed|timed_out|worker_lost),
-                       error json {type, message, traceback}, duration_ms
-    retry_scheduled    next_at ms (when attempt a+1 is due)
+                       error json {type, message, traceback}, duration_ms, finished ms
+    retry_scheduled    next_at ms (when attempt a+1 is due: the attempt's finished + backoff,
+                       possibly before ts when the settlement was written late)
     completed          worker, outcome (succeeded|no_listener|invalid_payload), duration_ms,
-                       error json (invalid_payload only: why the topic's schema refused
-                       the payload; the job completes without running listeners or retrying)
-    failed             error json (the last error); terminal
+                       finished ms, error json (invalid_payload only: why the topic's schema
+                       refused the payload; the job completes without running listeners or retrying)
+    failed             error json (the last error), finished ms; terminal
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
@@ -31,6 +34,12 @@ per event type (all values are strings; ms are integers, json is JSON text)
                        an attempt that finished after its job was cancelled
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
                        not count, and attempt a will start again
+
+    finished and duration_ms are the attempt's own, as its worker measured them (its clock,
+    calibrated to Redis, read when the listeners started and finished; lua/_lib.lua
+    attempt_times): ts is when the settlement reached Redis, later when Redis was down
+    meanwhile. finished is within [the attempt's start, ts]; a lost worker's is ts. The audit
+    takes finished as the attempt's finished_at and the job's completed_at/failed_at.
 
     completed, attempt_succeeded and attempt_failed also carry what the settling
     attempt's listeners reported (event.progress, event.log), only when they did:

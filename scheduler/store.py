@@ -83,13 +83,14 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)
 
     async def complete(self, items: Sequence[Settlement], now_ms: int, keep_completed: int) -> list[int]:
-        """Settle successful attempts in one call; one result code per item."""
+        """Settle successful attempts in one call; one result code per item. `now_ms` is when
+        it is written; each attempt's own end (Settlement.ended_ms) is its finished time."""
         if not items:
             return []
         k = self.keys
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
-            args += [s.job_id, s.token, s.outcome, s.rejection_json]
+            args += [s.job_id, s.token, s.outcome, s.rejection_json, *s.times]
         return [int(c) for c in await self._run("complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts, k.done],
                                                   args)]
 
@@ -101,7 +102,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         args: list[Any] = [now_ms, k.job_prefix, k.topic_prefix, k.dead_letter_prefix, ms_to_utc(now_ms).isoformat()]
         for s in items:
             args += [s.job_id, s.token, "1" if s.require_expired else "0", s.outcome, s.error_json, s.retry_at_ms,
-                     *dead_letter_args(s)]
+                     *dead_letter_args(s), *s.times]
         keys = [k.active, k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake, k.dead_letter_topics, k.done]
         return [int(c) for c in await self._run("fail", keys, args)]
 

@@ -67,25 +67,34 @@ class Outbox:
 
     async def attempt_failed(self, job_id: str, attempt: int, *, outcome: str = "failed",
                              error_type: str = "ValueError", message: str = "boom", worker: str = "w1",
-                             duration: int = 20, traceback: str = "Traceback ...", listener: str | None = None) -> str:
+                             duration: int = 20, traceback: str = "Traceback ...", listener: str | None = None,
+                             finished: int | None = None) -> str:
         error = _json(_error(error_type, message, traceback, listener))
         return await self.add("attempt_failed", job_id, attempt, worker=worker, outcome=outcome, error=error,
-                              duration_ms=duration)
+                              duration_ms=duration, finished=self._end(finished))
 
     async def retry_scheduled(self, job_id: str, attempt: int, next_at: int) -> str:
         return await self.add("retry_scheduled", job_id, attempt, next_at=next_at)
 
     async def completed(self, job_id: str, attempt: int, *, outcome: str = "succeeded", worker: str = "w1",
-                        duration: int = 15) -> str:
-        return await self.add("completed", job_id, attempt, worker=worker, outcome=outcome, duration_ms=duration)
+                        duration: int = 15, finished: int | None = None) -> str:
+        return await self.add("completed", job_id, attempt, worker=worker, outcome=outcome, duration_ms=duration,
+                              finished=self._end(finished))
 
-    async def attempt_succeeded(self, job_id: str, attempt: int, *, worker: str = "w1", duration: int = 15) -> str:
+    async def attempt_succeeded(self, job_id: str, attempt: int, *, worker: str = "w1", duration: int = 15,
+                                finished: int | None = None) -> str:
         return await self.add("attempt_succeeded", job_id, attempt, worker=worker, outcome="succeeded",
-                              duration_ms=duration)
+                              duration_ms=duration, finished=self._end(finished))
 
     async def failed(self, job_id: str, attempt: int, *, error_type: str = "ValueError",
-                     message: str = "boom", traceback: str = "Traceback ...", listener: str | None = None) -> str:
-        return await self.add("failed", job_id, attempt, error=_json(_error(error_type, message, traceback, listener)))
+                     message: str = "boom", traceback: str = "Traceback ...", listener: str | None = None,
+                     finished: int | None = None) -> str:
+        return await self.add("failed", job_id, attempt, error=_json(_error(error_type, message, traceback, listener)),
+                              finished=self._end(finished))
+
+    def _end(self, finished: int | None) -> int:
+        """An attempt's end as the scripts record it: settled when it ended (now) unless given."""
+        return self.now if finished is None else finished
 
     async def schedule_failed(self, job_id: str, attempt: int) -> str:
         return await self.add("schedule.failed", job_id, attempt)

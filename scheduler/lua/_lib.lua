@@ -142,14 +142,16 @@ end
 -- `job_key`, its `pg` and `lg` fields): progress json {percent, message} when that
 -- attempt reported one, logs json (its lines) when it logged any. Called only when
 -- the audit is on and the job has either field, so a job without them pays nothing.
+-- The percent goes in as Python wrote it (progress.py): cjson would print the number
+-- with 14 digits (33.333333333333336 -> 33.333333333333), and the audit is Redis, exactly.
 local function attempt_report(job_key, attempt, pg, lg, into)
   local mine = attempt .. ' '
   if pg and string.sub(pg, 1, #mine) == mine then
     local percent, message = string.match(pg, '^%S+ (%S+) (.*)$')
-    local p = { percent = tonumber(percent) }
-    if message ~= '' then p.message = message end
+    local p = '{"percent":' .. percent
+    if message ~= '' then p = p .. ',"message":' .. cjson.encode(message) end
     into[#into + 1] = 'progress'
-    into[#into + 1] = cjson.encode(p)
+    into[#into + 1] = p .. '}'
   end
   if lg == '1' then
     local lines = {}
@@ -164,6 +166,23 @@ local function attempt_report(job_key, attempt, pg, lg, into)
     end
   end
   return into
+end
+
+-- When a settling attempt ended and how long it ran, as its worker measured them:
+-- `end_arg` (the worker's clock when its listeners finished; "" unknown: now) kept
+-- within [the claim's `started`, now], the duration from `start_arg` (when they started;
+-- "" unknown: the claim's start). A settlement written late (Redis was down) thus keeps
+-- the attempt's own times. Returns the end ms (a string) and the duration ms.
+local function attempt_times(started, start_arg, end_arg, now, now_s)
+  local claimed = tonumber(started or now_s)
+  local fin, fin_s = now, now_s
+  if end_arg ~= '' then
+    fin = math.min(math.max(tonumber(end_arg), claimed), now)
+    if fin ~= now then fin_s = int(fin) end
+  end
+  local from = claimed
+  if start_arg ~= '' then from = math.max(tonumber(start_arg), claimed) end
+  return fin_s, int(fin - math.min(from, fin))
 end
 
 -- Store a new job hash, make it due and record `scheduled`. `j` holds the

@@ -7,9 +7,12 @@
 -- KEYS[4] outbox       KEYS[5] counts hash     KEYS[6] done channel (a completed
 --   job someone waits for is published there: notify_done)
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
--- ARGV[4..] groups of 4: id, token, outcome (succeeded|no_listener|invalid_payload),
+-- ARGV[4..] groups of 6: id, token, outcome (succeeded|no_listener|invalid_payload),
 --   error json ("" for none; invalid_payload: the refusal, kept in the job's
---   last_error with its outcome, so only such jobs pay for the two fields)
+--   last_error with its outcome, so only such jobs pay for the two fields),
+--   start ms, end ms (the worker's clock when the listeners started and finished;
+--   "" unknown): the job's `finished` and the event's finished and duration_ms
+--   (attempt_times), right even when the settlement is written late
 --
 -- The settlement event carries the attempt's progress and log lines, when it
 -- reported any (attempt_report).
@@ -22,7 +25,7 @@ local active, completed, cancelled, outbox, counts, done = KEYS[1], KEYS[2], KEY
 local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
-for i = 4, #ARGV, 4 do
+for i = 4, #ARGV, 6 do
   local id, token, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl', 'w', 'pg',
@@ -31,11 +34,11 @@ for i = 4, #ARGV, 4 do
     res[#res + 1] = -1
   else
     redis.call('ZREM', active, id)
-    local duration = int(now - tonumber(f[6] or now))
+    local fin_s, duration = attempt_times(f[6], ARGV[i + 4], ARGV[i + 5], now, now_s)
     if err == '' then
-      redis.call('HSET', key, 'token', '', 'finished', now_s)
+      redis.call('HSET', key, 'token', '', 'finished', fin_s)
     else
-      redis.call('HSET', key, 'token', '', 'finished', now_s, 'outcome', outcome, 'last_error', err)
+      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome, 'last_error', err)
     end
     local kind = 'completed'
     if f[2] == 'cancelled' then
@@ -45,17 +48,17 @@ for i = 4, #ARGV, 4 do
     else
       if f[7] == '1' then flow_leave(ns_of(prefix), id, flow_fields(key), 'running', false, now_s) end
       redis.call('HSET', key, 'state', 'completed')
-      redis.call('ZADD', completed, now_s, id)
+      redis.call('ZADD', completed, fin_s, id)
       move_count(counts, f[3], f[2], 'completed')
       notify_done(f[8], done, id)  -- (a cancelled job was published when it was cancelled)
       res[#res + 1] = 1
     end
     if err == '' and not (AUDIT and (f[9] or f[10])) then
       emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
-        'worker', f[5], 'outcome', outcome, 'duration_ms', duration)
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'finished', fin_s)
     else
       local ev = { 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
-        'worker', f[5], 'outcome', outcome, 'duration_ms', duration }
+        'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'finished', fin_s }
       if err ~= '' then ev[#ev + 1] = 'error'; ev[#ev + 1] = err end
       if AUDIT and (f[9] or f[10]) then attempt_report(key, f[4], f[9], f[10], ev) end
       emit(outbox, unpack(ev))

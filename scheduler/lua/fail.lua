@@ -19,12 +19,16 @@
 -- ARGV[4] dead-letter set key prefix (the per-topic keys depend on each job, so
 --   they are built from these prefixes, as job keys are; all share the {ns} tag)
 -- ARGV[5] failed_at: now_ms as ISO 8601 UTC (dead-letter metadata)
--- ARGV[6..] groups of 9: id, token, require_expired ("1": only if the lease
+-- ARGV[6..] groups of 11: id, token, require_expired ("1": only if the lease
 --   deadline has passed), outcome (failed|timed_out|worker_lost),
 --   error json, retry_at_ms (-1 = terminal), dead-letter job id, error type,
 --   error message truncated to 256 characters (the last three "" unless
---   terminal). The retry decision is made in Python (scheduler.retry) from the
---   attempt number this token proves.
+--   terminal), start ms, end ms (the worker's clock when the listeners started
+--   and finished; "" unknown, as for a lost worker: attempt_times). The retry
+--   decision is made in Python (scheduler.retry) from the attempt number this
+--   token proves, and from the attempt's end: retry_at_ms is end + backoff, kept
+--   as given even when already past (a settlement written late, after a Redis
+--   outage: the backoff has been waited since the attempt ended).
 --
 -- `attempt_failed` carries the attempt's progress and log lines, when it reported
 -- any (attempt_report).
@@ -65,7 +69,7 @@ local function dead_letter(key, id, topic, own, attempt, dl_id, err_type, err_me
 end
 
 local res = {}
-for i = 6, #ARGV, 9 do
+for i = 6, #ARGV, 11 do
   local id, token, require_expired, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local retry_at_s = ARGV[i + 5]
   local retry_at = tonumber(retry_at_s)
@@ -87,16 +91,17 @@ for i = 6, #ARGV, 9 do
     local attempt = f[4]
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'token', '', 'last_error', err)
-    local duration = int(now - tonumber(f[6] or now))
+    local fin_s, duration = attempt_times(f[6], ARGV[i + 9], ARGV[i + 10], now, now_s)
     if AUDIT and (f[12] or f[13]) then
       emit(outbox, unpack(attempt_report(key, attempt, f[12], f[13], { 'e', 'attempt_failed', 'id', id,
-        'ts', now_s, 'a', attempt, 'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration })))
+        'ts', now_s, 'a', attempt, 'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration,
+        'finished', fin_s })))
     else
       emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
-        'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration)
+        'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration, 'finished', fin_s)
     end
     if f[2] == 'cancelled' then
-      redis.call('HSET', key, 'finished', now_s)
+      redis.call('HSET', key, 'finished', fin_s)
       redis.call('ZADD', cancelled, now_s, id)
       res[#res + 1] = 2
     elseif retry_at >= 0 then
@@ -110,10 +115,10 @@ for i = 6, #ARGV, 9 do
       res[#res + 1] = 3
     else
       if fh then flow_leave(ns, id, fh, 'running', true, now_s) end
-      redis.call('HSET', key, 'state', 'failed', 'finished', now_s)
-      redis.call('ZADD', failed, now_s, id)
+      redis.call('HSET', key, 'state', 'failed', 'finished', fin_s)
+      redis.call('ZADD', failed, fin_s, id)
       move_count(counts, f[3], f[2], 'failed')
-      emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err)
+      emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err, 'finished', fin_s)
       emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt)
       dead_letter(key, id, f[3], f[7], attempt, ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
       notify_done(f[11], done, id)

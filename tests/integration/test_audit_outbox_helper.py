@@ -44,7 +44,7 @@ async def _started(ob: Outbox, f: Fields) -> str:
 
 async def _attempt_failed(ob: Outbox, f: Fields) -> str:
     return await ob.attempt_failed(f["id"], int(f["a"]), outcome=f["outcome"], worker=f["worker"],
-                                   duration=int(f["duration_ms"]), **_error(f))
+                                   duration=int(f["duration_ms"]), finished=int(f["finished"]), **_error(f))
 
 
 async def _retry_scheduled(ob: Outbox, f: Fields) -> str:
@@ -53,15 +53,16 @@ async def _retry_scheduled(ob: Outbox, f: Fields) -> str:
 
 async def _completed(ob: Outbox, f: Fields) -> str:
     return await ob.completed(f["id"], int(f["a"]), outcome=f["outcome"], worker=f["worker"],
-                              duration=int(f["duration_ms"]))
+                              duration=int(f["duration_ms"]), finished=int(f["finished"]))
 
 
 async def _attempt_succeeded(ob: Outbox, f: Fields) -> str:
-    return await ob.attempt_succeeded(f["id"], int(f["a"]), worker=f["worker"], duration=int(f["duration_ms"]))
+    return await ob.attempt_succeeded(f["id"], int(f["a"]), worker=f["worker"], duration=int(f["duration_ms"]),
+                                      finished=int(f["finished"]))
 
 
 async def _failed(ob: Outbox, f: Fields) -> str:
-    return await ob.failed(f["id"], int(f["a"]), **_error(f))
+    return await ob.failed(f["id"], int(f["a"]), finished=int(f["finished"]), **_error(f))
 
 
 async def _schedule_failed(ob: Outbox, f: Fields) -> str:

@@ -197,3 +197,22 @@ async def test_a_validator_raising_something_else_is_a_failed_attempt_under_the_
         raise DoNotRetry("not today")
 
     assert (await run_attempt(JOB, [], clock, validate=final)).retry_at_ms == -1
+
+
+async def test_a_settlement_carries_the_attempts_own_times_and_retries_from_its_end() -> None:
+    """The clock is read before and after the listeners: finished and duration are the attempt's,
+    and the retry is due at its end + backoff, however late the settlement reaches Redis."""
+    readings = iter([NOW + 5, NOW + 305])
+
+    async def slow_failure(event: Any) -> None:
+        raise ValueError("card declined")
+
+    failed = await run_attempt(JOB, [slow_failure], lambda: next(readings))
+    assert (failed.started_ms, failed.ended_ms, failed.times) == (NOW + 5, NOW + 305, (NOW + 5, NOW + 305))
+    assert failed.retry_at_ms == NOW + 305 + 10_000
+    readings = iter([NOW + 1, NOW + 2])
+    done = await run_attempt(JOB, [], lambda: next(readings))
+    assert (done.started_ms, done.ended_ms) == (NOW + 1, NOW + 2)
+    lost = lost_settlement({"id": "j1", "token": "w:1", "attempts": "1", "max": "3", "btype": "fixed",
+                            "bdelay": "1000", "bmax": "1000", "bjit": "none"}, NOW)
+    assert lost.times == ("", ""), "a lost worker measured nothing: the script's now"

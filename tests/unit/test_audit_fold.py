@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import random
 
-from audit.fold import dump_json, fold_new, parse_json
+from audit.fold import fold_new
+from audit.jsontext import dump_json, parse_json
 from scheduler.outbox import OutboxEvent, decode_entry
 from scheduler.timeutil import ms_to_utc
 
@@ -171,7 +172,7 @@ def test_json_that_jsonb_refuses_is_cleaned() -> None:
     value = parse_json('{"a\\u0000": "x\\u0000y", "s": "\\ud800"}')
     text = dump_json(value)
     assert "\\u0000" not in text and "\\ud800" not in text
-    assert json.loads(text)["s"] == "?"
+    assert json.loads(text) == {"a\ufffd": "x\ufffdy", "s": "\ufffd"}
     assert json.loads(dump_json({"ok": "é"})) == {"ok": "é"}
     assert json.loads(dump_json({1: 2**70})) == {"1": 2**70}, "what orjson refuses, the stdlib writes"
 
