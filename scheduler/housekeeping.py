@@ -111,7 +111,9 @@ class Housekeeping:
         return recovered
 
     async def prune(self) -> int:
-        """Delete finished jobs past retention (loops while a batch comes back full)."""
+        """Delete finished jobs past retention (loops while a batch comes back full), and forget
+        the topics no worker served within [worker] topic_memory."""
+        await self.store.forget_topics([], self.clock.now_ms(), self.settings.topic_memory_ms)
         total = 0
         r = self.retention
         while True:

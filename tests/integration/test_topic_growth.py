@@ -63,6 +63,10 @@ async def one_round(redis_url: str, namespace: str, clock: FakeClock, topics: li
             assert stats["completed"] >= len(topics) and stats["failed"] >= len(topics)
             clock.advance(31 * DAY_S)
             await worker.prune()
+        # The topics stay known while their worker runs, then for [worker] topic_memory (7 days).
+        clock.advance(8 * DAY_S)
+        await s.make_worker().prune()
+        assert await s.known_topics() == []
         assert await s.stats() == {st.value: 0 for st in JobState}
 
 
