@@ -184,7 +184,7 @@ class Settings(_Section):
     redis_url: str | None = None
     database_url: str | None = None
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    data_dir: str = ""  # "" = .horae/ next to the config file, else the per-user dir (datadir.py)
+    data_dir: str = ""  # "" = .horae/ next to the config file, else the working tree's own dir (datadir.py)
     redis_max_connections: int = Field(64, ge=2, le=10_000)
     # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
     # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
@@ -270,7 +270,8 @@ def load_settings(
     Returns:
         Settings whose `data_dir` is an absolute path: relative values are taken from the
         config file's directory (in the file) or the current directory (env, arguments);
-        unset, `.horae/` next to the config file, else the per-user data directory.
+        unset, `.horae/` next to the config file, else the working tree's directory under
+        the per-user data directory (datadir.default_data_dir).
 
     Raises:
         ConfigError: naming the file or variable, the value and what is allowed.
