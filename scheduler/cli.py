@@ -237,10 +237,23 @@ def services() -> None:
     """The embedded Redis and PostgreSQL servers under the data directory."""
 
 
+@services.command("start")
+@click.pass_obj
+def services_start(settings: Settings) -> None:
+    """Start the embedded servers of this project's data directory (those not given by URL),
+    or find them running; print which servers are used, where."""
+    from scheduler.datadir import data_dir_of
+    from scheduler.servers import resolve_services
+
+    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings),
+                            need_database=settings.audit.enabled, appendfsync=settings.redis_appendfsync)
+    click.echo(urls.describe())
+
+
 @services.command("stop")
 @click.pass_obj
 def services_stop(settings: Settings) -> None:
-    """Stop the embedded servers."""
+    """Stop the embedded servers of this project's data directory (never another project's)."""
     from scheduler.datadir import data_dir_of
     from scheduler.servers import stop_all
 
