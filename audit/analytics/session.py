@@ -102,6 +102,15 @@ def worker_python(master: str, conf: Mapping[str, str], env: Mapping[str, str]) 
     return {"spark.pyspark.python": sys.executable}
 
 
+def use_worker_python(settings: Mapping[str, str]) -> None:
+    """Make `spark.pyspark.python` of a session about to start take effect: PySpark's
+    SparkContext takes its workers' interpreter from PYSPARK_PYTHON only (the setting alone
+    is read by spark-submit), so set the variable for this process unless it is set."""
+    chosen = settings.get("spark.pyspark.python")
+    if chosen and not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = chosen
+
+
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
     """A Spark Connect session for an sc:// master; else the active SparkSession if there is
     one (tests, spark-submit), else a new one.
@@ -125,10 +134,7 @@ def start_session(master: str | None = None, conf: Mapping[str, str] | None = No
         builder = builder.master(chosen)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if settings.get("spark.pyspark.python") and not os.environ.get("PYSPARK_PYTHON"):
-        # SparkContext takes its workers' interpreter from this variable (the setting alone is
-        # read by spark-submit only); set before the context starts, for this process.
-        os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+    use_worker_python(settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
