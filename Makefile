@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-integration install clean services-stop java-check bench chaos test-deploy
+.PHONY: demo test test-integration install clean services-stop java-check bench chaos test-deploy test-pythons
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -75,3 +75,32 @@ bench: $(STAMP)
 	done
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)  # issue 17: 1 vs 6 partitions on a Redis Cluster it starts
+
+# Every Python the project claims (pyproject's "Programming Language :: Python :: 3.x"
+# classifiers; PYTHONS="3.12 3.14" to choose): each in its own venv under .venvs/ with
+# '.[dev]', then the unit suite with the Spark tests required (their Python workers must run
+# that venv's interpreter). Interpreters: pythonX.Y on PATH, else pyenv's newest X.Y.*.
+# An interpreter not found or a venv that does not install is reported, not tested; the
+# target fails when a suite fails or nothing was tested.
+PYTHONS ?= $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9][0-9]*\)".*/\1/p' pyproject.toml)
+VENVS   := .venvs
+test-pythons:
+	@summary=""; failed=0; tested=0; \
+	for v in $(PYTHONS); do \
+	  py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -1); \
+	  if command -v python$$v >/dev/null 2>&1 && python$$v -c '' 2>/dev/null; then py=$$(command -v python$$v); fi; \
+	  if [ -z "$$py" ]; then summary="$$summary\n  $$v: no interpreter found, not tested"; continue; fi; \
+	  venv=$(VENVS)/py$$v; \
+	  echo "== Python $$v ($$py) in $$venv"; \
+	  if [ ! -f $$venv/.installed ] || [ pyproject.toml -nt $$venv/.installed ]; then \
+	    { [ -x $$venv/bin/python ] || $$py -m venv $$venv; } && $$venv/bin/python -m pip install --quiet --upgrade pip \
+	      && $$venv/bin/python -m pip install --quiet -e '.[dev]' && touch $$venv/.installed \
+	      || { summary="$$summary\n  $$v: '.[dev]' does not install, not tested"; failed=1; continue; }; \
+	  fi; \
+	  tested=$$((tested + 1)); \
+	  if HORAE_REQUIRE_SPARK=1 $$venv/bin/python -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS); then \
+	    summary="$$summary\n  $$v: passed ($$($$venv/bin/python -VV | head -1))"; \
+	  else summary="$$summary\n  $$v: FAILED"; failed=1; fi; \
+	done; \
+	printf "test-pythons:$$summary\n"; \
+	[ $$failed = 0 ] && [ $$tested -gt 0 ]

@@ -9,14 +9,23 @@ packages `scheduler`, `listeners` and `audit` are the implementation; the worker
 dispatch internals (`listeners.dispatch`, `call_listener`, ...) stay there. Names load
 lazily (PEP 562): `import horae` imports neither redis nor OpenTelemetry until a name
 that needs them is used.
+
+Before anything else, `import horae` checks that `scheduler`, `listeners`, `audit` and
+`console` are this distribution's packages, not a user's modules of the same name
+(`horae._packages`: a PackageShadowed ImportError names the shadowing file).
+`horae.__version__` is the installed distribution's version (package metadata).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from scheduler import _SOURCES as _SCHEDULER_SOURCES
-from scheduler.lazy import lazy_exports
+from horae import _packages
+
+_packages.check_packages()
+
+from scheduler import _SOURCES as _SCHEDULER_SOURCES  # noqa: E402  (after the check: maybe not ours)
+from scheduler.lazy import lazy_exports  # noqa: E402
 
 if TYPE_CHECKING:
     from listeners.events import ScheduleArrivedEvent, ScheduleFailedEvent
@@ -126,4 +135,18 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports('horae', _SOURCES, globals(), __all__)
+_lazy_getattr, __dir__ = lazy_exports('horae', _SOURCES, globals(), __all__)
+
+
+def __getattr__(name: str) -> Any:
+    """`__version__` from the distribution's metadata (read once), else a public name, lazily."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("horae")
+        except PackageNotFoundError:  # a source tree on sys.path, never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    return _lazy_getattr(name)

@@ -16,6 +16,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+try:  # first: checks that scheduler, listeners, audit and console are this distribution's
+    import horae  # noqa: F401
+except ImportError as exc:  # a module of the user's shadows one of them (horae/_packages.py)
+    raise SystemExit(f"Error: {exc}") from None
+
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
@@ -47,6 +52,7 @@ def _load_app(spec: str | None) -> ListenerRegistry:
 
 
 @click.group(cls=HoraeGroup)
+@click.version_option(package_name="horae", prog_name="horae", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="TOML config file.")
 @click.option("--redis-url", envvar="HORAE_REDIS_URL", default=None, help="Redis URL (default: embedded server).")
 @click.option("--database-url", envvar="HORAE_DATABASE_URL", default=None, help="PostgreSQL URL (default: embedded).")
@@ -269,10 +275,23 @@ def services() -> None:
     """The embedded Redis and PostgreSQL servers under the data directory."""
 
 
+@services.command("start")
+@click.pass_obj
+def services_start(settings: Settings) -> None:
+    """Start the embedded servers of this project's data directory (those not given by URL),
+    or find them running; print which servers are used, where."""
+    from scheduler.datadir import data_dir_of
+    from scheduler.servers import resolve_services
+
+    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings),
+                            need_database=settings.audit.enabled, appendfsync=settings.redis_appendfsync)
+    click.echo(urls.describe())
+
+
 @services.command("stop")
 @click.pass_obj
 def services_stop(settings: Settings) -> None:
-    """Stop the embedded servers."""
+    """Stop the embedded servers of this project's data directory (never another project's)."""
     from scheduler.datadir import data_dir_of
     from scheduler.servers import stop_all
 
@@ -291,6 +310,38 @@ def services_status(ctx: click.Context) -> None:
 
     config = config_file(ctx.find_root().params.get("config_path"), os.environ)
     for line in status_lines(ctx.obj, config):
+        click.echo(line)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """The settings in use, and every setting there is."""
+
+
+@config_group.command("show")
+@click.option("--defaults", is_flag=True,
+              help="Print the annotated settings file instead: every setting, its default and what it means "
+                   "(a starting point for horae.toml).")
+@click.pass_context
+def config_show(ctx: click.Context, defaults: bool) -> None:
+    """Every setting's effective value, one line each, with its source: default, file PATH,
+    environment VAR or option; passwords and tokens masked. Nothing is started."""
+    import os
+
+    from scheduler.config import setting_sources
+    from scheduler.config_show import annotated_defaults, data_dir_default, show_lines
+    from scheduler.datadir import config_file
+
+    if defaults:
+        click.echo(annotated_defaults(), nl=False)
+        return
+    root = ctx.find_root()
+    path = root.params.get("config_path")
+    options = {"redis_url": "--redis-url", "database_url": "--database-url", "namespace": "--namespace"}
+    given = {name: f"option {flag}" for name, flag in options.items()
+             if root.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    sources = setting_sources(path, os.environ, given)
+    for line in show_lines(ctx.obj, sources, data_dir_default(config_file(path, os.environ))):
         click.echo(line)
 
 

@@ -261,7 +261,7 @@ class Settings(_Section):
     redis_url: str | None = None
     database_url: str | None = None
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    data_dir: str = ""  # "" = .horae/ next to the config file, else the per-user dir (datadir.py)
+    data_dir: str = ""  # "" = .horae/ next to the config file, else the working tree's own dir (datadir.py)
     redis_max_connections: int = Field(64, ge=2, le=10_000)
     # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
     # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
@@ -347,7 +347,8 @@ def load_settings(
     Returns:
         Settings whose `data_dir` is an absolute path: relative values are taken from the
         config file's directory (in the file) or the current directory (env, arguments);
-        unset, `.horae/` next to the config file, else the per-user data directory.
+        unset, `.horae/` next to the config file, else the working tree's directory under
+        the per-user data directory (datadir.default_data_dir).
 
     Raises:
         ConfigError: naming the file or variable, the value and what is allowed.
@@ -380,3 +381,41 @@ def load_settings(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"invalid configuration ({file if found else 'defaults/env'}): {problems}") from exc
+
+
+def setting_sources(path: str | Path | None = None, env: Mapping[str, str] | None = None,
+                    given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting load_settings(path, env, ...) would not take from the defaults
+    comes from, by dotted name (`worker.concurrency`, `redis_url`): "file PATH",
+    "environment VAR", or the label `given` has for it (e.g. "option --redis-url"), the
+    same precedence as load_settings. Values are not checked here (load_settings does).
+    """
+    env = os.environ if env is None else env
+    sources: dict[str, str] = {}
+    file = config_file(path, env)
+    if file is not None and file.is_file():
+        try:
+            raw = _flatten_toml(tomllib.loads(file.read_text()))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {file}: {exc}") from exc
+        sources.update(dict.fromkeys(_leaf_names(raw), f"file {file}"))
+    for name, value in env.items():
+        if name in _TOP_ENV and value:
+            sources[_TOP_ENV[name]] = f"environment {name}"
+        elif name.startswith("HORAE_") and "__" in name:
+            section, _, key = name[len("HORAE_"):].lower().partition("__")
+            sources[f"{section}.{key}"] = f"environment {name}"
+    sources.update(given or {})
+    return sources
+
+
+def _leaf_names(data: Mapping[str, Any]) -> Iterator[str]:
+    """Dotted names of the settings a flattened config file sets (a section's dict-valued
+    setting, such as analytics.spark_conf, counts as one)."""
+    for key, value in data.items():
+        field = Settings.model_fields.get(key)
+        section = field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, _Section)
+        if section and isinstance(value, Mapping):
+            yield from (f"{key}.{inner}" for inner in value)
+        else:
+            yield key

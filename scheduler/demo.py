@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -96,11 +97,18 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
                 audit[info.id] = (row.status, len(await s.audit.attempts(info.id))) if row else ("-", 0)
         console.print(_table(infos, audit))
         console.print(f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}")
-        console.print(f"settled in {time.monotonic() - started:.1f} s; counts: {await s.stats()}")
+        console.print(f"settled in {time.monotonic() - started:.1f} s; this run's {len(infos)} jobs: {run_counts(infos)}")
         console.print(f"look further (the demo's jobs are in namespace {s.settings.namespace!r}):")
         for command in suggested_commands(s.settings.namespace, infos[-2].id, bool(audit)):
             console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
         return infos
+
+
+def run_counts(infos: list[JobInfo]) -> str:
+    """e.g. 'completed 3, failed 1': the states of this run's jobs only (the demo namespace
+    keeps the jobs of earlier runs until retention prunes them; they are not this run's)."""
+    counts = Counter(info.state.value for info in infos)
+    return ", ".join(f"{state} {n}" for state, n in sorted(counts.items())) or "none"
 
 
 def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:

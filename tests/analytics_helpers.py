@@ -21,7 +21,7 @@ from audit.analytics.export import write_partition
 from audit.analytics.java import java_problem, java_version
 from audit.analytics.location import DatasetLocation
 from audit.analytics.schema import ATTEMPTS, JOBS
-from audit.analytics.session import session_conf
+from audit.analytics.session import session_conf, use_worker_python
 
 TEST_CONF: Final = {
     "spark.sql.shuffle.partitions": "2",
@@ -52,6 +52,7 @@ def spark_session() -> SparkSession:
         _session.clear()
     if not _session:
         master, conf = session_conf("local[2]", TEST_CONF)
+        use_worker_python(conf)  # the workers run this interpreter, whatever python3 is (issue 29)
         builder = SparkSession.builder.appName("horae-tests").master(master or "local[2]")
         for key, value in conf.items():
             builder = builder.config(key, value)

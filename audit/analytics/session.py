@@ -1,11 +1,14 @@
 """The SparkSession of a report: local[*] by default, a standalone/YARN/k8s
 master by URL, the cluster's own master and settings under spark-submit, or a
 Spark Connect client (`sc://host:port`, no local JVM); quiet JVM logs, UTC
-session time zone."""
+session time zone. In local mode the Python workers run this process's own interpreter
+(not the machine's `python3`, which may be another version: PYTHON_VERSION_MISMATCH);
+on a cluster they run what `spark.pyspark.python` / PYSPARK_PYTHON name there."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from importlib import resources
 from typing import Final
@@ -81,7 +84,31 @@ def session_conf(master: str | None, conf: Mapping[str, str]) -> tuple[str | Non
     extra = conf.get("spark.driver.extraJavaOptions")
     settings["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
     settings.update({k: v for k, v in conf.items() if k != "spark.driver.extraJavaOptions"})
-    return master or LOCAL_MASTER, settings
+    chosen = master or LOCAL_MASTER
+    settings.update(worker_python(chosen, conf, os.environ))
+    return chosen, settings
+
+
+def worker_python(master: str, conf: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """`spark.pyspark.python` = this interpreter (sys.executable) for a local master, unless
+    the user chose one (that setting or PYSPARK_PYTHON); else nothing.
+
+    A local master's Python workers run on this machine, and PySpark would start `python3`
+    from PATH, whose version may differ from the driver's. A cluster's workers run on other
+    machines, where this path may not exist: there the user names theirs.
+    """
+    if not master.startswith("local") or "spark.pyspark.python" in conf or env.get("PYSPARK_PYTHON"):
+        return {}
+    return {"spark.pyspark.python": sys.executable}
+
+
+def use_worker_python(settings: Mapping[str, str]) -> None:
+    """Make `spark.pyspark.python` of a session about to start take effect: PySpark's
+    SparkContext takes its workers' interpreter from PYSPARK_PYTHON only (the setting alone
+    is read by spark-submit), so set the variable for this process unless it is set."""
+    chosen = settings.get("spark.pyspark.python")
+    if chosen and not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = chosen
 
 
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
@@ -107,6 +134,7 @@ def start_session(master: str | None = None, conf: Mapping[str, str] | None = No
         builder = builder.master(chosen)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    use_worker_python(settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True

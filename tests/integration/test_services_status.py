@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli import cli
+from scheduler.datadir import project_data_dir
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 
 
@@ -27,11 +28,12 @@ def status(args: list[str], env: dict[str, str]) -> list[str]:
     return result.output.splitlines()
 
 
-def test_servers_given_by_url_are_probed(isolated: dict[str, str], redis_url: str, server_dsn: str) -> None:
+def test_servers_given_by_url_are_probed(isolated: dict[str, str], redis_url: str, server_dsn: str,
+                                        tmp_path: Path) -> None:
     lines = status(["--redis-url", redis_url, "--database-url", server_dsn], isolated)
 
     assert lines[0] == "config: none (defaults and HORAE_* variables)"
-    assert lines[1] == f"data directory: {isolated['XDG_DATA_HOME']}/horae"
+    assert lines[1] == f"data directory: {project_data_dir(tmp_path, isolated)}"
     assert lines[2].startswith("redis: external redis://") and lines[2].endswith(": reachable")
     assert lines[3].startswith("postgres: external postgresql://") and lines[3].endswith(": reachable")
     assert not Path(isolated["XDG_DATA_HOME"]).exists(), "status starts and creates nothing"

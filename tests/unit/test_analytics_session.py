@@ -66,3 +66,17 @@ def test_the_bundle_imports_from_its_zip(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     where, length = done.stdout.split()
     assert where.startswith(str(bundle.zip)) and int(length) > 0
+
+
+def test_local_python_workers_run_the_drivers_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: not the machine's `python3`, whose version may differ (PYTHON_VERSION_MISMATCH)."""
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    for requested in (None, "local[2]", "local"):
+        assert session_conf(requested, {})[1]["spark.pyspark.python"] == sys.executable, requested
+    chosen = session_conf(None, {"spark.pyspark.python": "/opt/py/bin/python3"})[1]
+    assert chosen["spark.pyspark.python"] == "/opt/py/bin/python3"  # the user's choice stays
+    # a cluster's workers run elsewhere: this path may not exist there
+    assert "spark.pyspark.python" not in session_conf("spark://10.0.0.1:7077", {})[1]
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3.12")
+    assert "spark.pyspark.python" not in session_conf(None, {})[1]  # the variable already says it

@@ -1,5 +1,6 @@
 """One place for data and config, whatever the current directory (issue 19): the nearest
-horae.toml upward, HORAE_DATA_DIR, else the per-user (XDG) data directory."""
+horae.toml upward, HORAE_DATA_DIR, else the working tree's own directory under the per-user
+(XDG) data directory (issue 29: two checkouts never share embedded servers)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import Settings, load_settings
-from scheduler.datadir import data_dir_of, find_config, user_data_dir
+from scheduler.datadir import data_dir_of, find_config, project_data_dir, user_data_dir, working_tree
 
 
 @pytest.fixture
@@ -29,13 +30,32 @@ def test_the_nearest_horae_toml_upward_gives_config_and_data_dir(project: Path,
         assert (s.namespace, s.data_dir) == ("from-project", str(project / ".horae")), cwd
 
 
-def test_without_a_project_file_the_per_user_directory_is_used(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_without_a_project_file_each_working_tree_has_its_own_directory(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
-    assert load_settings(env={"HOME": str(home)}).data_dir == str(home / ".local" / "share" / "horae")
+    projects = home / ".local" / "share" / "horae" / "projects"
+    one, two = tmp_path / "one" / "app", tmp_path / "two" / "app"  # two clones of the same repository
+    for clone in (one, two):
+        (clone / ".git").mkdir(parents=True)
+        (clone / "src").mkdir()
+    (tmp_path / "wt").mkdir()
+    (tmp_path / "wt" / ".git").write_text("gitdir: /elsewhere/.git/worktrees/wt\n")  # a `git worktree`
+    seen = {}
+    for cwd, tree in ((one, one), (one / "src", one), (two / "src", two), (tmp_path / "wt", tmp_path / "wt"),
+                      (tmp_path, tmp_path)):
+        monkeypatch.chdir(cwd)
+        assert working_tree() == tree
+        data_dir = Path(load_settings(env={"HOME": str(home)}).data_dir)
+        assert data_dir == project_data_dir(tree, {"HOME": str(home)}), cwd
+        assert data_dir.parent == projects and data_dir.name.startswith(tree.name[:24] + "-"), cwd
+        seen.setdefault(tree, set()).add(data_dir)
+    assert all(len(dirs) == 1 for dirs in seen.values()), "one directory per tree, from any subdirectory"
+    assert len(set.union(*seen.values())) == len(seen), "no two trees share a directory"
     xdg = tmp_path / "xdg"
-    assert load_settings(env={"HOME": str(home), "XDG_DATA_HOME": str(xdg)}).data_dir == str(xdg / "horae")
+    monkeypatch.chdir(one)
+    assert load_settings(env={"HOME": str(home), "XDG_DATA_HOME": str(xdg)}).data_dir == str(
+        project_data_dir(one, {"XDG_DATA_HOME": str(xdg)}))
+    assert project_data_dir(one, {"XDG_DATA_HOME": str(xdg)}).parent == xdg / "horae" / "projects"
     # a relative XDG_DATA_HOME is invalid per the XDG spec and ignored
     assert user_data_dir({"HOME": str(home), "XDG_DATA_HOME": "rel"}) == home / ".local" / "share" / "horae"
 
@@ -73,5 +93,5 @@ def test_settings_built_by_hand_resolve_their_data_dir_the_same_way(
     assert data_dir_of(Settings()) == project / ".horae"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert data_dir_of(Settings()) == tmp_path / "xdg" / "horae"
+    assert data_dir_of(Settings()) == project_data_dir(tmp_path, {"XDG_DATA_HOME": str(tmp_path / "xdg")})
     assert data_dir_of(Settings(data_dir="/srv/horae")) == Path("/srv/horae")
