@@ -60,6 +60,8 @@ def shown(value: Any, field: FieldInfo) -> str:
     if isinstance(value, Mapping):
         items = (f"{json.dumps(k)} = {json.dumps(MASK if SECRET_KEY.search(k) else v)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(json.dumps(hide_password(v) if isinstance(v, str) else v) for v in value) + "]"
     return repr(value)
 
 
