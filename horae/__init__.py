@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from horae import _packages
 
-_packages.check_packages()
+_packages.check_packages(_packages.LIBRARY)  # a user's own console.py does not stop the library
 
 from scheduler import _SOURCES as _SCHEDULER_SOURCES  # noqa: E402  (after the check: maybe not ours)
 from scheduler.lazy import lazy_exports  # noqa: E402

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("scheduler", "listeners", "audit", "console")
+LIBRARY = PACKAGES[:3]  # what `import horae` and a Scheduler use; `console` only `horae console` (the CLI checks it)
 
 
 class PackageShadowed(ImportError):
@@ -35,11 +36,11 @@ def _origin(name: str) -> str | None:
     return ", ".join(spec.submodule_search_locations or []) or spec.origin
 
 
-def check_packages(home: Path | None = None) -> None:
-    """Raise PackageShadowed unless each of PACKAGES is `home/<name>/__init__.py` (default:
+def check_packages(names: tuple[str, ...] = PACKAGES, home: Path | None = None) -> None:
+    """Raise PackageShadowed unless each of `names` is `home/<name>/__init__.py` (default:
     the directory holding this `horae` package, site-packages or a source checkout)."""
     home = (home or Path(__file__).resolve().parent.parent).resolve()
-    for name in PACKAGES:
+    for name in names:
         expected = home / name / "__init__.py"
         origin = _origin(name)
         if origin is not None and Path(origin).resolve() == expected:

@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 try:  # first: checks that scheduler, listeners, audit and console are this distribution's
-    import horae  # noqa: F401
+    from horae import _packages
+
+    _packages.check_packages()
 except ImportError as exc:  # a module of the user's shadows one of them (horae/_packages.py)
     raise SystemExit(f"Error: {exc}") from None
 

@@ -140,3 +140,18 @@ def test_a_users_module_shadowing_a_package_is_refused_with_its_path(tmp_path: P
     assert command.stderr.startswith("Error: horae's package 'listeners' is shadowed: `import listeners` "
                                      f"resolves to {tmp_path / 'mine' / 'listeners' / '__init__.py'}"), command.stderr
     assert len(command.stderr.splitlines()) == 1
+
+
+def test_a_users_console_module_does_not_stop_the_library_but_stops_the_console_command(tmp_path: Path) -> None:
+    """`console` is imported only by `horae console`: a project's own console.py may sit beside
+    its code that imports horae; the CLI, which may serve the console, still refuses it."""
+    (tmp_path / "console.py").write_text("raise SystemExit('the user module was imported')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    imported = subprocess.run([sys.executable, "-c", "import horae; print(horae.__version__)"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=60)
+    command = subprocess.run([str(HORAE), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env={**env, "PYTHONPATH": str(tmp_path)})
+
+    assert imported.returncode == 0 and imported.stdout.strip() == metadata.version("horae"), imported.stderr
+    assert command.returncode == 1 and "horae's package 'console' is shadowed" in command.stderr, command.stderr
