@@ -151,7 +151,20 @@ class Migration:
                     commands += [("DEL", k.topic(name)), ("HSET", k.topic(name), *[x for kv in fields.items() for x in kv]),
                                  ("SADD", k.topic_names, name)]
             await self.store.many(commands)  # (DEL then HSET in one pipeline per node: in order)
+            await self._known_topics(every, new_tags)
         return router
+
+    async def _known_topics(self, every: Sequence[Keys], new_tags: Sequence[Keys]) -> None:
+        """The topic memory (topic_memory.py) on every new partition: for each topic the latest
+        "<ms>|<worker>|<app>" of any old one, so a known topic's jobs keep waiting for a worker."""
+        latest: dict[str, str] = {}
+        for memory in await self.store.hashes([k.known_topics for k in every]):
+            for topic, mark in memory.items():
+                if topic not in latest or int(mark.split("|", 1)[0]) > int(latest[topic].split("|", 1)[0]):
+                    latest[topic] = mark
+        if latest:
+            await self.store.many([("HSET", k.known_topics, *[x for kv in latest.items() for x in kv])
+                                   for k in new_tags])
 
     async def _walk(self, old: int, summary: Summary, dry: bool) -> Router:
         """Move (dry: count) every job and schedule not where the new count puts it; the router."""

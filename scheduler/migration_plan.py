@@ -18,7 +18,7 @@ _FLOW = re.compile(r"^(ks|ff|dd|rl):(\d+):")
 # has is cleared of once its jobs and schedules left (besides the per-topic and per-key ones).
 PARTITION_KEYS = ("due", "due:levels", "active", "completed", "failed", "cancelled", "lease_seq", "seq", "counts",
                   "outbox", "crons", "cron_names", "crons_declared", "topic_names", "dlq_topics", "workers",
-                  "served", "unpark")
+                  "served", "topics_known", "unpark")
 PER_NAME_KINDS = ("due:p:", "topic:", "fifo_blocked:", "dlq:", "pk:")
 
 

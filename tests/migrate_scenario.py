@@ -111,7 +111,8 @@ async def snapshot(s: Scheduler) -> dict[str, Any]:
     return {"stats": {k: n for k, n in (await s.stats()).items() if n}, "crons": crons,
             "by_topic": {t: row for t, row in by_topic.items() if row},
             "topics": {t: await s.get_topic(t) for t in await s.list_topics()},
-            "dead": sorted(j.id for j in (await s.dead_letters("fragile-dlq")).items)}
+            "dead": sorted(j.id for j in (await s.dead_letters("fragile-dlq")).items),
+            "known": sorted((t.topic, t.last_served, t.app) for t in await s.known_topics())}
 
 
 async def check_dedupe_kept(s: Scheduler) -> None:

@@ -73,7 +73,11 @@ class FaultProxy:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+            host, port = self.upstream
+            if host.startswith("/"):  # a server on a unix socket (the embedded PostgreSQL's directory)
+                up_reader, up_writer = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+            else:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
         except OSError:
             self.counts["upstream_down"] += 1
             writer.transport.abort()

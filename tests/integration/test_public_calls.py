@@ -13,7 +13,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, date, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 import redis.asyncio as aioredis
@@ -127,13 +127,17 @@ def test_the_tables_cover_every_public_name() -> None:
 def _through(url: str, port: int) -> str:
     parts = urlsplit(url)
     user = parts.netloc.rpartition("@")[0]
-    return parts._replace(netloc=(f"{user}@" if user else "") + f"127.0.0.1:{port}").geturl()
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")])
+    return parts._replace(netloc=(f"{user}@" if user else "") + f"127.0.0.1:{port}", query=query).geturl()
 
 
 async def _proxy(url: str, default_port: int) -> FaultProxy:
+    """A path to the server of `url` that the test can cut: TCP, or the unix socket of a DSN's
+    `host=/dir` query (the embedded PostgreSQL), forwarded from 127.0.0.1."""
     parts = urlsplit(url)
-    assert parts.hostname, f"a TCP server is needed to cut the path to: {url}"
-    proxy = FaultProxy("path", parts.hostname, parts.port or default_port)
+    host = parts.hostname or dict(parse_qsl(parts.query)).get("host", "")
+    assert host, f"no server to cut the path to: {url}"
+    proxy = FaultProxy("path", host, parts.port or default_port)
     await proxy.start()
     return proxy
 
