@@ -9,7 +9,8 @@
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
 -- ARGV[4..] groups of 6: id, token, outcome (succeeded|no_listener|invalid_payload),
 --   error json ("" for none; invalid_payload: the refusal, kept in the job's
---   last_error with its outcome, so only such jobs pay for the two fields),
+--   last_error with its outcome, so only such jobs pay for the two fields; a
+--   no_listener completion keeps its outcome too),
 --   start ms, end ms (the worker's clock when the listeners started and finished;
 --   "" unknown): the job's `finished` and the event's finished and duration_ms
 --   (attempt_times), right even when the settlement is written late
@@ -35,8 +36,10 @@ for i = 4, #ARGV, 6 do
   else
     redis.call('ZREM', active, id)
     local fin_s, duration = attempt_times(f[6], ARGV[i + 4], ARGV[i + 5], now, now_s)
-    if err == '' then
+    if err == '' and outcome == 'succeeded' then
       redis.call('HSET', key, 'token', '', 'finished', fin_s)
+    elseif err == '' then  -- no_listener: `jobs show` says why the job completed without a run
+      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome)
     else
       redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome, 'last_error', err)
     end

@@ -270,6 +270,7 @@ async def test_a_topic_never_served_still_completes_as_no_listener(
         for job in jobs + [mine]:
             await wait_for(lambda job=job: outcome(redis, namespace, job), 15, "every job completed")
         assert [await outcome(redis, namespace, j) for j in jobs] == [NO_LISTENER] * 3
+        assert [(await s.get_job(j)).outcome for j in jobs] == [NO_LISTENER] * 3, "jobs show says why"
         assert await outcome(redis, namespace, mine) == SUCCEEDED
         assert [t.topic for t in await s.known_topics()] == [A_TOPIC], "never served: not known"
     assert "no listener for topic 'nobody.topic'" in a.log()
