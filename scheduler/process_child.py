@@ -108,16 +108,15 @@ def rss_bytes() -> int:
 
 
 def error_of(exc: BaseException) -> tuple[bytes | None, str, str, str, str]:
-    """What the worker needs to rebuild a listener's exception: its pickle when it survives a round
-    trip unchanged (a Retry keeps its delay), else its type's name and module and its message; and
-    the traceback as text."""
+    """What the worker needs to rebuild a listener's exception: its class (module, qualname), args
+    and attributes pickled (rebuilt without calling __init__, so a Retry keeps its delay and an
+    exception whose __init__ takes other arguments than its message comes back as it was), else
+    its type's name and module and its message; and the traceback as text."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-TRACEBACK_CHARS:]
     data: bytes | None
     try:
-        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-        back = pickle.loads(data)
-        if type(back) is not type(exc) or str(back) != str(exc):  # an __init__ whose args are not its message
-            data = None
+        data = pickle.dumps((type(exc).__module__, type(exc).__qualname__, exc.args, dict(vars(exc))),
+                            protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - any failure: send its name and message instead
         data = None
     return data, type(exc).__name__, type(exc).__module__, str(exc), text

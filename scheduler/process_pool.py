@@ -28,7 +28,7 @@ from contextlib import suppress
 from typing import Any
 
 from listeners import Listener, ListenerRegistry, call_listener, qualified_name
-from listeners.executors import UnimportableListener, check_resolves
+from listeners.executors import UnimportableListener, check_resolves, resolve
 from scheduler.config import WorkerSettings
 from scheduler.errors import ConfigError, ListenerProcessLost
 from scheduler.process_child import frame
@@ -45,9 +45,14 @@ def rebuilt(error: tuple[bytes | None, str, str, str, str], pid: int) -> Excepti
     data, name, module, message, text = error
     exc: Any = None
     if data is not None:
-        with suppress(Exception):
-            exc = pickle.loads(data)
-    if not isinstance(exc, Exception):  # not picklable as it is: one of a class of the same name and module
+        with suppress(Exception):  # its class does not import here, or its state does not unpickle
+            cls_module, qualname, args, state = pickle.loads(data)
+            cls = resolve(cls_module, qualname)
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                exc = cls.__new__(cls, *args)
+                exc.args = args
+                exc.__dict__.update(state)
+    if not isinstance(exc, Exception):  # one of a class of the same name and module, with its message
         exc = type(name, (Exception,), {"__module__": module})(message)
     exc.add_note(f"raised in listener process {pid}:\n{text.rstrip()}")
     return exc  # type: ignore[no-any-return]
