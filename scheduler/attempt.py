@@ -147,10 +147,9 @@ def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand 
         return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER)
     error, exc = failure_record(job, result)
     backoff = stored_backoff(job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter)
-    outcome = TIMED_OUT if result.timed_out else WORKER_LOST if isinstance(exc, ListenerProcessLost) \
-        else ATTEMPT_FAILED_OUTCOME
     return Settlement(
-        job.id, job.token, outcome, error,
+        job.id, job.token, TIMED_OUT if result.timed_out
+        else WORKER_LOST if isinstance(exc, ListenerProcessLost) else ATTEMPT_FAILED_OUTCOME, error,
         retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
     )
 

@@ -130,7 +130,7 @@ def _run_one(loop: asyncio.AbstractEventLoop, fn: Any, event: Any) -> None:
         return
     result = fn(event)
     if inspect.isawaitable(result):
-        loop.run_until_complete(result)  # type: ignore[arg-type]
+        loop.run_until_complete(result)
 
 
 def _serve(channel: _Channel) -> None:
@@ -145,7 +145,7 @@ def _serve(channel: _Channel) -> None:
             if fn is None:
                 fn = found[(module, qualname)] = resolve(module, qualname)
             event = pickle.loads(data)
-            if dataclasses.is_dataclass(event) and hasattr(event, "reporter"):
+            if hasattr(event, "reporter"):  # a ScheduleArrivedEvent
                 event = dataclasses.replace(event, reporter=reporter)
             _run_one(loop, fn, event)
         except Exception as exc:  # noqa: BLE001 - the listener's error is its attempt's outcome

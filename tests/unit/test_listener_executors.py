@@ -108,8 +108,8 @@ def test_one_function_has_one_executor_and_the_registry_lists_its_process_listen
 def test_first_use_refuses_a_listener_whose_module_level_name_is_another_object() -> None:
     (fn,) = _WRAPPED_REGISTRY.listeners("wrapped")
     with pytest.raises(UnimportableListener, match=r"wrapped is <function wrapped at .*>, not the registered "
-                                                   r"function \(a decorator wraps it after @on_event\?\): put @on_event "
-                                                   r"outermost"):
+                                                   r"function \(a decorator wraps it after @on_event\?\): "
+                                                   r"put @on_event outermost"):
         check_resolves(fn)
     with pytest.raises(ConfigError, match=rf"listener {__name__}\.wrapped cannot run with executor='process'"):
         ProcessPool(_WRAPPED_REGISTRY, WorkerSettings()).check(["wrapped"])
