@@ -154,6 +154,12 @@ class ProcessPool:
         self._checked: set[Listener] = set()
         self._ending: set[asyncio.Task[None]] = set()
         self.recycled = 0  # children replaced after max_jobs_per_child or max_memory_mb_per_child
+        self._users = 1  # the workers sharing it (a PartitionedWorker's loops): the last close() closes it
+
+    def shared(self) -> ProcessPool:
+        """This pool, for one more worker of the process (its close() only counts down)."""
+        self._users += 1
+        return self
 
     def check(self, topics: Iterable[str]) -> None:
         """Refuse, before a worker claims anything, a process listener of `topics` a child cannot import.
@@ -247,7 +253,11 @@ class ProcessPool:
         task.add_done_callback(self._ending.discard)
 
     async def close(self) -> None:
-        """Stop the idle children and kill the busy ones (a worker stop cancelled their attempts already)."""
+        """Stop the idle children and kill the busy ones (a worker stop cancelled their attempts already);
+        with the last worker sharing the pool."""
+        self._users -= 1
+        if self._users > 0:
+            return
         idle, self._idle = self._idle, []
         for child in list(self._busy):
             child.kill()

@@ -11,19 +11,21 @@ import json
 import os
 import signal
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from click.testing import CliRunner
 
-from listeners import ListenerRegistry
+from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
 from scheduler.cli import cli
 from scheduler.clock import SystemClock
+from scheduler.config import WorkerSettings
 from scheduler.keys import Keys
+from scheduler.process_pool import ProcessPool
 from scheduler.testing import FakeClock
-from scheduler.worker import Worker
 from tests.integration import process_app as app
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
 
@@ -196,3 +198,26 @@ async def test_the_heartbeat_keeps_leases_during_a_busy_listener(redis_url: str,
             info = await s.wait(job_id, timeout=30)
     assert info.state is JobState.COMPLETED and info.attempts == 1
     assert len(set(deadlines)) >= 5, deadlines  # extended again and again while it spun
+
+
+async def test_the_pool_bounds_its_children_and_closes_with_the_last_worker_sharing_it() -> None:
+    """A PartitionedWorker's loops share one pool ([worker] processes per process): the first loop's
+    stop leaves the children to the others; calls beyond `processes` wait for a free child."""
+    pool = ProcessPool(app.registry, WorkerSettings(processes=1))
+    other = pool.shared()
+    events = [ScheduleArrivedEvent(f"j{n}", "sleeps", {"seconds": 0.3}, 1, 1, datetime.now(UTC)) for n in range(3)]
+    seen: set[int] = set()
+
+    async def run(event: ScheduleArrivedEvent) -> None:
+        task = asyncio.ensure_future(pool.call_listener(app.sleeps, event))
+        await eventually(lambda: _is(task.done() or pool.pid_of(event.scheduled_job_id)), 30, "started")
+        seen.update(pool.pids())
+        await task
+
+    await asyncio.gather(*(run(e) for e in events))
+    assert len(seen) == 1 and pool.pids() == sorted(seen)  # one child ran all three, one after another
+    (pid,) = seen
+    await pool.close()
+    assert alive(pid)
+    await other.close()
+    await eventually(lambda: _is(not alive(pid)), 10, "the child stopped")
