@@ -57,8 +57,10 @@ async def reporting(event: ScheduleArrivedEvent) -> None:
 
 
 def hangs_first(event: ScheduleArrivedEvent) -> None:
-    """Attempt 1 waits until killed (the test kills its child); the next attempt succeeds."""
+    """Attempt 1 logs its pid and waits until killed (the test kills its child, or its worker); the
+    next attempt succeeds."""
     if event.attempt == 1:
+        asyncio.run(event.log(f"pid {os.getpid()}"))
         time.sleep(60)
 
 

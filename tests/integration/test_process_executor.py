@@ -28,6 +28,7 @@ from scheduler.process_pool import ProcessPool
 from scheduler.testing import FakeClock
 from tests.integration import process_app as app
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
+from tests.procs import WorkerProcesses, producer
 
 RETRY_3 = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1_000}}
 QUICK_JOBS = 6
@@ -99,6 +100,7 @@ async def test_a_killed_child_fails_only_its_attempt_which_is_retried(redis_url:
             await eventually(lambda: _is(w.pool.pid_of(victim) and w.pool.pid_of(other)), 30, "both running")
             pid, other_pid = w.pool.pid_of(victim), w.pool.pid_of(other)
             assert pid != other_pid
+            await eventually(lambda: has_logs(s, victim), 30, "the listener runs")
             os.kill(pid, signal.SIGKILL)
             await eventually(lambda: in_state(s, victim, JobState.RETRYING, attempts=1), 10, "attempt 1 failed")
             info = await s.get_job(victim)
@@ -221,3 +223,35 @@ async def test_the_pool_bounds_its_children_and_closes_with_the_last_worker_shar
     assert alive(pid)
     await other.close()
     await eventually(lambda: _is(not alive(pid)), 10, "the child stopped")
+
+
+async def has_logs(s: Any, job_id: str) -> bool:
+    return bool((await s.get_job(job_id)).logs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+async def test_children_die_with_their_worker_process(sig: signal.Signals, redis_url: str, namespace: str,
+                                                      tmp_path: Any) -> None:
+    """`horae worker` SIGKILLed mid-listener: its child goes too (PR_SET_PDEATHSIG), no orphan left.
+    SIGTERM: the worker's grace ends, the attempt is released and its child killed; the worker exits 0."""
+    procs = WorkerProcesses(redis_url, namespace, tmp_path)
+    try:
+        worker = procs.spawn("w", grace=0.5, env={"HORAE_WORKER__PROCESSES": "1"},
+                             app="tests.integration.process_app:registry")
+        await worker.wait_ready()
+        async with producer(redis_url, namespace) as s:
+            job_id = await s.schedule_in("hangs_first", 0, retry=RETRY_3)
+            await eventually(lambda: has_logs(s, job_id), 30, "the listener runs in its child")
+            (line,) = (await s.get_job(job_id)).logs
+            child = int(line.split()[1])
+            assert alive(child) and child != worker.pid
+            worker.signal(sig)
+            code, _ = await worker.wait_exit(15)
+            assert code == (-signal.SIGKILL if sig is signal.SIGKILL else 0), procs.logs()
+            await eventually(lambda: _is(not alive(child)), 5, f"child {child} gone with its worker")
+            if sig is signal.SIGTERM:  # released, uncounted: the next worker runs attempt 1 again
+                info = await s.get_job(job_id)
+                assert info.state is JobState.SCHEDULED and info.attempts == 0, info
+    finally:
+        procs.close()
