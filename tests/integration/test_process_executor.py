@@ -26,6 +26,7 @@ from scheduler.config import WorkerSettings
 from scheduler.keys import Keys
 from scheduler.process_pool import ProcessPool
 from scheduler.testing import FakeClock
+from scheduler.under_test import delete_namespace
 from tests.integration import process_app as app
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
 from tests.procs import WorkerProcesses, producer
@@ -255,3 +256,17 @@ async def test_children_die_with_their_worker_process(sig: signal.Signals, redis
                 assert info.state is JobState.SCHEDULED and info.attempts == 0, info
     finally:
         procs.close()
+
+
+async def test_a_partitioned_worker_has_one_pool_for_its_loops(redis_url: str, namespace: str) -> None:
+    """[worker] processes is per process: the loops of a namespace with 3 partitions share one pool."""
+    try:
+        async with make_scheduler(redis_url, namespace, app.registry, FakeClock(START_MS),
+                                  worker={"processes": 1}, cluster={"partitions": 3}) as s:
+            ids = [await s.schedule_in("whoami", 0, job_id=f"job-{n}") for n in range(6)]
+            async with s.worker() as w:
+                assert len(w.workers) == 3 and len({id(loop.pool) for loop in w.workers}) == 1
+                pids = {await logged_pid(s, job_id) for job_id in ids}
+            assert len(pids) == 1 and not alive(pids.pop())  # one child ran them all; gone with the worker
+    finally:
+        await delete_namespace(redis_url, namespace)
