@@ -58,6 +58,19 @@ def rebuilt(error: tuple[bytes | None, str, str, str, str], pid: int) -> Excepti
     return exc  # type: ignore[no-any-return]
 
 
+def sent(fn: Listener, event: Any) -> bytes:
+    """The event as a child receives it: pickled, without the attempt's reporter (the child has its own).
+
+    Raises:
+        TypeError: the event does not pickle (a payload model whose class a child cannot import).
+    """
+    try:
+        return pickle.dumps(dataclasses.replace(event, reporter=None) if hasattr(event, "reporter") else event)
+    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError: one clear error
+        raise TypeError(f"the event of listener {qualified_name(fn)} cannot be sent to a child process "
+                        f"(executor='process'): {type(exc).__name__}: {exc}") from exc
+
+
 class _Child:
     """One child process and its pipes; runs one call at a time."""
 
@@ -70,14 +83,13 @@ class _Child:
     def pid(self) -> int:
         return self.proc.pid
 
-    async def call(self, fn: Listener, event: Any) -> BaseException | None:
-        """Run `fn(event)` in the child; the listener's exception, or None.
+    async def call(self, fn: Listener, event: Any, data: bytes) -> BaseException | None:
+        """Run `fn(event)` in the child (`data`: the event pickled); the listener's exception, or None.
 
         Raises:
             ListenerProcessLost: the child died (or closed its pipe) before it answered.
         """
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        data = pickle.dumps(dataclasses.replace(event, reporter=None) if hasattr(event, "reporter") else event)
         reporter = getattr(event, "reporter", None)
         try:
             await self._send(("run", fn.__module__, fn.__qualname__, data))
@@ -193,13 +205,14 @@ class ProcessPool:
             await call_listener(fn, event)
             return
         self._check(fn)
+        data = sent(fn, event)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.size)
         async with self._slots:  # children alive <= size: one is spawned only when none is idle
             child = self._idle.pop() if self._idle else await self._spawn()
             self._busy[child] = str(getattr(event, "scheduled_job_id", ""))
             try:
-                error = await child.call(fn, event)
+                error = await child.call(fn, event, data)
             except BaseException:  # the timeout, a stop, or the child died: it is not used again
                 child.kill()
                 self._end(child)

@@ -7,18 +7,19 @@ from __future__ import annotations
 import functools
 import pickle
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 import listeners.registry as registry_module
-from listeners import EXECUTORS, ListenerRegistry, UnimportableListener
+from listeners import EXECUTORS, ListenerRegistry, ScheduleArrivedEvent, UnimportableListener
 from listeners.executors import check_resolves, resolve
 from scheduler.config import WorkerSettings
 from scheduler.errors import ConfigError, Retry
 from scheduler.process_child import error_of
-from scheduler.process_pool import ProcessPool, rebuilt
+from scheduler.process_pool import ProcessPool, rebuilt, sent
 
 
 def render(event: Any) -> None:
@@ -176,3 +177,15 @@ def test_a_childs_exception_comes_back_with_its_type_message_and_traceback() -> 
     assert type(back).__name__ == "LocalError" and str(back) == "defined in a function"
     with pytest.raises(TypeError):
         pickle.dumps(Unpicklable("x"))
+
+
+def test_an_event_that_does_not_pickle_is_refused_naming_the_listener() -> None:
+    class Local:  # a payload model a child could not import
+        pass
+
+    good = ScheduleArrivedEvent("j", "t", {"page": 1}, 1, 3, datetime.now(UTC),
+                                reporter=object())  # type: ignore[arg-type]
+    assert pickle.loads(sent(render, good)).reporter is None
+    with pytest.raises(TypeError, match=rf"the event of listener {__name__}\.render cannot be sent to a child "
+                                        r"process \(executor='process'\): (PicklingError|AttributeError): .*Local"):
+        sent(render, ScheduleArrivedEvent("j", "t", Local(), 1, 3, datetime.now(UTC)))
