@@ -209,7 +209,7 @@ class ProcessPool:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.size)
         async with self._slots:  # children alive <= size: one is spawned only when none is idle
-            child = self._idle.pop() if self._idle else await self._spawn()
+            child = self._idle_child() or await self._spawn()
             self._busy[child] = str(getattr(event, "scheduled_job_id", ""))
             try:
                 error = await child.call(fn, event, data)
@@ -222,6 +222,15 @@ class ProcessPool:
             self._release(child)
         if error is not None:
             raise error
+
+    def _idle_child(self) -> _Child | None:
+        """An idle child still alive (one killed while idle is reaped, not handed an attempt)."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.proc.returncode is None:
+                return child
+            self._end(child)
+        return None
 
     async def _spawn(self) -> _Child:
         proc = await asyncio.create_subprocess_exec(

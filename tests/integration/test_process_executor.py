@@ -270,3 +270,16 @@ async def test_a_partitioned_worker_has_one_pool_for_its_loops(redis_url: str, n
             assert len(pids) == 1 and not alive(pids.pop())  # one child ran them all; gone with the worker
     finally:
         await delete_namespace(redis_url, namespace)
+
+
+async def test_a_child_killed_while_idle_is_replaced_without_failing_an_attempt(redis_url: str,
+                                                                               namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, app.registry, FakeClock(START_MS), worker={"processes": 1}) as s:
+        async with s.worker() as w:
+            first = await logged_pid(s, await s.schedule_in("whoami", 0))
+            os.kill(first, signal.SIGKILL)
+            await eventually(lambda: _is(not alive(first)), 5, "the idle child killed")
+            await asyncio.sleep(0.2)  # the worker's loop sees it exit
+            job_id = await s.schedule_in("whoami", 0, retry={"attempts": 1})
+            assert await logged_pid(s, job_id) not in (first, os.getpid())  # attempt 1 ran, in a new child
+            assert w.pool.pids() != [first]
