@@ -393,7 +393,7 @@ class Worker:
     async def _emit_failed(self, event: ScheduleFailedEvent) -> None:
         """schedule.failed, fire-and-forget: listener errors are logged, never raised."""
         listeners = self.registry.listeners(SCHEDULE_FAILED_TOPIC)
-        result = await dispatch(listeners, event, self.settings.timeout_ms / 1000)
+        result = await dispatch(listeners, event, self.settings.timeout_ms / 1000, self.pool.call_listener)
         for failure in result.failures:
             log.error(
                 "schedule.failed listener %s raised: %r", failure.listener, failure.exception,

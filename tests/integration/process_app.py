@@ -1,7 +1,7 @@
 """Listeners of tests/integration/test_process_executor.py, at module level: a child process of the
 worker's pool finds them by module + qualname. `registry` runs the CPU-bound ones with
 executor="process"; `in_thread` registers the very same functions without it (the worker's
-thread pool), to show what the process executor changes."""
+thread pool), to show what the process executor changes; `with_failed` adds a schedule.failed one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from listeners import ListenerRegistry, ScheduleArrivedEvent
+from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
 from scheduler.errors import InvalidProgress
 
 registry = ListenerRegistry()
@@ -82,8 +82,18 @@ def _render(page: int) -> Any:
     raise PageError(page)
 
 
+def on_failed(event: ScheduleFailedEvent) -> None:
+    """schedule.failed in a child too: writes its pid where the failed job's metadata says."""
+    with open(event.metadata["pid_file"], "w") as f:
+        f.write(str(os.getpid()))
+
+
 for fn in (crunch, whoami, reporting, hangs_first, sleeps, fails):
     registry.add(fn.__name__, fn, executor="process")
     in_thread.add(fn.__name__, fn)
 registry.add("quick", quick)
 in_thread.add("quick", quick)
+# `fails` with a schedule.failed listener in a child too
+with_failed = ListenerRegistry()
+with_failed.add("fails", fails, executor="process")
+with_failed.add("schedule.failed", on_failed, executor="process")

@@ -283,3 +283,16 @@ async def test_a_child_killed_while_idle_is_replaced_without_failing_an_attempt(
             job_id = await s.schedule_in("whoami", 0, retry={"attempts": 1})
             assert await logged_pid(s, job_id) not in (first, os.getpid())  # attempt 1 ran, in a new child
             assert w.pool.pids() != [first]
+
+
+async def test_schedule_failed_listeners_of_executor_process_run_in_a_child(redis_url: str, namespace: str,
+                                                                            tmp_path: Any) -> None:
+    pid_file = tmp_path / "pid"
+    async with make_scheduler(redis_url, namespace, app.with_failed, FakeClock(START_MS)) as s:
+        job_id = await s.schedule_in("fails", 0, payload={"page": 1}, retry={"attempts": 1},
+                                     metadata={"pid_file": str(pid_file)})
+        async with s.worker() as w:
+            assert (await s.wait(job_id, timeout=30)).state is JobState.FAILED
+            await eventually(lambda: _is(pid_file.exists() and pid_file.read_text()), 30, "schedule.failed ran")
+            assert int(pid_file.read_text()) in w.pool.pids()
+    assert int(pid_file.read_text()) != os.getpid()
