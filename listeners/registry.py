@@ -117,9 +117,9 @@ class ListenerRegistry:
         """
         check_executor(fn, executor, inspect.iscoroutinefunction(fn)
                        or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
-        if self._known(fn) and (fn in self._in_process) != (executor == "process"):
+        if self._known(fn) and self.in_process(fn) != (executor == "process"):
             raise ValueError(f"listener {fn!r} is registered already with executor="
-                             f"{'process' if fn in self._in_process else None!r}; it cannot also run with "
+                             f"{'process' if self.in_process(fn) else None!r}; it cannot also run with "
                              f"executor={executor!r}")
         listeners = self._by_topic.get(topic, [])
         if fn not in listeners and len(listeners) >= self.max_per_topic:
@@ -158,7 +158,7 @@ class ListenerRegistry:
             listeners.remove(fn)
         if not listeners:
             self._schemas.pop(topic, None)
-        if fn in self._in_process and not self._known(fn):
+        if self.in_process(fn) and not self._known(fn):
             self._in_process.discard(fn)
         for name, (decl, declarers) in list(self._declared.items()):
             if decl.topic == topic and fn in declarers:

@@ -189,3 +189,21 @@ def test_an_event_that_does_not_pickle_is_refused_naming_the_listener() -> None:
     with pytest.raises(TypeError, match=rf"the event of listener {__name__}\.render cannot be sent to a child "
                                         r"process \(executor='process'\): (PicklingError|AttributeError): .*Local"):
         sent(render, ScheduleArrivedEvent("j", "t", Local(), 1, 3, datetime.now(UTC)))
+
+
+def test_an_unhashable_callable_listener_registers_and_unregisters_as_before() -> None:
+    class Listener:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return other is self
+
+        def __call__(self, event: Any) -> None:
+            pass
+
+    reg, fn = ListenerRegistry(), Listener()
+    reg.add("t", fn)
+    reg.add("t", fn)  # again: a no-op
+    assert reg.listeners("t") == (fn,) and not reg.in_process(fn)
+    reg.remove("t", fn)
+    assert reg.listeners("t") == ()
