@@ -10,6 +10,7 @@ from listeners.dispatch import (
     qualified_name,
 )
 from listeners.events import Reporter, ScheduleArrivedEvent, ScheduleFailedEvent
+from listeners.executors import EXECUTORS, Executor, UnimportableListener
 from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
 from listeners.schema import PayloadRejected, Schema, Validator, parse_payload
 from listeners.triggers import Declaration, InvalidDeclaration
@@ -18,6 +19,8 @@ __all__ = [
     "call_listener",
     "Declaration",
     "DispatchResult",
+    "EXECUTORS",
+    "Executor",
     "InvalidDeclaration",
     "Listener",
     "ListenerFailure",
@@ -27,6 +30,7 @@ __all__ = [
     "ScheduleArrivedEvent",
     "ScheduleFailedEvent",
     "Schema",
+    "UnimportableListener",
     "Validator",
     "default_registry",
     "dispatch",

@@ -4,10 +4,12 @@ default registry (the decorator users asked for); every consumer also accepts it
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar, Union
 
+from listeners.executors import Executor, check_executor
 from listeners.schema import Schema, Validator, validator_of
 from listeners.triggers import Declaration, InvalidDeclaration, declaration
 
@@ -37,6 +39,7 @@ class ListenerRegistry:
         self._by_topic: dict[str, list[Listener]] = {}
         self._schemas: dict[str, tuple[Schema, Validator]] = {}
         self._declared: dict[str, tuple[Declaration, list[Listener]]] = {}
+        self._in_process: set[Listener] = set()  # executor="process" (module-level functions: hashable)
 
     def on_event(
         self,
@@ -50,6 +53,7 @@ class ListenerRegistry:
         jitter: Duration | None = None,
         name: str | None = None,
         payload: Any = None,
+        executor: Executor = None,
     ) -> Callable[[F], F]:
         """Decorator: run the function for every event of `topic` (async or sync), and
         optionally declare the schedule whose ticks are events of `topic`.
@@ -73,12 +77,17 @@ class ListenerRegistry:
                 topic declares one of each unless names are given).
             payload: every tick's payload (JSON; checked against the topic's schema when a
                 worker starts).
+            executor: where it runs: None (an async function on the worker's loop, a sync one in
+                its thread pool), "loop", "thread", or "process": in one of the worker's child
+                processes (`[worker] processes`), for CPU-bound work that would hold the GIL;
+                found there by module + qualname, so a module-level function.
 
         Raises:
             ValueError: an empty topic, a schema other than the topic's registered one, or a
                 topic with `max_per_topic` listeners already; listeners.InvalidDeclaration (a
                 ValueError) naming the trigger argument, its value and what is allowed, or a
-                name another declaration already uses.
+                name another declaration already uses; an executor the function cannot run on
+                (listeners.UnimportableListener for a lambda or nested function in a process).
             TypeError: a schema that is neither a model class nor callable.
         """
         if not isinstance(topic, str) or not topic.strip():
@@ -89,22 +98,29 @@ class ListenerRegistry:
                                payload=payload)
 
         def register(fn: F) -> F:
-            self.add(topic, fn, schema, declared)
+            self.add(topic, fn, schema, declared, executor)
             return fn
 
         return register
 
     def add(self, topic: str, fn: Listener, schema: Schema | None = None,
-            declared: Declaration | None = None) -> None:
+            declared: Declaration | None = None, executor: Executor = None) -> None:
         """Register `fn` for `topic` (and the schedule it declares); registering the same
         function twice is a no-op.
 
         Raises:
             ValueError: `schema` differs from the one the topic already has, `declared`
-                from the declaration of the same schedule name, or the topic has
-                `max_per_topic` listeners already.
+                from the declaration of the same schedule name, the topic has
+                `max_per_topic` listeners already, or `executor` is one `fn` cannot run on
+                (or differs from the one it was registered with for another topic).
             TypeError: a schema that is neither a model class nor callable.
         """
+        check_executor(fn, executor, inspect.iscoroutinefunction(fn)
+                       or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+        if self._known(fn) and self.in_process(fn) != (executor == "process"):
+            raise ValueError(f"listener {fn!r} is registered already with executor="
+                             f"{'process' if self.in_process(fn) else None!r}; it cannot also run with "
+                             f"executor={executor!r}")
         listeners = self._by_topic.get(topic, [])
         if fn not in listeners and len(listeners) >= self.max_per_topic:
             raise ValueError(f"topic {topic!r} has {len(listeners)} listeners already, the most a topic may have "
@@ -127,6 +143,8 @@ class ListenerRegistry:
         listeners = self._by_topic.setdefault(topic, [])
         if fn not in listeners:
             listeners.append(fn)
+        if executor == "process":
+            self._in_process.add(fn)
         if declared is not None:
             declarers = self._declared.setdefault(declared.name, (declared, []))[1]
             if fn not in declarers:
@@ -140,6 +158,8 @@ class ListenerRegistry:
             listeners.remove(fn)
         if not listeners:
             self._schemas.pop(topic, None)
+        if self.in_process(fn) and not self._known(fn):
+            self._in_process.discard(fn)
         for name, (decl, declarers) in list(self._declared.items()):
             if decl.topic == topic and fn in declarers:
                 declarers.remove(fn)
@@ -160,6 +180,22 @@ class ListenerRegistry:
         """The listeners of `topic` (empty when none)."""
         return tuple(self._by_topic.get(topic, ()))
 
+    def in_process(self, fn: Listener) -> bool:
+        """Whether `fn` was registered with executor="process"."""
+        try:
+            return fn in self._in_process
+        except TypeError:  # an unhashable callable object: never a process listener
+            return False
+
+    def process_listeners(self, topics: Iterable[str] | None = None) -> list[Listener]:
+        """The listeners registered with executor="process" (of `topics` when given)."""
+        wanted = None if topics is None else set(topics)
+        return [fn for t, fns in self._by_topic.items() if wanted is None or t in wanted
+                for fn in fns if self.in_process(fn)]
+
+    def _known(self, fn: Listener) -> bool:
+        return any(fn in fns for fns in self._by_topic.values())
+
     def topics(self) -> list[str]:
         """Every topic with at least one listener."""
         return [t for t, fns in self._by_topic.items() if fns]
@@ -174,6 +210,7 @@ class ListenerRegistry:
         self._by_topic.clear()
         self._schemas.clear()
         self._declared.clear()
+        self._in_process.clear()
 
 
 default_registry = ListenerRegistry()
@@ -190,8 +227,9 @@ def on_event(
     jitter: Duration | None = None,
     name: str | None = None,
     payload: Any = None,
+    executor: Executor = None,
 ) -> Callable[[F], F]:
     """Register a listener for `topic` in the default registry, optionally declaring the
-    schedule whose ticks are its events (arguments: see ListenerRegistry.on_event)."""
+    schedule whose ticks are its events, and where it runs (arguments: see ListenerRegistry.on_event)."""
     return default_registry.on_event(topic, schema, cron=cron, every=every, tz=tz, misfire=misfire,
-                                     jitter=jitter, name=name, payload=payload)
+                                     jitter=jitter, name=name, payload=payload, executor=executor)

@@ -24,7 +24,7 @@ from listeners import (
     parse_payload,
     qualified_name,
 )
-from scheduler.errors import LeaseLost
+from scheduler.errors import LeaseLost, ListenerProcessLost
 from scheduler.job import ClaimedJob, Settlement
 from scheduler.outbox import (
     ATTEMPT_FAILED_OUTCOME,
@@ -146,8 +146,9 @@ def refused(job: ClaimedJob, exc: PayloadRejected, started_ms: int | None = None
 
 def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand = random.random,
                started_ms: int | None = None) -> Settlement:
-    """The settlement of a dispatched attempt: succeeded or no_listener; else failed or
-    timed_out with its error record and the retry decision (retry_at_ms -1: for good).
+    """The settlement of a dispatched attempt: succeeded or no_listener; else failed,
+    timed_out or worker_lost (the child process of a listener died) with its error record and
+    the retry decision (retry_at_ms -1: for good).
 
     `now_ms` is when the listeners finished (the attempt's end, ended_ms) and `started_ms`
     when they started. A retry is due at that end + backoff: never earlier, though the
@@ -159,7 +160,8 @@ def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand 
     error, exc = failure_record(job, result)
     backoff = stored_backoff(job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter)
     return Settlement(
-        job.id, job.token, TIMED_OUT if result.timed_out else ATTEMPT_FAILED_OUTCOME, error,
+        job.id, job.token, TIMED_OUT if result.timed_out
+        else WORKER_LOST if isinstance(exc, ListenerProcessLost) else ATTEMPT_FAILED_OUTCOME, error,
         retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
         started_ms=started_ms, ended_ms=now_ms,
     )

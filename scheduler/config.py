@@ -72,6 +72,11 @@ class WorkerSettings(_Section):
     # ("" = loopback, or every interface in a container: health.bind_host).
     health_port: int = Field(0, ge=0, le=65_535)
     health_host: str = ""
+    # Child processes for listeners of executor="process" (scheduler/process_pool.py): at most this many
+    # (0 = the machine's core count), each replaced after this many jobs or above this RSS after a job (0 = never).
+    processes: int = Field(0, ge=0, le=1_024)
+    max_jobs_per_child: int = Field(0, ge=0)
+    max_memory_mb_per_child: int = Field(0, ge=0)
     # How long a topic some worker served stays known after its last worker stopped: its jobs
     # wait for a worker meanwhile instead of completing as no_listener (a duration: "7d", "12h").
     topic_memory: str = "7d"

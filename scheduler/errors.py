@@ -149,6 +149,11 @@ class LeaseLost(SchedulerError):
     settled): its progress and log lines are not recorded."""
 
 
+class ListenerProcessLost(SchedulerError):
+    """The child process running a listener (executor="process") died before it answered: killed,
+    crashed or exited. Its attempt is settled as worker_lost, under the job's retry rules."""
+
+
 class MigrationRefused(SchedulerError):
     """The partition migration cannot run now; nothing was moved."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
-from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, call_listener, dispatch, qualified_name
+from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, dispatch, qualified_name
 from scheduler.advertise import ClaimFilter, entry_json, listener_app
 from scheduler.attempt import AttemptReporter, run_attempt
 from scheduler.clock import Clock
@@ -29,6 +29,7 @@ from scheduler.job import ClaimedJob, NewJob, Settlement
 from scheduler.metrics import Metrics
 from scheduler.outbox import SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
 from scheduler.outcomes import log_lost, note_attempt_failed, note_completed, note_failure, note_success
+from scheduler.process_pool import ProcessPool
 from scheduler.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.store_bulk import Enqueued
 from scheduler.settler import Settler
@@ -97,6 +98,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
+        self.pool = ProcessPool(registry, settings)  # executor="process" listeners; no child until one runs
         self._started = False
         self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local) or claiming
         self.shared = shared
@@ -125,6 +127,7 @@ class Worker:
         if self._filter.unserved and not self._filter.topics:
             raise ConfigError("the worker has no listeners: import the module that registers them "
                               "(horae worker --app), or pass all_topics (--all-topics) to claim every topic")
+        self.pool.check(self._filter.listened)
         if self.on_declare is not None:
             await self.on_declare(self._filter.listened)
         if self.on_start is not None:
@@ -172,6 +175,7 @@ class Worker:
             await asyncio.wait(self._side_tasks, timeout=5)
         if self._subscription is not None:
             await self._subscription.aclose()
+        await self.pool.close()
         log.info("worker stopped", extra={"event": "worker_stopped", "worker": self.id})
 
     async def _advertise(self) -> None:
@@ -340,13 +344,13 @@ class Worker:
 
     async def _call_traced(self, fn: Listener, event: Any) -> None:
         with listener_span(self.tracer, qualified_name(fn)):
-            await call_listener(fn, event)
+            await self.pool.call_listener(fn, event)
 
     async def _attempt_in_span(self, job: ClaimedJob, span: Span, lateness_ms: int) -> None:
         attrs = {"topic": job.topic}
         started = time.monotonic()
         self.metrics.lateness.record(lateness_ms / 1000, attrs)
-        call = self._call_traced if span.is_recording() else call_listener
+        call = self._call_traced if span.is_recording() else self.pool.call_listener
         settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call,
                                        self.registry.validator(job.topic),
                                        AttemptReporter(self.store, job, self.clock.now_ms))
@@ -391,7 +395,7 @@ class Worker:
     async def _emit_failed(self, event: ScheduleFailedEvent) -> None:
         """schedule.failed, fire-and-forget: listener errors are logged, never raised."""
         listeners = self.registry.listeners(SCHEDULE_FAILED_TOPIC)
-        result = await dispatch(listeners, event, self.settings.timeout_ms / 1000)
+        result = await dispatch(listeners, event, self.settings.timeout_ms / 1000, self.pool.call_listener)
         for failure in result.failures:
             log.error(
                 "schedule.failed listener %s raised: %r", failure.listener, failure.exception,

@@ -48,6 +48,8 @@ class PartitionedWorker:
         self.slots = SharedSlots(concurrency)
         self.by_partition: dict[int, Worker] = {p: make(p, self.id, self.slots) for p in partitions}
         self.workers = list(self.by_partition.values())
+        for w in self.workers[1:]:  # one pool of listener processes per process ([worker] processes)
+            w.pool = self.workers[0].pool.shared()
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
