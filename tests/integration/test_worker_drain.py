@@ -22,6 +22,7 @@ from scheduler.errors import ScheduleError
 from scheduler.job import JobState
 from scheduler.keys import Keys
 from scheduler.scripts import DrainCode
+from scheduler.under_test import delete_namespace
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 from tests.integration.test_health_probes import _free_port, _probe, _until
 from tests.procs import HORAE, WorkerProcesses, app_key, producer
@@ -92,6 +93,31 @@ async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(
             assert await s.workers() == []
             assert await s.drain_worker(w.id) is False  # gone: no live worker has that id
         assert (await s.get_job(job)).state is JobState.COMPLETED  # type: ignore[union-attr]
+
+
+async def test_a_partitioned_worker_drains_on_every_partition_together(redis_url: str, namespace: str) -> None:
+    """One worker id on 3 partitions: the request marks each partition's entry; whichever loop sees
+    it first stops them all, and the app's hook hears of it once."""
+    registry = ListenerRegistry()
+
+    @registry.on_event("drain.p")
+    async def noop(event: ScheduleArrivedEvent) -> None:
+        return None
+
+    try:
+        async with make_scheduler(redis_url, namespace, registry, cluster={"partitions": 3},
+                                  worker={"lease_ms": 900, "registry_ttl_ms": 900}) as s:
+            async with s.worker() as w:
+                heard: list[str] = []
+                w.on_drain = heard.append
+                assert len(w.workers) == 3 and [x.id for x in await s.workers()] == [w.id]
+                assert await s.drain_worker(w.id) is True
+                assert await s.drain_worker(w.id) is True  # (already asked: still True, nothing new)
+                await asyncio.wait_for(w.wait_stopped(), 10)
+                assert w.draining and w.stopped and all(x.stopped for x in w.workers) and len(heard) == 1
+                assert await s.workers() == []
+    finally:
+        await delete_namespace(redis_url, namespace)
 
 
 async def _in(s: Any, job_id: str, state: JobState) -> bool:
