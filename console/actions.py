@@ -150,6 +150,23 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
     return outcome
 
 
+async def drain_worker(scheduler: Scheduler, who: Principal, worker_id: str) -> Outcome:
+    """Ask one live worker to drain and exit (Scheduler.drain_worker): it stops claiming at its next
+    heartbeat, its attempts finish within its grace, then it exits.
+
+    Raises:
+        Refused: the caller is a viewer. ScheduleError: a worker id that is no string (nothing done).
+    """
+    await _guard(scheduler, who, "worker.drain", worker_id)
+    if await scheduler.drain_worker(worker_id):
+        outcome = Outcome("done", f"drain requested: worker {worker_id} stops claiming at its next heartbeat, "
+                                  "then exits once its running attempts finished")
+    else:
+        outcome = Outcome("not_found", f"no live worker {worker_id!r} (it stopped, or never ran here)")
+    await record(scheduler, who, "worker.drain", worker_id, outcome.outcome)
+    return outcome
+
+
 async def purge_dead_letters(scheduler: Scheduler, who: Principal, topic: str) -> Outcome:
     """Remove every dead letter held on `topic` (bulk; the page asks for confirmation)."""
     await _guard(scheduler, who, "dead_letter.purge", topic)

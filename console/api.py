@@ -30,6 +30,7 @@ from console.api_input import (
 )
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
+from scheduler.advertise import WorkerInfo
 from scheduler.job import CronInfo, JobInfo
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.topic_options import TopicOptions
@@ -176,6 +177,26 @@ class TopicOut(BaseModel):
     options: dict[str, Any] | None
 
 
+class WorkerOut(BaseModel):
+    id: str
+    host: str
+    pid: int
+    topics: list[str]
+    all_topics: bool
+    concurrency: int
+    running: int
+    last_heartbeat: datetime
+    state: Literal["running", "draining"] = Field(description="draining: it claims no more and exits once "
+                                                              "its running attempts finished")
+    drain_requested_at: datetime | None = Field(description="when an operator asked it to drain (null: nobody)")
+
+    @classmethod
+    def of(cls, w: WorkerInfo) -> WorkerOut:
+        return cls(id=w.id, host=w.host, pid=w.pid, topics=list(w.topics), all_topics=w.all_topics,
+                   concurrency=w.concurrency, running=w.running, last_heartbeat=w.last_heartbeat,
+                   state="draining" if w.draining else "running", drain_requested_at=w.drain_requested_at)
+
+
 class StatsOut(BaseModel):
     totals: dict[str, int]
     topics: dict[str, dict[str, int]]
@@ -287,6 +308,25 @@ async def cron_action(request: Request, who: Who, name: str, action: Literal["pa
                       body: NoBody = ActionIn()) -> ActionOut:
     """Pause or resume a schedule from its next tick, or run one tick now."""
     return _action(await actions.cron_action(console_of(request).scheduler, who, action, name))
+
+
+# ----------------------------------------------------------------------------- workers
+@router.get("/workers", response_model=list[WorkerOut], responses=ERRORS)
+async def list_workers(request: Request, who: Who) -> list[WorkerOut]:
+    """The live workers (as their last heartbeat advertised them), by id, each running or draining."""
+    return [WorkerOut.of(w) for w in await console_of(request).scheduler.workers()]
+
+
+@router.post("/workers/{worker_id:path}/drain", status_code=202, response_model=ActionOut, responses=ERRORS,
+             openapi_extra=ACTION_BODY)
+@acts(lambda p: ("worker.drain", p["worker_id"]))
+async def drain_worker(request: Request, who: Who, worker_id: str, body: NoBody = ActionIn()) -> ActionOut:
+    """Ask one live worker to drain and exit (accepted: it stops claiming at its next heartbeat,
+    its running attempts get its grace to finish, then it exits). 404: no live worker has that id."""
+    outcome = await actions.drain_worker(console_of(request).scheduler, who, worker_id)
+    if not outcome.done:
+        raise HTTPException(404, outcome.message)
+    return _action(outcome)
 
 
 # ------------------------------------------------------------------------ topics, stats

@@ -137,6 +137,21 @@ async def cron_action(request: Request, name: str, action: str, who: Who, csrf: 
     return _back("/crons", outcome)
 
 
+# ----------------------------------------------------------------------------- workers
+@router.get("/workers")
+async def workers(request: Request, who: Who) -> Response:
+    s = console_of(request).scheduler
+    return render(request, "workers.html", page="workers", workers=await s.workers(),
+                  at=datetime.fromtimestamp(s.clock.now_ms() / 1000, UTC))
+
+
+@router.post("/workers/{worker_id:path}/drain")
+@acts(lambda p: ("worker.drain", p["worker_id"]))
+async def drain_worker(request: Request, worker_id: str, who: Who, csrf: Csrf) -> Response:
+    _checked(request, who, csrf)
+    return _back("/workers", await actions.drain_worker(console_of(request).scheduler, who, worker_id))
+
+
 # ------------------------------------------------------------------ topics, dead letters
 @router.get("/topics")
 async def topics(request: Request, who: Who) -> Response:

@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.errors import ConfigError
+from listeners.shown import shown
+from scheduler.errors import ConfigError, ScheduleError
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.timeutil import ms_to_utc
+from scheduler.validation import check_text
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,15 @@ class ClaimFilter:
         return self.topics
 
 
+RUNNING, DRAINING = "running", "draining"  # WorkerInfo.state
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
-    """One live worker as its last heartbeat advertised it."""
+    """One live worker as its last heartbeat advertised it. `state`: "running", or "draining" once
+    an operator asked it to drain (`Scheduler.drain_worker`) or it is stopping (it claims no more
+    and exits when its attempts finished or its grace ran out); `drain_requested_at`: when an
+    operator asked (None: nobody did)."""
 
     id: str
     host: str
@@ -69,16 +77,39 @@ class WorkerInfo:
     running: int
     last_heartbeat: datetime
     all_topics: bool
+    state: str = "running"
+    drain_requested_at: datetime | None = None
+
+    @property
+    def draining(self) -> bool:
+        return self.state == DRAINING
+
 
 
 def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics: bool, pid: int,
-               now_ms: int, ttl_ms: int, host: str | None = None) -> str:
-    """The registry entry of a worker (compact JSON; layout in lua/advertise_worker.lua)."""
-    return json.dumps({
+               now_ms: int, ttl_ms: int, host: str | None = None, stopping: bool = False) -> str:
+    """The registry entry of a worker (compact JSON ending in `}`: the scripts append a drain
+    request to it; layout in lua/advertise_worker.lua). `stopping`: it drains (claims no more)."""
+    entry: dict[str, object] = {
         "host": host if host is not None else socket.gethostname(), "pid": pid, "topics": list(topics),
         "concurrency": concurrency, "running": running, "heartbeat_ms": now_ms, "ttl_ms": ttl_ms,
         "all_topics": all_topics,
-    }, separators=(",", ":"))
+    }
+    if stopping:
+        entry["stopping"] = True
+    return json.dumps(entry, separators=(",", ":"))
+
+
+def check_worker_id(worker_id: object) -> str:
+    """The id of a worker to act on (as `horae workers` lists it).
+
+    Raises:
+        ScheduleError: naming worker_id, for anything but a non-empty storable string.
+    """
+    if not isinstance(worker_id, str) or not worker_id.strip():
+        raise ScheduleError(f"worker_id must be a non-empty string, a worker's id as `horae workers` lists it; "
+                            f"got {shown(worker_id)}", field="worker_id")
+    return check_text(worker_id, "worker_id")
 
 
 def listener_app(listeners: Iterable[object]) -> str:
@@ -94,10 +125,13 @@ def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:
             e = json.loads(raw)
             if int(e["heartbeat_ms"]) + int(e["ttl_ms"]) <= now_ms:
                 continue
+            drain_ms = e.get("drain_ms")
             out.append(WorkerInfo(
                 id=worker_id, host=str(e["host"]), pid=int(e["pid"]), topics=tuple(e["topics"]),
                 concurrency=int(e["concurrency"]), running=int(e["running"]),
                 last_heartbeat=ms_to_utc(int(e["heartbeat_ms"])), all_topics=bool(e["all_topics"]),
+                state=DRAINING if drain_ms is not None or e.get("stopping") is True else RUNNING,
+                drain_requested_at=ms_to_utc(int(drain_ms)) if drain_ms is not None else None,
             ))
         except (ValueError, KeyError, TypeError):
             continue

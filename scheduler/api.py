@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
-from scheduler.advertise import WorkerInfo, live_workers
+from scheduler.advertise import WorkerInfo, check_worker_id, live_workers
 from scheduler.api_schedule import ScheduleCalls
 from scheduler.clock import Clock
 from scheduler.config import Settings, load_settings
@@ -32,6 +32,7 @@ from scheduler.metrics import Metrics
 from scheduler.operations import JobOperations
 from scheduler.retry import Backoff, RetryPolicy
 from scheduler.scheduling import Scheduling
+from scheduler.scripts import DrainCode
 from scheduler.partitions import parse_subset
 from scheduler.store import RedisStore
 from scheduler.store_partitioned import PartitionedStore
@@ -361,20 +362,29 @@ class Scheduler(ScheduleCalls):
         listeners for it serves it again. False when it was not known."""
         return await forget_topic(self.store, topic, self.clock.now_ms())
 
+    async def drain_worker(self, worker_id: str) -> bool:
+        """Ask the live worker `worker_id` to drain and exit (README: Deploying): at its next heartbeat
+        it stops claiming, lets its attempts finish within its grace, releases the rest and leaves (`horae
+        worker` exits 0). True when asked (now or before); False when no live worker has that id."""
+        code = await self.store.request_drain(check_worker_id(worker_id), self.clock.now_ms())
+        return code is not DrainCode.NO_WORKER
+
     def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None,
-                    all_topics: bool = False) -> Worker:
+                    all_topics: bool = False, grace: float | None = None) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
         It claims `topics`, or by default the topics it has listeners for plus those no live
         worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
         for now may be leased to it directly (settings.worker.local_handoff). Its start stores
         the schedules declared beside the listeners it serves (README "Schedules declared
-        beside listeners")."""
+        beside listeners"). `grace`: seconds its attempts may finish when it stops or drains
+        (None: [worker] grace_s)."""
         store = self.store
         if isinstance(store, PartitionedStore):  # one loop per served partition (worker_partitioned.py)
             def make(p: int, worker_id: str, slots: object) -> Worker:
                 return Worker(store.parts[p], self.registry, self.clock, self.settings.worker, self.settings.retention,
                               self.metrics, cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency,
-                              topics=topics, all_topics=all_topics, worker_id=worker_id, shared=slots)
+                              topics=topics, all_topics=all_topics, worker_id=worker_id, shared=slots,
+                              grace=grace)
 
             worker: Worker = PartitionedWorker(
                 make, parse_subset(self.settings.worker.partitions, store.count), store.partition_for,
@@ -383,7 +393,7 @@ class Scheduler(ScheduleCalls):
             worker = Worker(
                 store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
                 cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
-                all_topics=all_topics,
+                all_topics=all_topics, grace=grace,
             )
         self._workers.add(worker)
         worker.on_declare = self._sync_declared
@@ -398,7 +408,7 @@ class Scheduler(ScheduleCalls):
         all_topics: bool = False,
     ) -> AsyncIterator[Worker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""
-        w = self.make_worker(concurrency, topics, all_topics)
+        w = self.make_worker(concurrency, topics, all_topics, grace)
         await w.start()
         try:
             yield w

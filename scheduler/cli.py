@@ -101,8 +101,8 @@ def _run(coro: Any) -> Any:
 def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
            all_topics: bool, grace: float | None, metrics_port: int | None, metrics_host: str | None,
            health_port: int | None, health_host: str | None, nightly: bool) -> None:
-    """Run a worker until SIGINT/SIGTERM, then stop gracefully: /readyz turns 503 at once,
-    then running attempts get --grace seconds ([worker] grace_s) to finish."""
+    """Run a worker until SIGINT/SIGTERM or `horae workers drain ID`, then stop gracefully: /readyz
+    turns 503 at once, then running attempts get --grace seconds ([worker] grace_s) to finish."""
     registry = _load_app(app)
     if all_topics and topics:
         _refuse("--topics and --all-topics exclude each other")
@@ -145,6 +145,13 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
                 click.echo(await install_nightly(s), err=True)
             async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace,
                                 all_topics=all_topics) as w:
+
+                def drained(reason: str) -> None:  # `horae workers drain`: the SIGTERM path, exit 0
+                    if health is not None:
+                        health.drain(reason)
+                    stop.set()
+
+                w.on_drain = drained
                 if health is not None:
                     health.ready = worker_readiness(s.workers, w.id, [settings.redis_url])
                     click.echo(f"health on http://{health.host}:{health.port}/healthz and /readyz", err=True)
@@ -368,12 +375,14 @@ def _register_extensions() -> None:
     from scheduler.cli_jobs import register as register_jobs
     from scheduler.cli_partitions import register as register_partitions
     from scheduler.cli_topics import register as register_topics
+    from scheduler.cli_workers import register as register_workers
 
     register(cli, _resolved_settings)
     register_analytics(cli)
     register_dlq(cli, _run, console)
     register_topics(cli, _run, console)
     register_jobs(cli, _run, console)
+    register_workers(cli, _run, console)
     register_partitions(cli, _run)
     register_console(cli, _resolved_settings)
 

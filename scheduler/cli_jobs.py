@@ -1,7 +1,7 @@
-"""`horae jobs list|show|stats|cancel|retry|delete|reschedule`, `horae workers` and `horae cron show`:
+"""`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show`:
 find and act on jobs from the terminal (thin wrappers over the Scheduler facade; registered by
 scheduler/cli.py). Every command takes --json: one JSON document with the field names of the
-facade's values (JobInfo, WorkerInfo, CronInfo), datetimes ISO 8601 UTC, tracebacks as lists of lines.
+facade's values (JobInfo, CronInfo), datetimes ISO 8601 UTC, tracebacks as lists of lines.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _parse_when(text: str, now_ms: int) -> datetime:
 
 
 def register(cli: click.Group, run: Run, console: Console) -> None:
-    """Add `jobs`, `workers` and `cron show` to the `horae` command."""
+    """Add `jobs` and `cron show` to the `horae` command (`workers`: cli_workers.py)."""
 
     @cli.group()
     def jobs() -> None:
@@ -252,28 +252,6 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             return
         local = f" ({run_at.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M:%S %Z})" if run_at and tz != "UTC" else ""
         click.echo(f"{job_id}: rescheduled to {iso(run_at)}{local}")
-
-    @cli.command("workers")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON array of the live workers.")
-    @click.pass_obj
-    def workers_list(settings: Settings, as_json: bool) -> None:
-        """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat."""
-
-        async def main() -> Any:
-            async with Scheduler(settings=no_relay(settings)) as s:
-                return await s.workers()
-
-        infos = run(main())
-        if as_json:
-            echo_json(infos)
-            return
-        table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)",
-                      title=f"live workers in {settings.namespace}")
-        for w in infos:
-            topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
-            table.add_row(w.id, w.host, str(w.pid), Text(topics), str(w.concurrency), str(w.running),
-                          w.last_heartbeat.isoformat(timespec="seconds"))
-        print_table(console, table)
 
     cron = cli.commands["cron"]
     assert isinstance(cron, click.Group)

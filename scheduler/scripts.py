@@ -18,6 +18,7 @@ SCRIPT_NAMES = (
     "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
     "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
     "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry", "known_topics", "forget_topic",
+    "request_drain",
 )
 
 # Fields per job returned by claim.lua, in order.
@@ -110,6 +111,14 @@ class TopicCode(IntEnum):
     CREATED = 1
     UPDATED = 2
     POLICY_LOCKED = 3  # the stored policy differs from the new one: nothing written
+
+
+class DrainCode(IntEnum):
+    """What request_drain.lua did with an operator's request that a worker drain and exit."""
+
+    NO_WORKER = 0  # no live worker has that id: nothing written
+    REQUESTED = 1
+    ALREADY = 2  # requested before, or the worker is stopping already
 
 
 class CopyCode(IntEnum):

@@ -22,7 +22,7 @@ from scheduler.keys import Keys
 from scheduler.listing import Cursor, Walk, partition_token
 from scheduler.partitions import (LEGACY_KEYS, MIGRATION_FIELDS, job_routing, layout_error, migration_error,
                                   partition_of, topic_home, topic_wide_limit)
-from scheduler.scripts import ScriptCode, TopicCode
+from scheduler.scripts import DrainCode, ScriptCode, TopicCode
 from scheduler.store import RedisStore
 from scheduler.store_bulk import Enqueued
 from scheduler.wire import Subscription
@@ -334,6 +334,12 @@ class PartitionedStore:
         for entries in await asyncio.gather(*(p.worker_entries() for p in self.parts)):
             merged.update(entries)
         return merged
+
+    async def request_drain(self, worker_id: str, now_ms: int) -> DrainCode:
+        """On every partition its entry lives on (each partition's loop sees it; worker_partitioned.py
+        stops them all): REQUESTED when any took it, else ALREADY when any had it, else NO_WORKER."""
+        codes = set(await asyncio.gather(*(p.request_drain(worker_id, now_ms) for p in self.parts)))
+        return max(codes, key=[DrainCode.NO_WORKER, DrainCode.ALREADY, DrainCode.REQUESTED].index)
 
     async def forget_topics(self, topics: Sequence[str], now_ms: int, memory_ms: int = -1) -> int:
         """On every partition (each keeps the topics its workers served); the most any one forgot."""

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
 from scheduler.job import JobInfo, NewJob
+from scheduler.scripts import DrainCode
 from scheduler.store_base import StoreBase
 from scheduler.wire import as_map
+
+
+class Advertised(NamedTuple):
+    """advertise_worker's reply: dead entries removed, and the ms of this worker's drain request."""
+
+    removed: int
+    drain_ms: int | None
 
 
 class TopicStore(StoreBase):
@@ -98,19 +107,25 @@ class TopicStore(StoreBase):
 
     # ------------------------------------------------------------ worker registry
     async def advertise_worker(self, worker_id: str, entry_json: str, topics: Sequence[str], now_ms: int,
-                               ttl_ms: int, known: Sequence[tuple[str, str]] = ()) -> int:
+                               ttl_ms: int, known: Sequence[tuple[str, str]] = ()) -> Advertised:
         """Write a worker's registry entry; it serves `topics` until now + ttl, and the topics of `known`
         ((topic, app) pairs: those it has listeners for) are known as served now by it. Returns how
-        many dead workers' entries were removed."""
+        many dead workers' entries were removed and whether an operator asked it to drain."""
         k = self.keys
         pairs = [x for pair in known for x in pair]
-        return int(await self._run("advertise_worker", [k.workers, k.served, k.known_topics],
-                                   [now_ms, ttl_ms, worker_id, entry_json, len(known), *pairs, *topics]))
+        removed, drain = await self._run("advertise_worker", [k.workers, k.served, k.known_topics],
+                                         [now_ms, ttl_ms, worker_id, entry_json, len(known), *pairs, *topics])
+        return Advertised(int(removed), int(drain) or None)
 
-    async def forget_worker(self, worker_id: str, now_ms: int) -> bool:
-        """Remove a stopping worker's entry (its topics stay served only by other live workers)."""
+    async def forget_worker(self, worker_id: str, now_ms: int, stopping_entry: str = "") -> bool:
+        """Remove a stopping worker's entry (its topics stay served only by other live workers); with
+        `stopping_entry` it stays listed as that entry (draining, serving nothing) until removed."""
         k = self.keys
-        return int(await self._run("forget_worker", [k.workers, k.served], [now_ms, worker_id])) > 0
+        return int(await self._run("forget_worker", [k.workers, k.served], [now_ms, worker_id, stopping_entry])) > 0
+
+    async def request_drain(self, worker_id: str, now_ms: int) -> DrainCode:
+        """Ask the live worker `worker_id` to drain and exit (lua/request_drain.lua)."""
+        return DrainCode(int(await self._run("request_drain", [self.keys.workers], [now_ms, worker_id])))
 
     async def worker_entries(self) -> dict[str, str]:
         """The raw registry: worker id -> entry JSON (dead ones included until cleaned up)."""

@@ -69,10 +69,12 @@ class Worker:
         all_topics: bool = False,
         worker_id: str | None = None,
         shared: Any = None,
+        grace: float | None = None,
     ) -> None:
         """Args (beyond the parts): `topics`: exactly these (None: the topics `registry` has
         listeners for, plus topics no live worker serves); `all_topics`: every topic; `shared`: the
-        slots of a PartitionedWorker's loops (worker_partitioned.SharedSlots) instead of its own.
+        slots of a PartitionedWorker's loops (worker_partitioned.SharedSlots) instead of its own;
+        `grace`: seconds its attempts may finish when it stops (None: settings.grace_s).
 
         Raises:
             ConfigError: both `topics` and `all_topics`.
@@ -95,6 +97,9 @@ class Worker:
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._stopping = False
+        self.grace = grace
+        self._stop_task: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
@@ -113,6 +118,9 @@ class Worker:
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
+        # Called once when an operator's drain request arrives (horae workers drain), before the
+        # worker stops itself: `horae worker` turns unready and leaves as on SIGTERM.
+        self.on_drain: Callable[[str], None] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -146,15 +154,43 @@ class Worker:
         log.info("worker started", extra={"event": "worker_started", "worker": self.id})
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop claiming; let attempts finish up to `grace` s; release the rest uncounted."""
-        grace = self.settings.grace_s if grace is None else grace
+        """Stop claiming; let attempts finish up to `grace` s (None: its own); release the rest
+        uncounted. A second call (or a drain under way) waits for the first to finish."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.create_task(self._stop(grace), name="horae-stop")
+        await self._stop_task
+
+    @property
+    def draining(self) -> bool:
+        """It claims no more: stopping (a drain request, stop(), SIGTERM), or stopped."""
+        return self._stopping
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    async def wait_stopped(self) -> None:
+        """Until it stopped (after stop(), or by itself after an operator's drain request)."""
+        await self._stopped.wait()
+
+    def _drain_requested(self) -> None:
+        """An operator asked this worker to drain (Scheduler.drain_worker): the SIGTERM path."""
+        if self._stopping:
+            return
+        log.info("drain requested: stopping", extra={"event": "worker_drain_requested", "worker": self.id})
+        if self.on_drain is not None:
+            self.on_drain(f"draining: requested by an operator (worker {self.id})")
+        self._stop_task = self._stop_task or asyncio.create_task(self._stop(None), name="horae-stop")
+
+    async def _stop(self, grace: float | None) -> None:
+        grace = grace if grace is not None else self.settings.grace_s if self.grace is None else self.grace
         self._stopping = True
         self._wake.set()
         self._slot_free.set()
         claim = self._tasks[0] if self._tasks else None
         if claim:
             await asyncio.gather(claim, return_exceptions=True)
-        await self._forget()  # claims no more: its topics fall to other live workers at once
+        await self._forget(stopping=True)  # claims no more: its topics fall to other live workers at once
         running = list(self._running)
         if running:
             await asyncio.wait(running, timeout=grace)
@@ -176,22 +212,28 @@ class Worker:
         if self._subscription is not None:
             await self._subscription.aclose()
         await self.pool.close()
+        self._stopped.set()
         log.info("worker stopped", extra={"event": "worker_stopped", "worker": self.id})
 
-    async def _advertise(self) -> None:
-        """Write this worker's registry entry: it serves its topics for registry_ttl_ms more."""
-        if self._stopping:
-            return
-        now, ttl = self.clock.now_ms(), self.settings.registry_ttl_ms
-        topics = self._filter.advertised(self.registry.topics())
-        entry = entry_json(topics, self.concurrency, len(self._running), self._filter.all_topics, os.getpid(),
-                           now, ttl)
-        known = [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]  # topic_memory.py
-        await self.store.advertise_worker(self.id, entry, topics, now, ttl, known)
+    def _entry(self, now: int, stopping: bool = False) -> str:
+        return entry_json(self._filter.advertised(self.registry.topics()), self.concurrency, len(self._running),
+                          self._filter.all_topics, os.getpid(), now, self.settings.registry_ttl_ms, stopping=stopping)
 
-    async def _forget(self) -> None:
+    async def _advertise(self) -> None:
+        """Write this worker's registry entry: it serves its topics for registry_ttl_ms more (stopping:
+        it serves none, listed as draining); act on an operator's drain request."""
+        now, ttl, stopping = self.clock.now_ms(), self.settings.registry_ttl_ms, self._stopping
+        topics = () if stopping else self._filter.advertised(self.registry.topics())
+        known = [] if stopping else [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]
+        done = await self.store.advertise_worker(self.id, self._entry(now, stopping), topics, now, ttl, known)
+        if done.drain_ms is not None:
+            self._drain_requested()
+
+    async def _forget(self, stopping: bool = False) -> None:
+        """Leave the registry (`stopping`: stay listed as draining, serving nothing, until the end)."""
         try:
-            await self.store.forget_worker(self.id, self.clock.now_ms())
+            now = self.clock.now_ms()
+            await self.store.forget_worker(self.id, now, self._entry(now, True) if stopping else "")
         except Exception as exc:  # noqa: BLE001 - its entry expires after registry_ttl_ms anyway
             log.warning("leaving the worker registry failed: %s", exc, extra={"event": "forget_error"})
 

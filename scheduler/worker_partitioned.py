@@ -53,6 +53,10 @@ class PartitionedWorker:
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
+        self.on_drain: Callable[[str], None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        for w in self.workers:  # a drain request seen by any partition's loop stops them all
+            w.on_drain = self._drain
 
     def __getattr__(self, name: str) -> Any:
         """What is the same on every partition's worker (registry, settings, topics...)."""
@@ -71,6 +75,23 @@ class PartitionedWorker:
 
     async def stop(self, grace: float | None = None) -> None:
         await asyncio.gather(*(w.stop(grace) for w in self.workers if w._started))  # noqa: SLF001
+
+    def _drain(self, reason: str) -> None:
+        if self._stopping is None:
+            if self.on_drain is not None:
+                self.on_drain(reason)
+            self._stopping = asyncio.create_task(self.stop(), name="horae-stop")
+
+    @property
+    def draining(self) -> bool:
+        return any(w.draining for w in self.workers)
+
+    @property
+    def stopped(self) -> bool:
+        return all(w.stopped for w in self.workers if w._started)  # noqa: SLF001
+
+    async def wait_stopped(self) -> None:
+        await asyncio.gather(*(w.wait_stopped() for w in self.workers if w._started))  # noqa: SLF001
 
     @property
     def active(self) -> int:

@@ -264,3 +264,27 @@ async def test_ids_with_any_character_are_reached_by_their_links(horae, horae_cl
         assert page.errors == []  # type: ignore[attr-defined]
     for job_id in ODD_IDS:
         assert (await horae.get_job(job_id)).state.value == "cancelled"  # type: ignore[union-attr]
+
+
+async def test_a_worker_is_drained_from_the_workers_page(horae, horae_clock, browser: Browser, tmp_path: Path) -> None:
+    """Nav → Workers, Drain (confirmed, naming the worker) → the flash, the row draining without its
+    button, the action in the audit's log."""
+    [worker] = await horae.workers()
+    shots = Shots(tmp_path)
+    async with served(create_app(scheduler=horae)) as url:
+        page = await open_page(browser)
+        asked: list[str] = []
+        page.on("dialog", lambda dialog: asked.append(dialog.message))
+        await page.goto(url + "/")
+        await page.click("header nav a:text-is('Workers')")
+        row = page.locator(f"#workers tr[data-id='{worker.id}']")
+        assert "running" in await row.inner_text()
+        await shots.take(page, "workers")
+        await row.locator("button.drain").click()
+        assert "drain requested" in await page.locator(".flash").inner_text()
+        assert asked and worker.id in asked[0] and "exits" in asked[0]
+        assert "draining" in await row.inner_text() and await row.locator("button.drain").count() == 0
+        await shots.take(page, "workers-draining")
+        assert page.errors == []  # type: ignore[attr-defined]
+    assert [w.state for w in await horae.workers()] == ["draining"]
+    assert [(a.action, a.outcome) for a in await horae.audit.actions(worker.id)] == [("worker.drain", "done")]

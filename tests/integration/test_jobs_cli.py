@@ -71,7 +71,8 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
             assert entry["id"] == w.id and entry["pid"] == worker_pid and entry["concurrency"] == 3
             assert sorted(entry["topics"]) == sorted(["t.flaky", "t.bad", LONG]) and entry["all_topics"] is False
             assert set(entry) == {"id", "host", "pid", "topics", "concurrency", "running", "last_heartbeat",
-                                  "all_topics"}
+                                  "all_topics", "state", "drain_requested_at"}
+            assert (entry["state"], entry["drain_requested_at"]) == ("running", None)
             assert entry["last_heartbeat"].endswith("Z") and datetime.fromisoformat(entry["last_heartbeat"])
             code, out, _ = await run("workers")
             assert code == 0 and w.id in out and f" {worker_pid} " in out

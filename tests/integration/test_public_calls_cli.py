@@ -51,6 +51,7 @@ COMMANDS: dict[str, list[str]] = {
     "topics show": ["t/x"],
     "worker": ["--all-topics"],
     "workers": [],
+    "workers drain": ["w/x"],
 }
 # Commands that do not fail on unreachable servers, by design (each with the reason).
 NOT_FAILING = {
@@ -63,10 +64,14 @@ NOT_FAILING = {
 
 
 def leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
+    """Every command path that runs something: leaves, and groups that run without a subcommand."""
     out: set[str] = set()
     for name, command in group.commands.items():
         path = f"{prefix}{name}"
-        out |= leaf_commands(command, f"{path} ") if isinstance(command, click.Group) else {path}
+        if isinstance(command, click.Group):
+            out |= leaf_commands(command, f"{path} ") | ({path} if command.invoke_without_command else set())
+        else:
+            out.add(path)
     return out
 
 

@@ -83,7 +83,7 @@ async def test_forget_hands_topics_to_other_live_workers_or_leaves_them_unserved
         assert served == {b"a": str(NOW - 1_000 + TTL).encode()}, "x: unserved; a: A2's mark"
         # a dead worker's entry is removed by the next heartbeat of any worker
         assert await store.advertise_worker("B", entry_json(["b"], 1, 0, False, 2, NOW + TTL, TTL), ["b"],
-                                            NOW + TTL, TTL) == 1
+                                            NOW + TTL, TTL) == (1, None)
         assert sorted(await store.worker_entries()) == ["B"]
 
 

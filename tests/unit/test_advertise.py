@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.advertise import ClaimFilter, entry_json, live_workers
-from scheduler.errors import ConfigError
+from scheduler.advertise import ClaimFilter, check_worker_id, entry_json, live_workers
+from scheduler.errors import ConfigError, ScheduleError
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 
 LISTENED = ["b", SCHEDULE_FAILED_TOPIC, "a"]
@@ -53,3 +53,23 @@ def test_live_workers_reads_entries_younger_than_their_ttl() -> None:
         ("w1", "h1", 11, (), 10, 0, True), ("w2", "h2", 12, ("a",), 4, 2, False),
     ]
     assert infos[1].last_heartbeat == datetime.fromtimestamp((now - 100) / 1000, UTC)
+
+
+def test_a_worker_is_draining_once_asked_or_stopping_and_its_entry_ends_in_a_brace() -> None:
+    now = 1_800_000_000_000
+    plain = entry_json(["a"], 4, 1, False, 12, now, 1_000, host="h")
+    stopping = entry_json(["a"], 4, 1, False, 12, now, 1_000, host="h", stopping=True)
+    assert plain.endswith("}") and "stopping" not in plain and json.loads(stopping)["stopping"] is True
+    asked = plain[:-1] + f',"drain_ms":{now - 5}}}'  # (as lua/request_drain.lua appends it)
+    infos = {i.id: i for i in live_workers({"run": plain, "stop": stopping, "asked": asked}, now)}
+    assert {k: (i.state, i.draining) for k, i in infos.items()} == {
+        "run": ("running", False), "stop": ("draining", True), "asked": ("draining", True)}
+    assert infos["asked"].drain_requested_at == datetime.fromtimestamp((now - 5) / 1000, UTC)
+    assert infos["run"].drain_requested_at is None and infos["stop"].drain_requested_at is None
+
+
+@pytest.mark.parametrize("bad", [None, 5, "", "  ", ["w"], "a\x00b"])
+def test_a_worker_id_that_is_no_usable_string_is_refused_by_name(bad: object) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        check_worker_id(bad)
+    assert caught.value.field == "worker_id" and "worker_id" in str(caught.value)

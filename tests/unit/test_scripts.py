@@ -14,6 +14,7 @@ from scheduler.scripts import (
     SCRIPT_NAMES,
     CancelCode,
     CopyCode,
+    DrainCode,
     DropCode,
     EnqueueCode,
     OperationCode,
@@ -46,6 +47,7 @@ REPLIES: dict[str, type[IntEnum]] = {
     "append_log": ReportCode,
     "copy_entry": CopyCode,
     "drop_entry": DropCode,
+    "request_drain": DrainCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")
