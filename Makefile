@@ -28,9 +28,12 @@ demo: $(STAMP) java-check
 	@echo "Open the console on the demo data (then http://127.0.0.1:8080/):"
 	@echo "  $(VENV)/bin/horae --namespace horae-demo console --reports reports/demo"
 
+# The isolated tests on both cores (pytest-xdist, one file per worker at a time), then the few
+# marked `serial` alone: timing bounds and ports that must stay free while nothing else runs.
 test: $(STAMP)
 	@$(PY) -m audit.analytics.java || echo "WARNING: Spark tests will skip (or fail with HORAE_REQUIRE_SPARK=1)"
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial"
+	$(PY) -m pytest -q -p no:cacheprovider -m serial
 
 # The integration and end-to-end tests alone (used by .ci/run against the system servers; the
 # Spark cluster test uses neither server, and the nightly one only drives the report that
@@ -48,7 +51,10 @@ chaos: $(STAMP)
 # The deployment material (README: Deploying; not part of `make test`): builds the Dockerfile
 # with podman on a base made from Debian packages (mmdebstrap; no registry needed) and runs the
 # image's worker and console against a redis-server of its own (deploy/image_check.py).
+DEPLOY_TOOLS := podman buildah mmdebstrap runc uidmap slirp4netns fuse-overlayfs
 test-deploy: $(STAMP)
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null && command -v runc >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEPLOY_TOOLS); }
 	$(PY) deploy/image_check.py
 
 # The test suite's embedded servers live in .horae/ (tests/conftest.py); the demo's and

@@ -78,12 +78,14 @@ async def quick_lateness_ms(registry: ListenerRegistry, redis_url: str, namespac
     return late
 
 
+@pytest.mark.serial  # a lateness bound: measured with no other test loading the machine
 async def test_a_cpu_bound_listener_in_a_process_does_not_delay_the_workers_other_jobs(
         redis_url: str, namespace: str) -> None:
     late = await quick_lateness_ms(app.registry, redis_url, namespace)
     assert max(late) < 50, late
 
 
+@pytest.mark.serial
 async def test_the_same_listener_in_the_thread_pool_delays_them(redis_url: str, namespace: str) -> None:
     """What executor="process" changes: in the worker's thread pool the busy loop holds the GIL and
     the quick jobs start and end late (the measure above can fail)."""

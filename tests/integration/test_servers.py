@@ -138,6 +138,7 @@ def test_appendfsync_is_everysec_by_default_and_always_when_asked(data_dir: Path
         assert client.config_get("appendfsync") == {"appendfsync": "always"}
 
 
+@pytest.mark.serial  # its port must stay free while it restarts: no other test drawing ephemeral ports
 def test_a_killed_redis_restarts_on_its_port_from_its_aof(data_dir: Path) -> None:
     url = servers.ensure_redis(data_dir, "always")
     old_pid = redis_state(data_dir)["pid"]
