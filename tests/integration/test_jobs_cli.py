@@ -67,7 +67,9 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
             await eventually(lambda: in_state(s, bad, JobState.FAILED), what="bad failed")
             code, out, err = await run("workers", "--json")
             assert code == 0, err
-            [entry] = json.loads(out)
+            listed = json.loads(out)
+            assert listed["cursor"] is None, listed
+            [entry] = listed["items"]
             assert entry["id"] == w.id and entry["pid"] == worker_pid and entry["concurrency"] == 3
             assert sorted(entry["topics"]) == sorted(["t.flaky", "t.bad", LONG]) and entry["all_topics"] is False
             assert set(entry) == {"id", "host", "pid", "topics", "concurrency", "running", "last_heartbeat",
