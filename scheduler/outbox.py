@@ -159,13 +159,13 @@ _OWN_FRAMES = ("listeners/dispatch.py", "scheduler/attempt.py", "scheduler/proce
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
 
 
-def _without_own_frames(chunk: str) -> str:
-    """`chunk` of a formatted traceback without the frames of horae's dispatch code (a frame: its
-    `File "..."` line and the indented source and marker lines under it; a listener process's
-    traceback, carried as a note, is cut the same way)."""
+def _without_own_frames(text: str) -> str:
+    """`text` of a formatted traceback without the frames of horae's dispatch code (a frame: its
+    `File "..."` line and the more indented source and marker lines under it). For a listener
+    process's traceback, which reaches the worker as a note of the rebuilt exception."""
     out: list[str] = []
     skipping, indent = False, 0
-    for line in chunk.splitlines(keepends=True):
+    for line in text.splitlines(keepends=True):
         m = _FRAME.match(line)
         if m:
             skipping = m.group(1).replace("\\", "/").endswith(_OWN_FRAMES)
@@ -175,6 +175,19 @@ def _without_own_frames(chunk: str) -> str:
         if not skipping:
             out.append(line)
     return "".join(out)
+
+
+def _trimmed(te: _traceback.TracebackException, frames: int) -> None:
+    """`te` (and the exceptions chained to it) with horae's dispatch frames left out, its last
+    `frames` frames kept."""
+    kept = [f for f in te.stack if not f.filename.replace("\\", "/").endswith(_OWN_FRAMES)]
+    te.stack = _traceback.StackSummary.from_list(kept[-frames:])
+    notes = getattr(te, "__notes__", None)
+    if notes:
+        te.__notes__ = [_without_own_frames(str(n)) for n in notes]
+    for chained in (te.__cause__, te.__context__):
+        if chained is not None:
+            _trimmed(chained, frames)
 
 
 def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -188,12 +201,12 @@ def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return doc
 
 
-def error_of(exc: BaseException, frames: int = 5) -> ErrorRecord:
-    """The error record of an exception: its type, message and the tail of its traceback, the
-    frames of horae's own dispatch code left out (built here once, so every reader shows the same)."""
-    chunks = [_without_own_frames(c) for c in _traceback.format_exception(type(exc), exc, exc.__traceback__)]
-    tail = "".join([c for c in chunks if c][-frames:])
-    return error_record(type(exc).__name__, str(exc), tail[-2000:])
+def error_of(exc: BaseException, frames: int = 4) -> ErrorRecord:
+    """The error record of an exception: its type, message and its traceback's last `frames` frames,
+    the frames of horae's own dispatch code left out (built here once, so every reader shows the same)."""
+    te = _traceback.TracebackException.from_exception(exc)
+    _trimmed(te, frames)
+    return error_record(type(exc).__name__, str(exc), "".join(te.format())[-2000:])
 
 
 @dataclass(frozen=True)
