@@ -159,6 +159,11 @@ async def test_every_json_output_and_api_answer_has_one_format(redis_url: str, d
                     body = r.text if r.text.endswith("\n") else r.text + "\n"
                     api[path] = one_document(body, f"GET {path}")
                     assert not isinstance(api[path], list), f"GET {path}: a list is {{items, cursor}}"
+                overview = (await client.get("/")).text
+            row = re.search(r'<tr data-topic="t\.bad\.dlq">.*?</tr>', overview, re.S)
+            assert row and '/dead-letters?topic=t.bad.dlq">1</a>' in row.group(0), overview
+            stamp = re.search(r"As of (\S+)", overview)
+            assert stamp and INSTANT.match(stamp.group(1)), overview[:500]
             listed = json.loads((await run("topics", "list", "--json"))[1])  # (topics set added t.other since)
             assert [t["name"] for t in api["/api/v1/topics"]["items"]] == [t["name"] for t in listed["items"]] == [
                 "t.bad", "t.bad.dlq", "t.ok", "t.other"], "the console lists what the CLI does"
