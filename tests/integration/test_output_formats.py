@@ -128,6 +128,16 @@ async def test_every_json_output_and_api_answer_has_one_format(redis_url: str, d
                 if path in LISTS:
                     assert set(docs[path]) == {"items", "cursor"}, (path, docs[path])
 
+            # the tables show instants the same way (cron's extra wall-time column in its zone aside)
+            for path, extra in [("jobs list", []), ("jobs show", [bad]), ("audit show", [bad]), ("workers", []),
+                                ("dlq list", ["t.bad.dlq"]), ("audit failures", []), ("topics list", [])]:
+                code, out, err = await run(*path.split(), *extra)
+                assert code == 0, (path, out, err)
+                stamps = re.findall(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[^\s│┃]*", out)
+                assert stamps and all(INSTANT.match(t) for t in stamps), (path, stamps)
+            code, out, _ = await run("audit", "show", bad)
+            assert "ValueError: always fails" in out and "\\n" not in out, out  # rendered as jobs show renders it
+
             trace = docs["jobs show"]["last_error"]["traceback"]
             assert any("always fails" in line for line in trace) and any("test_output_formats" in line
                                                                          for line in trace), trace
