@@ -36,7 +36,7 @@ from console.api_input import (
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
 from scheduler.advertise import WorkerInfo
-from scheduler.errors import InvalidDelay, ScheduleError
+from scheduler.errors import InvalidDelay
 from scheduler.job import CronInfo, JobInfo
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.timeutil import parse_duration
@@ -381,13 +381,12 @@ async def list_dead_letters(request: Request, who: Who, topic: str,
                             cursor: CursorQuery = None) -> JobPageOut:
     """A page of the dead letters `topic` holds, oldest first; pass `cursor` back for the next
     one (null: the last). Each is a job of the dead-letter topic; its metadata names the source
-    topic and job, the error and when it failed."""
-    try:
-        page = await console_of(request).scheduler.dead_letters(topic, limit, cursor)
-    except ScheduleError as exc:
-        if exc.field != "topic":
-            raise
-        raise HTTPException(404, f"no dead-letter topic {topic[:200]!r}") from None  # (no job can have that topic)
+    topic and job, the error and when it failed. 404: not a topic GET /api/v1/dead-letters lists."""
+    s = console_of(request).scheduler
+    if topic not in await s.store.dead_letter_topics():  # (also `…/{job_id}/replay` asked with GET)
+        raise HTTPException(404, f"no dead letters on topic {topic[:200]!r}: GET /api/v1/dead-letters lists "
+                                 "the dead-letter topics")
+    page = await s.dead_letters(topic, limit, cursor)
     return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
 
 

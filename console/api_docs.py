@@ -1,9 +1,11 @@
 """GET /api/docs: the API's reference (Swagger UI over /api/v1/openapi.json), served from
-the `swagger-ui-bundle` package installed with the console extra: no CDN, nothing loaded
-from another host, so the console's CSP holds (scripts and styles from 'self' only)."""
+the `swagger-ui-py` package installed with the console extra (Swagger UI 5, which reads
+OpenAPI 3.1, FastAPI's version): no CDN, nothing loaded from another host, so the
+console's CSP holds (scripts and styles from 'self' only)."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Annotated
 
@@ -38,17 +40,16 @@ PAGE = """<!DOCTYPE html>
 
 
 def bundle_dir() -> Path:
-    """Where the installed swagger-ui-bundle keeps Swagger UI's files.
+    """Where the installed swagger-ui-py keeps Swagger UI's files (found without importing
+    the package, which would load its adapters for other web frameworks).
 
     Raises:
         HTTPException: 404 naming the missing package (a console installed without its extra).
     """
-    try:
-        from swagger_ui_bundle import swagger_ui_path
-    except ImportError:
-        raise HTTPException(404, "the API reference needs the package swagger-ui-bundle "
-                                 "(pip install 'horae[console]')") from None
-    return Path(swagger_ui_path)
+    spec = importlib.util.find_spec("swagger_ui")
+    if spec is None or not spec.submodule_search_locations:
+        raise HTTPException(404, "the API reference needs the package swagger-ui-py (pip install 'horae[console]')")
+    return Path(list(spec.submodule_search_locations)[0]) / "static"
 
 
 @router.get("")

@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
                 await s.close()
 
     # FastAPI's own Swagger UI and ReDoc load their scripts from a CDN: /api/docs serves the
-    # installed swagger-ui-bundle instead (console/api_docs.py).
+    # installed swagger-ui-py's instead (console/api_docs.py).
     app = FastAPI(title="horae", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/api/v1/openapi.json",
                   description="Schedule jobs and look after them over HTTP (README: Console).")

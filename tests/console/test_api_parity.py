@@ -146,6 +146,8 @@ async def test_dead_letters_listed_paged_replayed_and_deleted_over_http(env: Env
     deleted = await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={})
     assert deleted.status_code == 200 and deleted.json()["outcome"] == "done", deleted.text
     assert (await env.client.get("/api/v1/dead-letters")).json() == [{"topic": DLQ, "count": 1}]
+    assert "no dead letters on topic 'pay.charge'" in _error(
+        await env.client.get("/api/v1/dead-letters/pay.charge"), 404, None)["message"]
     _error(await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={}), 404, None)
     _error(await env.client.post(f"/api/v1/dead-letters/{letters[0]['id']}/replay", json={}), 404, None)
     # a job that is no dead letter is not deleted by the dead-letter route
