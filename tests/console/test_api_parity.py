@@ -12,8 +12,10 @@ import httpx
 import pytest
 
 from console import actions
+from console.app import create_app
+from scheduler.api import Scheduler
 from scheduler.topic_options import TopicOptions
-from tests.console.conftest import Env, failing_job, settle
+from tests.console.conftest import Env, failing_job, registry, settings_for, settle
 
 DLQ = "pay.charge.dead"
 
@@ -166,3 +168,29 @@ async def test_dead_letter_routes_are_in_the_document_with_workers_and_conflicts
             "/api/v1/dead-letters/{job_id}/delete", "/api/v1/workers"} <= set(doc["paths"])
     assert "409" in doc["paths"]["/api/v1/jobs/{job_id}/cancel"]["post"]["responses"]
     assert (await env.client.get("/api/v1/workers")).status_code == 200
+
+
+async def test_a_viewer_reads_dead_letters_but_replaying_one_is_refused_and_recorded(
+        namespace: str, redis_url: str, database_url: str) -> None:
+    settings = settings_for(namespace, redis_url, database_url, viewer_token="v-secret", operator_token="o-secret")
+    s = Scheduler(settings=settings, listeners=registry())
+    await s.connect()
+    try:
+        await s.configure_topic("pay.charge", TopicOptions(dead_letter=DLQ))
+        async with s.worker(concurrency=2):
+            await failing_job(s)
+        letter = (await s.dead_letters(DLQ)).items[0].id
+        transport = httpx.ASGITransport(app=create_app(scheduler=s), client=("10.0.0.7", 40000))
+        viewer = {"Authorization": "Bearer v-secret"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://console:8080") as c:
+            listed = await c.get("/api/v1/dead-letters", headers=viewer)
+            assert listed.status_code == 200 and listed.json() == [{"topic": DLQ, "count": 1}]
+            for action in ("replay", "delete"):
+                r = await c.post(f"/api/v1/dead-letters/{letter}/{action}", json={}, headers=viewer)
+                assert r.status_code == 403 and r.json()["error"]["code"] == "FORBIDDEN", r.text
+        assert [d.id for d in (await s.dead_letters(DLQ)).items] == [letter]
+        await s.audit.flush()
+        assert [(a.actor, a.role, a.action, a.outcome) for a in await s.audit.actions(letter)] == [
+            ("viewer", "viewer", "dead_letter.delete", "refused"), ("viewer", "viewer", "dead_letter.replay", "refused")]
+    finally:
+        await s.close()
