@@ -13,18 +13,30 @@ from console.auth import Principal
 from console.data import audit_of
 from scheduler.api import Scheduler
 from scheduler.errors import DeadLetterNotFound, InvalidCron, StorageError
+from scheduler.job import JobInfo
 
 log = logging.getLogger("horae.console")
 
 JOB_ACTIONS = ("cancel", "retry", "reschedule", "delete")
 DEAD_LETTER_ACTIONS = ("replay", "delete")
 CRON_ACTIONS = ("pause", "resume", "trigger")
+# The states each job action applies to: the engine's rules (scheduler/operations.py and its
+# scripts cancel.lua, retry_job.lua, reschedule_job.lua, delete_job.lua), the one table behind
+# the job page's buttons and the API's 409. Beyond the state: a cancelled job whose attempt is
+# still in flight can be neither retried nor deleted, and a dead letter is never rescheduled.
+ALLOWED_STATES: dict[str, tuple[str, ...]] = {
+    "cancel": ("scheduled", "retrying", "running"),
+    "retry": ("failed", "cancelled"),
+    "reschedule": ("scheduled", "retrying"),
+    "delete": ("scheduled", "retrying", "completed", "failed", "cancelled"),
+}
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What an action did: `outcome` done, not_found or refused, a sentence for people,
-    and the new job's id of a replay or a trigger."""
+    """What an action did: `outcome` done, not_found (no such job), conflict (the job's state
+    does not allow it) or refused, a sentence for people, and the new job's id of a replay or
+    a trigger."""
 
     outcome: str
     message: str
@@ -33,6 +45,40 @@ class Outcome:
     @property
     def done(self) -> bool:
         return self.outcome == "done"
+
+
+def in_flight(job: JobInfo) -> bool:
+    """A job cancelled while its attempt runs: cancelled, not finished until the attempt settles."""
+    return job.state.value == "cancelled" and job.finished_at is None
+
+
+def is_dead_letter(job: JobInfo) -> bool:
+    """A dead letter (it waits in its dead-letter set, never in the due set)."""
+    return "source_job_id" in job.metadata and "source_topic" in job.metadata
+
+
+def allowed(action: str, job: JobInfo) -> bool:
+    """Whether the engine would take `action` on `job` as it is now (ALLOWED_STATES)."""
+    if job.state.value not in ALLOWED_STATES.get(action, ()):
+        return False
+    if action in ("retry", "delete") and in_flight(job):
+        return False
+    return not (action == "reschedule" and is_dead_letter(job))
+
+
+def allowed_actions(job: JobInfo | None) -> tuple[str, ...]:
+    """The job actions `job`'s state allows, in JOB_ACTIONS order (none once Redis lost it)."""
+    return tuple(a for a in JOB_ACTIONS if job is not None and allowed(a, job))
+
+
+def conflict_message(action: str, job: JobInfo) -> str:
+    """Why the engine refused `action` on an existing job: its state, and what the action needs."""
+    why = f"job {job.id} is {job.state.value}"
+    if action in ("retry", "delete") and in_flight(job):
+        why += " with an attempt still in flight (wait for it to finish)"
+    elif action == "reschedule" and is_dead_letter(job):
+        why += " as a dead letter (replay it instead)"
+    return f"{action}: {why}; {action} applies to {' or '.join(ALLOWED_STATES[action])} jobs"
 
 
 class Refused(Exception):
@@ -81,11 +127,19 @@ async def job_action(scheduler: Scheduler, who: Principal, action: str, job_id: 
         ok = await scheduler.delete(job_id, actor=actor)
     else:
         raise ValueError(f"unknown job action {action!r}; allowed: {', '.join(JOB_ACTIONS)}")
-    outcome = Outcome("done", f"{action}: done") if ok else Outcome(
-        "not_found", f"{action}: job {job_id} is not in a state that allows it (or is gone)")
+    outcome = Outcome("done", f"{action}: done") if ok else await _why_not(scheduler, action, job_id)
     detail = {"run_at": run_at.isoformat(), "tz": tz} if action == "reschedule" and run_at else None
     await record(scheduler, who, action, job_id, outcome.outcome, detail)
     return outcome
+
+
+async def _why_not(scheduler: Scheduler, action: str, job_id: str) -> Outcome:
+    """The outcome of a job action the engine refused: the job is gone, or its state (read after
+    the refusal) does not allow it."""
+    job = await scheduler.get_job(job_id)
+    if job is None:
+        return Outcome("not_found", f"{action}: no job {job_id!r} in Redis")
+    return Outcome("conflict", conflict_message(action, job))
 
 
 async def dead_letter_action(scheduler: Scheduler, who: Principal, action: str, job_id: str) -> Outcome:
@@ -101,8 +155,9 @@ async def dead_letter_action(scheduler: Scheduler, who: Principal, action: str, 
             outcome = Outcome("done", f"replayed as job {new_id}", new_id)
         except DeadLetterNotFound:
             outcome = Outcome("not_found", f"no dead letter {job_id} (replayed or deleted meanwhile?)")
-    elif action == "delete":
-        ok = await scheduler.delete(job_id, actor=who.actor)
+    elif action == "delete":  # (a job that is no dead letter is not one to delete here)
+        held = await scheduler.store.held_dead_letter_topic(job_id)
+        ok = held is not None and await scheduler.delete(job_id, actor=who.actor)
         outcome = Outcome("done", "deleted") if ok else Outcome("not_found", f"no dead letter {job_id}")
     else:
         raise ValueError(f"unknown dead-letter action {action!r}; allowed: {', '.join(DEAD_LETTER_ACTIONS)}")

@@ -4,6 +4,7 @@ HTTP call from any language, look at and act on jobs, schedules and topics. Erro
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -15,27 +16,32 @@ from console import actions, data
 from console.api_input import (
     ACTION_BODY,
     JSON_LIMITS,
+    MAX_DELAY_S,
     MAX_KEY_LEN,
     NAME,
     STORABLE,
     ActionIn,
     CursorQuery,
+    DelayIn,
     FieldInvalid,
     Instant,
     KeyQuery,
     NoBody,
     StateQuery,
+    TimeoutIn,
     TopicQuery,
     Whole,
+    exclusive,
 )
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
 from scheduler.advertise import WorkerInfo
+from scheduler.errors import InvalidDelay
 from scheduler.job import CronInfo, JobInfo
 from scheduler.listing import every_topic
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC, error_doc
 from scheduler.store_reads import COUNT_KEYS
-from scheduler.timeutil import rfc3339
+from scheduler.timeutil import parse_duration, rfc3339
 from scheduler.topic_options import TopicOptions
 from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
@@ -59,7 +65,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "bad input, naming the field"},
     401: {"model": ErrorOut, "description": "no valid token"},
     403: {"model": ErrorOut, "description": "a viewer tried to act, or a cross-site request"},
-    404: {"model": ErrorOut, "description": "no such job, schedule or topic"},
+    404: {"model": ErrorOut, "description": "no such job, schedule, topic, dead letter or worker"},
+    409: {"model": ErrorOut, "description": "the job's state does not allow the action (the message names it)"},
     413: {"model": ErrorOut, "description": "a body longer than [console] max_body_bytes"},
     415: {"model": ErrorOut, "description": "an action without a JSON body"},
     421: {"model": ErrorOut, "description": "a Host that is not this console's ([console] allowed_hosts)"},
@@ -70,19 +77,22 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 class ScheduleIn(BaseModel):
     """A job to schedule: `run_at` (ISO 8601; without an offset it is wall-clock time in
-    `tz`) or `delay_s` (seconds from now), not both; neither means now."""
+    `tz`) or `delay` (from now: seconds, or text like "2s", "1h30m"; `delay_s`: seconds),
+    only one of them; none means now. `timeout` (or `timeout_s`) bounds each attempt."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {
-        "required": ["run_at", "delay_s"],
-        "properties": {"run_at": {"type": "string"}, "delay_s": {"type": "number"}}}})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=exclusive(
+        ("run_at", "string", "delay_s", "number"), ("run_at", "string", "delay", "string|number"),
+        ("delay", "string|number", "delay_s", "number"), ("timeout", "string|number", "timeout_s", "number")))
     topic: str = Field(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME,
                        json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}})  # reserved
     run_at: Instant | None = None
-    delay_s: float | None = Field(None, ge=0, le=10 * 365 * 86_400, strict=True)
+    delay: DelayIn | None = None
+    delay_s: float | None = Field(None, ge=0, le=MAX_DELAY_S, strict=True)
     tz: str = Field("UTC", min_length=1, max_length=64)
     payload: Any = Field(None, description=JSON_LIMITS)
     metadata: dict[str, Any] | None = Field(None, description=JSON_LIMITS)
     attempts: Annotated[int, Field(ge=1, le=20), Whole] | None = None
+    timeout: TimeoutIn | None = None
     timeout_s: float | None = Field(None, gt=0, le=30 * 86_400, strict=True)
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)
     priority: Annotated[int, Field(ge=-1000, le=1000), Whole] | None = None
@@ -223,7 +233,29 @@ class StatsOut(BaseModel):
 
 
 def _action(outcome: actions.Outcome) -> ActionOut:
+    """A done action's answer; an unknown id is a 404, a state that does not allow it a 409."""
+    if outcome.outcome == "not_found":
+        raise HTTPException(404, outcome.message)
+    if outcome.outcome == "conflict":
+        raise HTTPException(409, outcome.message)
     return ActionOut(outcome=outcome.outcome, message=outcome.message, job_id=outcome.job_id)
+
+
+def _one_of(job: ScheduleIn, *names: str) -> None:
+    """At most one of `names` given (not null)."""
+    given = [n for n in names if getattr(job, n) is not None]
+    if len(given) > 1:
+        raise FieldInvalid(given[-1], f"give {' or '.join(given)}, not both")
+
+
+def _delay_s(job: ScheduleIn) -> float:
+    """The delay in seconds (text checked by the engine's grammar and bounded like delay_s)."""
+    if job.delay is None:
+        return job.delay_s or 0
+    seconds = parse_duration(job.delay, "delay")
+    if seconds > MAX_DELAY_S:
+        raise InvalidDelay(f"delay must be at most {MAX_DELAY_S // 86_400} days; got {job.delay!r}", field="delay")
+    return seconds
 
 
 # -------------------------------------------------------------------------------- jobs
@@ -235,14 +267,15 @@ async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Bo
     if not who.can_act:  # (GuardedRoute refused it before reading the body)
         raise actions.Refused(f"{who.name} is a {who.role.value}: only operators may schedule")
     s = console_of(request).scheduler
-    if job.run_at is not None and job.delay_s is not None:
-        raise FieldInvalid("delay_s", "give run_at or delay_s, not both")
+    _one_of(job, "run_at", "delay", "delay_s")
+    _one_of(job, "timeout", "timeout_s")
     from datetime import UTC
-    when = job.run_at if job.run_at is not None else datetime.now(UTC) + timedelta(seconds=job.delay_s or 0)
+    when = job.run_at if job.run_at is not None else datetime.now(UTC) + timedelta(seconds=_delay_s(job))
     meta = {**(job.metadata or {}), "scheduled_by": who.actor}
+    timeout = job.timeout if job.timeout is not None else job.timeout_s  # (text: the engine's grammar and bounds)
     result = await s.schedule(job.topic, when, job.tz, payload=job.payload, metadata=meta,
                               retry={"attempts": job.attempts} if job.attempts else None,
-                              timeout=job.timeout_s, key=job.key, priority=job.priority, job_id=job.job_id)
+                              timeout=timeout, key=job.key, priority=job.priority, job_id=job.job_id)
     return ScheduledOut(job_id=result.job_id, created=result.created, reason=result.reason)
 
 
@@ -344,10 +377,60 @@ async def list_workers(request: Request, who: Who) -> WorkerPageOut:
 async def drain_worker(request: Request, who: Who, worker_id: str, body: NoBody = ActionIn()) -> ActionOut:
     """Ask one live worker to drain and exit (accepted: it stops claiming at its next heartbeat,
     its running attempts get its grace to finish, then it exits). 404: no live worker has that id."""
-    outcome = await actions.drain_worker(console_of(request).scheduler, who, worker_id)
-    if not outcome.done:
-        raise HTTPException(404, outcome.message)
-    return _action(outcome)
+    return _action(await actions.drain_worker(console_of(request).scheduler, who, worker_id))
+
+
+# ------------------------------------------------------------------------ dead letters
+class DeadLetterTopicOut(BaseModel):
+    topic: str = Field(description="a dead-letter topic (a topic's `dead_letter`)")
+    count: int = Field(description="the dead letters it holds now")
+
+
+class DeadLetterTopicPageOut(BaseModel):
+    items: list[DeadLetterTopicOut]
+    cursor: str | None = Field(None, description="always null: one page holds every dead-letter topic")
+
+
+@router.get("/dead-letters", response_model=DeadLetterTopicPageOut, responses=ERRORS)
+async def list_dead_letter_topics(request: Request, who: Who) -> DeadLetterTopicPageOut:
+    """Every dead-letter topic that holds or held dead letters, with how many it holds now."""
+    store = console_of(request).scheduler.store
+    names = await store.dead_letter_topics()
+    counts = await asyncio.gather(*(store.dead_letter_count(t) for t in names))
+    return DeadLetterTopicPageOut(items=[DeadLetterTopicOut(topic=t, count=n)
+                                         for t, n in zip(names, counts, strict=True)])
+
+
+@router.get("/dead-letters/{topic:path}", response_model=JobPageOut, responses=ERRORS)
+async def list_dead_letters(request: Request, who: Who, topic: str,
+                            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                            cursor: CursorQuery = None) -> JobPageOut:
+    """A page of the dead letters `topic` holds, oldest first; pass `cursor` back for the next
+    one (null: the last). Each is a job of the dead-letter topic; its metadata names the source
+    topic and job, the error and when it failed. 404: not a topic GET /api/v1/dead-letters lists."""
+    s = console_of(request).scheduler
+    if topic not in await s.store.dead_letter_topics():  # (also `…/{job_id}/replay` asked with GET)
+        raise HTTPException(404, f"no dead letters on topic {topic[:200]!r}: GET /api/v1/dead-letters lists "
+                                 "the dead-letter topics")
+    page = await s.dead_letters(topic, limit, cursor)
+    return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
+
+
+@router.post("/dead-letters/{job_id:path}/replay", response_model=ActionOut, responses=ERRORS,
+             openapi_extra=ACTION_BODY)
+@acts(lambda p: ("dead_letter.replay", p["job_id"]))
+async def replay_dead_letter(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+    """Schedule a dead letter's payload again on its source topic (a new job, due now: `job_id`)
+    and remove the dead letter."""
+    return _action(await actions.dead_letter_action(console_of(request).scheduler, who, "replay", job_id))
+
+
+@router.post("/dead-letters/{job_id:path}/delete", response_model=ActionOut, responses=ERRORS,
+             openapi_extra=ACTION_BODY)
+@acts(lambda p: ("dead_letter.delete", p["job_id"]))
+async def delete_dead_letter(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+    """Remove one dead letter (the audit keeps its history). 404: no dead letter has that id."""
+    return _action(await actions.dead_letter_action(console_of(request).scheduler, who, "delete", job_id))
 
 
 # ------------------------------------------------------------------------ topics, stats

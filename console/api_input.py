@@ -4,11 +4,13 @@ document tells clients), and the one 422 for a rule the document cannot state.""
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Body, HTTPException, Query
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from console.data import STATES
 from scheduler.validation import MAX_JSON_DEPTH, MAX_TOPIC_LEN
@@ -75,3 +77,54 @@ StateQuery = Annotated[str | None, Query(json_schema_extra={"enum": list(STATES)
 TopicQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME)]
 KeyQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)]
 CursorQuery = Annotated[str | None, Query(min_length=1, description="`cursor` of the previous page")]
+
+# A duration as the library writes it (listeners/durations.py): number+unit parts, units d h m s
+# ms, ASCII digits and spaces only (the document's pattern is exactly what is taken). The order
+# of the units (largest first, each once) and the bounds of a text are the engine's check (a 400
+# naming the field); a number is seconds, bounded here.
+DURATION_TEXT = r"^ *[0-9]+(?:\.[0-9]+)? *(?:ms|[dhms])(?: *[0-9]+(?:\.[0-9]+)? *(?:ms|[dhms]))* *$"
+_DURATION = re.compile(DURATION_TEXT)
+MAX_DURATION_TEXT = 64
+MAX_DELAY_S = 10 * 365 * 86_400
+MAX_TIMEOUT_S = 30 * 86_400
+
+
+def _duration(lowest: float, above: bool, highest: float) -> Any:
+    """A before-validator taking seconds (a JSON number within the bounds) or duration text."""
+    floor = f"> {lowest:g}" if above else f">= {lowest:g}"
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) > MAX_DURATION_TEXT or not _DURATION.match(value):
+                raise ValueError("a duration is required: seconds as a number, or text like '90s', '2m30s', "
+                                 "'1h30m', '1d12h' or '500ms' (units d, h, m, s, ms, largest first)")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError("a duration is required: seconds as a number, or text like '1h30m'")
+        if not (value > lowest if above else value >= lowest) or value > highest:
+            raise ValueError(f"seconds must be {floor} and at most {highest:g}")
+        return float(value)
+
+    return check
+
+
+def _duration_schema(lowest: float, above: bool, highest: float) -> dict[str, Any]:
+    number: dict[str, Any] = {"type": "number", "maximum": highest,
+                              ("exclusiveMinimum" if above else "minimum"): lowest}
+    return {"anyOf": [{"type": "string", "pattern": DURATION_TEXT, "maxLength": MAX_DURATION_TEXT}, number],
+            "description": "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'"}
+
+
+DelayIn = Annotated[float | str, BeforeValidator(_duration(0, False, MAX_DELAY_S)),
+                    WithJsonSchema(_duration_schema(0, False, MAX_DELAY_S))]
+TimeoutIn = Annotated[float | str, BeforeValidator(_duration(0, True, MAX_TIMEOUT_S)),
+                      WithJsonSchema(_duration_schema(0, True, MAX_TIMEOUT_S))]
+
+
+def exclusive(*pairs: tuple[str, str, str, str]) -> dict[str, Any]:
+    """The document's statement that two members are not given together: (name, JSON type, name,
+    JSON type) per pair (a null member counts as absent)."""
+    def kind(t: str) -> dict[str, Any]:
+        return {"type": t.split("|")} if "|" in t else {"type": t}
+    return {"allOf": [{"not": {"required": [a, b], "properties": {a: kind(ta), b: kind(tb)}}}
+                      for a, ta, b, tb in pairs]}

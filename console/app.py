@@ -68,16 +68,19 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
             if console.owned:
                 await s.close()
 
-    # No Swagger UI or ReDoc: they load their scripts from a CDN at run time.
+    # FastAPI's own Swagger UI and ReDoc load their scripts from a CDN: /api/docs serves the
+    # installed swagger-ui-py's instead (console/api_docs.py).
     app = FastAPI(title="horae", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/api/v1/openapi.json",
                   description="Schedule jobs and look after them over HTTP (README: Console).")
     app.state.console = console
     _install_probes(app, console)
     from console.api import router as api_router
+    from console.api_docs import router as docs_router
     from console.pages import router as page_router
 
     app.include_router(api_router)
+    app.include_router(docs_router)
     app.include_router(page_router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     _install_errors(app)
@@ -174,7 +177,7 @@ def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's 404/405
     async def http(request: Request, exc: StarletteHTTPException) -> Response:
         code = {400: "REQUEST_INVALID", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
-                405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
+                405: "METHOD_NOT_ALLOWED", 409: "STATE_CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
                 422: "REQUEST_INVALID"}.get(
             exc.status_code, "HTTP_ERROR")
         message, field, headers = str(exc.detail), getattr(exc, "field", None), getattr(exc, "headers", None)

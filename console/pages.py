@@ -95,7 +95,7 @@ async def job(request: Request, job_id: str, who: Who) -> Response:
     detail = await data.job_detail(c.scheduler, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
-    return render(request, "job.html", page="jobs", d=detail,
+    return render(request, "job.html", page="jobs", d=detail, allowed=actions.allowed_actions(detail.job),
                   trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id))
 
 

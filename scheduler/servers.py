@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import random
 import socket
 import subprocess
 import time
@@ -328,9 +329,24 @@ def _accepts(port: int) -> bool:
 
 
 def _free_port() -> int:
+    """A free port below the kernel's ephemeral range when one is found there: an outgoing
+    connection never draws it as its own port, so a killed server gets it back on restart."""
+    low = _ephemeral_range()[0]
+    for port in random.sample(range(max(1024, low - 8_000), low), k=min(50, max(0, low - 1024))):
+        if _port_free(port) and not _accepts(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """net.ipv4.ip_local_port_range (Linux), else the IANA dynamic range."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
 
 
 # --- PostgreSQL --------------------------------------------------------------------------

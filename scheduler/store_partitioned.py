@@ -317,6 +317,9 @@ class PartitionedStore:
         rows = await asyncio.gather(*(p.dead_letter_topics() for p in self.parts))
         return sorted({t for part in rows for t in part})
 
+    async def dead_letter_count(self, topic: str) -> int:
+        return sum(await asyncio.gather(*(p.dead_letter_count(topic) for p in self.parts)))
+
     async def replay_dead_letter(self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str) -> int:
         return await self._on_job(  # type: ignore[no-any-return]
             dead_letter.id, lambda s: s.replay_dead_letter(dead_letter, job, now_ms, actor), int(ScriptCode.NOT_FOUND))

@@ -70,6 +70,10 @@ class TopicStore(StoreBase):
         """The dead-letter topics that hold or held dead letters."""
         return sorted(await self._call("read of dead-letter topics", "SMEMBERS", self.keys.dead_letter_topics))
 
+    async def dead_letter_count(self, topic: str) -> int:
+        """How many dead letters `topic` holds."""
+        return int(await self._call("read of dead letters", "ZCARD", self.keys.dead_letters(topic)))
+
     async def replay_dead_letter(self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str) -> int:
         """Schedule a dead letter's payload as `job` (due now) and remove the dead letter; OperationCode.REPLAYED
         or a ScriptCode."""

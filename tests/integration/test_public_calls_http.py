@@ -32,6 +32,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", "/api/v1/stats"): ("/api/v1/stats", None),
     ("GET", "/api/v1/workers"): ("/api/v1/workers", None),
     ("POST", "/api/v1/workers/{worker_id}/drain"): ("/api/v1/workers/w-x/drain", {}),
+    ("GET", "/api/v1/dead-letters"): ("/api/v1/dead-letters", None),
+    ("GET", "/api/v1/dead-letters/{topic}"): ("/api/v1/dead-letters/t/x.dead", None),
+    ("POST", "/api/v1/dead-letters/{job_id}/replay"): ("/api/v1/dead-letters/d-x/replay", {}),
+    ("POST", "/api/v1/dead-letters/{job_id}/delete"): ("/api/v1/dead-letters/d-x/delete", {}),
 }
 
 

@@ -54,3 +54,11 @@ def test_a_previous_port_held_by_another_server_is_not_waited_for(listener: int,
 
     assert time.monotonic() - started < 1.5, "waited for another server's port to free up"
     assert url != f"redis://127.0.0.1:{listener}/0"
+
+
+def test_a_new_port_lies_below_the_ephemeral_range() -> None:
+    """No outgoing connection can draw an embedded server's port as its own, so a killed
+    server takes the same port again (clients keep their URL)."""
+    low, _ = servers._ephemeral_range()
+    ports = {servers._free_port() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports), ports
