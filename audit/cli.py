@@ -253,7 +253,8 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @click.option("--since", default=None, metavar="WHEN",
                   help="Failed since an ISO datetime (naive: UTC) or a duration back from now, e.g. 24h.")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Rows at most.")
-    @click.option("--json", "as_json", is_flag=True, help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).')
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).')
     @click.pass_context
     def failures_command(ctx: click.Context, topic: str | None, since: str | None, limit: int,
                          as_json: bool) -> None:

@@ -19,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import Invalid, echo_json, error_lines, iso, mask_urls, no_relay, print_table, to_json, when_text
+from scheduler.cli_common import (Invalid, echo_json, error_lines, iso, mask_urls, no_relay, print_table, to_json,
+                                  when_text)
 from scheduler.config import Settings
 from scheduler.errors import InvalidDelay, SchedulerError
 from scheduler.job import JobInfo, JobState

@@ -23,7 +23,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add `workers` and `workers drain` to the `horae` command."""
 
     @cli.group("workers", invoke_without_command=True)
-    @click.option("--json", "as_json", is_flag=True, help='One JSON object {"items": [...], "cursor": null} of the live workers.')
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} of the live workers.')
     @click.pass_context
     def workers(ctx: click.Context, as_json: bool) -> None:
         """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat and

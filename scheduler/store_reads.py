@@ -125,6 +125,7 @@ class ReadStore(StoreBase):
         them) to their own "dead_letter" key."""
         held = min(held, counts.get("scheduled", 0))
         return {**counts, "scheduled": counts.get("scheduled", 0) - held, DEAD_LETTER: held}
+
     async def stats_by_topic(self) -> dict[str, dict[str, int]]:
         """stats() per topic: every topic with a <topic>|<state> field, sorted."""
         try:
