@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,6 @@ from scheduler.api import Scheduler
 from scheduler.cli_common import echo_items, no_relay, print_table, when_text
 from scheduler.config import Settings
 from scheduler.job import JobInfo
-from scheduler.store_reads import DEAD_LETTER
 
 Run = Callable[[Any], Any]
 
@@ -100,16 +100,17 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @dlq.command("topics")
     @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"items": [{"topic", "dead_letters"}], "cursor": null} instead of a table.')
+                  help='One JSON object {"items": [{"topic", "count"}], "cursor": null} (as GET /api/v1/dead-letters) '
+                       'instead of a table.')
     @click.pass_obj
     def dlq_topics(settings: Settings, as_json: bool) -> None:
         """The dead-letter topics and how many dead letters wait in each (the TOPIC of `dlq list`)."""
 
         async def main() -> list[dict[str, Any]]:
             async with Scheduler(settings=no_relay(settings)) as s:
-                counts = await s.stats_by_topic()
-                names = sorted(set(await s.store.dead_letter_topics()))
-            return [{"topic": n, "dead_letters": counts.get(n, {}).get(DEAD_LETTER, 0)} for n in names]
+                names = await s.store.dead_letter_topics()
+                counts = await asyncio.gather(*(s.store.dead_letter_count(n) for n in names))
+            return [{"topic": n, "count": c} for n, c in zip(names, counts, strict=True)]
 
         rows = run(main())
         if as_json:
@@ -117,7 +118,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             return
         table = Table("dead-letter topic", "dead letters", title=f"dead-letter topics in {settings.namespace}")
         for row in rows:
-            table.add_row(row["topic"], str(row["dead_letters"]))
+            table.add_row(row["topic"], str(row["count"]))
         print_table(console, table)
 
     for verb in ("replay", "delete"):

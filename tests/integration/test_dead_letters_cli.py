@@ -49,7 +49,7 @@ def test_dlq_commands(redis_url: str, database_url: str, namespace: str) -> None
     rest = json.loads(out)
     assert code == 0 and len(rest["items"]) == 2 and rest["cursor"] is None, out
     code, out = run("dlq", "topics", "--json")
-    assert code == 0 and json.loads(out) == {"items": [{"topic": "pay.dlq", "dead_letters": 5}], "cursor": None}, out
+    assert code == 0 and json.loads(out) == {"items": [{"topic": "pay.dlq", "count": 5}], "cursor": None}, out
     code, out = run("dlq", "topics")
     assert code == 0 and any("pay.dlq" in line and " 5 " in line for line in out.splitlines()), out
     code, out = run("dlq", "list", "pay.dlq")

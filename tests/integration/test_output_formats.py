@@ -142,7 +142,7 @@ async def test_every_json_output_and_api_answer_has_one_format(redis_url: str, d
             assert any("always fails" in line for line in trace) and any("test_output_formats" in line
                                                                          for line in trace), trace
             assert (docs["jobs stats"]["dead_letter"], docs["jobs stats"]["scheduled"]) == (1, 2), docs["jobs stats"]
-            assert docs["dlq topics"]["items"] == [{"topic": "t.bad.dlq", "dead_letters": 1}]
+            assert docs["dlq topics"]["items"] == [{"topic": "t.bad.dlq", "count": 1}]
             assert [d["id"] for d in docs["dlq list"]["items"]] == [dead.id]
             assert [w_["id"] for w_ in docs["workers"]["items"]] == [w.id]
             topics = [t["name"] for t in docs["topics list"]["items"]]
@@ -178,5 +178,6 @@ async def test_every_json_output_and_api_answer_has_one_format(redis_url: str, d
             assert [t["name"] for t in api["/api/v1/topics"]["items"]] == [t["name"] for t in listed["items"]] == [
                 "t.bad", "t.bad.dlq", "t.ok", "t.other"], "the console lists what the CLI does"
             assert api["/api/v1/stats"]["totals"] == await s.stats()
+            assert api["/api/v1/dead-letters"] == docs["dlq topics"], "one format in the CLI and the API"
             api_trace = api["/api/v1/jobs/{job_id}"]["job"]["last_error"]["traceback"]
             assert api_trace == trace, "one traceback shape in the CLI and the API"
