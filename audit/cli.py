@@ -20,6 +20,7 @@ import asyncpg
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from audit.health import readiness
 from audit.migrate import grant, migrate_url, prune
@@ -27,7 +28,7 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay import AuditRelay, serve
-from scheduler.cli_common import echo_json, print_table
+from scheduler.cli_common import echo_items, error_lines, print_table, when_text
 from scheduler.cluster_url import redis_client, url_partitions
 from scheduler.config import AuditSettings
 from scheduler.errors import InvalidDelay, SchedulerError, StorageError
@@ -71,7 +72,7 @@ def _run(coro: Awaitable[T]) -> T:
 
 def _when(value: object) -> str:
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+        return when_text(value)
     return "" if value is None else str(value)
 
 
@@ -83,9 +84,11 @@ def _job_table(row: AuditRecord) -> Table:
                  "tz", "created_at", "updated_at", "completed_at", "failed_at", "cancelled_at", "cron_name",
                  "trace_id"):
         table.add_row(name, _when(getattr(row, name)))
-    for name in ("payload", "metadata", "last_error"):
+    for name in ("payload", "metadata"):
         value = getattr(row, name)
         table.add_row(name, "" if value is None else json.dumps(value, indent=1)[:2000])
+    if row.last_error:  # rendered as `horae jobs show` renders it, not as raw JSON
+        table.add_row("last_error", Text("\n".join(error_lines(row.last_error))))
     return table
 
 
@@ -250,7 +253,8 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @click.option("--since", default=None, metavar="WHEN",
                   help="Failed since an ISO datetime (naive: UTC) or a duration back from now, e.g. 24h.")
     @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Rows at most.")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON array of the audit rows (tracebacks as lines).")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).')
     @click.pass_context
     def failures_command(ctx: click.Context, topic: str | None, since: str | None, limit: int,
                          as_json: bool) -> None:
@@ -259,7 +263,7 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
         conn = resolve(ctx)
         rows = _run(_failures(conn, topic, when, limit))
         if as_json:
-            echo_json(rows)
+            echo_items(rows)
             return
         title = f"failed jobs in {conn.namespace}" + (f", topic {topic}" if topic else "") + (
             f", since {_when(when)}" if when else "")

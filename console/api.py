@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from console import actions, data
 from console.api_input import (
@@ -38,13 +38,17 @@ from console.deps import GuardedRoute, acts, caller, console_of
 from scheduler.advertise import WorkerInfo
 from scheduler.errors import InvalidDelay
 from scheduler.job import CronInfo, JobInfo
-from scheduler.outbox import SCHEDULE_FAILED_TOPIC
-from scheduler.timeutil import parse_duration
+from scheduler.listing import every_topic
+from scheduler.outbox import SCHEDULE_FAILED_TOPIC, error_doc
+from scheduler.store_reads import COUNT_KEYS
+from scheduler.timeutil import parse_duration, rfc3339
 from scheduler.topic_options import TopicOptions
 from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
 router = APIRouter(prefix="/api/v1", tags=["horae"], route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
+# Every instant an answer carries, as the CLI prints it: RFC 3339 UTC with milliseconds (timeutil.rfc3339).
+Stamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str)]
 
 
 class ErrorDetail(BaseModel):
@@ -107,31 +111,31 @@ class JobOut(BaseModel):
     state: str
     attempts: int
     max_attempts: int
-    run_at: datetime
+    run_at: Stamp
     tz: str
-    next_attempt_at: datetime | None
-    created_at: datetime | None
-    finished_at: datetime | None
+    next_attempt_at: Stamp | None
+    created_at: Stamp | None
+    finished_at: Stamp | None
     key: str | None
     priority: int
     cron: str | None
     payload: Any
     metadata: dict[str, Any]
-    last_error: dict[str, Any] | None
+    last_error: dict[str, Any] | None = Field(description="type, message, listener, traceback (a list of lines)")
 
     @classmethod
     def of(cls, j: JobInfo) -> JobOut:
         return cls(id=j.id, topic=j.topic, state=j.state.value, attempts=j.attempts, max_attempts=j.max_attempts,
                    run_at=j.run_at, tz=j.tz, next_attempt_at=j.next_attempt_at, created_at=j.created_at,
                    finished_at=j.finished_at, key=j.key, priority=j.priority, cron=j.cron, payload=j.payload,
-                   metadata=dict(j.metadata or {}), last_error=dict(j.last_error) if j.last_error else None)
+                   metadata=dict(j.metadata or {}), last_error=error_doc(j.last_error) if j.last_error else None)
 
 
 class AttemptOut(BaseModel):
     attempt: int
     worker: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
+    started_at: Stamp | None
+    finished_at: Stamp | None
     outcome: str | None
     error_type: str | None
     error_message: str | None
@@ -172,8 +176,8 @@ class CronOut(BaseModel):
     tz: str
     paused: bool
     declared: bool
-    next_run_at: datetime | None
-    last_run_at: datetime | None
+    next_run_at: Stamp | None
+    last_run_at: Stamp | None
 
     @classmethod
     def of(cls, c: CronInfo) -> CronOut:
@@ -196,16 +200,31 @@ class WorkerOut(BaseModel):
     all_topics: bool
     concurrency: int
     running: int
-    last_heartbeat: datetime
+    last_heartbeat: Stamp
     state: Literal["running", "draining"] = Field(description="draining: it claims no more and exits once "
                                                               "its running attempts finished")
-    drain_requested_at: datetime | None = Field(description="when an operator asked it to drain (null: nobody)")
+    drain_requested_at: Stamp | None = Field(description="when an operator asked it to drain (null: nobody)")
 
     @classmethod
     def of(cls, w: WorkerInfo) -> WorkerOut:
         return cls(id=w.id, host=w.host, pid=w.pid, topics=list(w.topics), all_topics=w.all_topics,
                    concurrency=w.concurrency, running=w.running, last_heartbeat=w.last_heartbeat,
                    state="draining" if w.draining else "running", drain_requested_at=w.drain_requested_at)
+
+
+class CronPageOut(BaseModel):
+    items: list[CronOut]
+    cursor: str | None = Field(None, description="always null: one page holds every schedule")
+
+
+class WorkerPageOut(BaseModel):
+    items: list[WorkerOut]
+    cursor: str | None = Field(None, description="always null: one page holds every live worker")
+
+
+class TopicPageOut(BaseModel):
+    items: list[TopicOut]
+    cursor: str | None = Field(None, description="always null: one page holds every topic")
 
 
 class StatsOut(BaseModel):
@@ -322,10 +341,11 @@ async def reschedule_job(request: Request, who: Who, job_id: str, body: Reschedu
 
 
 # ------------------------------------------------------------------------------- crons
-@router.get("/crons", response_model=list[CronOut], responses=ERRORS)
-async def list_crons(request: Request, who: Who) -> list[CronOut]:
-    """Every recurring schedule."""
-    return [CronOut.of(c) for c in sorted(await console_of(request).scheduler.list_crons(), key=lambda c: c.name)]
+@router.get("/crons", response_model=CronPageOut, responses=ERRORS)
+async def list_crons(request: Request, who: Who) -> CronPageOut:
+    """Every recurring schedule, by name."""
+    crons = sorted(await console_of(request).scheduler.list_crons(), key=lambda c: c.name)
+    return CronPageOut(items=[CronOut.of(c) for c in crons])
 
 
 @router.get("/crons/{name:path}", response_model=CronOut, responses=ERRORS)
@@ -345,10 +365,10 @@ async def cron_action(request: Request, who: Who, name: str, action: Literal["pa
 
 
 # ----------------------------------------------------------------------------- workers
-@router.get("/workers", response_model=list[WorkerOut], responses=ERRORS)
-async def list_workers(request: Request, who: Who) -> list[WorkerOut]:
+@router.get("/workers", response_model=WorkerPageOut, responses=ERRORS)
+async def list_workers(request: Request, who: Who) -> WorkerPageOut:
     """The live workers (as their last heartbeat advertised them), by id, each running or draining."""
-    return [WorkerOut.of(w) for w in await console_of(request).scheduler.workers()]
+    return WorkerPageOut(items=[WorkerOut.of(w) for w in await console_of(request).scheduler.workers()])
 
 
 @router.post("/workers/{worker_id:path}/drain", status_code=202, response_model=ActionOut, responses=ERRORS,
@@ -366,13 +386,19 @@ class DeadLetterTopicOut(BaseModel):
     count: int = Field(description="the dead letters it holds now")
 
 
-@router.get("/dead-letters", response_model=list[DeadLetterTopicOut], responses=ERRORS)
-async def list_dead_letter_topics(request: Request, who: Who) -> list[DeadLetterTopicOut]:
+class DeadLetterTopicPageOut(BaseModel):
+    items: list[DeadLetterTopicOut]
+    cursor: str | None = Field(None, description="always null: one page holds every dead-letter topic")
+
+
+@router.get("/dead-letters", response_model=DeadLetterTopicPageOut, responses=ERRORS)
+async def list_dead_letter_topics(request: Request, who: Who) -> DeadLetterTopicPageOut:
     """Every dead-letter topic that holds or held dead letters, with how many it holds now."""
     store = console_of(request).scheduler.store
     names = await store.dead_letter_topics()
     counts = await asyncio.gather(*(store.dead_letter_count(t) for t in names))
-    return [DeadLetterTopicOut(topic=t, count=n) for t, n in zip(names, counts, strict=True)]
+    return DeadLetterTopicPageOut(items=[DeadLetterTopicOut(topic=t, count=n)
+                                         for t, n in zip(names, counts, strict=True)])
 
 
 @router.get("/dead-letters/{topic:path}", response_model=JobPageOut, responses=ERRORS)
@@ -408,18 +434,18 @@ async def delete_dead_letter(request: Request, who: Who, job_id: str, body: NoBo
 
 
 # ------------------------------------------------------------------------ topics, stats
-@router.get("/topics", response_model=list[TopicOut], responses=ERRORS)
-async def list_topics(request: Request, who: Who) -> list[TopicOut]:
-    """Every topic with jobs or a configuration, with its jobs per state."""
+@router.get("/topics", response_model=TopicPageOut, responses=ERRORS)
+async def list_topics(request: Request, who: Who) -> TopicPageOut:
+    """Every topic with jobs, a configuration or memory (as `horae topics list`), with its jobs per state."""
     s = console_of(request).scheduler
     counts = await s.stats_by_topic()
     configured = set(await s.list_topics())
     out = []
-    for name in sorted(set(counts) | configured):
+    for name in await every_topic(s):
         options = await s.get_topic(name) if name in configured else None
-        out.append(TopicOut(name=name, counts=counts.get(name, {st: 0 for st in data.STATES}),
+        out.append(TopicOut(name=name, counts=counts.get(name, dict.fromkeys(COUNT_KEYS, 0)),
                             configured=options is not None, options=_options(options)))
-    return out
+    return TopicPageOut(items=out)
 
 
 def _options(options: TopicOptions | None) -> dict[str, Any] | None:

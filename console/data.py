@@ -17,12 +17,15 @@ from scheduler.api import Scheduler
 from scheduler.errors import SchedulerError, StorageError
 from scheduler.cron import cron_job_id
 from scheduler.job import CronInfo, JobInfo, JobState
+from scheduler.listing import every_topic
+from scheduler.store_reads import COUNT_KEYS
 from scheduler.topic_memory import KnownTopic
 from scheduler.timeutil import ms_to_utc, utc_to_ms
 from scheduler.traceparent import parse_traceparent
 
 log = logging.getLogger("horae.console")
-STATES = tuple(s.value for s in JobState)
+STATES = tuple(s.value for s in JobState)  # a job's states (the listing's filter)
+COUNTS = COUNT_KEYS  # the keys of a topic's counts: STATES and dead_letter (waiting dead letters)
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,6 @@ def audit_of(scheduler: Scheduler) -> Any | None:
 async def overview(scheduler: Scheduler) -> Overview:
     """Per topic counts and last hour, live workers, relay lag."""
     counts = await scheduler.stats_by_topic()
-    configured = await scheduler.list_topics()
     workers = await scheduler.workers()
     unserved = [t for t in await scheduler.known_topics() if t.waiting]
     audit = audit_of(scheduler)
@@ -103,8 +105,8 @@ async def overview(scheduler: Scheduler) -> Overview:
             pending, age = await audit.lag()
         except (StorageError, OSError, TimeoutError) as exc:
             problem = f"audit trail unavailable: {exc}"
-    names = sorted(set(counts) | set(configured) | set(hour or {}))
-    rows = [TopicRow(n, counts.get(n, {s: 0 for s in STATES}),
+    names = sorted(set(await every_topic(scheduler)) | set(hour or {}))
+    rows = [TopicRow(n, counts.get(n, dict.fromkeys(COUNTS, 0)),
                      None if hour is None else hour.get(n, (0, 0))[0],
                      None if hour is None else hour.get(n, (0, 0))[1]) for n in names]
     return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now, unserved)

@@ -18,7 +18,7 @@ from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.render import render, segment
 from scheduler.errors import ScheduleError
-from scheduler.listing import check_state
+from scheduler.listing import check_state, every_topic
 
 router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
@@ -156,7 +156,7 @@ async def drain_worker(request: Request, worker_id: str, who: Who, csrf: Csrf) -
 @router.get("/topics")
 async def topics(request: Request, who: Who) -> Response:
     s = console_of(request).scheduler
-    names = sorted(set(await s.list_topics()) | set(await s.stats_by_topic()))
+    names = await every_topic(s)
     rows = []
     for name in names:
         options = await s.get_topic(name)

@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.data import pretty_json
+from scheduler.timeutil import rfc3339
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
@@ -22,8 +23,8 @@ _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
 
 
 def utc(value: datetime | None) -> str:
-    """An instant in UTC, to the second."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"
+    """An instant as every output shows it (timeutil.rfc3339: UTC, milliseconds, "Z")."""
+    return rfc3339(value) or "—"
 
 
 def in_zone(value: datetime | None, tz: str | None) -> str:

@@ -276,7 +276,8 @@ class Scheduler(ScheduleCalls):
         return await self._operations.cancel_many(ids, actor)
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
-        """Jobs per state currently in Redis (of one topic, or all)."""
+        """Jobs per state currently in Redis (of one topic, or all); dead letters waiting in their
+        queue under their own key, `dead_letter` (not `scheduled`)."""
         return await self.store.stats(None if topic is None else check_topic(topic))
 
     async def stats_by_topic(self) -> dict[str, dict[str, int]]:

@@ -27,7 +27,7 @@ from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.config import Settings, load_settings
 from scheduler.health import HealthServer, bind_host, worker_readiness
-from scheduler.cli_common import HoraeGroup, echo_json, no_relay, print_table
+from scheduler.cli_common import HoraeGroup, echo_items, no_relay, print_table, when_text
 from scheduler.logs import configure_logging
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.telemetry import setup_telemetry
@@ -197,7 +197,8 @@ def cron() -> None:
 
 
 @cron.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON array of the schedules instead of a table.")
+@click.option("--json", "as_json", is_flag=True,
+              help='One JSON object {"items": [...], "cursor": null} of the schedules instead of a table.')
 @click.pass_obj
 def cron_list(settings: Settings, as_json: bool) -> None:
     """Every schedule with its next run in its own zone and in UTC ("declared: in code" for one
@@ -208,7 +209,7 @@ def cron_list(settings: Settings, as_json: bool) -> None:
         async with Scheduler(settings=no_relay(settings)) as s:
             crons = await s.list_crons()
         if as_json:
-            echo_json(crons)
+            echo_items(crons)
             return
         table = Table("name", "cron", "zone", "topic", "next run (zone)", "next run (UTC)", "last run (UTC)",
                       "misfire", "paused", "declared", title=f"cron schedules in {settings.namespace}")
@@ -217,8 +218,7 @@ def cron_list(settings: Settings, as_json: bool) -> None:
             table.add_row(
                 c.name, c.trigger, c.tz, c.topic,
                 nxt.astimezone(ZoneInfo(c.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
-                nxt.strftime("%Y-%m-%d %H:%M:%S") if nxt else "-",
-                c.last_run_at.strftime("%Y-%m-%d %H:%M:%S") if c.last_run_at else "-",
+                when_text(nxt), when_text(c.last_run_at),
                 c.misfire, "yes" if c.paused else "no", "in code" if c.declared else "no",
             )
         print_table(console, table)

@@ -1,6 +1,7 @@
 """What every `horae` command shares: the one place that turns an exception into one error
 line and an exit status (HoraeGroup), whole tables when piped (print_table) and the JSON
-form of values (to_json: datetimes ISO 8601 UTC, tracebacks as lists of lines).
+form of values (to_json: datetimes RFC 3339 UTC with milliseconds, tracebacks as lists of lines)
+and the one JSON document a --json option prints (a list: {"items": [...], "cursor": ...}).
 
 Exit status: 0 success; 2 a usage error (a bad option or argument, a refused value, a
 module --app cannot import, a bad config value); 1 a runtime error (Redis or PostgreSQL
@@ -13,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -23,8 +24,10 @@ from rich.table import Table
 
 from scheduler.config import Settings
 from scheduler.errors import ConfigError, ScheduleError, SchedulerError, StorageError
+from scheduler.outbox import error_doc  # noqa: F401 - the JSON form of an error record, for the commands
 from scheduler.procutil import hide_password
 from scheduler.progress import LogLine, Progress
+from scheduler.timeutil import rfc3339
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
 
@@ -105,20 +108,28 @@ def print_table(console: Console, table: Table) -> None:
 
 
 def iso(value: datetime | None) -> str | None:
-    """ISO 8601 in UTC with milliseconds and "Z" (None stays None)."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """An instant as every output shows it (timeutil.rfc3339: 2026-11-27T00:45:12.020Z; None stays None)."""
+    return rfc3339(value)
 
 
-def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """An error record with its traceback as a list of lines (never one string full of \\n)."""
-    if error is None:
-        return None
-    doc = dict(error)
-    if isinstance(doc.get("traceback"), str):
-        doc["traceback"] = doc["traceback"].splitlines()
-    return doc
+def when_text(value: datetime | None) -> str:
+    """An instant in a table cell: rfc3339, "-" when there is none."""
+    return rfc3339(value) or "-"
+
+
+def error_lines(error: Mapping[str, Any] | None) -> list[str]:
+    """An error record as a table shows it (`jobs show`, `audit show`): "Type: first line of the
+    message", the listener that raised it, the other failures, then the traceback's lines."""
+    if not error:
+        return []
+    message = str(error.get("message") or "")
+    lines = [f"{error.get('type', '')}: {message.splitlines()[0] if message else ''}"]
+    if error.get("listener"):
+        lines.append(f"listener: {error['listener']}")
+    lines += [f"also failed: {other}" for other in error.get("other_failures") or ()]
+    trace = error.get("traceback") or ""
+    lines += trace.splitlines() if isinstance(trace, str) else [str(line) for line in trace]
+    return lines
 
 
 def to_json(value: Any) -> Any:
@@ -148,3 +159,9 @@ def to_json(value: Any) -> Any:
 def echo_json(value: Any) -> None:
     """Print one JSON document."""
     click.echo(json.dumps(to_json(value), default=str))
+
+
+def echo_items(items: Any, cursor: str | None = None) -> None:
+    """Print a list as the one JSON document every --json list is: {"items": [...], "cursor": ...}
+    (cursor: the next page's, null when there is none)."""
+    echo_json({"items": list(items), "cursor": cursor})

@@ -1,10 +1,11 @@
-"""`horae dlq`: list, replay, delete and purge the dead letters of a dead-letter topic
+"""`horae dlq`: the dead-letter topics; list, replay, delete and purge the dead letters of one
 (thin wrappers over the Scheduler facade; registered by scheduler/cli.py)."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import click
@@ -12,10 +13,26 @@ from rich.console import Console
 from rich.table import Table
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import print_table
+from scheduler.cli_common import echo_items, no_relay, print_table, when_text
 from scheduler.config import Settings
+from scheduler.job import JobInfo
 
 Run = Callable[[Any], Any]
+
+
+def _doc(dl: JobInfo) -> dict[str, Any]:
+    """A dead letter as `dlq list --json` prints it: id, payload and metadata, and the metadata's
+    source and failure fields on their own (failed_at an instant, so it prints as every other)."""
+    m = dl.metadata
+    failed_at = m.get("failed_at")
+    try:
+        when = datetime.fromisoformat(str(failed_at).replace("Z", "+00:00")) if failed_at else None
+    except ValueError:
+        when = None
+    return {"id": dl.id, "topic": dl.topic, "payload": dl.payload, "metadata": dict(m),
+            "source_topic": m.get("source_topic"), "source_job_id": m.get("source_job_id"),
+            "failed_at": when, "attempts": m.get("attempts"), "error_type": m.get("error_type"),
+            "error": m.get("error"), "created_at": dl.created_at}
 
 
 async def _all_ids(s: Scheduler, topic: str) -> list[str]:
@@ -56,31 +73,53 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @click.argument("topic")
     @click.option("--limit", type=click.IntRange(1, 1_000), default=100, show_default=True, help="Dead letters per page.")
     @click.option("--cursor", default=None, help="Cursor printed by the previous page.")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": ...} instead of a table.')
     @click.pass_obj
     def dlq_list(settings: Settings, topic: str, limit: int, cursor: str | None, as_json: bool) -> None:
-        """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is printed)."""
+        """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is printed;
+        `horae dlq topics` lists the dead-letter topics)."""
 
-        async def main() -> None:
-            async with Scheduler(settings=settings) as s:
-                page = await s.dead_letters(topic, limit, cursor)
-            if as_json:
-                for dl in page.items:
-                    click.echo(json.dumps({"id": dl.id, "payload": dl.payload, "metadata": dl.metadata}, default=str))
-                if page.cursor:
-                    click.echo(json.dumps({"cursor": page.cursor}))
-                return
-            table = Table("id", "source topic", "source job", "failed at", "attempts", "error",
-                          title=f"dead letters of {topic}")
-            for dl in page.items:
-                m = dl.metadata
-                table.add_row(dl.id, str(m.get("source_topic")), str(m.get("source_job_id")), str(m.get("failed_at")),
-                              str(m.get("attempts")), f"{m.get('error_type')}: {m.get('error')}")
-            print_table(console, table)
-            if page.cursor:
-                click.echo(f"next page: --cursor {page.cursor}")
+        async def main() -> Any:
+            async with Scheduler(settings=no_relay(settings)) as s:
+                return await s.dead_letters(topic, limit, cursor)
 
-        run(main())
+        page = run(main())
+        if as_json:
+            echo_items([_doc(dl) for dl in page.items], page.cursor)
+            return
+        table = Table("id", "source topic", "source job", "failed at", "attempts", "error",
+                      title=f"dead letters of {topic}")
+        for dl in page.items:
+            d = _doc(dl)
+            table.add_row(dl.id, str(d["source_topic"]), str(d["source_job_id"]), when_text(d["failed_at"]),
+                          str(d["attempts"]), f"{d['error_type']}: {d['error']}")
+        print_table(console, table)
+        if page.cursor:
+            click.echo(f"next page: --cursor {page.cursor}")
+
+    @dlq.command("topics")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [{"topic", "count"}], "cursor": null} (as GET /api/v1/dead-letters) '
+                       'instead of a table.')
+    @click.pass_obj
+    def dlq_topics(settings: Settings, as_json: bool) -> None:
+        """The dead-letter topics and how many dead letters wait in each (the TOPIC of `dlq list`)."""
+
+        async def main() -> list[dict[str, Any]]:
+            async with Scheduler(settings=no_relay(settings)) as s:
+                names = await s.store.dead_letter_topics()
+                counts = await asyncio.gather(*(s.store.dead_letter_count(n) for n in names))
+            return [{"topic": n, "count": c} for n, c in zip(names, counts, strict=True)]
+
+        rows = run(main())
+        if as_json:
+            echo_items(rows)
+            return
+        table = Table("dead-letter topic", "dead letters", title=f"dead-letter topics in {settings.namespace}")
+        for row in rows:
+            table.add_row(row["topic"], str(row["count"]))
+        print_table(console, table)
 
     for verb in ("replay", "delete"):
         _bulk_command(dlq, run, verb)

@@ -1,7 +1,8 @@
 """`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show`:
 find and act on jobs from the terminal (thin wrappers over the Scheduler facade; registered by
 scheduler/cli.py). Every command takes --json: one JSON document with the field names of the
-facade's values (JobInfo, CronInfo), datetimes ISO 8601 UTC, tracebacks as lists of lines.
+facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists of
+lines; a list is {"items": [...], "cursor": ...}.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import Invalid, echo_json, iso, mask_urls, no_relay, print_table, to_json
+from scheduler.cli_common import (Invalid, echo_json, error_lines, iso, mask_urls, no_relay, print_table, to_json,
+                                  when_text)
 from scheduler.config import Settings
 from scheduler.errors import InvalidDelay, SchedulerError
 from scheduler.job import JobInfo, JobState
@@ -40,13 +42,7 @@ REFUSED = {
 
 
 def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _error_line(error: Any) -> str:
-    if not error:
-        return ""
-    return f"{error.get('type', '')}: {str(error.get('message', '')).splitlines()[0] if error.get('message') else ''}"
+    return when_text(value)
 
 
 def _missing(settings: Settings, job_id: str) -> str:
@@ -84,9 +80,7 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
         table.add_row(f"logs (last {len(info.logs)})", Text("\n".join(_log_text(line) for line in info.logs)))
     error = info.last_error
     if error:
-        lines = [_error_line(error)] + [f"listener: {error['listener']}"] * bool(error.get("listener"))
-        lines += str(error.get("traceback") or "").splitlines()
-        table.add_row(error_label(info, doc["last_error_attempt"]), Text("\n".join(lines)))
+        table.add_row(error_label(info, doc["last_error_attempt"]), Text("\n".join(error_lines(error))))
     print_table(console, table)
     if doc["audit_attempts"] is None:
         click.echo(f"attempts from the audit trail: unavailable ({doc['audit_error']})")
@@ -160,8 +154,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         table = Table("id", "topic", "state", "attempts", "run at (UTC)", "next attempt (UTC)", "key", "priority",
                       "last error", title=title)
         for j in page.items:
+            first_error = (error_lines(j.last_error) or [""])[0]
             table.add_row(j.id, j.topic, j.state.value, f"{j.attempts}/{j.max_attempts}", _when(j.run_at),
-                          _when(j.next_attempt_at), j.key or "", str(j.priority), Text(_error_line(j.last_error)))
+                          _when(j.next_attempt_at), j.key or "", str(j.priority), Text(first_error))
         print_table(console, table)
         if page.cursor:
             click.echo(f"next page: --cursor {page.cursor}")
@@ -217,9 +212,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         print_table(console, table)
         for t in known:  # known topics no live worker serves (scheduler/topic_memory.py)
             if t.waiting and topic in (None, t.topic):
-                since = t.waiting_since.isoformat(timespec="seconds") if t.waiting_since else "-"
+                since = when_text(t.waiting_since)
                 click.echo(f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
-                           f"(last served {t.last_served.isoformat(timespec='seconds')} by {t.app})")
+                           f"(last served {when_text(t.last_served)} by {t.app})")
 
     for verb in ("cancel", "retry", "delete"):
         _operation(jobs, run, verb)

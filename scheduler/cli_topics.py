@@ -21,10 +21,12 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import Invalid, print_table
+from scheduler.cli_common import Invalid, echo_items, print_table, when_text
 from scheduler.config import Settings
 from scheduler.errors import ScheduleError, TopicInUse
 from scheduler.flow import RateLimit
+from scheduler.listing import every_topic
+from scheduler.store_reads import COUNT_KEYS
 from scheduler.retry import BACKOFF_TYPES, JITTER_MODES, RetryPolicy
 from scheduler.timeutil import parse_duration
 from scheduler.topic_memory import KnownTopic
@@ -135,29 +137,34 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         """Topics' configuration: policy, retry, timeout, rate limit, concurrency, priority, dead letters."""
 
     @topics.command("list", cls=OneLineCommand)
-    @click.option("--json", "as_json", is_flag=True, help="One JSON array of the topics instead of a table.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} instead of a table.')
     @click.pass_obj
     def topics_list(settings: Settings, as_json: bool) -> None:
-        """Every configured topic with its options, by name."""
+        """Every topic that has jobs, a configuration or memory (as the console lists them), by name:
+        its options (the defaults when it has no configuration) and its jobs per state."""
 
         async def main() -> tuple[list[dict[str, Any]], list[KnownTopic]]:
             async with Scheduler(settings=settings) as s:
-                names = await s.list_topics()
+                names = await every_topic(s)
                 found = await asyncio.gather(*(s.get_topic(n) for n in names))
-                known = [] if as_json else await s.known_topics()
-            return [describe(n, o) for n, o in zip(names, found) if o is not None], known
+                counts = await s.stats_by_topic()
+                known = await s.known_topics()
+            zero = dict.fromkeys(COUNT_KEYS, 0)
+            return [{**describe(n, o or TopicOptions()), "configured": o is not None,
+                     "counts": counts.get(n, zero)} for n, o in zip(names, found)], known
 
         docs, known = run(main())
         if as_json:
-            click.echo(json.dumps(docs))
+            echo_items(docs)
             return
-        table = Table("topic", "policy", "concurrency", "rate limit", "timeout", "priority", "warning size",
-                      "dead letter", "retry", title=f"topics in {settings.namespace}")
+        table = Table("topic", "configured", "policy", "concurrency", "rate limit", "timeout", "priority",
+                      "warning size", "dead letter", "retry", title=f"topics in {settings.namespace}")
         for doc in docs:
             c = _cells(doc)
-            table.add_row(*(Text(x) for x in (doc["name"], c["policy"], c["concurrency"], c["rate limit"],
-                                              c["timeout"], c["priority"], c["warning size"], c["dead letter"],
-                                              c["retry"])))
+            table.add_row(*(Text(x) for x in (doc["name"], "yes" if doc["configured"] else "no", c["policy"],
+                                              c["concurrency"], c["rate limit"], c["timeout"], c["priority"],
+                                              c["warning size"], c["dead letter"], c["retry"])))
         print_table(console, table)
         print_table(console, known_table(known, settings.namespace))
 
@@ -286,7 +293,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @topics.command("blocked", cls=OneLineCommand)
     @click.argument("name")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of one key per line.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} instead of one key per line.')
     @click.pass_obj
     def topics_blocked(settings: Settings, name: str, as_json: bool) -> None:
         """The keys of key_strict_fifo topic NAME whose queue is blocked, one per line, sorted."""
@@ -297,7 +305,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                     return await s.blocked_keys(name)
 
         keys = run(main())
-        click.echo(json.dumps(keys) if as_json else "\n".join(keys), nl=as_json or bool(keys))
+        if as_json:
+            echo_items(keys)
+            return
+        click.echo("\n".join(keys), nl=bool(keys))
 
 
 def known_table(known: list[KnownTopic], namespace: str) -> Table:
@@ -306,8 +317,8 @@ def known_table(known: list[KnownTopic], namespace: str) -> Table:
                   title=f"topics workers served in {namespace}")
     for t in known:
         table.add_row(*(Text(x) for x in (
-            t.topic, "yes" if t.served else "no", t.last_served.isoformat(timespec="seconds"), f"{t.app} ({t.worker})",
-            str(t.waiting), t.waiting_since.isoformat(timespec="seconds") if t.waiting_since else "-")))
+            t.topic, "yes" if t.served else "no", when_text(t.last_served), f"{t.app} ({t.worker})",
+            str(t.waiting), when_text(t.waiting_since))))
     return table
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli_common import echo_json, no_relay, print_table
+from scheduler.cli_common import echo_items, no_relay, print_table, when_text
 from scheduler.config import Settings
 
 Run = Callable[[Any], Any]
@@ -23,7 +23,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add `workers` and `workers drain` to the `horae` command."""
 
     @cli.group("workers", invoke_without_command=True)
-    @click.option("--json", "as_json", is_flag=True, help="One JSON array of the live workers.")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='One JSON object {"items": [...], "cursor": null} of the live workers.')
     @click.pass_context
     def workers(ctx: click.Context, as_json: bool) -> None:
         """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat and
@@ -38,14 +39,14 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
         infos = run(main())
         if as_json:
-            echo_json(infos)
+            echo_items(infos)
             return
         table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)", "state",
                       title=f"live workers in {settings.namespace}")
         for w in infos:
             topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
             table.add_row(w.id, w.host, str(w.pid), Text(topics), str(w.concurrency), str(w.running),
-                          w.last_heartbeat.isoformat(timespec="seconds"), w.state)
+                          when_text(w.last_heartbeat), w.state)
         print_table(console, table)
 
     @workers.command("drain")

@@ -4,13 +4,14 @@ work per page. No index beyond the sets the engine keeps anyway."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from scheduler.errors import ScheduleError
 from scheduler.job import JobPage, JobState
@@ -20,6 +21,7 @@ from scheduler.validation import check_topic
 
 if TYPE_CHECKING:
     from scheduler.store import RedisStore
+    from scheduler.topic_memory import KnownTopic
 
 MAX_LIMIT = 1000
 # Members examined per page at most, as a multiple of the page size: a filter that
@@ -244,3 +246,16 @@ async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str 
     # A job pruned between the two reads is left out (it is past retention).
     return JobPage([info for info in infos if info is not None],
                    following.encode() if following is not None else None)
+
+
+class _TopicSource(Protocol):
+    async def list_topics(self) -> list[str]: ...
+    async def stats_by_topic(self) -> dict[str, dict[str, int]]: ...
+    async def known_topics(self) -> list[KnownTopic]: ...
+
+
+async def every_topic(s: _TopicSource) -> list[str]:
+    """Every topic that has jobs, a configuration or memory (a worker served it within [worker]
+    topic_memory), sorted: the one list `horae topics list` and the console show."""
+    configured, counts, known = await asyncio.gather(s.list_topics(), s.stats_by_topic(), s.known_topics())
+    return sorted(set(configured) | set(counts) | {t.topic for t in known})

@@ -22,7 +22,7 @@ from scheduler.partitions import topic_wide_limit
 from scheduler.procutil import pid_alive
 from scheduler.scripts import ScriptCode
 from scheduler.store_migrate import MigrationStore
-from scheduler.timeutil import ms_to_utc
+from scheduler.timeutil import ms_to_utc, rfc3339
 from scheduler.wire import as_map
 
 POLICY_SLOTS = {"short": ("w",), "singleton": ("r",), "stately": ("w", "r", "t"), "exclusive": ("x",)}  # _flow.lua
@@ -330,4 +330,5 @@ def dead_here(holder: str) -> bool:
 
 
 def _iso(ms: int) -> str:
-    return ms_to_utc(ms).isoformat(timespec="seconds")
+    """When a migration started, as `horae partitions status` shows it (the one instant format)."""
+    return rfc3339(ms_to_utc(ms)) or ""

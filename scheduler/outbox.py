@@ -66,9 +66,10 @@ go back, except through `retried`; cancelled wins over a later completion".
 
 from __future__ import annotations
 
+import re
 import traceback as _traceback
 from dataclasses import dataclass
-from typing import Final, Literal, Mapping, TypedDict
+from typing import Any, Final, Literal, Mapping, TypedDict
 
 SCHEDULED: Final = "scheduled"
 ATTEMPT_STARTED: Final = "attempt_started"
@@ -152,10 +153,60 @@ def error_record(type_: str, message: str, traceback: str = "") -> ErrorRecord:
     return {"type": type_, "message": message, "traceback": traceback}
 
 
-def error_of(exc: BaseException, frames: int = 5) -> ErrorRecord:
-    """The error record of an exception: its type, message and the tail of its traceback."""
-    tail = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__)[-frames:])
-    return error_record(type(exc).__name__, str(exc), tail[-2000:])
+# horae's own dispatch code: its frames tell an operator nothing about the listener's failure.
+_OWN_FRAMES = ("listeners/dispatch.py", "scheduler/attempt.py", "scheduler/process_pool.py",
+               "scheduler/process_child.py")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
+
+
+def _without_own_frames(text: str) -> str:
+    """`text` of a formatted traceback without the frames of horae's dispatch code (a frame: its
+    `File "..."` line and the more indented source and marker lines under it). For a listener
+    process's traceback, which reaches the worker as a note of the rebuilt exception."""
+    out: list[str] = []
+    skipping, indent = False, 0
+    for line in text.splitlines(keepends=True):
+        m = _FRAME.match(line)
+        if m:
+            skipping = m.group(1).replace("\\", "/").endswith(_OWN_FRAMES)
+            indent = len(line) - len(line.lstrip())
+        elif skipping and len(line) - len(line.lstrip()) <= indent:
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def _trimmed(te: _traceback.TracebackException, frames: int) -> None:
+    """`te` (and the exceptions chained to it) with horae's dispatch frames left out, its last
+    `frames` frames kept."""
+    kept = [f for f in te.stack if not f.filename.replace("\\", "/").endswith(_OWN_FRAMES)]
+    te.stack = _traceback.StackSummary.from_list(kept[-frames:])
+    notes = getattr(te, "__notes__", None)
+    if notes:
+        te.__notes__ = [_without_own_frames(str(n)) for n in notes]
+    for chained in (te.__cause__, te.__context__):
+        if chained is not None:
+            _trimmed(chained, frames)
+
+
+def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An error record as every output shows it (CLI JSON, HTTP API): its traceback a list of lines,
+    never one string full of \\n (None stays None)."""
+    if error is None:
+        return None
+    doc = dict(error)
+    if isinstance(doc.get("traceback"), str):
+        doc["traceback"] = doc["traceback"].splitlines()
+    return doc
+
+
+def error_of(exc: BaseException, frames: int = 4) -> ErrorRecord:
+    """The error record of an exception: its type, message and its traceback's last `frames` frames,
+    the frames of horae's own dispatch code left out (built here once, so every reader shows the same)."""
+    te = _traceback.TracebackException.from_exception(exc)
+    _trimmed(te, frames)
+    return error_record(type(exc).__name__, str(exc), "".join(te.format())[-2000:])
 
 
 @dataclass(frozen=True)

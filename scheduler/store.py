@@ -18,7 +18,7 @@ from scheduler.store_crons import CronStore
 from scheduler.store_progress import ProgressStore
 from scheduler.store_reads import ReadStore
 from scheduler.store_topics import TopicStore
-from scheduler.timeutil import ms_to_utc
+from scheduler.timeutil import ms_to_utc, rfc3339
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
 LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay", "bmax", "bjit")
@@ -99,7 +99,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         if not items:
             return []
         k = self.keys
-        args: list[Any] = [now_ms, k.job_prefix, k.topic_prefix, k.dead_letter_prefix, ms_to_utc(now_ms).isoformat()]
+        args: list[Any] = [now_ms, k.job_prefix, k.topic_prefix, k.dead_letter_prefix, rfc3339(ms_to_utc(now_ms))]
         for s in items:
             args += [s.job_id, s.token, "1" if s.require_expired else "0", s.outcome, s.error_json, s.retry_at_ms,
                      *dead_letter_args(s), *s.times]

@@ -33,6 +33,9 @@ def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str |
 
 
 _STATES = tuple(s.value for s in JobState)
+# Dead letters wait in their queue as "scheduled" jobs; every count shows them apart under this key.
+DEAD_LETTER = "dead_letter"
+COUNT_KEYS = (*_STATES, DEAD_LETTER)
 
 
 class ReadStore(StoreBase):
@@ -90,7 +93,8 @@ class ReadStore(StoreBase):
         try:
             if topic is not None:
                 values = await self.wire.call("HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState))
-                return {s.value: int(v or 0) for s, v in zip(JobState, values)}
+                one = {s.value: int(v or 0) for s, v in zip(JobState, values)}
+                return self._apart(one, (await self._held_dead_letters([topic])).get(topic, 0))
             counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
         except RedisError as exc:
             raise self.storage_error("read of counts", exc) from exc
@@ -99,7 +103,29 @@ class ReadStore(StoreBase):
             _, sep, state = name.rpartition("|")
             if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
                 totals[state] += int(value)
-        return totals
+        held = await self._held_dead_letters(None)
+        return self._apart(totals, sum(held.values()))
+
+    async def _held_dead_letters(self, topics: list[str] | None) -> dict[str, int]:
+        """How many dead letters wait in the queue of each of `topics` (its {ns}:dlq:<topic> set;
+        None: every dead-letter topic)."""
+        try:
+            if topics is None:
+                topics = sorted(str(t) for t in await self.wire.call("SMEMBERS", self.keys.dead_letter_topics))
+            if not topics:
+                return {}
+            sizes = await self.wire.call_many([("ZCARD", self.keys.dead_letters(t)) for t in topics])
+        except RedisError as exc:
+            raise self.storage_error("read of dead-letter counts", exc) from exc
+        return {t: int(n) for t, n in zip(topics, sizes)}
+
+    @staticmethod
+    def _apart(counts: dict[str, int], held: int) -> dict[str, int]:
+        """`counts` with the waiting dead letters moved from "scheduled" (where the counts hash keeps
+        them) to their own "dead_letter" key."""
+        held = min(held, counts.get("scheduled", 0))
+        return {**counts, "scheduled": counts.get("scheduled", 0) - held, DEAD_LETTER: held}
+
     async def stats_by_topic(self) -> dict[str, dict[str, int]]:
         """stats() per topic: every topic with a <topic>|<state> field, sorted."""
         try:
@@ -111,7 +137,8 @@ class ReadStore(StoreBase):
             topic, sep, state = name.rpartition("|")
             if sep and state in _STATES:
                 out.setdefault(topic, {s: 0 for s in _STATES})[state] += int(value)
-        return dict(sorted(out.items()))
+        held = await self._held_dead_letters(None)
+        return {t: self._apart(c, held.get(t, 0)) for t, c in sorted(out.items())}
 
     async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
                            budget: int) -> tuple[list[str], Cursor | None]:

@@ -87,6 +87,17 @@ def ms_to_utc(ms: int) -> datetime:
     return _EPOCH_UTC + timedelta(milliseconds=ms)
 
 
+def rfc3339(value: datetime | None) -> str | None:
+    """The one text form of an instant everywhere (CLI text and JSON, HTTP API, console): RFC 3339
+    in UTC with milliseconds and "Z", e.g. 2026-11-27T00:45:12.020Z (a naive value is taken as UTC;
+    None stays None)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def utc_to_ms(when: datetime) -> int:
     """Aware datetime → epoch ms."""
     return int(round(when.timestamp() * 1000))

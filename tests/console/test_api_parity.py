@@ -130,7 +130,8 @@ async def test_dead_letters_listed_paged_replayed_and_deleted_over_http(env: Env
     s = env.scheduler
     await s.configure_topic("pay.charge", TopicOptions(dead_letter=DLQ))
     sources = [await failing_job(s) for _ in range(3)]
-    assert (await env.client.get("/api/v1/dead-letters")).json() == [{"topic": DLQ, "count": 3}]
+    assert (await env.client.get("/api/v1/dead-letters")).json() == {"items": [{"topic": DLQ, "count": 3}],
+                                                                     "cursor": None}
     first = (await env.client.get(f"/api/v1/dead-letters/{DLQ}", params={"limit": 2})).json()
     assert len(first["items"]) == 2 and first["cursor"]
     rest = (await env.client.get(f"/api/v1/dead-letters/{DLQ}", params={"limit": 2,
@@ -147,7 +148,8 @@ async def test_dead_letters_listed_paged_replayed_and_deleted_over_http(env: Env
     assert new is not None and new.topic == "pay.charge" and new.metadata["replayed_from"] == letters[0]["id"]
     deleted = await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={})
     assert deleted.status_code == 200 and deleted.json()["outcome"] == "done", deleted.text
-    assert (await env.client.get("/api/v1/dead-letters")).json() == [{"topic": DLQ, "count": 1}]
+    assert (await env.client.get("/api/v1/dead-letters")).json() == {"items": [{"topic": DLQ, "count": 1}],
+                                                                     "cursor": None}
     assert "no dead letters on topic 'pay.charge'" in _error(
         await env.client.get("/api/v1/dead-letters/pay.charge"), 404, None)["message"]
     _error(await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={}), 404, None)
@@ -184,7 +186,8 @@ async def test_a_viewer_reads_dead_letters_but_replaying_one_is_refused_and_reco
         viewer = {"Authorization": "Bearer v-secret"}
         async with httpx.AsyncClient(transport=transport, base_url="http://console:8080") as c:
             listed = await c.get("/api/v1/dead-letters", headers=viewer)
-            assert listed.status_code == 200 and listed.json() == [{"topic": DLQ, "count": 1}]
+            assert listed.status_code == 200
+            assert listed.json() == {"items": [{"topic": DLQ, "count": 1}], "cursor": None}
             for action in ("replay", "delete"):
                 r = await c.post(f"/api/v1/dead-letters/{letter}/{action}", json={}, headers=viewer)
                 assert r.status_code == 403 and r.json()["error"]["code"] == "FORBIDDEN", r.text

@@ -34,7 +34,8 @@ async def test_drain_over_the_api_by_role(namespace: str, redis_url: str, databa
             async with httpx.AsyncClient(transport=transport, base_url="http://console:8080") as c:
                 listed = await c.get("/api/v1/workers", headers=viewer)
                 assert listed.status_code == 200, listed.text
-                [entry] = listed.json()
+                assert listed.json()["cursor"] is None, listed.text
+                [entry] = listed.json()["items"]
                 assert (entry["id"], entry["state"], entry["drain_requested_at"]) == (w.id, "running", None)
                 assert entry["concurrency"] == 2 and sorted(entry["topics"]) == ["pay.charge", "pay.report"]
 
@@ -50,7 +51,7 @@ async def test_drain_over_the_api_by_role(namespace: str, redis_url: str, databa
                 accepted = await c.post(path, json={}, headers=operator)
                 assert accepted.status_code == 202, accepted.text
                 assert accepted.json()["outcome"] == "done" and w.id in accepted.json()["message"]
-                [entry] = (await c.get("/api/v1/workers", headers=viewer)).json()
+                [entry] = (await c.get("/api/v1/workers", headers=viewer)).json()["items"]
                 assert entry["state"] == "draining" and entry["drain_requested_at"]
             await w.wait_stopped()  # (its heartbeat saw the request: it stopped itself)
         await s.audit.flush()

@@ -198,7 +198,7 @@ async def test_sigkill_on_the_last_attempt_fails_the_job_with_worker_lost(
     assert done.attempts == 1
     assert done.last_error is not None and done.last_error["type"] == "WorkerLost", done.last_error
     assert await s.stats() == {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 1,
-                               "cancelled": 0}
+                               "cancelled": 0, "dead_letter": 0}
 
     # nothing ran it again: a job scheduled after the failure runs in B, and the failed one did not
     later = await s.schedule_in(BLOCK_TOPIC, 0, payload={"block": []})
@@ -245,7 +245,7 @@ async def test_sigterm_releases_an_unfinished_attempt_without_counting_it(
     assert await redis.zscore(Keys(namespace).active, job_id) is None
     assert await redis.zscore(Keys(namespace).due, job_id) is not None
     assert await s.stats() == {"scheduled": 1, "running": 0, "retrying": 0, "completed": 0, "failed": 0,
-                               "cancelled": 0}
+                               "cancelled": 0, "dead_letter": 0}
 
     assert await listener_events(redis, namespace, job_id) == [(1, w.pid, "start")]
     events = await job_outbox(redis, namespace, job_id)

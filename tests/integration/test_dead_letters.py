@@ -72,7 +72,9 @@ async def test_a_job_failing_for_good_becomes_a_dead_letter_with_the_contract_me
         assert failed_at == datetime.fromtimestamp(START_MS / 1000, timezone.utc)
         source = await s.get_job(job_id)
         assert source is not None and source.state is JobState.FAILED
-        assert (await s.stats("pay.dlq"))["scheduled"] == 1
+        counted = await s.stats("pay.dlq")  # a waiting dead letter is counted apart, not as scheduled
+        assert (counted["dead_letter"], counted["scheduled"]) == (1, 0), counted
+        assert (await s.stats())["dead_letter"] == 1 and (await s.stats_by_topic())["pay.dlq"]["dead_letter"] == 1
         await s.start_relay()
         await s.audit.flush(timeout=10)
         src_row, dl_row = await s.audit.get(job_id), await s.audit.get(dl.id)

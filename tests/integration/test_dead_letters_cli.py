@@ -41,10 +41,17 @@ def test_dlq_commands(redis_url: str, database_url: str, namespace: str) -> None
     run = lambda *a, input=None: horae(redis_url, database_url, namespace, *a, input=input)  # noqa: E731
     code, out = run("dlq", "list", "pay.dlq", "--json", "--limit", "3")
     assert code == 0, out
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert len(lines) == 4 and "cursor" in lines[3]
-    ids = [x["id"] for x in lines[:3]]
-    assert lines[0]["metadata"]["source_topic"] == "pay"
+    [doc] = [json.loads(line) for line in out.splitlines()]  # one document: {"items": [...], "cursor": ...}
+    assert len(doc["items"]) == 3 and isinstance(doc["cursor"], str), doc
+    ids = [x["id"] for x in doc["items"]]
+    assert doc["items"][0]["metadata"]["source_topic"] == "pay" and doc["items"][0]["source_topic"] == "pay"
+    code, out = run("dlq", "list", "pay.dlq", "--json", "--cursor", doc["cursor"])
+    rest = json.loads(out)
+    assert code == 0 and len(rest["items"]) == 2 and rest["cursor"] is None, out
+    code, out = run("dlq", "topics", "--json")
+    assert code == 0 and json.loads(out) == {"items": [{"topic": "pay.dlq", "count": 5}], "cursor": None}, out
+    code, out = run("dlq", "topics")
+    assert code == 0 and any("pay.dlq" in line and " 5 " in line for line in out.splitlines()), out
     code, out = run("dlq", "list", "pay.dlq")
     assert code == 0 and ids[0] in out and "ValueError" in out
 

@@ -121,7 +121,7 @@ async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis
         assert info is not None and info.state is JobState.SCHEDULED and info.attempts == 0
         types = [e.type for e in await outbox_events(redis, namespace, job_id)]
         assert types == ["scheduled", "attempt_started", "attempt_released"]
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 1}
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 1}
 
 
 @pytest.mark.parametrize(
@@ -207,7 +207,7 @@ async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str
             clock.advance(23 * 86400)
             assert await worker.prune() == 1
             assert await s.get_job(failed) is None
-            assert await s.stats() == {st.value: 0 for st in JobState}
+            assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0}
         leftovers = [k for k in await ns_keys(s.store.redis, namespace) if b"}:j:" in k or b"}:p:" in k]
         assert leftovers == [], "pruned jobs leave neither hash nor payload behind"
 
@@ -286,6 +286,7 @@ async def test_state_totals_are_the_sums_over_topics_and_a_topic_may_contain_a_b
         cancel_me = await s.schedule_in("d", 60)
         assert await s.cancel(cancel_me)
         await redis.hset(Keys(namespace).counts, "scheduled", 99)  # an older layout's bare total: not summed
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "scheduled": 4, "cancelled": 1}
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 4, "cancelled": 1}
         assert (await s.stats(topic="b|c"))["scheduled"] == 1
-        assert (await s.stats(topic="d")) == {**{st.value: 0 for st in JobState}, "scheduled": 1, "cancelled": 1}
+        assert (await s.stats(topic="d")) == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 1,
+                                              "cancelled": 1}

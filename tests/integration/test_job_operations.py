@@ -29,7 +29,7 @@ from tests.integration.engine_fixtures import (
     outbox_events,
 )
 
-IDLE = {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 0, "cancelled": 0}
+IDLE = {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 0, "cancelled": 0, "dead_letter": 0}
 
 
 async def events(db: asyncpg.Connection, job_id: str) -> list[tuple[str, int, dict[str, Any]]]:

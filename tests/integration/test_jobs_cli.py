@@ -67,7 +67,9 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
             await eventually(lambda: in_state(s, bad, JobState.FAILED), what="bad failed")
             code, out, err = await run("workers", "--json")
             assert code == 0, err
-            [entry] = json.loads(out)
+            listed = json.loads(out)
+            assert listed["cursor"] is None, listed
+            [entry] = listed["items"]
             assert entry["id"] == w.id and entry["pid"] == worker_pid and entry["concurrency"] == 3
             assert sorted(entry["topics"]) == sorted(["t.flaky", "t.bad", LONG]) and entry["all_topics"] is False
             assert set(entry) == {"id", "host", "pid", "topics", "concurrency", "running", "last_heartbeat",
@@ -158,16 +160,16 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
     code, _, err = await run("cron", "show", "nope")
     assert code == 1 and err == [f"Error: no cron schedule named 'nope' in namespace '{namespace}'"]
     code, out, _ = await run("cron", "list", "--json")
-    assert [c["name"] for c in json.loads(out)] == ["nightly"]
+    assert json.loads(out)["cursor"] is None and [c["name"] for c in json.loads(out)["items"]] == ["nightly"]
 
     # audit failures: the job that failed for good, newest first; --topic and --since filter
     code, out, err = await run("audit", "failures", "--json")
     assert code == 0, err
-    [row] = json.loads(out)
+    [row] = json.loads(out)["items"]
     assert row["id"] == bad and row["status"] == "failed" and row["last_error"]["message"] == "always fails"
     assert isinstance(row["last_error"]["traceback"], list) and row["failed_at"].endswith("Z")
-    assert json.loads((await run("audit", "failures", "--json", "--topic", "t.flaky"))[1]) == []
-    assert [r["id"] for r in json.loads((await run("audit", "failures", "--json", "--since", "1h"))[1])] == [bad]
-    assert json.loads((await run("audit", "failures", "--json", "--since", "2099-01-01T00:00"))[1]) == []
+    assert json.loads((await run("audit", "failures", "--json", "--topic", "t.flaky"))[1])["items"] == []
+    assert [r["id"] for r in json.loads((await run("audit", "failures", "--json", "--since", "1h"))[1])["items"]] == [bad]
+    assert json.loads((await run("audit", "failures", "--json", "--since", "2099-01-01T00:00"))[1])["items"] == []
     code, out, _ = await run("audit", "failures")
     assert code == 0 and bad in out and "ValueError: always fails" in out

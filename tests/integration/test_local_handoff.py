@@ -64,7 +64,7 @@ async def test_a_job_for_now_goes_straight_to_the_idle_local_worker(redis_url: s
         events = await redis.xrange(Keys(namespace).outbox)
         started = [f for _, f in events if f[b"e"] == b"attempt_started" and f[b"id"] == job_id.encode()]
         assert [f[b"worker"] for f in started] == [w.id.encode()]
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "completed": 1}
+        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "completed": 1}
 
 
 async def test_the_ordinary_path_when_handoff_is_off_busy_or_for_another_topic(

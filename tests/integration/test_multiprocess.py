@@ -79,7 +79,8 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
         drained_s = time.monotonic() - started
         assert counts, f"jobs did not settle in 60 s: {await s.stats()}\n{workers.logs()}"
         assert counts == {
-            "scheduled": 0, "running": 0, "retrying": 0, "completed": JOBS, "failed": 0, "cancelled": 0
+            "scheduled": 0, "running": 0, "retrying": 0, "completed": JOBS, "failed": 0, "cancelled": 0,
+            "dead_letter": 0,
         }, workers.logs()
 
         # every job ran exactly once: no job missing, none twice

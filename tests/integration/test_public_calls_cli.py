@@ -32,6 +32,7 @@ COMMANDS: dict[str, list[str]] = {
     "dlq list": ["t/x"],
     "dlq purge": ["t/x", "--yes"],
     "dlq replay": ["t/x", "j/x"],
+    "dlq topics": ["--json"],
     "jobs cancel": ["j/x"],
     "jobs delete": ["j/x"],
     "jobs list": [],

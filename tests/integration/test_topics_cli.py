@@ -47,7 +47,11 @@ def test_topics_commands(redis_url: str, database_url: str, namespace: str) -> N
     code, out, _ = run("topics", "set", "other")
     assert code == 0
     code, out, _ = run("topics", "list", "--json")
-    assert code == 0 and [d["name"] for d in json.loads(out)] == ["other", "pay"] and json.loads(out)[1] == EXPECTED
+    listed = json.loads(out)
+    assert code == 0 and listed["cursor"] is None and [d["name"] for d in listed["items"]] == ["other", "pay"]
+    pay = listed["items"][1]
+    assert {k: v for k, v in pay.items() if k in EXPECTED} == EXPECTED and pay["configured"] is True, pay
+    assert pay["counts"]["scheduled"] == 0 and pay["counts"]["dead_letter"] == 0, pay
     code, out, _ = run("topics", "list")
     assert code == 0 and any(line.count(DLQ) == 1 and "key_strict_fifo" in line and "50/1s per key" in line
                              for line in out.splitlines()), out
@@ -93,7 +97,7 @@ def test_topics_blocked_and_delete(redis_url: str, database_url: str, namespace:
     finally:
         client.close()
     assert run("topics", "blocked", "orders")[:2] == (0, "k-1\nk-2\n")
-    assert run("topics", "blocked", "orders", "--json")[:2] == (0, '["k-1", "k-2"]\n')
+    assert run("topics", "blocked", "orders", "--json")[:2] == (0, '{"items": ["k-1", "k-2"], "cursor": null}\n')
     assert run("topics", "blocked", "empty")[:2] == (0, "")
 
     async def configure_with_a_job() -> None:

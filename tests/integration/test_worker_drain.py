@@ -174,7 +174,7 @@ async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
 
             shown = _horae(env, "workers", "--json")
             assert shown.returncode == 0, shown.stderr
-            states = {w["id"]: (w["state"], w["running"]) for w in json.loads(shown.stdout)}
+            states = {w["id"]: (w["state"], w["running"]) for w in json.loads(shown.stdout)["items"]}
             assert states[a_id] == ("draining", 1) and a.proc.poll() is None, states
             table = _horae(env, "workers")
             assert [line for line in table.stdout.splitlines() if a_id in line and "draining" in line], table.stdout
