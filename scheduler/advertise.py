@@ -14,7 +14,6 @@ from listeners.shown import shown
 from scheduler.errors import ConfigError, ScheduleError
 from scheduler.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.timeutil import ms_to_utc
-from scheduler.validation import check_text
 
 
 @dataclass(frozen=True)
@@ -103,13 +102,16 @@ def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics
 def check_worker_id(worker_id: object) -> str:
     """The id of a worker to act on (as `horae workers` lists it).
 
+    Any other string is looked up like a job id (check_job_ref): one that no live worker has,
+    control characters included, is simply not found.
+
     Raises:
-        ScheduleError: naming worker_id, for anything but a non-empty storable string.
+        ScheduleError: naming worker_id, for anything but a non-empty string.
     """
-    if not isinstance(worker_id, str) or not worker_id.strip():
+    if not isinstance(worker_id, str) or not worker_id:
         raise ScheduleError(f"worker_id must be a non-empty string, a worker's id as `horae workers` lists it; "
                             f"got {shown(worker_id)}", field="worker_id")
-    return check_text(worker_id, "worker_id")
+    return worker_id
 
 
 def listener_app(listeners: Iterable[object]) -> str:

@@ -269,7 +269,7 @@ WALK: dict[str, tuple[Callable[[Scheduler, str, Any], Awaitable[Any]], dict[str,
     "jobs": (_kw(lambda s, **k: s.jobs(**k)),
              {"topic": (BAD[1:], "topic"), "state": (BAD[1:], "state"), "key": (BAD[1:], "key"),
               "limit": (BAD_INT, "limit"), "cursor": (BAD[1:], "cursor")}),
-    "drain_worker": (_kw(lambda s, **k: s.drain_worker(**k)), {"worker_id": (BAD + ["", " "], "worker_id")}),
+    "drain_worker": (_kw(lambda s, **k: s.drain_worker(**k)), {"worker_id": (BAD + [""], "worker_id")}),
     "acting_as": (_kw(lambda s, **k: _acting(s, **k)), {"actor": (BAD, "actor")}),
 }
 # Public methods with no id or name parameter (each with the reason).

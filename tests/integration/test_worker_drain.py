@@ -59,6 +59,7 @@ async def test_request_drain_marks_a_live_entry_once_and_refuses_an_unknown_or_d
         with pytest.raises(ScheduleError) as bad:
             await s.drain_worker("")  # type: ignore[arg-type]
         assert bad.value.field == "worker_id"
+        assert await s.drain_worker("\x85") is False, "an id no live worker has, whatever its characters"
 
 
 async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(

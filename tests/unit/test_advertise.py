@@ -68,7 +68,13 @@ def test_a_worker_is_draining_once_asked_or_stopping_and_its_entry_ends_in_a_bra
     assert infos["run"].drain_requested_at is None and infos["stop"].drain_requested_at is None
 
 
-@pytest.mark.parametrize("bad", [None, 5, "", "  ", ["w"], "a\x00b"])
+@pytest.mark.parametrize("odd", ["  ", "a\x00b", "\x85", "w/1"])
+def test_any_other_string_is_an_id_to_look_up(odd: str) -> None:
+    """Like a job id: a string no live worker has is not found (404), not a bad request."""
+    assert check_worker_id(odd) == odd
+
+
+@pytest.mark.parametrize("bad", [None, 5, "", ["w"]])
 def test_a_worker_id_that_is_no_usable_string_is_refused_by_name(bad: object) -> None:
     with pytest.raises(ScheduleError) as caught:
         check_worker_id(bad)
