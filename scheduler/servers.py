@@ -185,10 +185,11 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     EADDRINUSE in its log, and the next one tries another free port (PORT_TRIES in all).
     """
     redis_dir.mkdir(parents=True, exist_ok=True)
-    previous = read_state(redis_dir).get("port", 0)
+    state = read_state(redis_dir)
+    previous, last_pid = state.get("port", 0), state.get("pid")
     (redis_dir / "state.json").unlink(missing_ok=True)
-    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 and _port_frees_up(previous) \
-        else _free_port()
+    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 \
+        and _port_frees_up(previous, last_pid if isinstance(last_pid, int) else None) else _free_port()
     binary = _redis_binary()
     for _ in range(PORT_TRIES - 1):
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
@@ -305,17 +306,32 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _port_frees_up(port: int, within_s: float = 2.0) -> bool:
+def _port_frees_up(port: int, last_pid: int | None = None, within_s: float = 2.0) -> bool:
     """_port_free, waiting a little: a killed server's port can be held for a moment (by a
     client's connection in its last state, or an outgoing connection that drew it as its
-    ephemeral port), and clients configured with the old URL reconnect only to that port."""
-    if _accepts(port):
+    ephemeral port), and clients configured with the old URL reconnect only to that port.
+
+    A killed redis-server still accepts while its other threads exit (its main thread is a
+    zombie already, an fsync may be running): so only a port that accepts once `last_pid`
+    (the server that had it) is gone entirely is another server's, given up at once."""
+    if _accepts(port) and not (last_pid and _exists(last_pid)):
         return False  # a live server (another project's?) holds it: waiting would not help
     deadline = time.monotonic() + within_s
     while not _port_free(port):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+    return True
+
+
+def _exists(pid: int) -> bool:
+    """The process is there in any state, zombie or exiting included (pid_alive says False then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True
 
 
