@@ -30,14 +30,21 @@ def locked(data_dir: Path, name: str) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def pid_alive(pid: int) -> bool:
-    """True when pid runs and is not a zombie (containers often never reap detached servers)."""
+def pid_exists(pid: int) -> bool:
+    """True when pid is there in any state, a zombie or a process whose threads still exit included."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """True when pid runs and is not a zombie (containers often never reap detached servers)."""
+    if not pid_exists(pid):
+        return False
     if not Path("/proc/self/stat").exists():
         return True  # no procfs (macOS): kill(0) is all we can know
     stat = read_text(Path(f"/proc/{pid}/stat"))

@@ -25,6 +25,7 @@ from scheduler.procutil import (
     hide_password,
     locked,
     pid_alive,
+    pid_exists,
     read_pid,
     read_state,
     read_text,
@@ -314,24 +315,13 @@ def _port_frees_up(port: int, last_pid: int | None = None, within_s: float = 2.0
     A killed redis-server still accepts while its other threads exit (its main thread is a
     zombie already, an fsync may be running): so only a port that accepts once `last_pid`
     (the server that had it) is gone entirely is another server's, given up at once."""
-    if _accepts(port) and not (last_pid and _exists(last_pid)):
+    if _accepts(port) and not (last_pid and pid_exists(last_pid)):
         return False  # a live server (another project's?) holds it: waiting would not help
     deadline = time.monotonic() + within_s
     while not _port_free(port):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-    return True
-
-
-def _exists(pid: int) -> bool:
-    """The process is there in any state, zombie or exiting included (pid_alive says False then)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
