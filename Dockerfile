@@ -32,7 +32,7 @@ COPY --from=build /opt/horae /opt/horae
 RUN groupadd --system --gid 10001 horae \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/horae --create-home --shell /usr/sbin/nologin horae
 # In a container the health and metrics ports listen on every interface by default
-# (scheduler/health.py bind_host); the console's address is given by its command.
+# (scheduler/observe/health.py bind_host); the console's address is given by its command.
 ENV PATH=/opt/horae/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -11,11 +11,11 @@ if TYPE_CHECKING:
     from audit.options import RelayOptions
     from audit.reader import AuditTrail
     from audit.records import AttemptRecord, AuditRecord
-    from audit.relay import AuditRelay
+    from audit.relay.consumer import AuditRelay
 
 _EXPORTS = {
     "AuditTrail": "audit.reader",
-    "AuditRelay": "audit.relay",
+    "AuditRelay": "audit.relay.consumer",
     "RelayOptions": "audit.options",
     "AuditRecord": "audit.records",
     "AttemptRecord": "audit.records",

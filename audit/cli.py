@@ -27,13 +27,13 @@ from audit.migrate import grant, migrate_url, prune
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
-from audit.relay import AuditRelay, serve
-from scheduler.cli_common import echo_items, error_lines, print_table, when_text
-from scheduler.cluster_url import redis_client, url_partitions
-from scheduler.config import AuditSettings
-from scheduler.errors import InvalidDelay, SchedulerError, StorageError
-from scheduler.health import HealthServer, bind_host
-from scheduler.timeutil import parse_duration
+from audit.relay.consumer import AuditRelay, serve
+from scheduler.cli.common import echo_items, error_lines, print_table, when_text
+from scheduler.store.cluster_url import redis_client, url_partitions
+from scheduler.core.config import AuditSettings
+from scheduler.core.errors import InvalidDelay, SchedulerError, StorageError
+from scheduler.observe.health import HealthServer, bind_host
+from scheduler.core.timeutil import parse_duration
 
 T = TypeVar("T")
 

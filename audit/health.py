@@ -1,5 +1,5 @@
 """Readiness of the processes that need PostgreSQL: `horae audit relay` (its /readyz on
---health-port, scheduler/health.py) and the console (its own /readyz route)."""
+--health-port, scheduler/observe/health.py) and the console (its own /readyz route)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from scheduler.health import CHECK_TIMEOUT_S, Check, first_failure
+from scheduler.observe.health import CHECK_TIMEOUT_S, Check, first_failure
 
 
 async def postgres_reachable(url: str) -> None:

@@ -14,7 +14,7 @@ from importlib import resources
 import asyncpg
 
 from audit.sql import query
-from scheduler.errors import StorageError
+from scheduler.core.errors import StorageError
 
 log = logging.getLogger("horae.audit")
 

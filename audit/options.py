@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.config import AuditSettings
+from scheduler.core.config import AuditSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,10 +19,10 @@ from audit.migrate import migrate
 from audit.options import RelayOptions
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from audit.sql import query
-from audit.stream_partitioned import outbox_stream
-from audit.writer import is_outage
-from scheduler.errors import AuditUnavailable, StorageError
-from scheduler.outbox import Outcome, Status
+from audit.relay.stream_partitioned import outbox_stream
+from audit.relay.writer import is_outage
+from scheduler.core.errors import AuditUnavailable, StorageError
+from scheduler.core.outbox import Outcome, Status
 
 log = logging.getLogger("horae.audit")
 

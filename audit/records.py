@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.outbox import Outcome, Status
-from scheduler.progress import Progress
+from scheduler.core.outbox import Outcome, Status
+from scheduler.core.progress import Progress
 
 
 @dataclass(frozen=True)

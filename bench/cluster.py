@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent  # noqa: E402
 from scheduler import Scheduler  # noqa: E402
-from scheduler.config import load_settings  # noqa: E402
+from scheduler.core.config import load_settings  # noqa: E402
 from tests.cluster.servers import RedisCluster, binaries, free_ports, start_cluster  # noqa: E402
 
 CONCURRENCY = 50

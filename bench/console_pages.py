@@ -35,7 +35,7 @@ import httpx  # noqa: E402
 
 from bench import console_pg, console_plans, console_redis  # noqa: E402
 from scheduler.api import Scheduler  # noqa: E402
-from scheduler.config import load_settings  # noqa: E402
+from scheduler.core.config import load_settings  # noqa: E402
 
 DB = "horae_bench_console"
 TARGET_MS = 200.0
@@ -196,7 +196,7 @@ def start_console(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes
     """`horae console` as its own process on the bench's data (loopback: no token)."""
     env = {**os.environ, "HORAE_REDIS_URL": args.redis_url, "HORAE_DATABASE_URL": args.database_url,
            "HORAE_NAMESPACE": args.namespace, "PYTHONPATH": str(BENCH.parent)}
-    code = "from scheduler.cli import main; main()"
+    code = "from scheduler.cli.main import main; main()"
     return subprocess.Popen([sys.executable, "-c", code, "console", "--port", str(port)], env=env, cwd=BENCH)
 
 

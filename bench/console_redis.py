@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.advertise import entry_json
+from scheduler.worker.advertise import entry_json
 from scheduler.api import Scheduler
-from scheduler.job import ClaimedJob, NewJob, Settlement
-from scheduler.outbox import error_record
+from scheduler.core.job import ClaimedJob, NewJob, Settlement
+from scheduler.core.outbox import error_record
 
 DAY_MS = 86_400_000
 SLICE_JOBS = 1000  # jobs created per simulated slice (one pipelined enqueue_many)

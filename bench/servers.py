@@ -115,7 +115,7 @@ def start_postgres() -> tuple[str, bool]:
 
     Returns its URL and whether this invocation started it (only then does it stop it:
     two bench invocations at once share the server)."""
-    code = ("import pathlib; from scheduler.servers import ensure_postgres, status;"
+    code = ("import pathlib; from scheduler.ops.servers import ensure_postgres, status;"
             f"d = pathlib.Path({str(DATA)!r}); was = status(d)['postgres'] != 'stopped';"
             "url = ensure_postgres(d); print('reused' if was else 'started'); print(url)")
     out = subprocess.run([str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH)
@@ -168,7 +168,7 @@ def pin_postgres(cpu: int) -> str:
 
 
 def stop_postgres() -> None:
-    code = f"import pathlib; from scheduler.servers import stop_all; print(stop_all(pathlib.Path({str(DATA)!r})))"
+    code = f"import pathlib; from scheduler.ops.servers import stop_all; print(stop_all(pathlib.Path({str(DATA)!r})))"
     subprocess.run([str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH)
 
 

@@ -60,8 +60,8 @@ def bare_spans(tracer: object) -> None:
     Each name is replaced where it is looked up (the module that imported it); a name that is
     not there any more fails loudly, so a refactoring cannot quietly turn the floor into ours.
     """
-    import scheduler.scheduling
-    import scheduler.worker
+    import scheduler.facade.scheduling
+    import scheduler.worker.loop
 
     class Bare:
         def __init__(self, name: str) -> None:
@@ -74,9 +74,9 @@ def bare_spans(tracer: object) -> None:
             self.span.end()
 
     swaps = {
-        scheduler.scheduling: {"producer_span": lambda *a, **k: Bare("schedule"),
+        scheduler.facade.scheduling: {"producer_span": lambda *a, **k: Bare("schedule"),
                                "current_traceparent": lambda: "", "traceparent_of": lambda span: ""},
-        scheduler.worker: {"attempt_span": lambda *a, **k: Bare("process"),
+        scheduler.worker.loop: {"attempt_span": lambda *a, **k: Bare("process"),
                            "listener_span": lambda *a, **k: Bare("listener")},
     }
     _swap(swaps, "--floor")
@@ -90,9 +90,9 @@ def plain_spans(tracer: object) -> None:
     from opentelemetry.trace import SpanKind
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    import scheduler.scheduling
-    import scheduler.tracing as t
-    import scheduler.worker
+    import scheduler.facade.scheduling
+    import scheduler.observe.tracing as t
+    import scheduler.worker.loop
 
     propagator = TraceContextTextMapPropagator()
 
@@ -117,8 +117,8 @@ def plain_spans(tracer: object) -> None:
     def listener(_tracer: object, name: str) -> object:
         return tracer.start_as_current_span(name, attributes={t.LISTENER: name})  # type: ignore[attr-defined]
 
-    _swap({scheduler.scheduling: {"producer_span": producer, "traceparent_of": injected},
-           scheduler.worker: {"attempt_span": attempt, "listener_span": listener}}, "--plain")
+    _swap({scheduler.facade.scheduling: {"producer_span": producer, "traceparent_of": injected},
+           scheduler.worker.loop: {"attempt_span": attempt, "listener_span": listener}}, "--plain")
 
 
 def _swap(swaps: dict[object, dict[str, object]], mode: str) -> None:
@@ -136,7 +136,7 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     from listeners import ListenerRegistry
     from scheduler import Scheduler
-    from scheduler.config import load_settings
+    from scheduler.core.config import load_settings
 
     exported = 0
     provider = None
@@ -210,7 +210,7 @@ def time_sdk_steps() -> dict[str, list[float]]:
     from opentelemetry.sdk.trace import sampling
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    import scheduler.tracing as ours
+    import scheduler.observe.tracing as ours
 
     steps: dict[str, list[float]] = {"GC (all collections, timed apart)": [0.0, 0]}
     in_gc = steps["GC (all collections, timed apart)"]

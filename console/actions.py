@@ -12,15 +12,15 @@ from typing import Any
 from console.auth import Principal
 from console.data import audit_of
 from scheduler.api import Scheduler
-from scheduler.errors import DeadLetterNotFound, InvalidCron, StorageError
-from scheduler.job import JobInfo
+from scheduler.core.errors import DeadLetterNotFound, InvalidCron, StorageError
+from scheduler.core.job import JobInfo
 
 log = logging.getLogger("horae.console")
 
 JOB_ACTIONS = ("cancel", "retry", "reschedule", "delete")
 DEAD_LETTER_ACTIONS = ("replay", "delete")
 CRON_ACTIONS = ("pause", "resume", "trigger")
-# The states each job action applies to: the engine's rules (scheduler/operations.py and its
+# The states each job action applies to: the engine's rules (scheduler/facade/operations.py and its
 # scripts cancel.lua, retry_job.lua, reschedule_job.lua, delete_job.lua), the one table behind
 # the job page's buttons and the API's 409. Beyond the state: a cancelled job whose attempt is
 # still in flight can be neither retried nor deleted, and a dead letter is never rescheduled.

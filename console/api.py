@@ -35,15 +35,15 @@ from console.api_input import (
 )
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
-from scheduler.advertise import WorkerInfo
-from scheduler.errors import InvalidDelay
-from scheduler.job import CronInfo, JobInfo
-from scheduler.listing import every_topic
-from scheduler.outbox import SCHEDULE_FAILED_TOPIC, error_doc
-from scheduler.store_reads import COUNT_KEYS
-from scheduler.timeutil import parse_duration, rfc3339
-from scheduler.topic_options import TopicOptions
-from scheduler.validation import MAX_ID_LEN, MAX_TOPIC_LEN
+from scheduler.worker.advertise import WorkerInfo
+from scheduler.core.errors import InvalidDelay
+from scheduler.core.job import CronInfo, JobInfo
+from scheduler.store.listing import every_topic
+from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
+from scheduler.store.reads import COUNT_KEYS
+from scheduler.core.timeutil import parse_duration, rfc3339
+from scheduler.core.topic_options import TopicOptions
+from scheduler.core.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 
 router = APIRouter(prefix="/api/v1", tags=["horae"], route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]

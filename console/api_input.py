@@ -13,7 +13,7 @@ from fastapi import Body, HTTPException, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from console.data import STATES
-from scheduler.validation import MAX_JSON_DEPTH, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_JSON_DEPTH, MAX_TOPIC_LEN
 
 
 class FieldInvalid(HTTPException):

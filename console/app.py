@@ -20,8 +20,8 @@ from console.actions import Refused
 from console.auth import Auth
 from console.gate import Gate
 from scheduler.api import Scheduler
-from scheduler.config import Settings, load_settings
-from scheduler.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
+from scheduler.core.config import Settings, load_settings
+from scheduler.core.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
 
 HERE = Path(__file__).parent
 log = logging.getLogger("horae.console")

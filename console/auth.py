@@ -28,8 +28,8 @@ from enum import Enum
 from fastapi import HTTPException, Request
 
 from console.gate import same_origin
-from scheduler.config import ConsoleSettings
-from scheduler.errors import ConfigError
+from scheduler.core.config import ConsoleSettings
+from scheduler.core.errors import ConfigError
 
 CSRF_COOKIE = "horae_csrf"
 CSRF_FIELD = "csrf"

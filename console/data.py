@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
-from scheduler.advertise import WorkerInfo
+from scheduler.worker.advertise import WorkerInfo
 from scheduler.api import Scheduler
-from scheduler.errors import SchedulerError, StorageError
-from scheduler.cron import cron_job_id
-from scheduler.job import CronInfo, JobInfo, JobState
-from scheduler.listing import every_topic
-from scheduler.store_reads import COUNT_KEYS
-from scheduler.topic_memory import KnownTopic
-from scheduler.timeutil import ms_to_utc, utc_to_ms
-from scheduler.traceparent import parse_traceparent
+from scheduler.core.errors import SchedulerError, StorageError
+from scheduler.core.cron import cron_job_id
+from scheduler.core.job import CronInfo, JobInfo, JobState
+from scheduler.store.listing import every_topic
+from scheduler.store.reads import COUNT_KEYS
+from scheduler.store.topic_memory import KnownTopic
+from scheduler.core.timeutil import ms_to_utc, utc_to_ms
+from scheduler.core.traceparent import parse_traceparent
 
 log = logging.getLogger("horae.console")
 STATES = tuple(s.value for s in JobState)  # a job's states (the listing's filter)

@@ -11,7 +11,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
 from console.auth import Principal, check_origin
-from scheduler.validation import MAX_JSON_DEPTH
+from scheduler.core.validation import MAX_JSON_DEPTH
 
 if TYPE_CHECKING:
     from console.app import Console

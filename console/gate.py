@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException
 from starlette.datastructures import Headers
 
-from scheduler.config import ConsoleSettings
+from scheduler.core.config import ConsoleSettings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -17,8 +17,8 @@ from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.render import render, segment
-from scheduler.errors import ScheduleError
-from scheduler.listing import check_state, every_topic
+from scheduler.core.errors import ScheduleError
+from scheduler.store.listing import check_state, every_topic
 
 router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]

@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.data import pretty_json
-from scheduler.timeutil import rfc3339
+from scheduler.core.timeutil import rfc3339
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,

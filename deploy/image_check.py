@@ -237,7 +237,7 @@ def check_worker(image: list[str], podman: list[str], redis_port: int, names: li
 async def _schedule_slow(redis_url: str, sleep_s: float) -> str:
     """Schedule one deploy.slow job from this (host) process, audit off."""
     from scheduler import Scheduler
-    from scheduler.config import load_settings
+    from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url)
     settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"enabled": False})})

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
     from listeners.schema import PayloadRejected, Schema, Validator
     from listeners.triggers import InvalidDeclaration
-    from scheduler.advertise import WorkerInfo
+    from scheduler.worker.advertise import WorkerInfo
     from scheduler.api import Scheduler
-    from scheduler.errors import (
+    from scheduler.core.errors import (
         ConfigError,
         DeadLetterNotFound,
         DoNotRetry,
@@ -59,13 +59,13 @@ if TYPE_CHECKING:
         TopicPolicyLocked,
         WaitTimeout,
     )
-    from scheduler.flow import Dedupe, RateLimit
-    from scheduler.job import JobInfo, JobPage, JobState, ScheduleResult
-    from scheduler.outbox import SCHEDULE_FAILED_TOPIC
-    from scheduler.progress import LogLine, Progress
-    from scheduler.retry import Backoff, RetryPolicy
-    from scheduler.topic_options import TopicOptions
-    from scheduler.worker import Worker
+    from scheduler.core.flow import Dedupe, RateLimit
+    from scheduler.core.job import JobInfo, JobPage, JobState, ScheduleResult
+    from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
+    from scheduler.core.progress import LogLine, Progress
+    from scheduler.core.retry import Backoff, RetryPolicy
+    from scheduler.core.topic_options import TopicOptions
+    from scheduler.worker.loop import Worker
 
 # Public name -> the implementation module defining it: scheduler's public API (its own
 # table, not a copy) plus the application-facing names of listeners.

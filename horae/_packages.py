@@ -19,7 +19,7 @@ LIBRARY = PACKAGES[:3]  # what `import horae` and a Scheduler use; `console` onl
 
 class PackageShadowed(ImportError):
     """A module of the user's hides one of horae's packages (an ImportError, not a
-    SchedulerError: `scheduler.errors` may be the very module that cannot be trusted)."""
+    SchedulerError: `scheduler.core.errors` may be the very module that cannot be trusted)."""
 
 
 def _origin(name: str) -> str | None:

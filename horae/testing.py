@@ -1,5 +1,5 @@
 """The names of horae's pytest plugin, for type annotations in tests (README: Testing your
-scheduled code). Re-exports only: the plugin itself is `scheduler.pytest_plugin`, loaded
+scheduled code). Re-exports only: the plugin itself is `scheduler.testing.plugin`, loaded
 by pytest through the package's `pytest11` entry point.
 
     from horae.testing import SchedulerUnderTest, TimeMachine
@@ -9,9 +9,9 @@ by pytest through the package's `pytest11` entry point.
 
 from __future__ import annotations
 
-from scheduler.pytest_plugin import for_tests
-from scheduler.testing import FakeClock
-from scheduler.time_machine import ListenerError, TimeMachine
-from scheduler.under_test import JobRun, SchedulerUnderTest
+from scheduler.testing.plugin import for_tests
+from scheduler.testing.clocks import FakeClock
+from scheduler.testing.time_machine import ListenerError, TimeMachine
+from scheduler.testing.under_test import JobRun, SchedulerUnderTest
 
 __all__ = ["FakeClock", "JobRun", "ListenerError", "SchedulerUnderTest", "TimeMachine", "for_tests"]

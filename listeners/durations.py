@@ -1,5 +1,5 @@
 """Duration values: a timedelta, a number of seconds, or text such as "15m" or "1h30m".
-The one grammar of the project (scheduler.timeutil.parse_duration wraps it); here so
+The one grammar of the project (scheduler.core.timeutil.parse_duration wraps it); here so
 that `@on_event(every=...)` is checked where it is written. Pure, stdlib only."""
 
 from __future__ import annotations

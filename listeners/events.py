@@ -9,7 +9,7 @@ from typing import Any, Mapping, Protocol
 
 class Reporter(Protocol):
     """Where an attempt's progress and log lines go: the worker injects one per attempt
-    (scheduler/attempt.py), which keeps them with the job."""
+    (scheduler/worker/attempt.py), which keeps them with the job."""
 
     async def progress(self, percent: float, message: str | None = None) -> None:
         """Record the attempt's progress (percent 0..100, an optional message)."""

@@ -9,7 +9,7 @@ from typing import Any, Callable, Literal, Optional
 
 # None (the default): an async listener on the worker's loop, a sync one in its thread pool.
 # "loop" / "thread" say so explicitly (checked against the function); "process": in one of the
-# worker's child processes (scheduler/process_pool.py), for CPU-bound work that holds the GIL.
+# worker's child processes (scheduler/worker/process_pool.py), for CPU-bound work that holds the GIL.
 Executor = Optional[Literal["loop", "thread", "process"]]
 EXECUTORS: tuple[str, ...] = ("loop", "thread", "process")
 

@@ -1,7 +1,7 @@
 """How an error message shows a caller's value: repr() with its size bounded, because the
 value may be anything (a list nested thousands deep makes repr() raise RecursionError, a
 50 MB string would make a 50 MB message). listeners/ checks declarations with it;
-scheduler/ re-exports it (scheduler.errors.shown) for every input check."""
+scheduler/ re-exports it (scheduler.core.errors.shown) for every input check."""
 
 from __future__ import annotations
 

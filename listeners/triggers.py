@@ -1,6 +1,6 @@
 """Schedules declared beside their listeners (`@on_event(topic, cron=..., tz=...)` or
 `every=...`): the declaration value and its checks, made where the decorator is written.
-The cron text rules and misfire modes are defined here once; scheduler.cron builds on
+The cron text rules and misfire modes are defined here once; scheduler.core.cron builds on
 them (the zone arithmetic stays there). Uses croniter and zoneinfo, nothing of ours."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from listeners.shown import shown
 
 MISFIRE_MODES = ("coalesce", "skip", "all")
 MIN_EVERY_MS = 1000  # an interval shorter than a second is a busy loop, not a schedule
-MAX_NAME_LEN = 200  # scheduler.validation.MAX_ID_LEN: tick ids are cron:{name}:{ms}
+MAX_NAME_LEN = 200  # scheduler.core.validation.MAX_ID_LEN: tick ids are cron:{name}:{ms}
 # A cron expression's length: every field written as a list of each value fits
 # ("0,1,...,59" is 170 characters, and names are kept with the schedule and its ticks).
 MAX_CRON_LEN = 256

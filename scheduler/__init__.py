@@ -2,7 +2,7 @@
 listener of the topic runs in a worker, with bounded retries and an audit trail.
 
 The public API is what `__all__` lists; modules below are not public. Names load
-lazily (PEP 562), so `from scheduler.errors import ...` in the audit, the
+lazily (PEP 562), so `from scheduler.core.errors import ...` in the audit, the
 migrations or the Spark child does not import redis, hiredis or OpenTelemetry.
 """
 
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from scheduler.advertise import WorkerInfo
+    from scheduler.worker.advertise import WorkerInfo
     from scheduler.api import Scheduler
-    from scheduler.errors import (
+    from scheduler.core.errors import (
         ConfigError,
         DoNotRetry,
         InvalidCron,
@@ -40,54 +40,54 @@ if TYPE_CHECKING:
         LeaseLost,
         WaitTimeout,
     )
-    from scheduler.flow import Dedupe, RateLimit
-    from scheduler.job import JobInfo, JobPage, JobState, ScheduleResult
-    from scheduler.outbox import SCHEDULE_FAILED_TOPIC
-    from scheduler.progress import LogLine, Progress
-    from scheduler.retry import Backoff, RetryPolicy
-    from scheduler.topic_options import TopicOptions
-    from scheduler.worker import Worker
+    from scheduler.core.flow import Dedupe, RateLimit
+    from scheduler.core.job import JobInfo, JobPage, JobState, ScheduleResult
+    from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
+    from scheduler.core.progress import LogLine, Progress
+    from scheduler.core.retry import Backoff, RetryPolicy
+    from scheduler.core.topic_options import TopicOptions
+    from scheduler.worker.loop import Worker
 
 # Public name -> the module defining it.
 _SOURCES = {
-    "Backoff": "scheduler.retry",
-    "ConfigError": "scheduler.errors",
-    "DoNotRetry": "scheduler.errors",
-    "InvalidCron": "scheduler.errors",
-    "InvalidDelay": "scheduler.errors",
-    "InvalidJobId": "scheduler.errors",
-    "InvalidPayload": "scheduler.errors",
-    "InvalidTimezone": "scheduler.errors",
-    "InvalidTopic": "scheduler.errors",
-    "InvalidProgress": "scheduler.errors",
-    "JobInfo": "scheduler.job",
-    "JobNotFound": "scheduler.errors",
-    "LeaseLost": "scheduler.errors",
-    "LogLine": "scheduler.progress",
-    "Progress": "scheduler.progress",
-    "WaitTimeout": "scheduler.errors",
-    "JobPage": "scheduler.job",
-    "JobState": "scheduler.job",
-    "KeyRequired": "scheduler.errors",
-    "ScheduleResult": "scheduler.job",
-    "Retry": "scheduler.errors",
-    "RetryPolicy": "scheduler.retry",
-    "RetryPolicyInvalid": "scheduler.errors",
-    "SCHEDULE_FAILED_TOPIC": "scheduler.outbox",
-    "ScheduleError": "scheduler.errors",
+    "Backoff": "scheduler.core.retry",
+    "ConfigError": "scheduler.core.errors",
+    "DoNotRetry": "scheduler.core.errors",
+    "InvalidCron": "scheduler.core.errors",
+    "InvalidDelay": "scheduler.core.errors",
+    "InvalidJobId": "scheduler.core.errors",
+    "InvalidPayload": "scheduler.core.errors",
+    "InvalidTimezone": "scheduler.core.errors",
+    "InvalidTopic": "scheduler.core.errors",
+    "InvalidProgress": "scheduler.core.errors",
+    "JobInfo": "scheduler.core.job",
+    "JobNotFound": "scheduler.core.errors",
+    "LeaseLost": "scheduler.core.errors",
+    "LogLine": "scheduler.core.progress",
+    "Progress": "scheduler.core.progress",
+    "WaitTimeout": "scheduler.core.errors",
+    "JobPage": "scheduler.core.job",
+    "JobState": "scheduler.core.job",
+    "KeyRequired": "scheduler.core.errors",
+    "ScheduleResult": "scheduler.core.job",
+    "Retry": "scheduler.core.errors",
+    "RetryPolicy": "scheduler.core.retry",
+    "RetryPolicyInvalid": "scheduler.core.errors",
+    "SCHEDULE_FAILED_TOPIC": "scheduler.core.outbox",
+    "ScheduleError": "scheduler.core.errors",
     "Scheduler": "scheduler.api",
-    "SchedulerError": "scheduler.errors",
-    "StorageError": "scheduler.errors",
-    "AuditUnavailable": "scheduler.errors",
-    "InvalidFlowOption": "scheduler.errors",
-    "TopicInUse": "scheduler.errors",
-    "TopicPolicyLocked": "scheduler.errors",
-    "DeadLetterNotFound": "scheduler.errors",
-    "Dedupe": "scheduler.flow",
-    "RateLimit": "scheduler.flow",
-    "TopicOptions": "scheduler.topic_options",
-    "Worker": "scheduler.worker",
-    "WorkerInfo": "scheduler.advertise",
+    "SchedulerError": "scheduler.core.errors",
+    "StorageError": "scheduler.core.errors",
+    "AuditUnavailable": "scheduler.core.errors",
+    "InvalidFlowOption": "scheduler.core.errors",
+    "TopicInUse": "scheduler.core.errors",
+    "TopicPolicyLocked": "scheduler.core.errors",
+    "DeadLetterNotFound": "scheduler.core.errors",
+    "Dedupe": "scheduler.core.flow",
+    "RateLimit": "scheduler.core.flow",
+    "TopicOptions": "scheduler.core.topic_options",
+    "Worker": "scheduler.worker.loop",
+    "WorkerInfo": "scheduler.worker.advertise",
 }
 
 __all__ = [

@@ -1,5 +1,5 @@
 """The Scheduler facade: the composition root that checks requests (through
-scheduler/validation.py) and wires the Redis store, the worker, the listeners
+scheduler/core/validation.py) and wires the Redis store, the worker, the listeners
 and (when enabled) the audit trail."""
 
 from __future__ import annotations
@@ -17,39 +17,39 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
-from scheduler.advertise import WorkerInfo, check_worker_id, live_workers
-from scheduler.api_schedule import ScheduleCalls
-from scheduler.clock import Clock
-from scheduler.config import Settings, load_settings
-from scheduler.cluster_url import with_url_layout
-from scheduler.connection import open_connection
-from scheduler.cron_schedules import CronSchedules
-from scheduler.declared_crons import DeclaredSync, sync_declared
-from scheduler.errors import SchedulerError
-from scheduler.job import CronInfo, JobInfo, JobPage, JobState, NewJob
-from scheduler.listing import list_jobs
-from scheduler.metrics import Metrics
-from scheduler.operations import JobOperations
-from scheduler.retry import Backoff, RetryPolicy
-from scheduler.scheduling import Scheduling
-from scheduler.scripts import DrainCode
-from scheduler.partitions import parse_subset
-from scheduler.store import RedisStore
-from scheduler.store_partitioned import PartitionedStore
-from scheduler.telemetry import setup_telemetry
-from scheduler.telemetry import wanted as telemetry_wanted
-from scheduler.topic_memory import KnownTopic, forget_topic, known_topics
-from scheduler.topics import TopicOptions, Topics
-from scheduler.tracing import get_tracer
-from scheduler.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
-from scheduler.waiting import Timeout, Waiters
-from scheduler.worker import Worker
-from scheduler.worker_partitioned import PartitionedWorker
+from scheduler.worker.advertise import WorkerInfo, check_worker_id, live_workers
+from scheduler.facade.schedule import ScheduleCalls
+from scheduler.core.clock import Clock
+from scheduler.core.config import Settings, load_settings
+from scheduler.store.cluster_url import with_url_layout
+from scheduler.store.connection import open_connection
+from scheduler.facade.crons import CronSchedules
+from scheduler.worker.declared_crons import DeclaredSync, sync_declared
+from scheduler.core.errors import SchedulerError
+from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, NewJob
+from scheduler.store.listing import list_jobs
+from scheduler.observe.metrics import Metrics
+from scheduler.facade.operations import JobOperations
+from scheduler.core.retry import Backoff, RetryPolicy
+from scheduler.facade.scheduling import Scheduling
+from scheduler.store.scripts import DrainCode
+from scheduler.store.partitions import parse_subset
+from scheduler.store.redis import RedisStore
+from scheduler.store.partitioned import PartitionedStore
+from scheduler.observe.telemetry import setup_telemetry
+from scheduler.observe.telemetry import wanted as telemetry_wanted
+from scheduler.store.topic_memory import KnownTopic, forget_topic, known_topics
+from scheduler.facade.topics import TopicOptions, Topics
+from scheduler.observe.tracing import get_tracer
+from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
+from scheduler.facade.waiting import Timeout, Waiters
+from scheduler.worker.loop import Worker
+from scheduler.worker.partitioned import PartitionedWorker
 
 if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
-    from audit.relay_child import ChildRelay
-    from audit.relay_thread import ThreadedRelay
+    from audit.relay.child import ChildRelay
+    from audit.relay.thread import ThreadedRelay
 
 log = logging.getLogger("horae")
 
@@ -107,7 +107,7 @@ class Scheduler(ScheduleCalls):
         self.services, self._redis, self._clock, self._store = conn.services, conn.redis, conn.clock, conn.store
         if self._audit_on:
             from audit import AuditRelay, AuditTrail, RelayOptions
-            from audit.relay_thread import ThreadedRelay
+            from audit.relay.thread import ThreadedRelay
 
             options = RelayOptions.from_settings(s.audit, partitions=s.cluster.partitions)
             self._audit = AuditTrail(self._redis, s.namespace, conn.services.database_url, options)
@@ -115,7 +115,7 @@ class Scheduler(ScheduleCalls):
             # This process's relay: started by its first worker (start_relay), stopped by close().
             relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
             if s.audit.relay_process:
-                from audit.relay_child import ChildRelay
+                from audit.relay.child import ChildRelay
 
                 resolved = s.model_copy(update={"redis_url": conn.services.redis_url,
                                                 "database_url": conn.services.database_url})
@@ -170,7 +170,7 @@ class Scheduler(ScheduleCalls):
     def _scheduling(self) -> Scheduling:
         return Scheduling(self, self._workers)
 
-    # --------------------------------------------------- cron (scheduler/cron_schedules.py)
+    # --------------------------------------------------- cron (scheduler/facade/crons.py)
     @cached_property
     def _crons(self) -> CronSchedules:
         return CronSchedules(self, self._scheduling.build_job)
@@ -247,7 +247,7 @@ class Scheduler(ScheduleCalls):
         """
         return await self._operations.cancel(job_id, actor)
 
-    # ---------------------------------------------- job operations (scheduler/operations.py)
+    # ---------------------------------------------- job operations (scheduler/facade/operations.py)
     # Each is audited with its actor: `actor=`, else `with s.acting_as(name):`, else user@host.
     @cached_property
     def _operations(self) -> JobOperations:
@@ -284,7 +284,7 @@ class Scheduler(ScheduleCalls):
         """Jobs per state currently in Redis, per topic that has any (sorted by topic)."""
         return await self.store.stats_by_topic()
 
-    # ------------------------------------------------ topics and dead letters (scheduler/topics.py)
+    # ------------------------------------------------ topics and dead letters (scheduler/facade/topics.py)
     @cached_property
     def _topics(self) -> Topics:
         return Topics(self, self._operations.actor)
@@ -355,7 +355,7 @@ class Scheduler(ScheduleCalls):
 
     async def known_topics(self) -> list[KnownTopic]:
         """Topics a worker served within [worker] topic_memory, each with the due jobs that wait for a worker
-        while none serves it (scheduler/topic_memory.py)."""
+        while none serves it (scheduler/store/topic_memory.py)."""
         return await known_topics(self.store, self.clock.now_ms(), self.settings.worker.topic_memory_ms)
 
     async def forget_topic(self, topic: str) -> bool:

@@ -8,8 +8,8 @@ import json
 
 import redis.asyncio as aioredis
 
-from scheduler.keys import Keys
-from scheduler.outbox import ErrorRecord, error_record
+from scheduler.core.keys import Keys
+from scheduler.core.outbox import ErrorRecord, error_record
 
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 

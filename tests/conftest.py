@@ -30,7 +30,7 @@ os.environ.setdefault("HORAE_DATA_DIR", str(DATA_DIR))
 @pytest.fixture(scope="session")
 def services() -> Iterator[object]:
     """Resolve (and start when needed) the servers used by this run."""
-    from scheduler.servers import resolve_services
+    from scheduler.ops.servers import resolve_services
 
     yield resolve_services(
         _SERVER_URLS["HORAE_REDIS_URL"] or None,
@@ -114,7 +114,7 @@ async def database_url(server_dsn: str) -> AsyncIterator[str]:
 def horae_settings(redis_url: str, server_dsn: str) -> object:
     """The pytest plugin's settings (its `horae` fixture), on this run's servers: no config
     file, no environment (the HORAE_* URLs were removed above so nothing else reaches them)."""
-    from scheduler.config import load_settings
-    from scheduler.pytest_plugin import for_tests
+    from scheduler.core.config import load_settings
+    from scheduler.testing.plugin import for_tests
 
     return for_tests(load_settings(path=None, env={}, redis_url=redis_url, database_url=server_dsn))

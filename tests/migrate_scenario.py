@@ -14,12 +14,12 @@ from typing import Any
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Dedupe, DoNotRetry, Scheduler
-from scheduler.clock import SystemClock
-from scheduler.config import load_settings
-from scheduler.connection import redis_client
-from scheduler.migration import Migration, Summary
-from scheduler.store_migrate import MigrationStore
-from scheduler.topics import TopicOptions
+from scheduler.core.clock import SystemClock
+from scheduler.core.config import load_settings
+from scheduler.store.connection import redis_client
+from scheduler.ops.migration import Migration, Summary
+from scheduler.ops.migrate_store import MigrationStore
+from scheduler.facade.topics import TopicOptions
 from tests.integration.engine_fixtures import eventually, is_true
 
 GROUP = "audit"

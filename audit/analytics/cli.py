@@ -20,11 +20,11 @@ from audit.analytics.options import AnalyticsConfig
 from audit.analytics.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.results import AlertRule
 from audit.analytics.window import ReportWindow, check_zone, parse_day, yesterday
-from scheduler.errors import SchedulerError
+from scheduler.core.errors import SchedulerError
 
 if TYPE_CHECKING:  # the pipeline (pyarrow, and pyspark when it runs) is imported by the command only
     from audit.analytics.pipeline import ReportRequest, ReportResult
-    from scheduler.config import Settings
+    from scheduler.core.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -198,8 +198,8 @@ def execute(config: AnalyticsConfig, database_url: str | None, opts: dict[str, A
 def _database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
-    from scheduler.datadir import data_dir_of
-    from scheduler.servers import ensure_postgres  # no URL configured: the embedded server, as everywhere
+    from scheduler.core.datadir import data_dir_of
+    from scheduler.ops.servers import ensure_postgres  # no URL configured: the embedded server, as everywhere
 
     return ensure_postgres(data_dir_of(settings))
 
@@ -227,7 +227,7 @@ def register(cli: click.Group) -> None:
 def main(ctx: click.Context, /, database_url: str | None, config_path: str | None, **opts: Any) -> None:
     """`report` standalone (python -m audit.analytics, spark-submit): Settings from --config
     and the environment, then the same command."""
-    from scheduler.config import load_settings
+    from scheduler.core.config import load_settings
 
     try:
         ctx.obj = load_settings(config_path, database_url=database_url)

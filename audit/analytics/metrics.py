@@ -29,8 +29,8 @@ from audit.analytics.signatures import (
     RULES,
     UNKNOWN_TYPE,
 )
-from scheduler import outbox
-from scheduler.outbox import FAILED_OUTCOMES
+from scheduler.core import outbox
+from scheduler.core.outbox import FAILED_OUTCOMES
 
 PERCENTILES: Final = (0.5, 0.95, 0.99)
 JOB_COUNTS: Final = ("jobs", "completed", "failed", "cancelled", "with_failure", "recovered")

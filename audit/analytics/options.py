@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from scheduler.datadir import data_dir_of
+from scheduler.core.datadir import data_dir_of
 
 if TYPE_CHECKING:
-    from scheduler.config import Settings
+    from scheduler.core.config import Settings
 
 SourceKind = Literal["parquet", "jdbc"]
 

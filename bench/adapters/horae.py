@@ -36,7 +36,7 @@ class HoraeAdapter(Adapter):
         super().__init__(redis_url, on_run, options)
         from listeners import ListenerRegistry
         from scheduler import Backoff, RetryPolicy, Scheduler
-        from scheduler.config import load_settings
+        from scheduler.core.config import load_settings
 
         self.audit = bool(options.get("audit"))
         self.relay_process = self.audit and bool(options.get("relay_process"))
@@ -76,8 +76,8 @@ class HoraeAdapter(Adapter):
         st = self.s.settings
         return {
             "audit.enabled": st.audit.enabled,
-            "audit.relay": self._relay_note(),
-            "audit.relay_thread": st.audit.relay_thread,
+            "audit.relay.consumer": self._relay_note(),
+            "audit.relay.thread": st.audit.relay_thread,
             "audit.batch_size": st.audit.batch_size,
             "audit.block_ms": st.audit.block_ms,
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
@@ -142,7 +142,7 @@ class HoraeAdapter(Adapter):
         if self.child_relay:
             import psutil
 
-            return [c.pid for c in psutil.Process().children() if "audit.relay_child" in c.cmdline()]
+            return [c.pid for c in psutil.Process().children() if "audit.relay.child" in c.cmdline()]
         return [self.relay.pid] if self.relay is not None and self.relay.pid else []
 
     async def enqueue(self, job: Job) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 # `horae audit relay` run by the worker's own interpreter (no entry-point script needed:
 # a HORAE_PYTHON of another venv brings its own scheduler package).
-RELAY_CMD = [sys.executable, "-c", "from scheduler.cli import main; main()", "audit", "relay"]
+RELAY_CMD = [sys.executable, "-c", "from scheduler.cli.main import main; main()", "audit", "relay"]
 READY_S = 60.0   # the relay's start-up (imports, first XREADGROUP) must fit in this
 STOP_S = 15.0    # SIGTERM, then the relay drains (drain_timeout_s + block_ms) before SIGKILL
 

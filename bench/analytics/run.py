@@ -158,7 +158,7 @@ def main() -> None:
 
     server = args.server_dsn
     if not server:
-        from scheduler.servers import ensure_postgres
+        from scheduler.ops.servers import ensure_postgres
 
         server = ensure_postgres(ROOT / ".horae")
     url = asyncio.run(scratch_database(server))

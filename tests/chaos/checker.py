@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from audit.stream import GROUP
-from scheduler.keys import Keys
+from audit.relay.stream import GROUP
+from scheduler.core.keys import Keys
 
 TERMINAL = {"completed", "failed", "cancelled"}
 LOSS_WINDOW_MS = 1_000  # everysec: what a SIGKILL may take, the last second

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from scheduler.errors import StorageError
+from scheduler.core.errors import StorageError
 from tests.chaos.app import CRON, DOOMED, FAIL_ONCE, OK, SLOW, SOLO_TOPIC, real_ms
 from tests.chaos.checker import JobRecord
 

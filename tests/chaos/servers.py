@@ -1,5 +1,5 @@
 """The chaos run's own servers, never the machine's: the embedded Redis of
-scheduler/servers.py in the run's directory (AOF on, `appendfsync` as asked), killed
+scheduler/ops/servers.py in the run's directory (AOF on, `appendfsync` as asked), killed
 with SIGKILL and started again on the same AOF and port; and an embedded PostgreSQL
 listening on a TCP port (so the fault proxy can stand in front of it), stopped with
 `pg_ctl stop -m immediate` (a crash: no shutdown checkpoint) and started again."""
@@ -16,13 +16,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from scheduler import servers
-from scheduler.servers import AppendFsync
+from scheduler.ops import servers
+from scheduler.ops.servers import AppendFsync
 from tests.procs import alive
 
 
 class ChaosRedis:
-    """The run's redis-server, through scheduler.servers (the embedded server users get)."""
+    """The run's redis-server, through scheduler.ops.servers (the embedded server users get)."""
 
     def __init__(self, root: Path, appendfsync: AppendFsync) -> None:
         self.root, self.appendfsync = root, appendfsync

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
 
-from scheduler.cluster_url import cluster_client
+from scheduler.store.cluster_url import cluster_client
 from tests.procs import WorkerProcesses, producer
 from tests.cluster.servers import RedisCluster, start_cluster
 
@@ -35,7 +35,7 @@ def delete_namespace(url: str, namespace: str) -> None:
     from redis.cluster import ClusterNode
     from redis.cluster import RedisCluster as SyncCluster
 
-    from scheduler.cluster_url import parse_cluster_url
+    from scheduler.store.cluster_url import parse_cluster_url
 
     address = parse_cluster_url(url)  # rediss+cluster: the URL's TLS options too
     nodes = [ClusterNode(h, p) for h, p in address.nodes]

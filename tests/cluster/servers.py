@@ -71,7 +71,7 @@ def binaries() -> tuple[Path, Path]:
     system = shutil.which("redis-server"), shutil.which("redis-cli")
     if all(system) and os.environ.get("HORAE_TEST_CLUSTER_REDIS", "") != "embedded":
         return Path(system[0]), Path(system[1])  # type: ignore[arg-type]
-    from scheduler.servers import _redis_binary
+    from scheduler.ops.servers import _redis_binary
 
     server = _redis_binary()
     cli = server.with_name("redis-cli")

@@ -21,9 +21,9 @@ from redis.exceptions import RedisError
 
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.config import load_settings
-from scheduler.errors import StorageError
-from scheduler.keys import Keys
+from scheduler.core.config import load_settings
+from scheduler.core.errors import StorageError
+from scheduler.core.keys import Keys
 from tests.cluster.conftest import delete_namespace
 from tests.cluster.servers import RedisCluster, start_cluster
 from tests.procs import WorkerProcesses
@@ -147,7 +147,7 @@ def promoted_over(cluster: RedisCluster, victim: object) -> bool:
 
 
 async def _runs(url: str, namespace: str) -> Counter[str]:
-    from scheduler.cluster_url import cluster_client
+    from scheduler.store.cluster_url import cluster_client
     from tests.procs import app_key
 
     client = cluster_client(url, 4)

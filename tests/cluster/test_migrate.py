@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.errors import ConfigError, MigrationRefused
-from scheduler.keys import Keys
-from scheduler.migration_plan import glob_escape
+from scheduler.core.errors import ConfigError, MigrationRefused
+from scheduler.core.keys import Keys
+from scheduler.ops.migration_plan import glob_escape
 from tests.migrate_scenario import check_dedupe_kept, migrate, populate, run_all, scheduler, snapshot
 from tests.procs import HORAE, ROOT, child_env
 

@@ -12,11 +12,11 @@ import pytest
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.config import load_settings
-from scheduler.errors import ConfigError, InvalidFlowOption
-from scheduler.keys import Keys
-from scheduler.partitions import partition_of
-from scheduler.topics import TopicOptions
+from scheduler.core.config import load_settings
+from scheduler.core.errors import ConfigError, InvalidFlowOption
+from scheduler.core.keys import Keys
+from scheduler.store.partitions import partition_of
+from scheduler.facade.topics import TopicOptions
 from tests.cluster.servers import RedisCluster
 from tests.integration.engine_fixtures import eventually, is_true
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from redis.exceptions import ResponseError
 
-from scheduler.cluster import ClusterWire
-from scheduler.wire import Endpoint
+from scheduler.store.cluster import ClusterWire
+from scheduler.store.wire import Endpoint
 from tests.cluster.servers import Node, RedisCluster
 
 SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"

@@ -21,10 +21,10 @@ from redis.crc import key_slot
 
 from listeners import ListenerRegistry
 from scheduler import Scheduler, StorageError
-from scheduler.config import load_settings
-from scheduler.keys import Keys
-from scheduler.partitions import partition_of
-from scheduler.testing import FakeClock
+from scheduler.core.config import load_settings
+from scheduler.core.keys import Keys
+from scheduler.store.partitions import partition_of
+from scheduler.testing.clocks import FakeClock
 from tests.cluster.conftest import delete_namespace
 from tests.cluster.servers import ClusterTls, Node, RedisCluster, start_cluster
 from tests.cluster.test_cluster_status import status

@@ -14,7 +14,7 @@ import pytest
 from console.app import create_app
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.config import load_settings
+from scheduler.core.config import load_settings
 
 # Text that would run if a page rendered it as HTML.
 XSS_PAYLOAD = '<script>window.__pwned=1</script>"><img src=x onerror="window.__pwned=2">'

@@ -202,7 +202,7 @@ async def test_a_failure_of_ours_is_a_500_in_the_error_shape(env: Env, monkeypat
 
 
 def test_json_depth_counts_levels_not_brackets_in_strings() -> None:
-    from scheduler.validation import json_depth
+    from scheduler.core.validation import json_depth
 
     assert json_depth(json.dumps(1)) == 0
     assert json_depth(json.dumps({"a": "[[[[{{", "b": [1, {"c": '\\"[['}]})) == 3

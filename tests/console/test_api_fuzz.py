@@ -30,7 +30,7 @@ from schemathesis.python import asgi
 
 from console.app import create_app
 from scheduler.api import Scheduler
-from scheduler.topic_options import TopicOptions
+from scheduler.core.topic_options import TopicOptions
 from tests.conftest import delete_namespace_keys, own_database
 from tests.console.conftest import failing_job, registry, settings_for, settle
 from tests.hypothesis_profiles import PROFILE, budget

@@ -14,7 +14,7 @@ import pytest
 from console import actions
 from console.app import create_app
 from scheduler.api import Scheduler
-from scheduler.topic_options import TopicOptions
+from scheduler.core.topic_options import TopicOptions
 from tests.console.conftest import Env, failing_job, registry, settings_for, settle
 
 DLQ = "pay.charge.dead"

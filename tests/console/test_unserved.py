@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.advertise import entry_json
+from scheduler.worker.advertise import entry_json
 from tests.console.conftest import Env
 
 

@@ -19,8 +19,8 @@ import pytest
 from console.app import create_app
 from console.deps import MAX_BODY_DEPTH
 from scheduler.api import Scheduler
-from scheduler.config import ConsoleSettings
-from scheduler.errors import ConfigError
+from scheduler.core.config import ConsoleSettings
+from scheduler.core.errors import ConfigError
 from tests.console.conftest import Env, registry, settings_for
 
 REBOUND = {"Host": "attacker.example:8099", "Origin": "http://attacker.example:8099"}
@@ -332,7 +332,7 @@ async def test_schedule_and_topic_names_with_a_slash_are_reachable(env: Env) -> 
 
 
 def test_the_settings_name_a_bad_entry_and_what_is_allowed() -> None:
-    from scheduler.config import load_settings
+    from scheduler.core.config import load_settings
 
     good = load_settings(env={"HORAE_CONSOLE__ALLOWED_HOSTS": "Horae.Example.com, [fd00::5]:8443",
                               "HORAE_CONSOLE__TRUSTED_PROXIES": "10.0.0.5,10.1.0.0/16"}).console

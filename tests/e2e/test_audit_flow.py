@@ -11,8 +11,8 @@ import pytest
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.config import load_settings
-from scheduler.testing import FakeClock
+from scheduler.core.config import load_settings
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually
 
 FIXED_1S = {"type": "fixed", "delay": 1000}

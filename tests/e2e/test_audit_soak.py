@@ -15,7 +15,7 @@ import pytest
 
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.config import load_settings
+from scheduler.core.config import load_settings
 from tests.procs import WorkerProcesses
 from tests.procs.worker_app import COUNT_TOPIC, DOOMED_TOPIC, FAIL_ONCE_TOPIC
 

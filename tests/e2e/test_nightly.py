@@ -14,9 +14,9 @@ from audit.analytics.nightly import NIGHTLY_TOPIC, install_nightly
 from tests.analytics_helpers import require_spark
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.config import load_settings
-from scheduler.testing import FakeClock
-from scheduler.timeutil import utc_to_ms
+from scheduler.core.config import load_settings
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import utc_to_ms
 from tests.integration.engine_fixtures import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

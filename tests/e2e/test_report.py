@@ -26,10 +26,10 @@ from tests.analytics_helpers import require_spark, spark_session
 from tests.audit_outbox import Outbox
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.relay import AuditRelay
+from audit.relay.consumer import AuditRelay
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
-from scheduler.config import Settings, load_settings
+from scheduler.core.config import Settings, load_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from listeners import ListenerRegistry, default_registry
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.integration.engine_fixtures import make_scheduler
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 from tests.procs import HORAE, READY_LINE, ROOT

@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
-from audit.relay import AuditRelay
-from scheduler.config import AuditSettings
+from audit.relay.consumer import AuditRelay
+from scheduler.core.config import AuditSettings
 from tests.audit_outbox import Outbox
 
 

@@ -10,10 +10,10 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry
 from scheduler import JobState, Scheduler
-from scheduler.keys import Keys
-from scheduler.outbox import decode_entry
-from scheduler.config import load_settings
-from scheduler.testing import FakeClock
+from scheduler.core.keys import Keys
+from scheduler.core.outbox import decode_entry
+from scheduler.core.config import load_settings
+from scheduler.testing.clocks import FakeClock
 
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
-from scheduler.errors import InvalidProgress
+from scheduler.core.errors import InvalidProgress
 
 registry = ListenerRegistry()
 in_thread = ListenerRegistry()

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from audit.cli import register
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.relay import AuditRelay
-from scheduler.config import AuditSettings
+from audit.relay.consumer import AuditRelay
+from scheduler.core.config import AuditSettings
 from tests.audit_cli import host
 from tests.audit_outbox import Outbox
 

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from scheduler.config import load_settings
+from scheduler.core.config import load_settings
 
 
 @pytest.fixture

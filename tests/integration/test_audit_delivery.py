@@ -16,13 +16,13 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from scheduler.timeutil import ms_to_utc as at
+from scheduler.core.timeutil import ms_to_utc as at
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.relay import AuditRelay
-from audit.stream import Entry
-from audit.streamid import next_id, parse_id
-from scheduler.keys import Keys
+from audit.relay.consumer import AuditRelay
+from audit.relay.stream import Entry
+from audit.relay.streamid import next_id, parse_id
+from scheduler.core.keys import Keys
 from tests.integration.engine_fixtures import eventually
 
 Drain = Callable[[AuditRelay], Awaitable[int]]

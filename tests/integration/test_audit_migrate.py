@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from audit.migrate import add_months, load_migrations, migrate, migrate_url, month_start, prune
-from audit.relay import AuditRelay
-from scheduler.errors import StorageError
+from audit.relay.consumer import AuditRelay
+from scheduler.core.errors import StorageError
 
 EXPECTED_COLUMNS = {
     "schedule_audit": [

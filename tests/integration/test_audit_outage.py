@@ -19,7 +19,7 @@ import pytest
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.relay import AuditRelay
+from audit.relay.consumer import AuditRelay
 
 ROOT = Path(__file__).resolve().parents[2]
 

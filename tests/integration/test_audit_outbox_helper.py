@@ -12,12 +12,12 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.flow import Dedupe
-from scheduler.keys import Keys
-from scheduler.outbox import EVENT_TYPES
-from scheduler.retry import Backoff, RetryPolicy
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.flow import Dedupe
+from scheduler.core.keys import Keys
+from scheduler.core.outbox import EVENT_TYPES
+from scheduler.core.retry import Backoff, RetryPolicy
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.audit_outbox import Outbox
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 

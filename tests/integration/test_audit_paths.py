@@ -9,9 +9,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from scheduler.timeutil import ms_to_utc as at
-from audit.relay import AuditRelay
-from audit.streamid import parse_id
+from scheduler.core.timeutil import ms_to_utc as at
+from audit.relay.consumer import AuditRelay
+from audit.relay.streamid import parse_id
 
 T0 = 1_800_000_000_000  # audit_outbox.START_MS: the `scheduled` ts of every job here
 RUN_AT = T0 + 1_000

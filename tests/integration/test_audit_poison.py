@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from audit import relay as relay_module
-from audit.relay import AuditRelay
+from audit.relay import consumer as relay_module
+from audit.relay.consumer import AuditRelay
 from tests.audit_outbox import Outbox
 
 
@@ -63,7 +63,7 @@ async def test_a_dead_relays_entries_are_taken_over_at_once(
     import subprocess
 
     from audit.options import RelayOptions
-    from scheduler.config import AuditSettings
+    from scheduler.core.config import AuditSettings
 
     gone = subprocess.Popen(["true"])
     gone.wait()

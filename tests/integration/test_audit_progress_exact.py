@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.testing import FakeClock
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler
 
 PERCENT = 100 / 3  # 33.333333333333336

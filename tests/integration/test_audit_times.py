@@ -16,16 +16,16 @@ import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from audit.relay import AuditRelay
+from audit.relay.consumer import AuditRelay
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy, Scheduler
-from scheduler.config import AuditSettings, load_settings
-from scheduler.errors import StorageError
-from scheduler.job import Settlement
-from scheduler.keys import Keys
-from scheduler.scripts import SettleCode
-from scheduler.testing import FakeClock
-from scheduler.timeutil import utc_to_ms
+from scheduler.core.config import AuditSettings, load_settings
+from scheduler.core.errors import StorageError
+from scheduler.core.job import Settlement
+from scheduler.core.keys import Keys
+from scheduler.store.scripts import SettleCode
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import utc_to_ms
 from tests.chaos.proxy import FaultProxy
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
 

@@ -10,14 +10,14 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy
-from scheduler.attempt import lost_settlement
-from scheduler.cron import cron_job_id
-from scheduler.keys import Keys
-from scheduler.scripts import SettleCode
-from scheduler.testing import FakeClock
-from scheduler.ticker import fire_due_crons
-from scheduler.timeutil import ms_to_utc, utc_to_ms
-from scheduler.validation import build_job
+from scheduler.worker.attempt import lost_settlement
+from scheduler.core.cron import cron_job_id
+from scheduler.core.keys import Keys
+from scheduler.store.scripts import SettleCode
+from scheduler.testing.clocks import FakeClock
+from scheduler.worker.ticker import fire_due_crons
+from scheduler.core.timeutil import ms_to_utc, utc_to_ms
+from scheduler.core.validation import build_job
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 CUSTOM = {"attempts": 4, "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 30_000, "jitter": "full"}}

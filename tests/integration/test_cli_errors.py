@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.api import Scheduler
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.conftest import ROOT
 from tests.procs import child_env
 
@@ -79,7 +79,7 @@ def test_the_installed_command_prints_one_line() -> None:
     """Through a real process: stderr has the error line and log records only, exit status 1."""
     env = child_env()
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-c", "from scheduler.cli import main; main()", "--redis-url", DEAD_REDIS,
+    done = subprocess.run([sys.executable, "-c", "from scheduler.cli.main import main; main()", "--redis-url", DEAD_REDIS,
                            "jobs", "list"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     errors = [line for line in done.stderr.splitlines() if not LOG_LINE.match(line)]
     assert done.returncode == 1 and len(errors) == 1 and errors[0].startswith("Error: cannot reach Redis"), done.stderr

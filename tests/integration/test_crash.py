@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 ROOT = Path(__file__).resolve().parents[2]
 
 from scheduler import JobInfo, Scheduler  # noqa: E402
-from scheduler.keys import Keys  # noqa: E402
+from scheduler.core.keys import Keys  # noqa: E402
 from tests.integration.engine_fixtures import job_keys  # noqa: E402
 from tests.procs import WorkerProcess, WorkerProcesses, app_key, producer  # noqa: E402
 from tests.procs.worker_app import BLOCK_TOPIC  # noqa: E402

@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidCron, InvalidTimezone, JobState, RetryPolicyInvalid
-from scheduler.job import CronInfo
-from scheduler.testing import FakeClock
-from scheduler.timeutil import utc_to_ms
+from scheduler.core.job import CronInfo
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import utc_to_ms
 from tests.integration.engine_fixtures import eventually, make_scheduler
 
 
@@ -240,8 +240,8 @@ async def test_schedules_are_evaluated_by_due_time_not_scanned(redis_url: str, n
 
 async def test_a_stale_read_cannot_fire_a_future_tick(redis_url: str, namespace: str) -> None:
     """A worker that read `next` after another advanced it must not fire that future tick early."""
-    from scheduler.job import CronFire
-    from scheduler.scripts import ScriptCode
+    from scheduler.core.job import CronFire
+    from scheduler.store.scripts import ScriptCode
 
     clock = FakeClock(ms("2026-06-01T12:00:00"))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
@@ -256,7 +256,7 @@ async def test_a_stale_read_cannot_fire_a_future_tick(redis_url: str, namespace:
 
 async def test_a_stored_schedule_that_no_longer_parses_is_paused_not_spun_on(redis_url: str, namespace: str,
                                                                              redis: aioredis.Redis) -> None:
-    from scheduler.keys import Keys
+    from scheduler.core.keys import Keys
 
     clock = FakeClock(ms("2026-06-01T12:00:00"))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:

@@ -9,7 +9,7 @@ from typing import Any
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, TopicOptions
-from scheduler.testing import FakeClock
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler
 
 ONCE = {"attempts": 1}

@@ -15,10 +15,10 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, SCHEDULE_FAILED_TOPIC, TopicOptions
-from scheduler.job import JobInfo
-from scheduler.metrics import Metrics
-from scheduler.errors import DeadLetterNotFound, InvalidFlowOption, TopicInUse
-from scheduler.testing import FakeClock
+from scheduler.core.job import JobInfo
+from scheduler.observe.metrics import Metrics
+from scheduler.core.errors import DeadLetterNotFound, InvalidFlowOption, TopicInUse
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
 ONCE = {"attempts": 1}
@@ -181,7 +181,7 @@ async def test_replay_onto_a_working_topic_completes(redis_url: str, namespace: 
         # The source topic is in the dead letter's metadata: point it at `ok` to see a replay run.
         meta = dict(dl.metadata, source_topic="ok")
         import json
-        from scheduler.keys import Keys
+        from scheduler.core.keys import Keys
         await redis.hset(Keys(namespace).job(dl.id), "meta", json.dumps(meta))
         new_id = await s.replay(dl.id)
         async with s.worker():

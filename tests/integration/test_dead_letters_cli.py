@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from scheduler import TopicOptions
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.integration.engine_fixtures import eventually, make_scheduler
 from tests.integration.test_dead_letters import ONCE, has_dead_letters, registry
 

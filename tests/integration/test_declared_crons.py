@@ -18,10 +18,10 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import ConfigError, InvalidCron, JobState, Scheduler
-from scheduler.cli import cli
-from scheduler.job import CronInfo
-from scheduler.testing import FakeClock
-from scheduler.timeutil import utc_to_ms
+from scheduler.cli.main import cli
+from scheduler.core.job import CronInfo
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import utc_to_ms
 from tests.integration.engine_fixtures import eventually, is_true, make_scheduler
 
 Runs = list[tuple[str, datetime]]

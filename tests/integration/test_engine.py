@@ -18,9 +18,9 @@ from scheduler import (
     RetryPolicy,
     Backoff,
 )
-from scheduler.metrics import Metrics
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.observe.metrics import Metrics
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import (
     START_MS,
     eventually,

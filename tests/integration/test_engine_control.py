@@ -20,9 +20,9 @@ from scheduler import (
     JobState,
     RetryPolicyInvalid,
 )
-from scheduler.keys import Keys
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.keys import Keys
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import (
     START_MS,
     eventually,
@@ -266,7 +266,7 @@ async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: s
         jobs, _, _ = await s.store.claim(clock.now_ms(), 10, 30_000, "w1")
         assert len(jobs) == 3
         done, stolen, alive = jobs
-        from scheduler.job import Settlement
+        from scheduler.core.job import Settlement
 
         assert await s.store.complete([Settlement(done.id, done.token, "succeeded")], clock.now_ms(), 100) == [1]
         clock.advance(31)  # stolen's lease expires; another worker recovers and re-claims it

@@ -11,7 +11,7 @@ import pytest
 
 from listeners import ListenerRegistry
 from scheduler import Dedupe, JobState, KeyRequired, RateLimit, RetryPolicy, TopicOptions
-from scheduler.testing import FakeClock
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 
 
@@ -58,7 +58,7 @@ async def test_debounce_moves_the_waiting_job_and_never_a_running_one(redis_url:
 
 
 def _later(s: Any, seconds: int) -> Any:
-    from scheduler.timeutil import ms_to_utc
+    from scheduler.core.timeutil import ms_to_utc
     return ms_to_utc(START_MS + seconds * 1000)
 
 
@@ -153,7 +153,7 @@ async def test_topic_defaults_apply_unless_the_job_gives_its_own(redis_url: str,
 
 
 async def _complete(s: Any, job_id: str) -> None:
-    from scheduler.job import Settlement
+    from scheduler.core.job import Settlement
     info = await s.get_job(job_id)
     assert info is not None and info.state is JobState.RUNNING
     token = (await s.store.wire.call("HGET", s.store.keys.job(job_id), "token"))
@@ -161,15 +161,15 @@ async def _complete(s: Any, job_id: str) -> None:
 
 
 async def _fail(s: Any, job_id: str) -> None:
-    from scheduler.job import Settlement
-    from scheduler.outbox import error_record
+    from scheduler.core.job import Settlement
+    from scheduler.core.outbox import error_record
     token = (await s.store.wire.call("HGET", s.store.keys.job(job_id), "token"))
     err = error_record("ValueError", "boom")
     assert await s.store.fail([Settlement(job_id, str(token), "failed", err)], s.clock.now_ms()) == [4]
 
 
 def _now(s: Any) -> Any:
-    from scheduler.timeutil import ms_to_utc
+    from scheduler.core.timeutil import ms_to_utc
     return ms_to_utc(s.clock.now_ms())
 
 
@@ -184,7 +184,7 @@ async def _next(s: Any, topic: str, **kw: Any) -> str:
 @pytest.mark.parametrize(("policy", "second_tick_created"), [("singleton", True), ("exclusive", False)])
 async def test_cron_ticks_obey_the_topic_policy(redis_url: str, namespace: str, policy: str,
                                                 second_tick_created: bool) -> None:
-    from scheduler.ticker import fire_due_crons
+    from scheduler.worker.ticker import fire_due_crons
     async with sched(redis_url, namespace) as s:
         await s.configure_topic("nightly", TopicOptions(policy=policy))
         await s.schedule_cron("every-second", "* * * * * *", topic="nightly", misfire="all")
@@ -266,7 +266,7 @@ async def test_key_strict_fifo_head_runs_when_later_jobs_of_its_key_are_due_firs
 async def test_a_cron_dedupe_keeps_a_tick_out_while_the_last_one_is_unfinished(redis_url: str,
                                                                              namespace: str) -> None:
     from scheduler import ScheduleError
-    from scheduler.ticker import fire_due_crons
+    from scheduler.worker.ticker import fire_due_crons
     async with sched(redis_url, namespace) as s:
         with pytest.raises(ScheduleError) as info:
             await s.schedule_cron("x", "* * * * * *", topic="t", dedupe=Dedupe("k", window="1s", mode="debounce"))
@@ -289,7 +289,7 @@ async def test_warning_size_logs_and_counts_a_backlog(redis_url: str, namespace:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from scheduler.metrics import Metrics
+    from scheduler.observe.metrics import Metrics
     reader = InMemoryMetricReader()
     async with sched(redis_url, namespace) as s:
         s.metrics = Metrics(MeterProvider(metric_readers=[reader]).get_meter("test"))

@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from scheduler import Backoff, Dedupe, JobState, RateLimit, RetryPolicy, TopicOptions
-from scheduler.keys import Keys
+from scheduler.core.keys import Keys
 from tests.procs import WorkerProcesses, app_key, producer
 from tests.procs.worker_app import FLOW_TOPICS
 

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import redis.asyncio as aioredis
 
-from scheduler import servers
+from scheduler.ops import servers
 from tests.procs import HORAE, ROOT, WorkerProcesses, alive, app_key, child_env, producer
 from tests.procs.worker_app import BLOCK_TOPIC
 

@@ -12,8 +12,8 @@ import pytest
 
 from listeners import ListenerRegistry
 from scheduler import Dedupe, ScheduleError, StorageError
-from scheduler.config import load_settings
-from scheduler.testing import FakeClock
+from scheduler.core.config import load_settings
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 
 

@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy
-from scheduler.job import NewJob
-from scheduler.keys import Keys
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.job import NewJob
+from scheduler.core.keys import Keys
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import eventually, make_scheduler
 
 

@@ -15,10 +15,10 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidTimezone, JobState, Scheduler
-from scheduler.keys import Keys
-from scheduler.operations import default_actor
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.keys import Keys
+from scheduler.facade.operations import default_actor
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import (
     START_MS,
     audited_scheduler,

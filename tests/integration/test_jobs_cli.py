@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.integration.engine_fixtures import audited_scheduler, eventually, in_state
 
 LONG = "t.later." + "x" * 150  # a topic wider than any terminal: a piped table must not cut it

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from listeners import ListenerRegistry
 from listeners.triggers import MAX_CRON_LEN
 from scheduler.api import Scheduler
-from scheduler.config import load_settings
-from scheduler.errors import InvalidCron, InvalidPayload
+from scheduler.core.config import load_settings
+from scheduler.core.errors import InvalidCron, InvalidPayload
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -15,9 +15,9 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidPayload, JobInfo, JobState, Scheduler, ScheduleError
-from scheduler.config import load_settings
-from scheduler.scripts import Script
-from scheduler.testing import FakeClock
+from scheduler.core.config import load_settings
+from scheduler.store.scripts import Script
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 TOPICS = ("a", "b", "c")

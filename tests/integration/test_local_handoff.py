@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.job import ClaimedJob, NewJob
-from scheduler.keys import Keys
-from scheduler.testing import FakeClock
+from scheduler.core.job import ClaimedJob, NewJob
+from scheduler.core.keys import Keys
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 

@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.errors import StorageError
-from scheduler.testing import FakeClock
+from scheduler.core.errors import StorageError
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
 
 

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from scheduler.cli import cli
-from scheduler.config import load_settings
-from scheduler.connection import redis_client
-from scheduler.keys import Keys
-from scheduler.under_test import delete_namespace
+from scheduler.cli.main import cli
+from scheduler.core.config import load_settings
+from scheduler.store.connection import redis_client
+from scheduler.core.keys import Keys
+from scheduler.testing.under_test import delete_namespace
 from tests.migrate_scenario import check_dedupe_kept, migrate, populate, run_all, scheduler, snapshot
 
 

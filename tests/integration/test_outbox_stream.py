@@ -1,4 +1,4 @@
-"""audit/stream.py's connections on a private Redis (exact client counts): a
+"""audit/relay/stream.py's connections on a private Redis (exact client counts): a
 consumer keeps its own until aclose(); an observer call (lag, flush) holds none
 afterwards, because AuditTrail never closes the stream it observes with."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from audit.stream import GROUP, OutboxStream
+from audit.relay.stream import GROUP, OutboxStream
 from tests.integration.engine_fixtures import eventually
 from tests.integration.test_wire import private_server  # noqa: F401  (a fixture)
 

@@ -19,15 +19,15 @@ from click.testing import CliRunner
 from console.app import create_app
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.cli import cli
-from scheduler.topic_options import TopicOptions
+from scheduler.cli.main import cli
+from scheduler.core.topic_options import TopicOptions
 from tests.integration.engine_fixtures import audited_scheduler, eventually, in_state
 from tests.integration.test_jobs_cli import horae
 
 INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 LOOKS_LIKE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
-OWN_FRAMES = ("listeners/dispatch.py", "scheduler/attempt.py", "scheduler/process_pool.py",
-              "scheduler/process_child.py")
+OWN_FRAMES = ("listeners/dispatch.py", "scheduler/worker/attempt.py", "scheduler/worker/process_pool.py",
+              "scheduler/worker/process_child.py")
 # Fields that name an instant (a value of another type there is a format of its own).
 INSTANT_KEYS = re.compile(r"(_at|^last_heartbeat|^last_served|^waiting_since|^at)$")
 

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidPayload, JobState
-from scheduler.keys import Keys
-from scheduler.metrics import Metrics
-from scheduler.testing import FakeClock
+from scheduler.core.keys import Keys
+from scheduler.observe.metrics import Metrics
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 
 

@@ -1,4 +1,4 @@
-"""Listeners of executor="process" on a real Redis, in real child processes (scheduler/process_pool.py):
+"""Listeners of executor="process" on a real Redis, in real child processes (scheduler/worker/process_pool.py):
 a CPU-bound listener leaves the worker's loop, its other jobs and its heartbeat on time; a child
 killed mid-listener fails only its attempt (worker_lost, retried); the job's timeout kills the child;
 children are replaced after max_jobs_per_child jobs or above max_memory_mb_per_child; progress and
@@ -20,13 +20,13 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.cli import cli
-from scheduler.clock import SystemClock
-from scheduler.config import WorkerSettings
-from scheduler.keys import Keys
-from scheduler.process_pool import ProcessPool
-from scheduler.testing import FakeClock
-from scheduler.under_test import delete_namespace
+from scheduler.cli.main import cli
+from scheduler.core.clock import SystemClock
+from scheduler.core.config import WorkerSettings
+from scheduler.core.keys import Keys
+from scheduler.worker.process_pool import ProcessPool
+from scheduler.testing.clocks import FakeClock
+from scheduler.testing.under_test import delete_namespace
 from tests.integration import process_app as app
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler, outbox_events
 from tests.procs import WorkerProcesses, producer

@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidProgress, JobState, LeaseLost, LogLine, Progress
-from scheduler.cli import cli
-from scheduler.keys import Keys
-from scheduler.progress import TEXT_BYTES, TRUNCATED
-from scheduler.scripts import ReportCode, ScriptCode
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.cli.main import cli
+from scheduler.core.keys import Keys
+from scheduler.core.progress import TEXT_BYTES, TRUNCATED
+from scheduler.store.scripts import ReportCode, ScriptCode
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import (
     START_MS,
     audited_scheduler,

@@ -21,9 +21,9 @@ import redis.asyncio as aioredis
 from audit.reader import AuditTrail
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.config import load_settings
-from scheduler.errors import AuditUnavailable, ScheduleError, StorageError
-from scheduler.topic_options import TopicOptions
+from scheduler.core.config import load_settings
+from scheduler.core.errors import AuditUnavailable, ScheduleError, StorageError
+from scheduler.core.topic_options import TopicOptions
 from tests.chaos.proxy import FaultProxy
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.integration.test_cli_errors import LOG_LINE
 
 DEAD = ["--redis-url", "redis://:s3cret@127.0.0.1:1/0", "--database-url", "postgresql://u:pgs3cret@127.0.0.1:1/x"]

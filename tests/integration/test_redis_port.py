@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler import servers
+from scheduler.ops import servers
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """`[audit] relay_process = true`: the worker's audit relay in a child process of its own
-(audit/relay_child.py), on the real Redis and PostgreSQL: it audits, is replaced when it
+(audit/relay/child.py), on the real Redis and PostgreSQL: it audits, is replaced when it
 dies, stops with the worker, and dies with a SIGKILLed `horae worker`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
-from scheduler.config import load_settings
+from scheduler.core.config import load_settings
 from tests.integration.engine_fixtures import eventually
 from tests.procs import WorkerProcesses, producer
 
@@ -46,7 +46,7 @@ async def sched(redis_url: str, database_url: str, namespace: str) -> AsyncItera
 def _relay_child(pid: int | None) -> psutil.Process:
     assert pid is not None and pid != os.getpid(), pid
     child = psutil.Process(pid)
-    assert child.ppid() == os.getpid() and "audit.relay_child" in child.cmdline(), child.cmdline()
+    assert child.ppid() == os.getpid() and "audit.relay.child" in child.cmdline(), child.cmdline()
     return child
 
 
@@ -102,10 +102,10 @@ async def test_the_child_dies_with_a_sigkilled_worker(redis_url: str, database_u
         await worker.wait_ready(timeout=60)
 
         async def child_up() -> bool:
-            return any("audit.relay_child" in c.cmdline() for c in psutil.Process(worker.pid).children())
+            return any("audit.relay.child" in c.cmdline() for c in psutil.Process(worker.pid).children())
 
         await eventually(child_up, timeout=30, what="the relay process of the worker")
-        child = next(c for c in psutil.Process(worker.pid).children() if "audit.relay_child" in c.cmdline())
+        child = next(c for c in psutil.Process(worker.pid).children() if "audit.relay.child" in c.cmdline())
         async with producer(redis_url, namespace) as s:
             job_id = await s.schedule_in("mp.count", 0)
             await eventually(lambda: _job_done(s, job_id), timeout=30, what="the job")

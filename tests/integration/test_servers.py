@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 import redis
 
-from scheduler import servers
+from scheduler.ops import servers
 from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_second_ensure_redis_reuses_the_running_server(data_dir: Path) -> None:
 
 def test_two_processes_starting_at_once_share_one_server_each(data_dir: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from scheduler import servers; "
+        "import sys; from pathlib import Path; from scheduler.ops import servers; "
         "d = Path(sys.argv[1]); print(servers.ensure_redis(d)); print(servers.ensure_postgres(d))"
     )
     procs = [

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scheduler.cli import cli
-from scheduler.datadir import project_data_dir
+from scheduler.cli.main import cli
+from scheduler.core.datadir import project_data_dir
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry
-from scheduler.attempt import lost_settlement
-from scheduler.job import Settlement
-from scheduler.keys import Keys
-from scheduler.scripts import ScriptCode, SettleCode
-from scheduler.testing import FakeClock
+from scheduler.worker.attempt import lost_settlement
+from scheduler.core.job import Settlement
+from scheduler.core.keys import Keys
+from scheduler.store.scripts import ScriptCode, SettleCode
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 
 LEASE_MS = 2_000

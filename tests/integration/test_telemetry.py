@@ -21,9 +21,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.logs import TraceContextFilter
-from scheduler.metrics import Metrics
-from scheduler.testing import FakeClock
+from scheduler.observe.logs import TraceContextFilter
+from scheduler.observe.metrics import Metrics
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 from tests.procs import child_env
 from tests.procs.deployment import free_port
@@ -283,7 +283,7 @@ import asyncio, sys, urllib.request
 import scheduler
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.config import load_settings
+from scheduler.core.config import load_settings
 
 redis_url, namespace, port = sys.argv[1], sys.argv[2], sys.argv[3]
 

@@ -21,8 +21,8 @@ from scheduler import (
     TopicOptions,
     TopicPolicyLocked,
 )
-from scheduler.keys import Keys
-from scheduler.topic_options import check_topic_options, topic_fields
+from scheduler.core.keys import Keys
+from scheduler.core.topic_options import check_topic_options, topic_fields
 from tests.integration.engine_fixtures import make_scheduler
 from tests.unit.test_topics import POOLS
 

@@ -10,9 +10,9 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler.api import Scheduler
-from scheduler.job import JobState
-from scheduler.keys import Keys
-from scheduler.testing import FakeClock
+from scheduler.core.job import JobState
+from scheduler.core.keys import Keys
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 TOPICS = 1_000

@@ -20,11 +20,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.advertise import entry_json
-from scheduler.errors import InvalidTopic
-from scheduler.keys import Keys
-from scheduler.outbox import NO_LISTENER, SUCCEEDED
-from scheduler.store import RedisStore
+from scheduler.worker.advertise import entry_json
+from scheduler.core.errors import InvalidTopic
+from scheduler.core.keys import Keys
+from scheduler.core.outbox import NO_LISTENER, SUCCEEDED
+from scheduler.store.redis import RedisStore
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 from tests.integration.test_worker_topics import add_jobs, completions, wait_for
 from tests.procs import HORAE, WorkerProcesses, app_key, producer

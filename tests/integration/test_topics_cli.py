@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry
 from scheduler import TopicOptions
-from scheduler.cli import cli
-from scheduler.keys import Keys
+from scheduler.cli.main import cli
+from scheduler.core.keys import Keys
 from tests.integration.engine_fixtures import make_scheduler
 
 DLQ = "pay." + "d" * 150  # longer than any terminal: a piped table must not cut it

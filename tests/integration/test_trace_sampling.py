@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.config import TelemetrySettings
-from scheduler.keys import Keys
-from scheduler.telemetry import sampler_of
-from scheduler.testing import FakeClock
-from scheduler.traceparent import parse_traceparent
+from scheduler.core.config import TelemetrySettings
+from scheduler.core.keys import Keys
+from scheduler.observe.telemetry import sampler_of
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.traceparent import parse_traceparent
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 JOBS = 40

@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidDelay, InvalidJobId, JobNotFound, JobState, Scheduler, WaitTimeout
-from scheduler.keys import Keys
-from scheduler.testing import FakeClock
+from scheduler.core.keys import Keys
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler
 
 FIXED_1S = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1_000}}

@@ -1,4 +1,4 @@
-"""The pipelined connection and the wake-up subscription (scheduler/wire.py) on a
+"""The pipelined connection and the wake-up subscription (scheduler/store/wire.py) on a
 real Redis: replies reach the right callers (as text or bytes, as asked), errors
 and broken connections fail exactly the calls they concern, and the handshake
 honours the URL."""
@@ -19,8 +19,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from scheduler.servers import _redis_binary
-from scheduler.wire import Endpoint, Subscription, WireConnection, as_map
+from scheduler.ops.servers import _redis_binary
+from scheduler.store.wire import Endpoint, Subscription, WireConnection, as_map
 from tests.integration.engine_fixtures import eventually
 
 

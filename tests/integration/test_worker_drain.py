@@ -17,12 +17,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.advertise import entry_json
-from scheduler.errors import ScheduleError
-from scheduler.job import JobState
-from scheduler.keys import Keys
-from scheduler.scripts import DrainCode
-from scheduler.under_test import delete_namespace
+from scheduler.worker.advertise import entry_json
+from scheduler.core.errors import ScheduleError
+from scheduler.core.job import JobState
+from scheduler.core.keys import Keys
+from scheduler.store.scripts import DrainCode
+from scheduler.testing.under_test import delete_namespace
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 from tests.integration.test_health_probes import _free_port, _probe, _until
 from tests.procs import HORAE, WorkerProcesses, app_key, producer

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
-from scheduler.cli import cli
-from scheduler.testing import FakeClock
-from scheduler.timeutil import ms_to_utc
+from scheduler.cli.main import cli
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.timeutil import ms_to_utc
 from tests.integration.engine_fixtures import START_MS, eventually, in_state, make_scheduler
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 

@@ -16,11 +16,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.advertise import entry_json
-from scheduler.errors import ConfigError
-from scheduler.keys import Keys
-from scheduler.outbox import NO_LISTENER, SUCCEEDED, decode_entry
-from scheduler.store import RedisStore
+from scheduler.worker.advertise import entry_json
+from scheduler.core.errors import ConfigError
+from scheduler.core.keys import Keys
+from scheduler.core.outbox import NO_LISTENER, SUCCEEDED, decode_entry
+from scheduler.store.redis import RedisStore
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 from tests.integration.test_local_handoff import new_job
 from tests.procs import HORAE, WorkerProcesses, app_key, producer

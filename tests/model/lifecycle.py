@@ -1,5 +1,5 @@
 """A small pure-Python model of a job's life in Redis, written from the scripts' headers
-and scheduler/outbox.py, not from their code: what each transition must answer, which
+and scheduler/core/outbox.py, not from their code: what each transition must answer, which
 state, attempts, due time and lease token each job then has, and which outbox events it
 appends. test_model_lifecycle.py runs the real scripts beside it and compares."""
 

@@ -34,18 +34,18 @@ from hypothesis.stateful import (
 from opentelemetry import trace
 
 from listeners.dispatch import DispatchResult, ListenerFailure
-from scheduler.attempt import settlement
-from scheduler.config import CronSettings, RetentionSettings, WorkerSettings
-from scheduler.cron import next_fire, parse_cron
-from scheduler.errors import DoNotRetry
-from scheduler.housekeeping import Housekeeping
-from scheduler.job import ClaimedJob, NewCron
-from scheduler.metrics import Metrics
-from scheduler.retry import RetryPolicy
-from scheduler.store import RedisStore
-from scheduler.testing import FakeClock
-from scheduler.validation import build_job
-from scheduler.wire import as_map
+from scheduler.worker.attempt import settlement
+from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
+from scheduler.core.cron import next_fire, parse_cron
+from scheduler.core.errors import DoNotRetry
+from scheduler.worker.housekeeping import Housekeeping
+from scheduler.core.job import ClaimedJob, NewCron
+from scheduler.observe.metrics import Metrics
+from scheduler.core.retry import RetryPolicy
+from scheduler.store.redis import RedisStore
+from scheduler.testing.clocks import FakeClock
+from scheduler.core.validation import build_job
+from scheduler.store.wire import as_map
 from tests.hypothesis_profiles import PROFILE, budget
 from tests.model.lifecycle import WAITING, Model
 
@@ -271,7 +271,7 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(racers=st.integers(1, 2))
     def fire_crons(self, racers: int) -> None:
         """Two workers firing at once: each due tick still becomes one job."""
-        from scheduler.ticker import fire_due_crons
+        from scheduler.worker.ticker import fire_due_crons
 
         async def race() -> list[int]:
             return list(await asyncio.gather(*(fire_due_crons(self.store, self.clock, CRON, self.tracer)

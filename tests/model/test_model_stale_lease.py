@@ -7,11 +7,11 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from listeners.dispatch import DispatchResult
-from scheduler.attempt import settlement
-from scheduler.job import NewJob
-from scheduler.retry import RetryPolicy
-from scheduler.store import RedisStore
-from scheduler.validation import build_job
+from scheduler.worker.attempt import settlement
+from scheduler.core.job import NewJob
+from scheduler.core.retry import RetryPolicy
+from scheduler.store.redis import RedisStore
+from scheduler.core.validation import build_job
 
 NOW = 1_800_000_000_000
 

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 
-PLUGIN = "scheduler.pytest_plugin"
+PLUGIN = "scheduler.testing.plugin"
 
 
 def plugin_loaded(config: pytest.Config) -> bool:

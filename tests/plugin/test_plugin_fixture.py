@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 
 from horae import ConfigError, ListenerRegistry, Scheduler
 from horae.testing import SchedulerUnderTest, TimeMachine
-from scheduler.config import Settings
-from scheduler.keys import Keys
-from scheduler.pytest_plugin import DEFAULT_START, _checked
-from scheduler.under_test import Options, scheduler_under_test, with_search_path
+from scheduler.core.config import Settings
+from scheduler.core.keys import Keys
+from scheduler.testing.plugin import DEFAULT_START, _checked
+from scheduler.testing.under_test import Options, scheduler_under_test, with_search_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,16 +119,16 @@ async def test_an_unreachable_audit_database_is_a_clear_error_with_the_password_
 
 def test_the_plugin_is_declared_as_a_pytest11_entry_point() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["entry-points"]["pytest11"] == {"horae": "scheduler.pytest_plugin"}
+    assert project["entry-points"]["pytest11"] == {"horae": "scheduler.testing.plugin"}
     assert {"pytest", "pytest-asyncio"} <= {r.split(">")[0] for r in project["optional-dependencies"]["testing"]}
-    installed = [ep for ep in importlib.metadata.entry_points(group="pytest11") if ep.value == "scheduler.pytest_plugin"]
+    installed = [ep for ep in importlib.metadata.entry_points(group="pytest11") if ep.value == "scheduler.testing.plugin"]
     metadata = importlib.metadata.distribution("horae").entry_points
     if any(ep.group == "pytest11" for ep in metadata):  # installed from this pyproject (pip install -e .)
-        assert [(ep.name, ep.value) for ep in installed] == [("horae", "scheduler.pytest_plugin")]
+        assert [(ep.name, ep.value) for ep in installed] == [("horae", "scheduler.testing.plugin")]
 
 
 def test_loading_the_plugin_imports_neither_redis_nor_opentelemetry() -> None:
-    code = ("import sys, scheduler.pytest_plugin\n"
+    code = ("import sys, scheduler.testing.plugin\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'hiredis', 'opentelemetry'))\n"
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -18,7 +18,7 @@ CONFTEST = '''
 import importlib
 
 def pytest_configure(config):
-    plugin = importlib.import_module("scheduler.pytest_plugin")
+    plugin = importlib.import_module("scheduler.testing.plugin")
     if not config.pluginmanager.is_registered(plugin):
         config.pluginmanager.register(plugin, "horae")
 '''

@@ -144,7 +144,7 @@ def producer(redis_url: str, namespace: str) -> Any:
     """
     from listeners import ListenerRegistry
     from scheduler import Scheduler
-    from scheduler.config import load_settings
+    from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url, namespace=namespace)
     settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
@@ -152,7 +152,7 @@ def producer(redis_url: str, namespace: str) -> Any:
 
 
 def alive(pid: int) -> bool:
-    """Running and not a zombie, read from /proc independently of scheduler/servers.py (a
+    """Running and not a zombie, read from /proc independently of scheduler/ops/servers.py (a
     daemonized redis-server is reparented to a PID 1 that may never reap it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

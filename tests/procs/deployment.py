@@ -42,7 +42,7 @@ class Deployment:
         producer_env = {**base, "HORAE_AUDIT__RELAY": "false",
                         "HORAE_TELEMETRY__METRICS_PORT": str(self.ports["producer"])}
         self.worker = self._spawn("worker", worker_env, [
-            "-c", "from scheduler.cli import main; main()", "worker", "--app", f"{APP}:registry",
+            "-c", "from scheduler.cli.main import main; main()", "worker", "--app", f"{APP}:registry",
             "--all-topics", "--metrics-port", str(self.ports["worker"])])
         self.producer = self._spawn("producer", producer_env, ["-m", APP], stdio=True)
 

@@ -42,7 +42,7 @@ async def _redis_ready() -> aioredis.Redis:
         _init_lock = _init_lock or asyncio.Lock()
         async with _init_lock:
             if _client is None:
-                from scheduler.cluster_url import cluster_client, is_cluster_url
+                from scheduler.store.cluster_url import cluster_client, is_cluster_url
 
                 url = os.environ["HORAE_REDIS_URL"]  # a Redis Cluster's seeds in tests/cluster
                 if is_cluster_url(url):

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.errors import ScheduleError
-from scheduler.flow import Dedupe, RateLimit
-from scheduler.topic_options import TopicOptions
+from scheduler.core.errors import ScheduleError
+from scheduler.core.flow import Dedupe, RateLimit
+from scheduler.core.topic_options import TopicOptions
 from tests.hypothesis_profiles import budget
 from tests.integration.engine_fixtures import make_scheduler
 

@@ -27,10 +27,10 @@ import redis.asyncio as aioredis
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from audit.options import RelayOptions
-from audit.relay import AuditRelay
+from audit.relay.consumer import AuditRelay
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.config import AuditSettings
+from scheduler.core.config import AuditSettings
 from tests.hypothesis_profiles import budget
 from tests.integration.engine_fixtures import make_scheduler, outbox_events
 

@@ -19,7 +19,7 @@ import redis as sync_redis
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from scheduler.cli import cli
+from scheduler.cli.main import cli
 from tests.hypothesis_profiles import budget
 
 FUZZ = settings(max_examples=budget(80), suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -1,4 +1,4 @@
-"""Property tests of cron fire times (scheduler/cron.py) against a brute-force walk: in any
+"""Property tests of cron fire times (scheduler/core/cron.py) against a brute-force walk: in any
 zone of tzdata, around any instant of 1970..2100 (usually an offset change), every wall
 time in the window that the expression matches is turned into fires by the rules of
 cron.py's docstring (a wall time shown once fires then; shown twice, at its first
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from hypothesis import event, given, settings, strategies as st
 
-from scheduler.cron import next_fire, parse_cron
+from scheduler.core.cron import next_fire, parse_cron
 from tests.hypothesis_profiles import budget
 from tests.property.tzref import EPOCH_NAIVE, gap_end, instant_near_a_change, occurrences, segments, zones
 

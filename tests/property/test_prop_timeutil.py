@@ -1,4 +1,4 @@
-"""Property tests of the wall-clock rule (scheduler/timeutil.py, README "Scheduling"): in
+"""Property tests of the wall-clock rule (scheduler/core/timeutil.py, README "Scheduling"): in
 any zone of tzdata, at any instant of 1970..2100, a naive run time that the wall clock
 shows once is that instant, one it shows twice (a fall-back fold) is its first
 occurrence, and one it never shows (a spring-forward gap) runs at the first valid instant
@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from hypothesis import event, given, settings, strategies as st
 
-from scheduler.timeutil import resolve_run_at, wall_to_utc
+from scheduler.core.timeutil import resolve_run_at, wall_to_utc
 from tests.hypothesis_profiles import budget
 from tests.property.tzref import (
     EPOCH_NAIVE,

@@ -1,5 +1,5 @@
-"""A brute-force reference for wall-clock time in a zone, independent of scheduler/timeutil.py
-and scheduler/cron.py: a zone's offsets over a window as segments found by sampling every
+"""A brute-force reference for wall-clock time in a zone, independent of scheduler/core/timeutil.py
+and scheduler/core/cron.py: a zone's offsets over a window as segments found by sampling every
 ten minutes and bisecting to the second, and the real instants a naive wall time has in
 them. Slow and simple on purpose; the property tests compare the project's rules with it."""
 

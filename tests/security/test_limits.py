@@ -15,7 +15,7 @@ import pytest
 from listeners import ListenerRegistry
 from listeners.registry import MAX_LISTENERS_PER_TOPIC
 from scheduler import Dedupe, ScheduleError
-from scheduler.validation import MAX_ID_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_ID_LEN, MAX_KEY_LEN, MAX_TOPIC_LEN
 from tests.integration.engine_fixtures import make_scheduler, ns_keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ UNSAFE = re.compile(r"\b(import\s+(pickle|cPickle|marshal|shelve|dill|cloudpickl
 # (executor="process") talk pickle over the child's own stdin/stdout pipes. Nothing read from
 # Redis, PostgreSQL or a socket is unpickled: the parent pickles the event it built, the child
 # (running the application's own listener code) pickles its exception.
-PIPE_TO_OWN_CHILD = {"scheduler/process_pool.py", "scheduler/process_child.py"}
+PIPE_TO_OWN_CHILD = {"scheduler/worker/process_pool.py", "scheduler/worker/process_child.py"}
 
 
 def test_no_package_unpickles_or_evaluates_code() -> None:

@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from audit.migrate import migrate_url
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, SchedulerError
-from scheduler.cli import cli
-from scheduler.config import load_settings
-from scheduler.metrics import Metrics
+from scheduler.cli.main import cli
+from scheduler.core.config import load_settings
+from scheduler.observe.metrics import Metrics
 from tests.integration.engine_fixtures import eventually, in_state
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 from tests.procs import HORAE, READY_LINE, ROOT, WorkerProcess, child_env

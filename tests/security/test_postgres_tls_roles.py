@@ -15,8 +15,8 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, StorageError
-from scheduler.config import AuditSettings
-from scheduler.testing import FakeClock
+from scheduler.core.config import AuditSettings
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state
 from tests.security.postgres_tls import TlsPostgres
 

@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, StorageError
-from scheduler.config import load_settings
-from scheduler.testing import FakeClock
+from scheduler.core.config import load_settings
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state, make_scheduler
 from tests.security.conftest import NS_A, NS_B, USER_A, USER_B
 from tests.security.redis_tls import README_RULE, TlsRedis

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.advertise import ClaimFilter, check_worker_id, entry_json, live_workers
-from scheduler.errors import ConfigError, ScheduleError
-from scheduler.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.worker.advertise import ClaimFilter, check_worker_id, entry_json, live_workers
+from scheduler.core.errors import ConfigError, ScheduleError
+from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 
 LISTENED = ["b", SCHEDULE_FAILED_TOPIC, "a"]
 

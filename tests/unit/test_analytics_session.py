@@ -54,7 +54,7 @@ def test_a_connect_client_sets_runtime_sql_settings_only() -> None:
 def test_the_bundle_imports_from_its_zip(tmp_path: Path) -> None:
     bundle = build_bundle(tmp_path)
     names = zipfile.ZipFile(bundle.zip).namelist()
-    for needed in ("horae/__init__.py", "scheduler/lua/claim.lua", "audit/migrations/0003_analytics_tables.sql",
+    for needed in ("horae/__init__.py", "scheduler/store/lua/claim.lua", "audit/migrations/0003_analytics_tables.sql",
                    "audit/analytics/sql/queries.sql", "audit/analytics/cli.py", "listeners/__init__.py"):
         assert needed in names, needed
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

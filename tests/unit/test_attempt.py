@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from listeners import DispatchResult, ListenerFailure, ScheduleArrivedEvent
 from scheduler import DoNotRetry, Retry
-from scheduler.attempt import lost_settlement, run_attempt, settlement
-from scheduler.job import ClaimedJob
+from scheduler.worker.attempt import lost_settlement, run_attempt, settlement
+from scheduler.core.job import ClaimedJob
 
 NOW = 1_800_000_000_000
 

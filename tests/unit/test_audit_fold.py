@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import random
 
-from audit.fold import fold_new
+from audit.relay.fold import fold_new
 from audit.jsontext import dump_json, parse_json
-from scheduler.outbox import OutboxEvent, decode_entry
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.outbox import OutboxEvent, decode_entry
+from scheduler.core.timeutil import ms_to_utc
 
 T0 = 1_800_000_000_000
 CREATED = ms_to_utc(T0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from audit.fold import fold_new
-from scheduler.timeutil import ms_to_utc
+from audit.relay.fold import fold_new
+from scheduler.core.timeutil import ms_to_utc
 from tests.unit.test_audit_fold import CREATED, T0, Stream
 
 REFUSAL = json.dumps({"type": "ValidationError", "message": "payload.to: Field required", "traceback": ""})

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from audit.fold import fold_new
+from audit.relay.fold import fold_new
 from audit.jsontext import JsonText, dump_json, json_text, storable_json
-from scheduler.outbox import decode_entry
-from scheduler.timeutil import ms_to_utc
+from scheduler.core.outbox import decode_entry
+from scheduler.core.timeutil import ms_to_utc
 
 T0 = 1_800_000_000_000
 BIG = '{"v":18446744073709551617,"w":-1180591620717411303424,"x":[1606938044258990275541962092341162602522202993782792835301377],"f":0.1}'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.streamid import GroupPosition, format_id, next_id, parse_id, trim_point
+from audit.relay.streamid import GroupPosition, format_id, next_id, parse_id, trim_point
 
 
 def test_ids_compare_numerically() -> None:

@@ -9,13 +9,13 @@ import pytest
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from scheduler.cluster import _redirect, _Slots, first_key
-from scheduler.cluster_url import is_cluster_url, parse_cluster_url, url_partitions, with_url_layout
-from scheduler.config import load_settings
-from scheduler.errors import ConfigError
-from scheduler.keys import Keys
-from scheduler.listing import Cursor, partition_token
-from scheduler.partitions import job_routing, parse_subset, partition_of
+from scheduler.store.cluster import _redirect, _Slots, first_key
+from scheduler.store.cluster_url import is_cluster_url, parse_cluster_url, url_partitions, with_url_layout
+from scheduler.core.config import load_settings
+from scheduler.core.errors import ConfigError
+from scheduler.core.keys import Keys
+from scheduler.store.listing import Cursor, partition_token
+from scheduler.store.partitions import job_routing, parse_subset, partition_of
 
 
 def test_cluster_urls_give_seed_nodes_credentials_and_partitions() -> None:
@@ -59,8 +59,8 @@ def test_rediss_cluster_urls_carry_the_standalone_tls_options_to_every_node() ->
 async def test_the_wire_of_a_tls_cluster_client_verifies_every_node_as_redis_py_does() -> None:
     import ssl
 
-    from scheduler.cluster import make_wire
-    from scheduler.cluster_url import cluster_client
+    from scheduler.store.cluster import make_wire
+    from scheduler.store.cluster_url import cluster_client
 
     client: Any = cluster_client("rediss+cluster://h1:7000,h2:7001", 2)
     wire = make_wire(client)
@@ -76,7 +76,7 @@ async def test_the_wire_of_a_tls_cluster_client_verifies_every_node_as_redis_py_
 
 
 def test_cluster_nodes_lines_become_node_views() -> None:
-    from scheduler.cluster_status import parse_nodes
+    from scheduler.ops.cluster_status import parse_nodes
 
     text = (
         "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"

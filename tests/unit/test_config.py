@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler import ConfigError
-from scheduler.config import Settings, _flatten_toml, load_settings
+from scheduler.core.config import Settings, _flatten_toml, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

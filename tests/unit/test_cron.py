@@ -1,4 +1,4 @@
-"""Pure tests of scheduler.cron. Every expected instant is written as a UTC ISO
+"""Pure tests of scheduler.core.cron. Every expected instant is written as a UTC ISO
 string computed by hand from the zone's offsets (stated next to each), so a
 reader can check them without running anything.
 
@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.cron import CronSpec, cron_job_id, fires_between, next_fire, parse_cron
-from scheduler.errors import InvalidCron, InvalidTimezone
+from scheduler.core.cron import CronSpec, cron_job_id, fires_between, next_fire, parse_cron
+from scheduler.core.errors import InvalidCron, InvalidTimezone
 
 CHI, BER, LHI = "America/Chicago", "Europe/Berlin", "Australia/Lord_Howe"
 QUARTER_MS = 15 * 60 * 1000

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import Settings, load_settings
-from scheduler.datadir import data_dir_of, find_config, project_data_dir, user_data_dir, working_tree
+from scheduler.core.config import Settings, load_settings
+from scheduler.core.datadir import data_dir_of, find_config, project_data_dir, user_data_dir, working_tree
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from listeners import Declaration, InvalidDeclaration, ListenerRegistry, on_event
-from scheduler.cron import next_fire, plan_ticks
-from scheduler.errors import InvalidCron
-from scheduler.interval import IntervalSpec, parse_interval
-from scheduler.job import CronInfo
+from scheduler.core.cron import next_fire, plan_ticks
+from scheduler.core.errors import InvalidCron
+from scheduler.core.interval import IntervalSpec, parse_interval
+from scheduler.core.job import CronInfo
 
 
 async def noop(event: Any) -> None:

@@ -9,8 +9,8 @@ import shlex
 import click
 import pytest
 
-from scheduler.cli import cli
-from scheduler.demo import suggested_commands
+from scheduler.cli.main import cli
+from scheduler.cli.demo import suggested_commands
 
 
 def parse(command: str) -> tuple[str | None, list[str]]:

@@ -16,7 +16,7 @@ import click
 import pytest
 import yaml
 
-from scheduler.config import AnalyticsSettings, WorkerSettings
+from scheduler.core.config import AnalyticsSettings, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -29,7 +29,7 @@ HEALTH = {"/healthz", "/readyz"}
 def horae_command(args: list[str]) -> tuple[str, dict[str, Any]]:
     """(the subcommand's path, its parsed options) as `horae ARGS` would see them; a usage
     error (unknown command or option, bad value) fails the test."""
-    from scheduler.cli import cli
+    from scheduler.cli.main import cli
 
     cmd: click.Command = cli
     names: list[str] = []

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from scheduler import Dedupe, InvalidDelay, InvalidFlowOption, RateLimit, RetryPolicy, TopicOptions
-from scheduler.cli_topics import parse_rate_limit
-from scheduler.timeutil import parse_duration
-from scheduler.topic_options import check_topic_options
-from scheduler.validation import build_job
+from scheduler.cli.topics import parse_rate_limit
+from scheduler.core.timeutil import parse_duration
+from scheduler.core.topic_options import check_topic_options
+from scheduler.core.validation import build_job
 
 
 @pytest.mark.parametrize(

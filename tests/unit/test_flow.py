@@ -1,4 +1,4 @@
-"""RateLimit, Dedupe and priorities (scheduler/flow.py): checked when built, durations kept
+"""RateLimit, Dedupe and priorities (scheduler/core/flow.py): checked when built, durations kept
 as whole milliseconds, every refusal an InvalidFlowOption naming field, value and bounds."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler import Dedupe, InvalidFlowOption, RateLimit
-from scheduler.flow import PRIORITY_ALIASES, parse_priority
+from scheduler.core.flow import PRIORITY_ALIASES, parse_priority
 
 
 @pytest.mark.parametrize("per, ms", [("1s", 1_000), (1, 1_000), (0.001, 1), (timedelta(days=1), 86_400_000),

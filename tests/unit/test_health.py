@@ -1,4 +1,4 @@
-"""scheduler/health.py: the /healthz and /readyz server over a real socket, its readiness
+"""scheduler/observe/health.py: the /healthz and /readyz server over a real socket, its readiness
 checks (failures, timeouts, masked passwords), draining, and where it binds."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.errors import ConfigError
-from scheduler.health import HealthServer, bind_host, first_failure, in_container, worker_readiness
+from scheduler.core.errors import ConfigError
+from scheduler.observe.health import HealthServer, bind_host, first_failure, in_container, worker_readiness
 
 
 async def _get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str] | None, bytes]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from scheduler.job import new_job_id
+from scheduler.core.job import new_job_id
 
 
 def test_generated_ids_are_16_base62_characters_and_distinct() -> None:
@@ -28,7 +28,7 @@ def test_with_trace_is_replace_without_its_cost() -> None:
     object, and the original untouched (it is frozen and may be shared)."""
     from dataclasses import replace
 
-    from scheduler.job import NewJob
+    from scheduler.core.job import NewJob
 
     job = NewJob("j1", "t", 5, 5, "Europe/Berlin", '{"a":1}', "", 3, "fixed", 1000, 2000, "none", 60_000,
                  key="k", priority="2", dedupe_key="d", retry_given=False)

@@ -3,8 +3,8 @@ heartbeat names the worker, waiting jobs add up, the earliest due wins, served a
 
 from __future__ import annotations
 
-from scheduler.timeutil import ms_to_utc
-from scheduler.topic_memory import merge_rows
+from scheduler.core.timeutil import ms_to_utc
+from scheduler.store.topic_memory import merge_rows
 
 
 def test_rows_of_one_topic_on_several_partitions_merge_into_one() -> None:

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 import listeners.registry as registry_module
 from listeners import EXECUTORS, ListenerRegistry, ScheduleArrivedEvent, UnimportableListener
 from listeners.executors import check_resolves, resolve
-from scheduler.config import WorkerSettings
-from scheduler.errors import ConfigError, Retry
-from scheduler.process_child import error_of
-from scheduler.process_pool import ProcessPool, rebuilt, sent
+from scheduler.core.config import WorkerSettings
+from scheduler.core.errors import ConfigError, Retry
+from scheduler.worker.process_child import error_of
+from scheduler.worker.process_pool import ProcessPool, rebuilt, sent
 
 
 def render(event: Any) -> None:

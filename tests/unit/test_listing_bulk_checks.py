@@ -21,9 +21,9 @@ from scheduler import (
     RetryPolicyInvalid,
     ScheduleError,
 )
-from scheduler.bulk import build_jobs
-from scheduler.listing import MAX_LIMIT, Cursor, Walk, check_limit, check_state
-from scheduler.validation import build_job
+from scheduler.facade.bulk import build_jobs
+from scheduler.store.listing import MAX_LIMIT, Cursor, Walk, check_limit, check_state
+from scheduler.core.validation import build_job
 
 NOW = 1_800_000_000_000
 BUILD = partial(build_job, cron="", default_retry=RetryPolicy(), default_timeout_ms=60_000, now_ms=NOW)

@@ -22,9 +22,9 @@ LATENCY_S = 0.005
 CHILD = """
 import sys, urllib.request
 import scheduler
-from scheduler.config import TelemetrySettings
-from scheduler.metrics import Metrics
-from scheduler.telemetry import setup_telemetry
+from scheduler.core.config import TelemetrySettings
+from scheduler.observe.metrics import Metrics
+from scheduler.observe.telemetry import setup_telemetry
 
 port, latency = int(sys.argv[1]), float(sys.argv[2])
 setup_telemetry(TelemetrySettings(exporter="prometheus", metrics_port=port))

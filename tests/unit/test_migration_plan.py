@@ -1,13 +1,13 @@
-"""Where a partition migration puts each thing (scheduler/migration_plan.py): the tags of both
+"""Where a partition migration puts each thing (scheduler/ops/migration_plan.py): the tags of both
 layouts, flow-key names parsed back, targets of jobs, schedules and per-key structures, and the
 ops that move a job."""
 
 from __future__ import annotations
 
-from scheduler.keys import Keys
-from scheduler.migration_plan import (Router, all_tags, flow_key, glob_escape, job_ops, leftover_key, parse_flow,
+from scheduler.core.keys import Keys
+from scheduler.ops.migration_plan import (Router, all_tags, flow_key, glob_escape, job_ops, leftover_key, parse_flow,
                                       schedule_ops, tags)
-from scheduler.partitions import job_routing, partition_of, topic_home, topic_wide_limit
+from scheduler.store.partitions import job_routing, partition_of, topic_home, topic_wide_limit
 
 
 def test_the_tags_of_both_layouts_each_once_old_first() -> None:

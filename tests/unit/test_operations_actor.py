@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from scheduler.operations import Host, JobOperations, default_actor
+from scheduler.facade.operations import Host, JobOperations, default_actor
 
 
 def ops() -> JobOperations:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from scheduler.cli_common import iso, to_json, when_text
-from scheduler.outbox import error_doc, error_of
-from scheduler.timeutil import rfc3339
+from scheduler.cli.common import iso, to_json, when_text
+from scheduler.core.outbox import error_doc, error_of
+from scheduler.core.timeutil import rfc3339
 
 
 def test_rfc3339_is_utc_with_milliseconds_and_z() -> None:
@@ -33,12 +33,12 @@ def _listener() -> None:
 
 def test_error_of_leaves_out_horaes_dispatch_frames() -> None:
     dispatch = _raise_through("/srv/app/.venv/lib/python3.11/site-packages/listeners/dispatch.py")
-    attempt = _raise_through("/srv/app/.venv/lib/python3.11/site-packages/scheduler/attempt.py")
+    attempt = _raise_through("/srv/app/.venv/lib/python3.11/site-packages/scheduler/worker/attempt.py")
     try:
         attempt(lambda: dispatch(_listener))
     except ValueError as exc:
         exc.add_note('raised in listener process 7:\nTraceback (most recent call last):\n'
-                     '  File "/x/scheduler/process_child.py", line 150, in _run_one\n    result = fn(event)\n'
+                     '  File "/x/scheduler/worker/process_child.py", line 150, in _run_one\n    result = fn(event)\n'
                      '             ^^^^^^^^^\n  File "/x/app.py", line 3, in work\n    raise ValueError(1)\n'
                      'ValueError: 1')
         record = error_of(exc)

@@ -1,4 +1,4 @@
-"""The checks and stored forms of event.progress() and event.log() (scheduler/progress.py),
+"""The checks and stored forms of event.progress() and event.log() (scheduler/core/progress.py),
 and the event's calls without a reporter (a listener's own unit test)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from listeners import ScheduleArrivedEvent
-from scheduler.errors import InvalidProgress
-from scheduler.progress import (
+from scheduler.core.errors import InvalidProgress
+from scheduler.core.progress import (
     TEXT_BYTES,
     TRUNCATED,
     LogLine,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import Backoff, DoNotRetry, Retry, RetryPolicy, RetryPolicyInvalid, ScheduleError
-from scheduler.retry import RetryDecision, parse_retry
+from scheduler.core.retry import RetryDecision, parse_retry
 
 DEFAULT = RetryPolicy()
 

@@ -1,5 +1,5 @@
 """Every Lua script's header documents each KEYS and ARGV index its body uses (and no
-other), and each return code: labels match the enums in scheduler.scripts, and every
+other), and each return code: labels match the enums in scheduler.store.scripts, and every
 literal code the body returns is documented."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from scheduler.scripts import (
+from scheduler.store.scripts import (
     SCRIPT_NAMES,
     CancelCode,
     CopyCode,
@@ -27,7 +27,7 @@ from scheduler.scripts import (
     script_source,
 )
 
-LUA = resources.files("scheduler") / "lua"
+LUA = resources.files("scheduler.store") / "lua"
 
 # The enum of each script's non-negative reply codes (negative ones are ScriptCode).
 REPLIES: dict[str, type[IntEnum]] = {

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.errors import StorageError
-from scheduler.job import Settlement
-from scheduler.scripts import SettleCode
-from scheduler.settler import Settler
-from scheduler.testing import FakeClock
+from scheduler.core.errors import StorageError
+from scheduler.core.job import Settlement
+from scheduler.store.scripts import SettleCode
+from scheduler.worker.settler import Settler
+from scheduler.testing.clocks import FakeClock
 
 
 class FlakyStore:

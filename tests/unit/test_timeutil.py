@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from scheduler import InvalidDelay, InvalidTimezone
-from scheduler.timeutil import parse_duration, resolve_run_at, utc_to_ms
+from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
 
 
 def utc(text: str) -> datetime:
@@ -66,12 +66,12 @@ def test_a_datetime_now_read_before_the_call_is_never_later_than_the_callers_now
     """schedule_at(topic, datetime.now(tz)) is due now (the run-now path, local handoff
     included) at every instant within a millisecond, as schedule_in(0) is: run_at and the
     caller's clock round alike (truncating the clock missed half of them)."""
-    from scheduler.clock import SystemClock, caller_now_ms
+    from scheduler.core.clock import SystemClock, caller_now_ms
 
     clock, base = SystemClock(), 1_800_000_000.0
     for micros in range(0, 1000, 7):
         instant = base + micros / 1_000_000
         run_at = datetime.fromtimestamp(instant, tz=timezone.utc)  # what datetime.now() read
         for later in (0.0, 0.000_05):  # the call reads its clock then, or 50 µs after
-            monkeypatch.setattr("scheduler.clock.time.time", lambda: instant + later)
+            monkeypatch.setattr("scheduler.core.clock.time.time", lambda: instant + later)
             assert utc_to_ms(resolve_run_at(run_at, "UTC")) <= caller_now_ms(clock), (micros, later)

@@ -20,8 +20,8 @@ from scheduler import (
     ScheduleError,
     TopicOptions,
 )
-from scheduler.topic_options import POLICIES, check_topic_options, describe, topic_fields, topic_options
-from scheduler.topics import _decode_cursor, _encode_cursor
+from scheduler.core.topic_options import POLICIES, check_topic_options, describe, topic_fields, topic_options
+from scheduler.facade.topics import _decode_cursor, _encode_cursor
 
 DEFAULT = RetryPolicy(5, Backoff("exponential", 30_000, 3_600_000, "none"))
 STORED_FIELDS = {"policy", "dead_letter", "max", "btype", "bdelay", "bmax", "bjit", "timeout", "rl_max", "rl_per",
@@ -150,8 +150,8 @@ def test_cursor_round_trips() -> None:
 
 
 def test_dead_letter_args_only_for_a_terminal_failure_with_the_message_cut_to_256() -> None:
-    from scheduler.job import Settlement, dead_letter_args
-    from scheduler.outbox import error_record
+    from scheduler.core.job import Settlement, dead_letter_args
+    from scheduler.core.outbox import error_record
 
     error = error_record("ValueError", "é" * 1_000)
     assert dead_letter_args(Settlement("j", "t", "failed", error, retry_at_ms=5)) == ("", "", "")

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from scheduler.tracing import (
+from scheduler.observe.tracing import (
     ATTEMPT_OUTCOME,
     JOB_ATTEMPT,
     JOB_ID,
@@ -180,7 +180,7 @@ def test_an_unsampled_parent_builds_no_attributes_unless_the_sampler_records_any
     attribute dict; a sampler that ignores the parent (ALWAYS_ON) still gets them all."""
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
-    import scheduler.tracing as tracing
+    import scheduler.observe.tracing as tracing
 
     built: list[str] = []
     real = tracing._attempt_attributes  # noqa: SLF001

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler import InvalidJobId, InvalidPayload, InvalidTopic, RetryPolicy, ScheduleError
-from scheduler.validation import MAX_ID_LEN, build_job, check_job_id, check_topic
+from scheduler.core.validation import MAX_ID_LEN, build_job, check_job_id, check_topic
 
 DEFAULTS: dict[str, Any] = {"default_retry": RetryPolicy(), "default_timeout_ms": 60_000}
 

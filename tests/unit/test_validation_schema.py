@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from scheduler import InvalidPayload, RetryPolicy
-from scheduler.validation import build_job
+from scheduler.core.validation import build_job
 
 DEFAULTS: dict[str, Any] = {"default_retry": RetryPolicy(), "default_timeout_ms": 60_000}
 

@@ -1,4 +1,4 @@
-"""Where scheduler/wire.py connects: the address, TLS, credentials and database
+"""Where scheduler/store/wire.py connects: the address, TLS, credentials and database
 of a Redis URL, read off a redis-py pool without connecting."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ssl
 
 import redis.asyncio as aioredis
 
-from scheduler.wire import Endpoint, as_map
+from scheduler.store.wire import Endpoint, as_map
 
 
 def endpoint(url: str) -> Endpoint:

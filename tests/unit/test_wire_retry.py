@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from scheduler.wire import Endpoint, WireConnection
+from scheduler.store.wire import Endpoint, WireConnection
 
 
 class Broken(WireConnection):

@@ -1,0 +1,1 @@
+"""The job and its rules, pure: the model, input checks, retry, time, names, settings."""

@@ -1,0 +1,1 @@
+"""The Scheduler's calls, one module per concern; scheduler/api.py composes them."""

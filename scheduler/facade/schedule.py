@@ -1,0 +1,144 @@
+"""The scheduling calls of the Scheduler facade (schedule_at, schedule_in, schedule,
+schedule_many): argument handling only; the work is in scheduling.py and bulk.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from scheduler.core.clock import caller_now_ms
+from scheduler.facade.bulk import build_jobs, store_jobs
+from scheduler.core.flow import Dedupe
+from scheduler.core.job import ScheduleResult
+from scheduler.core.retry import RetryPolicy
+from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
+from scheduler.core.validation import check_run_at_ms
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+    from scheduler.core.clock import Clock
+    from scheduler.observe.metrics import Metrics
+    from scheduler.facade.scheduling import Scheduling
+    from scheduler.store.redis import RedisStore
+
+Retry = RetryPolicy | Mapping[str, Any] | None
+Duration = timedelta | float | str
+
+
+class ScheduleCalls:
+    """Mixed into Scheduler, which provides the attributes below."""
+
+    if TYPE_CHECKING:
+        _scheduling: Scheduling
+        clock: Clock
+        store: RedisStore
+        tracer: Tracer
+        metrics: Metrics
+
+    async def schedule(
+        self,
+        topic: str,
+        run_at: datetime,
+        tz: str = "UTC",
+        *,
+        payload: Any = None,
+        retry: Retry = None,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        job_id: str | None = None,
+        dead_letter: str | None = None,
+        key: str | None = None,
+        dedupe: Dedupe | None = None,
+        priority: int | str | None = None,
+    ) -> ScheduleResult:
+        """schedule_at, saying what happened: `created` False when nothing was stored, with
+        `job_id` the job holding the slot and `reason` why (ScheduleResult)."""
+        when = resolve_run_at(run_at, tz)
+        return await self._scheduling.enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout,
+                                              job_id, dead_letter=dead_letter, key=key, dedupe=dedupe,
+                                              priority=priority)
+
+    async def schedule_at(
+        self,
+        topic: str,
+        run_at: datetime,
+        tz: str = "UTC",
+        *,
+        payload: Any = None,
+        retry: Retry = None,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        job_id: str | None = None,
+        dead_letter: str | None = None,
+        key: str | None = None,
+        dedupe: Dedupe | None = None,
+        priority: int | str | None = None,
+    ) -> str:
+        """Run every listener of `topic` at `run_at`.
+
+        Args:
+            topic: listeners registered with @on_event(topic) run (its schema, if any, checks payload).
+            run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
+            tz: IANA zone name for a naive run_at (and recorded with the job).
+            payload, metadata: JSON-serializable value for listeners; JSON object kept with the job.
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay", "jitter"}}
+                (omitted: the topic's TopicOptions.retry, else the configured default).
+            timeout: per-attempt limit (omitted: the topic's, else the configured default).
+            job_id: idempotency key.
+            dead_letter: topic a copy goes to when the last attempt fails (default: the topic's).
+            key: the unit of the topic's policy, per-key rate limit and FIFO (README "Flow control").
+            dedupe: Dedupe(key, window=, mode=): a later call with the same key inside the
+                window creates nothing (throttle) or moves the waiting job (debounce).
+            priority: integer, higher first, or "low"/"normal"/"high" (default: the topic's).
+
+        Returns:
+            The job id; when a dedupe key or the topic's policy kept the job out, the id of
+            the job holding its slot (schedule() says which happened).
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        result = await self.schedule(topic, run_at, tz, payload=payload, retry=retry, metadata=metadata,
+                                     timeout=timeout, job_id=job_id, dead_letter=dead_letter, key=key,
+                                     dedupe=dedupe, priority=priority)
+        return result.job_id
+
+    async def schedule_in(
+        self,
+        topic: str,
+        delay: Duration,
+        *,
+        payload: Any = None,
+        retry: Retry = None,
+        metadata: Mapping[str, Any] | None = None,
+        timeout: Duration | None = None,
+        job_id: str | None = None,
+        tz: str = "UTC",
+        dead_letter: str | None = None,
+        key: str | None = None,
+        dedupe: Dedupe | None = None,
+        priority: int | str | None = None,
+    ) -> str:
+        """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"1h30m"/"1d"); the
+        other keywords as schedule_at's."""
+        seconds = parse_duration(delay, "delay")
+        due = check_run_at_ms(self.clock.now_ms() + int(min(seconds, 1e16) * 1000), "delay")
+        result = await self._scheduling.enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id,
+                                                dead_letter=dead_letter, key=key, dedupe=dedupe, priority=priority)
+        return result.job_id
+
+    async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Schedule many jobs, each item a mapping of schedule_at's keywords (or `delay` instead of
+        run_at; neither = now); every item is checked first (`bulk.py`). The ids, in item order.
+
+        Raises:
+            ScheduleError: the item's, e.g. field "items[3].topic"; nothing is stored.
+            StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
+        """
+        now = self.clock.now_ms()
+        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now,
+                                         due_by_ms=caller_now_ms(self.clock)), now)
+        return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)

@@ -1,0 +1,157 @@
+"""Scheduling one job: check the request into a `NewJob` (settings' defaults, the topic's
+payload schema), then hand it to a local worker or store it under a PRODUCER span."""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from contextlib import nullcontext
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from opentelemetry.trace import Tracer
+
+from listeners import ListenerRegistry
+from scheduler.facade import operations
+from scheduler.core.clock import caller_now_ms
+from scheduler.core.config import Settings
+from scheduler.core.flow import Dedupe
+from scheduler.core.job import NewJob, ScheduleResult
+from scheduler.observe.metrics import Metrics
+from scheduler.store.bulk import Enqueued
+from scheduler.core.retry import RetryPolicy
+from scheduler.observe.tracing import (
+    JOB_RUN_AT,
+    JOB_TZ,
+    MESSAGING_MESSAGE_ID,
+    current_traceparent,
+    is_noop,
+    producer_span,
+    traceparent_of,
+)
+from scheduler.core.validation import build_job, check_dead_letter
+
+if TYPE_CHECKING:
+    from scheduler.worker.loop import Worker
+
+log = logging.getLogger("horae.scheduler")
+
+
+class Host(operations.Host, Protocol):
+    """What scheduling (and `cron_schedules.py`) use of their Scheduler, besides the store,
+    clock and metrics the operations use."""
+
+    settings: Settings
+    registry: ListenerRegistry
+    default_retry: RetryPolicy
+    tracer: Tracer
+
+
+class Scheduling:
+    """The single-job scheduling path of one Scheduler; `workers` are its own running
+    workers, the candidates for local handoff."""
+
+    def __init__(self, host: Host, workers: weakref.WeakSet[Worker]) -> None:
+        self._host = host
+        self._workers = workers
+
+    def build_job(
+        self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, cron: str, *, now_ms: int = 0, due_by_ms: int | None = None, **flow: Any,
+    ) -> NewJob:
+        """Validate everything before anything is written (defaults from settings; the
+        payload against the topic's schema when this process's registry has one; `flow`:
+        key, dedupe, priority)."""
+        host = self._host
+        validate = host.registry.validator(topic) if isinstance(topic, str) else None
+        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
+                         default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
+                         now_ms=now_ms, validate=validate, max_json_bytes=host.settings.limits.json_bytes,
+                         due_by_ms=due_by_ms, **flow)
+
+    async def enqueue(
+        self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
+        job_id: str | None, *, cron: str = "", dead_letter: str | None = None, key: str | None = None,
+        dedupe: Dedupe | None = None, priority: int | str | None = None,
+    ) -> ScheduleResult:
+        """Build the job and store it (or hand it to a local worker when due now): the path of
+        Scheduler.schedule_at and schedule_in, whose keywords these are.
+
+        Args:
+            topic: listeners registered with @on_event(topic) run.
+            run_at_ms: when, epoch ms (schedule_at: its aware datetime, or naive wall-clock
+                time in `tz`; past = now. schedule_in: now + its delay).
+            tz: IANA zone name for a naive run_at (and recorded with the job).
+            payload: JSON-serializable value handed to listeners (checked against the
+                topic's schema when this process registered one: @on_event(topic, schema=)).
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms,
+                "max_delay": ms, "jitter": "none"|"full"|"equal"}} (omitted keys: the defaults).
+            metadata: JSON object kept with the job and its audit row.
+            timeout: per-attempt limit (default from config).
+            job_id: idempotency key; scheduling an existing id changes nothing.
+            cron: the schedule a tick belongs to ("" for none).
+            dead_letter: topic the job is copied to when its last attempt fails (default:
+                its topic's TopicOptions.dead_letter, if configured).
+            key, dedupe, priority: flow control (README "Flow control").
+
+        Returns:
+            What happened: the job's id, or the id of the job holding its slot when a
+            dedupe key or the topic's policy kept it out (created False).
+
+        Raises:
+            ScheduleError: a subclass naming the field; nothing is stored.
+        """
+        host = self._host
+        now = host.clock.now_ms()
+        job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now,
+                             due_by_ms=caller_now_ms(host.clock), key=key, dedupe=dedupe, priority=priority)
+        if dead_letter is not None:
+            job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
+        # No SDK: skip the no-op span, but still keep a caller's propagated context. The span
+        # is not made current: nothing but our own store call runs under it.
+        scope = nullcontext() if is_noop(host.tracer) else producer_span(
+            host.tracer, job.topic, "send", lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz},
+            current=False)
+        with scope as span:
+            trace = current_traceparent() if span is None else traceparent_of(span)
+            if trace:
+                job = job.with_trace(trace)
+            done = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            if done is None:
+                done = await host.store.enqueue(job, now)
+        observe(host.metrics, job.topic, done)
+        return done.result
+
+    async def _enqueue_local(self, job: NewJob, now_ms: int) -> Enqueued | None:
+        """Hand a job due now to a running worker of this scheduler with a free slot (local
+        handoff); what happened, or None when no worker took it (nothing written)."""
+        if not self._host.settings.worker.local_handoff:
+            return None
+        for worker in list(self._workers):
+            done = await worker.enqueue_local(job, now_ms)
+            if done is not None:
+                return done
+        return None
+
+
+# When a topic's backlog last got a WARN (monotonic seconds), so a flood logs once a minute.
+_warned: dict[str, float] = {}
+
+
+def observe(metrics: Metrics, topic: str, done: Enqueued) -> None:
+    """Count what a scheduling call did: scheduled, or folded into another job (dedupe or
+    policy, `horae_jobs_deduplicated_total{topic,reason}`); WARN (once a minute per topic)
+    and count when the topic's waiting jobs exceed its warning_size."""
+    result = done.result
+    if result.created:
+        metrics.scheduled.add(1, {"topic": topic})
+    elif result.reason != "duplicate_id":
+        metrics.deduplicated.add(1, {"topic": topic, "reason": result.reason})
+    if done.waiting:
+        metrics.backlog_warnings.add(1, {"topic": topic})
+        now = time.monotonic()
+        if now - _warned.get(topic, -60.0) >= 60.0:
+            _warned[topic] = now
+            log.warning("topic %s has %d jobs waiting or retrying, over its warning_size", topic, done.waiting,
+                        extra={"event": "topic_warning_size", "topic": topic, "waiting": done.waiting})

@@ -1,0 +1,1 @@
+"""What a running horae tells the outside: metrics, traces, logs, health probes."""

@@ -1,0 +1,1 @@
+"""Operating a deployment: embedded servers, service status, partition migration."""

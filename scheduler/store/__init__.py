@@ -1,0 +1,1 @@
+"""Redis: keys, the Lua scripts, the wire, the store, partitions and Redis Cluster."""

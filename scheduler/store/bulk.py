@@ -1,0 +1,115 @@
+"""Bulk enqueue: many enqueue.lua calls in pipelined batches (RedisStore.enqueue_many),
+and the one place that builds enqueue.lua's KEYS and ARGV."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import RedisError, ResponseError
+
+from scheduler.core.errors import KeyRequired
+from scheduler.core.job import NewJob, ScheduleResult
+from scheduler.store.scripts import EnqueueCode, ScriptCode
+from scheduler.store.base import StoreBase
+
+# enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
+# their replies at once. Big enough that a write costs little per job and Redis never
+# waits for the next one; small enough not to hold up other callers of the shared
+# connection for long (at most BATCH * IN_FLIGHT calls ahead of them).
+ENQUEUE_BATCH = 200
+ENQUEUE_IN_FLIGHT = 5
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """enqueue.lua's reply for one job: what happened, and the topic's waiting + retrying
+    jobs when that is over its warning_size (else 0)."""
+
+    result: ScheduleResult
+    waiting: int = 0
+    home: int | None = None  # not stored: the topic lives on this partition (store_partitioned re-sends)
+
+
+def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
+    """Read enqueue.lua's reply for `job`.
+
+    Raises:
+        KeyRequired: the topic's policy is key_strict_fifo and the job has no key.
+    """
+    code = int(reply[0])
+    if code in (EnqueueCode.QUEUED, EnqueueCode.LEASED):
+        return Enqueued(ScheduleResult(job.id, True), int(reply[3]))
+    if code in (EnqueueCode.REFUSED, EnqueueCode.DEBOUNCED):
+        return Enqueued(ScheduleResult(str(reply[1]), False, str(reply[2])))
+    if code == ScriptCode.WRONG_PARTITION:
+        return Enqueued(ScheduleResult(job.id, False, "wrong_partition"), home=int(reply[1]))
+    if code == ScriptCode.KEY_REQUIRED:
+        raise KeyRequired(f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
+                          field="key")
+    return Enqueued(ScheduleResult(job.id, False, "duplicate_id"))
+
+
+class BulkStore(StoreBase):
+    """enqueue.lua's call shape and the pipelined batches of enqueue_many."""
+
+    def _enqueue_call(self, job: NewJob, now_ms: int, worker_id: str,
+                      lease_ms: int) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
+        k = self.keys
+        return (
+            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active, k.topic(job.topic), k.lease_seq],
+            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
+             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
+             job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
+             job.dead_letter, job.key, job.priority, job.dedupe_key, job.dedupe_window_ms, job.dedupe_mode,
+             "1" if job.retry_given else "0", "1" if job.timeout_given else "0",
+             "" if self.keys.partition is None else str(self.keys.partition)],
+        )
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,
+                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[Enqueued]:
+        """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
+        usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
+        replies (Redis runs one while the next is packed). One reply per job, in order.
+
+        Raises:
+            StorageError: Redis failed; batches written before the failure may be stored
+                (scheduling the same ids again is a no-op for those).
+        """
+        pending: deque[asyncio.Future[list[Enqueued]]] = deque()
+        created: list[Enqueued] = []
+        try:
+            for start in range(0, len(jobs), batch):
+                if len(pending) >= in_flight:
+                    created += await pending.popleft()
+                pending.append(asyncio.ensure_future(self._enqueue_batch(jobs[start:start + batch], now_ms)))
+            while pending:
+                created += await pending.popleft()
+        finally:
+            if pending:  # a batch failed: the others' outcomes are awaited, not left unread
+                await asyncio.gather(*pending, return_exceptions=True)
+        return created
+
+    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[Enqueued]:
+        script = self._scripts["enqueue"]
+        commands = []
+        for job in jobs:
+            keys, args = self._enqueue_call(job, now_ms, "", 0)
+            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
+        try:
+            try:
+                replies = await self.wire.call_many(commands)
+            except ResponseError as exc:
+                if not str(exc).startswith("NOSCRIPT"):
+                    raise
+                # Not loaded (a fresh or flushed script cache): load it and send the batch
+                # again; any call of it that did run replies DUPLICATE the second time.
+                await self.wire.call("SCRIPT", "LOAD", script.source)
+                replies = await self.wire.call_many(commands)
+        except RedisError as exc:
+            raise self.storage_error("script enqueue", exc) from exc
+        return [enqueued(job, r) for job, r in zip(jobs, replies)]

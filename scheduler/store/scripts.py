@@ -1,0 +1,236 @@
+"""The Lua scripts: loaded once from scheduler/store/lua/, each prefixed with the
+shared helpers in _lib.lua, and the return codes they share."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from importlib import resources
+from types import MappingProxyType
+
+SCRIPT_NAMES = (
+    "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
+    "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
+    "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
+    "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
+    "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry", "known_topics", "forget_topic",
+    "request_drain",
+)
+
+# Fields per job returned by claim.lua, in order.
+CLAIM_FIELDS = 16
+
+# Job hash fields that are not stored while they hold these values (memory per
+# delayed job); every reader fills them back: Lua through `DEFAULTS` (compiled
+# into each script from this table), store.py and store_reads.py from this table.
+# A storage format, not a policy: never change a value, or jobs already stored without
+# the field would change meaning (the retry policy's own defaults may change).
+JOB_DEFAULTS: Mapping[str, str] = MappingProxyType({
+    "meta": "{}", "tz": "UTC", "max": "5", "btype": "exponential", "bdelay": "30000", "trace": "", "cron": "",
+    "bmax": "3600000", "bjit": "none", "dlq": "",
+})
+
+# Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
+# into each script as CHUNK_FIELDS, so Lua and store_reads.py read the same names.
+PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
+
+
+class ScriptCode(IntEnum):
+    """Negative returns of the scripts: a refused transition (documented in each script's header)."""
+
+    LEASE_LOST = -1
+    LEASE_ALIVE = -2
+    NOT_FOUND = -3
+    FINISHED = -4
+    STALE = -5
+    RUNNING = -6  # an attempt is in flight (a job operation that needs it settled first)
+    WRONG_STATE = -7  # the job's state is not one the operation applies to
+    DUPLICATE = -10
+    KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
+    OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
+    WRONG_PARTITION = -13  # the job's topic lives on another partition (a topic-wide limit): re-sent there
+    CONFLICT = -14  # a partition migration meets another job (or schedule) of the same name on the target
+
+
+class SettleCode(IntEnum):
+    """What complete.lua and fail.lua did with one attempt (a refusal is a ScriptCode)."""
+
+    COMPLETED = 1
+    CANCELLED = 2  # the job was cancelled while the attempt ran: it stays cancelled
+    RETRY_SCHEDULED = 3
+    FAILED = 4  # for good: no attempt left, or DoNotRetry
+
+
+class EnqueueCode(IntEnum):
+    """What enqueue.lua did with a new job (an existing id is ScriptCode.DUPLICATE)."""
+
+    QUEUED = 1
+    LEASED = 2  # leased to the caller's own worker at once
+    REFUSED = 3  # a dedupe key or the topic's policy kept it out: the holder's id and the reason
+    DEBOUNCED = 4  # the waiting holder took its payload and time (dedupe mode debounce)
+
+
+class CancelCode(IntEnum):
+    """What cancel.lua did (an unknown or finished job is a ScriptCode)."""
+
+    CANCELLED = 1  # it was waiting or retrying
+    CANCELLED_RUNNING = 2  # an attempt is in flight: it finishes, the job stays cancelled
+
+
+class OperationCode(IntEnum):
+    """What a job operation did (retry_job, delete_job, reschedule_job, replay_dead_letter,
+    delete_dead_letter; a refusal is a ScriptCode)."""
+
+    RETRIED = 1
+    DELETED = 2
+    RESCHEDULED = 3
+    REPLAYED = 4
+
+
+class ReportCode(IntEnum):
+    """What set_progress.lua and append_log.lua did (a stale attempt is ScriptCode.LEASE_LOST)."""
+
+    RECORDED = 1
+
+
+class UpsertCode(IntEnum):
+    """What upsert_cron.lua did with a schedule."""
+
+    UPDATED = 0  # same trigger (expression and zone, or interval and jitter): the next fire is kept
+    CREATED = 1
+    RESCHEDULED = 2  # the trigger changed: the next fire is recomputed
+
+
+class TopicCode(IntEnum):
+    """What put_topic.lua did with a topic's configuration (its reply is {code, stored policy})."""
+
+    CREATED = 1
+    UPDATED = 2
+    POLICY_LOCKED = 3  # the stored policy differs from the new one: nothing written
+
+
+class DrainCode(IntEnum):
+    """What request_drain.lua did with an operator's request that a worker drain and exit."""
+
+    NO_WORKER = 0  # no live worker has that id: nothing written
+    REQUESTED = 1
+    ALREADY = 2  # requested before, or the worker is stopping already
+
+
+class CopyCode(IntEnum):
+    """What copy_entry.lua did with a job or schedule in a partition migration (a clash is
+    ScriptCode.CONFLICT)."""
+
+    PRESENT = 0  # an earlier run copied it already
+    COPIED = 1
+
+
+class DropCode(IntEnum):
+    """What drop_entry.lua did with a job or schedule in a partition migration."""
+
+    ABSENT = 0  # an earlier run dropped it already
+    DROPPED = 1
+
+
+class PauseCode(IntEnum):
+    """What set_cron_paused.lua did (an unknown schedule is ScriptCode.NOT_FOUND)."""
+
+    UNCHANGED = 0
+    CHANGED = 1
+
+
+SettleReply = SettleCode | ScriptCode
+
+
+def settle_reply(code: int) -> SettleReply:
+    """The enum member of a complete/fail reply (the store hands back plain ints)."""
+    return SettleCode(code) if code > 0 else ScriptCode(code)
+
+
+def script_source(name: str, audit: bool = True) -> str:
+    """The full source of a script as sent to Redis: the compiled-in values (audit flag,
+    defaults, chunk field names, claim fields per job) and the helpers of _lib.lua and
+    _flow.lua that the body uses (directly or through another helper), then the body.
+
+    Only the helpers used: Redis runs a script's whole top level on every call, and
+    each definition costs (measured here: about 8 us per call for all of _lib.lua,
+    as much again for _flow.lua, against 12 us for an empty script).
+
+    The flag is compiled in (two variants, two SHAs) so an audit-off namespace pays
+    nothing for the outbox. Every process of a namespace must use the same setting.
+    """
+    lua = resources.files("scheduler.store") / "lua"
+    values = "".join((
+        f"local AUDIT = {'true' if audit else 'false'}\n",
+        "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n",
+        "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n",
+        f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n",
+    ))
+    body = (lua / f"{name}.lua").read_text()
+    blocks = _blocks(values) + _blocks((lua / "_lib.lua").read_text()) + _blocks((lua / "_flow.lua").read_text())
+    return "".join(text for _, text in _used(blocks, body)) + "\n" + body
+
+
+_DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """The top-level definitions of a helper file, in order: (name, text with the comment
+    lines above it). A definition starts at a column-0 `local`; indented lines, blank
+    lines and a column-0 `end` or `}` continue it; column-0 comments open the next one."""
+    blocks: list[tuple[str, str]] = []
+    comments: list[str] = []
+    for line in text.splitlines(keepends=True):
+        start = _DEFINITION.match(line)
+        if start:
+            blocks.append((start.group(1), "".join(comments) + line))
+            comments = []
+        elif blocks and not comments and (line[:1] in (" ", "\t", "\n", "}") or line.startswith("end")):
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + line)
+        else:
+            comments.append(line)
+    return blocks
+
+
+def _code_names(text: str) -> set[str]:
+    """The identifiers `text` uses, outside comments."""
+    return set(_NAME.findall(re.sub(r"--[^\n]*", "", text)))
+
+
+def _used(blocks: list[tuple[str, str]], body: str) -> list[tuple[str, str]]:
+    """The blocks the body needs, with the ones they need in turn, in their order."""
+    by_name = dict(blocks)
+    needed, todo = set(), list(_code_names(body) & by_name.keys())
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo += list(_code_names(by_name[name]) & by_name.keys())
+    return [(n, t) for n, t in blocks if n in needed]
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script's source as sent to Redis and its SHA1 (for EVALSHA)."""
+
+    source: str
+    sha: str
+
+    @classmethod
+    def of(cls, source: str) -> Script:
+        return cls(source, hashlib.sha1(source.encode()).hexdigest())
+
+
+class Scripts:
+    """Every script, compiled for one audit setting (run with EVALSHA, loaded on NOSCRIPT)."""
+
+    def __init__(self, audit: bool = True) -> None:
+        self._scripts = {name: Script.of(script_source(name, audit)) for name in SCRIPT_NAMES}
+
+    def __getitem__(self, name: str) -> Script:
+        return self._scripts[name]

@@ -1,0 +1,1 @@
+"""A worker: the claim loop, attempts, settlement, heartbeat and housekeeping, cron ticks."""
