@@ -29,11 +29,11 @@ from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay.consumer import AuditRelay, serve
 from scheduler.cli.common import echo_items, error_lines, print_table, when_text
-from scheduler.store.cluster_url import redis_client, url_partitions
 from scheduler.core.config import AuditSettings
 from scheduler.core.errors import InvalidDelay, SchedulerError, StorageError
-from scheduler.observe.health import HealthServer, bind_host
 from scheduler.core.timeutil import parse_duration
+from scheduler.observe.health import HealthServer, bind_host
+from scheduler.store.cluster_url import redis_client, url_partitions
 
 T = TypeVar("T")
 
@@ -80,9 +80,23 @@ def _job_table(row: AuditRecord) -> Table:
     table = Table(title=f"job {row.id}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
-    for name in ("topic", "status", "attempts", "max_attempts", "backoff_type", "backoff_delay_ms", "run_at",
-                 "tz", "created_at", "updated_at", "completed_at", "failed_at", "cancelled_at", "cron_name",
-                 "trace_id"):
+    for name in (
+        "topic",
+        "status",
+        "attempts",
+        "max_attempts",
+        "backoff_type",
+        "backoff_delay_ms",
+        "run_at",
+        "tz",
+        "created_at",
+        "updated_at",
+        "completed_at",
+        "failed_at",
+        "cancelled_at",
+        "cron_name",
+        "trace_id",
+    ):
         table.add_row(name, _when(getattr(row, name)))
     for name in ("payload", "metadata"):
         value = getattr(row, name)
@@ -99,8 +113,15 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
     table.add_column("error", overflow="fold", min_width=12)
     for a in rows:
         error = f"{a.error_type}: {a.error_message}" if a.error_type or a.error_message else ""
-        table.add_row(str(a.attempt), a.worker or "", _when(a.started_at), a.outcome or "running",
-                      _when(a.duration_ms), _when(a.lateness_ms), error)
+        table.add_row(
+            str(a.attempt),
+            a.worker or "",
+            _when(a.started_at),
+            a.outcome or "running",
+            _when(a.duration_ms),
+            _when(a.lateness_ms),
+            error,
+        )
     return table
 
 
@@ -108,8 +129,12 @@ async def _show(conn: Connections, job_id: str, events: bool) -> bool:
     console = Console()
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
-        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
-                              RelayOptions.from_settings(conn.audit)) as trail:
+        async with AuditTrail(
+            redis,
+            conn.namespace,
+            _need(conn.database_url, "database URL"),
+            RelayOptions.from_settings(conn.audit),
+        ) as trail:
             row = await trail.get(job_id)
             if row is None:
                 return False
@@ -138,16 +163,25 @@ def _since(text: str | None) -> datetime | None:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter(f"an ISO datetime such as 2026-11-01T00:00 (UTC) or a duration back from now "
-                                 f"such as 24h or 7d; got {text!r}", param_hint="--since") from None
+        raise click.BadParameter(
+            f"an ISO datetime such as 2026-11-01T00:00 (UTC) or a duration back from now "
+            f"such as 24h or 7d; got {text!r}",
+            param_hint="--since",
+        ) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-async def _failures(conn: Connections, topic: str | None, since: datetime | None, limit: int) -> list[AuditRecord]:
+async def _failures(
+    conn: Connections, topic: str | None, since: datetime | None, limit: int
+) -> list[AuditRecord]:
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
-        async with AuditTrail(redis, conn.namespace, _need(conn.database_url, "database URL"),
-                              RelayOptions.from_settings(conn.audit)) as trail:
+        async with AuditTrail(
+            redis,
+            conn.namespace,
+            _need(conn.database_url, "database URL"),
+            RelayOptions.from_settings(conn.audit),
+        ) as trail:
             return await trail.failures(topic, since, limit)
     finally:
         await redis.aclose()
@@ -158,8 +192,13 @@ def _failures_table(rows: list[AuditRecord], title: str) -> Table:
     for row in rows:
         error = row.last_error or {}
         message = str(error.get("message") or "").splitlines()
-        table.add_row(row.id, row.topic, _when(row.failed_at), str(row.attempts),
-                      f"{error.get('type') or ''}: {message[0] if message else ''}" if error else "")
+        table.add_row(
+            row.id,
+            row.topic,
+            _when(row.failed_at),
+            str(row.attempts),
+            f"{error.get('type') or ''}: {message[0] if message else ''}" if error else "",
+        )
     return table
 
 
@@ -169,19 +208,32 @@ def _partitions(conn: Connections) -> int:
     return url_partitions(conn.redis_url) or (cluster.partitions if cluster is not None else 1)
 
 
-async def _relay(conn: Connections, options: RelayOptions, health_host: str | None, health_port: int | None) -> None:
+async def _relay(
+    conn: Connections, options: RelayOptions, health_host: str | None, health_port: int | None
+) -> None:
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
     database_url = _need(conn.database_url, "database URL")
-    relay = AuditRelay(redis, conn.namespace, database_url, replace(options, partitions=_partitions(conn)))
+    relay = AuditRelay(
+        redis, conn.namespace, database_url, replace(options, partitions=_partitions(conn))
+    )
     port = conn.audit.health_port if health_port is None else health_port
-    health = HealthServer(bind_host(conn.audit.health_host if health_host is None else health_host), port,
-                          option="--health-port ([audit] health_port)") if port else None
+    health = (
+        HealthServer(
+            bind_host(conn.audit.health_host if health_host is None else health_host),
+            port,
+            option="--health-port ([audit] health_port)",
+        )
+        if port
+        else None
+    )
 
     def started() -> None:
         if health is not None:
             health.ready = readiness(redis, database_url, lambda: relay.running, conn.redis_url)
             Console().print(f"health on http://{health.host}:{health.port}/healthz and /readyz")
-        Console().print(f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops")
+        Console().print(
+            f"audit relay {relay.consumer} running on namespace {conn.namespace!r}; Ctrl-C stops"
+        )
 
     def stopping(sig: signal.Signals) -> None:  # unready first, then the drain
         if health is not None:
@@ -211,8 +263,12 @@ async def _prune(database_url: str, months: int) -> list[str]:
 async def _lag(conn: Connections) -> tuple[int, float | None]:
     redis = redis_client(_need(conn.redis_url, "Redis URL"))
     try:
-        trail = AuditTrail(redis, conn.namespace, conn.database_url or "",
-                           RelayOptions.from_settings(conn.audit, partitions=_partitions(conn)))
+        trail = AuditTrail(
+            redis,
+            conn.namespace,
+            conn.database_url or "",
+            RelayOptions.from_settings(conn.audit, partitions=_partitions(conn)),
+        )
         return await trail.lag()
     finally:
         await redis.aclose()
@@ -228,7 +284,9 @@ def _from_obj(ctx: click.Context) -> Connections:
         obj = obj()
         ctx.find_root().obj = obj
     if obj is None or not hasattr(obj, "database_url"):
-        raise click.ClickException("no settings: ctx.obj needs redis_url, database_url, namespace and audit")
+        raise click.ClickException(
+            "no settings: ctx.obj needs redis_url, database_url, namespace and audit"
+        )
     return obj  # type: ignore[no-any-return]
 
 
@@ -250,14 +308,29 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
 
     @audit_group.command("failures")
     @click.option("--topic", default=None, help="Only jobs of this topic.")
-    @click.option("--since", default=None, metavar="WHEN",
-                  help="Failed since an ISO datetime (naive: UTC) or a duration back from now, e.g. 24h.")
-    @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True, help="Rows at most.")
-    @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).')
+    @click.option(
+        "--since",
+        default=None,
+        metavar="WHEN",
+        help="Failed since an ISO datetime (naive: UTC) or a duration back from now, e.g. 24h.",
+    )
+    @click.option(
+        "--limit",
+        type=click.IntRange(1, 10_000),
+        default=100,
+        show_default=True,
+        help="Rows at most.",
+    )
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).',
+    )
     @click.pass_context
-    def failures_command(ctx: click.Context, topic: str | None, since: str | None, limit: int,
-                         as_json: bool) -> None:
+    def failures_command(
+        ctx: click.Context, topic: str | None, since: str | None, limit: int, as_json: bool
+    ) -> None:
         """Jobs that failed for good, newest first (`horae jobs show ID` or `audit show ID` for one)."""
         when = _since(since)
         conn = resolve(ctx)
@@ -265,38 +338,73 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
         if as_json:
             echo_items(rows)
             return
-        title = f"failed jobs in {conn.namespace}" + (f", topic {topic}" if topic else "") + (
-            f", since {_when(when)}" if when else "")
+        title = (
+            f"failed jobs in {conn.namespace}"
+            + (f", topic {topic}" if topic else "")
+            + (f", since {_when(when)}" if when else "")
+        )
         print_table(Console(), _failures_table(rows, title))
 
     @audit_group.command("relay")
-    @click.option("--batch-size", type=click.IntRange(1, 50_000), default=None, help="Default: audit.batch_size.")
-    @click.option("--block-ms", type=click.IntRange(1), default=None, help="Default: audit.block_ms.")
-    @click.option("--claim-idle-ms", type=click.IntRange(100), default=None, help="Default: audit.claim_idle_ms.")
-    @click.option("--health-port", type=click.IntRange(1, 65_535), default=None,
-                  help="Serve GET /healthz and /readyz on this port (default [audit] health_port; 0 = off).")
-    @click.option("--health-host", default=None,
-                  help="Address of the health port (default [audit] health_host: loopback, 0.0.0.0 in a container).")
+    @click.option(
+        "--batch-size",
+        type=click.IntRange(1, 50_000),
+        default=None,
+        help="Default: audit.batch_size.",
+    )
+    @click.option(
+        "--block-ms", type=click.IntRange(1), default=None, help="Default: audit.block_ms."
+    )
+    @click.option(
+        "--claim-idle-ms",
+        type=click.IntRange(100),
+        default=None,
+        help="Default: audit.claim_idle_ms.",
+    )
+    @click.option(
+        "--health-port",
+        type=click.IntRange(1, 65_535),
+        default=None,
+        help="Serve GET /healthz and /readyz on this port (default [audit] health_port; 0 = off).",
+    )
+    @click.option(
+        "--health-host",
+        default=None,
+        help="Address of the health port (default [audit] health_host: loopback, 0.0.0.0 in a container).",
+    )
     @click.pass_context
-    def relay_command(ctx: click.Context, batch_size: int | None, block_ms: int | None,
-                      claim_idle_ms: int | None, health_port: int | None, health_host: str | None) -> None:
+    def relay_command(
+        ctx: click.Context,
+        batch_size: int | None,
+        block_ms: int | None,
+        claim_idle_ms: int | None,
+        health_port: int | None,
+        health_host: str | None,
+    ) -> None:
         """Run the outbox -> Postgres relay until SIGINT/SIGTERM (the rest of its tuning: [audit]);
         /readyz turns 503 on the signal, before the relay drains."""
         conn = resolve(ctx)
-        options = RelayOptions.from_settings(conn.audit, batch_size=batch_size, block_ms=block_ms,
-                                             claim_idle_ms=claim_idle_ms)
+        options = RelayOptions.from_settings(
+            conn.audit, batch_size=batch_size, block_ms=block_ms, claim_idle_ms=claim_idle_ms
+        )
         _run(_relay(conn, options, health_host, health_port))
 
     @audit_group.command("prune")
-    @click.option("--months", type=click.IntRange(1), default=None,
-                  help="Keep this many full months before the current one (default: audit.retention_months).")
+    @click.option(
+        "--months",
+        type=click.IntRange(1),
+        default=None,
+        help="Keep this many full months before the current one (default: audit.retention_months).",
+    )
     @click.pass_context
     def prune_command(ctx: click.Context, months: int | None) -> None:
         """Drop whole monthly partitions of jobs created before the retention window."""
         conn = resolve(ctx)
         keep = months if months is not None else conn.audit.retention_months
         dropped = _run(_prune(_need(conn.database_url, "database URL"), keep))
-        Console().print(f"dropped {len(dropped)} partitions" + (": " + ", ".join(dropped) if dropped else ""))
+        Console().print(
+            f"dropped {len(dropped)} partitions" + (": " + ", ".join(dropped) if dropped else "")
+        )
 
     @audit_group.command("lag")
     @click.pass_context
@@ -321,7 +429,9 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     def migrate_command(ctx: click.Context) -> None:
         """Apply the audit schema migrations (safe to run concurrently, and twice)."""
         applied = _run(migrate_url(_need(resolve(ctx).database_url, "database URL")))
-        Console().print(f"applied migrations: {applied}" if applied else "audit schema is up to date")
+        Console().print(
+            f"applied migrations: {applied}" if applied else "audit schema is up to date"
+        )
 
     return audit_group, migrate_command
 

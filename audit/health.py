@@ -23,7 +23,9 @@ async def postgres_reachable(url: str) -> None:
         await conn.close(timeout=1)
 
 
-def readiness(redis: Any, database_url: str | None, running: Any = None, redis_url: str | None = None) -> Check:
+def readiness(
+    redis: Any, database_url: str | None, running: Any = None, redis_url: str | None = None
+) -> Check:
     """Ready when `running()` (if given) is true, Redis answers PING and PostgreSQL (when
     `database_url`) a query; else the first failure, passwords masked."""
 

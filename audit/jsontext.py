@@ -104,7 +104,7 @@ def storable_json(text: str) -> str:
         else:
             bad = False
         if bad:
-            out += (text[pos:m.start()], "\\ufffd")
+            out += (text[pos : m.start()], "\\ufffd")
             pos = m.end()
     if not out:
         return text
@@ -124,7 +124,10 @@ def json_text(raw: str) -> JsonText:
     text = storable_json(clean_text(raw))
     try:
         json.loads(text, parse_constant=_not_json)
-    except (ValueError, RecursionError):  # not JSON (NaN, a truncated text, ...): kept as the text it is
+    except (
+        ValueError,
+        RecursionError,
+    ):  # not JSON (NaN, a truncated text, ...): kept as the text it is
         return JsonText(orjson.dumps(clean_text(raw)).decode())
     return JsonText(text)
 

@@ -81,7 +81,9 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
     await conn.execute(query("advisory_lock"), MIGRATION_LOCK)
     try:
         if not await conn.fetchval(query("schema_version_exists")):
-            await _as_owner(conn, "create_schema_version", conn.execute(query("create_schema_version")))
+            await _as_owner(
+                conn, "create_schema_version", conn.execute(query("create_schema_version"))
+            )
         applied = {r["version"]: r for r in await conn.fetch(query("applied_migrations"))}
         done: list[int] = []
         for migration in load_migrations():
@@ -93,9 +95,15 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
                         "applied; migrations are append-only, add a new one instead"
                     )
                 continue
-            await _as_owner(conn, f"{migration.version:04d}_{migration.name}", _apply(conn, migration))
-            log.info("applied audit migration %04d_%s", migration.version, migration.name,
-                     extra={"event": "audit.migrated", "version": migration.version})
+            await _as_owner(
+                conn, f"{migration.version:04d}_{migration.name}", _apply(conn, migration)
+            )
+            log.info(
+                "applied audit migration %04d_%s",
+                migration.version,
+                migration.name,
+                extra={"event": "audit.migrated", "version": migration.version},
+            )
             done.append(migration.version)
     finally:
         await conn.execute(query("advisory_unlock"), MIGRATION_LOCK)
@@ -103,15 +111,19 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
     try:
         await ensure_partitions(conn, [current, add_months(current, 1)])
     except asyncpg.InsufficientPrivilegeError as exc:
-        raise StorageError(f"this database role may not use the audit schema ({exc}): the schema owner "
-                           "grants it with `horae audit grant ROLE` (README: Security)") from exc
+        raise StorageError(
+            f"this database role may not use the audit schema ({exc}): the schema owner "
+            "grants it with `horae audit grant ROLE` (README: Security)"
+        ) from exc
     return done
 
 
 async def _apply(conn: asyncpg.Connection, migration: Migration) -> None:
     async with conn.transaction():
         await conn.execute(migration.sql)
-        await conn.execute(query("record_migration"), migration.version, migration.name, migration.checksum)
+        await conn.execute(
+            query("record_migration"), migration.version, migration.name, migration.checksum
+        )
 
 
 async def _as_owner(conn: asyncpg.Connection, what: str, step: Awaitable[object]) -> None:
@@ -123,7 +135,8 @@ async def _as_owner(conn: asyncpg.Connection, what: str, step: Awaitable[object]
         raise StorageError(
             f"audit migration {what} is not applied yet and this database role may not apply it ({exc}): "
             "run `horae migrate` with the schema owner's database URL, then `horae audit grant ROLE` "
-            "(README: Security)") from exc
+            "(README: Security)"
+        ) from exc
 
 
 async def migrate_url(database_url: str) -> list[int]:
@@ -162,8 +175,10 @@ async def grant(database_url: str, role: str, access: str) -> None:
     try:
         await conn.execute(query("grant_access"), role, access)
     except asyncpg.PostgresError as exc:
-        raise StorageError(f"granting {access} access on the audit schema to {role!r} failed: {exc} "
-                           "(run `horae migrate` first, as the schema owner)") from exc
+        raise StorageError(
+            f"granting {access} access on the audit schema to {role!r} failed: {exc} "
+            "(run `horae migrate` first, as the schema owner)"
+        ) from exc
     finally:
         await conn.close()
 
@@ -188,9 +203,15 @@ async def prune(conn: asyncpg.Connection, months: int, now: datetime | None = No
     if months < 1:
         raise ValueError("months must be at least 1")
     cutoff = add_months(month_start(now or datetime.now(UTC)), -months)
-    rows = await conn.fetch(query("drop_partitions"), datetime(cutoff.year, cutoff.month, 1, tzinfo=UTC))
+    rows = await conn.fetch(
+        query("drop_partitions"), datetime(cutoff.year, cutoff.month, 1, tzinfo=UTC)
+    )
     dropped = [str(r["name"]) for r in rows]
     if dropped:
-        log.info("pruned %d audit partitions older than %s", len(dropped), cutoff,
-                 extra={"event": "audit.pruned", "partitions": dropped})
+        log.info(
+            "pruned %d audit partitions older than %s",
+            len(dropped),
+            cutoff,
+            extra={"event": "audit.pruned", "partitions": dropped},
+        )
     return dropped

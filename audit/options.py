@@ -25,8 +25,12 @@ class RelayOptions:
     retry_max_s: float = 5.0
     retry_initial_s: float = 0.05
     trim_interval_s: float = 2.0
-    trim_after_entries: int = 2_000  # ... or as soon as this many entries were acknowledged since the last trim
-    trim_approximate: bool = True  # whole stream nodes only: cheaper, keeps a few acked entries longer
+    trim_after_entries: int = (
+        2_000  # ... or as soon as this many entries were acknowledged since the last trim
+    )
+    trim_approximate: bool = (
+        True  # whole stream nodes only: cheaper, keeps a few acked entries longer
+    )
     drain_timeout_s: float = 5.0
     consumer_gc_idle_ms: int = 3_600_000
     lag_scan_limit: int = 2_000
@@ -37,8 +41,15 @@ class RelayOptions:
     partitions: int = 1  # the namespace's ([cluster] partitions): one outbox stream per partition
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.block_ms < 1 or self.claim_idle_ms < 1 or self.trim_after_entries < 1:
-            raise ValueError("batch_size, block_ms, claim_idle_ms and trim_after_entries must be positive")
+        if (
+            self.batch_size < 1
+            or self.block_ms < 1
+            or self.claim_idle_ms < 1
+            or self.trim_after_entries < 1
+        ):
+            raise ValueError(
+                "batch_size, block_ms, claim_idle_ms and trim_after_entries must be positive"
+            )
         if self.linger_ms < 0:
             raise ValueError("linger_ms must not be negative")
         if self.retry_max_s <= 0 or self.retry_initial_s <= 0:
@@ -51,8 +62,13 @@ class RelayOptions:
         Raises:
             ValueError: for an invalid combination.
         """
-        base = cls(batch_size=audit.batch_size, block_ms=audit.block_ms, linger_ms=audit.linger_ms,
-                   claim_idle_ms=audit.claim_idle_ms, fold_cache=audit.fold_cache)
+        base = cls(
+            batch_size=audit.batch_size,
+            block_ms=audit.block_ms,
+            linger_ms=audit.linger_ms,
+            claim_idle_ms=audit.claim_idle_ms,
+            fold_cache=audit.fold_cache,
+        )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import date, datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import date, datetime
 from types import TracebackType
 from typing import cast
 
@@ -18,9 +18,9 @@ from redis.exceptions import RedisError
 from audit.migrate import migrate
 from audit.options import RelayOptions
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
-from audit.sql import query
 from audit.relay.stream_partitioned import outbox_stream
 from audit.relay.writer import is_outage
+from audit.sql import query
 from scheduler.core.errors import AuditUnavailable, StorageError
 from scheduler.core.outbox import Outcome, Status
 
@@ -40,25 +40,44 @@ def _record(row: asyncpg.Record) -> AuditRecord:
     metadata = row["metadata"]
     last_error = row["last_error"]
     return AuditRecord(
-        id=row["id"], topic=row["topic"], status=cast(Status, row["status"]), attempts=row["attempts"],
-        max_attempts=row["max_attempts"], backoff_type=row["backoff_type"],
+        id=row["id"],
+        topic=row["topic"],
+        status=cast(Status, row["status"]),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        backoff_type=row["backoff_type"],
         backoff_delay_ms=row["backoff_delay_ms"],
         last_error=last_error if isinstance(last_error, dict) else None,
-        run_at=row["run_at"], tz=row["tz"], payload=row["payload"],
+        run_at=row["run_at"],
+        tz=row["tz"],
+        payload=row["payload"],
         metadata=metadata if isinstance(metadata, dict) else None,
-        trace_id=row["trace_id"], cron_name=row["cron_name"], created_at=row["created_at"],
-        updated_at=row["updated_at"], completed_at=row["completed_at"], failed_at=row["failed_at"],
-        cancelled_at=row["cancelled_at"], deduplicated=row["deduplicated"],
+        trace_id=row["trace_id"],
+        cron_name=row["cron_name"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        completed_at=row["completed_at"],
+        failed_at=row["failed_at"],
+        cancelled_at=row["cancelled_at"],
+        deduplicated=row["deduplicated"],
     )
 
 
 def _attempt(row: asyncpg.Record) -> AttemptRecord:
     return AttemptRecord(
-        job_id=row["job_id"], attempt=row["attempt_no"], worker=row["worker_id"], started_at=row["started_at"],
-        finished_at=row["finished_at"], outcome=cast(Outcome | None, row["outcome"]),
-        error_type=row["error_type"], error_message=row["error_message"], duration_ms=row["duration_ms"],
-        lateness_ms=row["lateness_ms"], progress_percent=row["progress_percent"],
-        progress_message=row["progress_message"], logs=row["logs"],
+        job_id=row["job_id"],
+        attempt=row["attempt_no"],
+        worker=row["worker_id"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        outcome=cast(Outcome | None, row["outcome"]),
+        error_type=row["error_type"],
+        error_message=row["error_message"],
+        duration_ms=row["duration_ms"],
+        lateness_ms=row["lateness_ms"],
+        progress_percent=row["progress_percent"],
+        progress_message=row["progress_message"],
+        logs=row["logs"],
     )
 
 
@@ -77,7 +96,9 @@ class AuditTrail:
         options: timeouts and the lag scan limit (RelayOptions.from_settings).
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions
+    ) -> None:
         self._url = database_url
         self.options = options
         self._stream = outbox_stream(redis, namespace, "flush", options.partitions)
@@ -87,8 +108,12 @@ class AuditTrail:
         await self.open()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.close()
 
     async def open(self) -> None:
@@ -102,8 +127,12 @@ class AuditTrail:
         """
         if self._pool is None:
             self._pool = await asyncpg.create_pool(
-                self._url, min_size=0, max_size=4, init=_init_connection,
-                timeout=self.options.connect_timeout_s, command_timeout=self.options.command_timeout_s,
+                self._url,
+                min_size=0,
+                max_size=4,
+                init=_init_connection,
+                timeout=self.options.connect_timeout_s,
+                command_timeout=self.options.command_timeout_s,
             )
         try:
             async with self._pool.acquire() as conn:
@@ -111,8 +140,12 @@ class AuditTrail:
         except Exception as exc:
             if not is_outage(exc):
                 raise
-            log.warning("audit: PostgreSQL unavailable at start (%s); the relay will migrate and catch up "
-                        "when it answers", exc, extra={"event": "audit.postgres_down"})
+            log.warning(
+                "audit: PostgreSQL unavailable at start (%s); the relay will migrate and catch up "
+                "when it answers",
+                exc,
+                extra={"event": "audit.postgres_down"},
+            )
 
     async def close(self) -> None:
         """Close the pool."""
@@ -175,8 +208,12 @@ class AuditTrail:
             async with self._pool.acquire() as conn:
                 yield conn
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
-            if is_outage(exc):  # unreachable, or the connection died: AuditUnavailable (a StorageError)
-                raise AuditUnavailable(f"audit trail query failed: {exc or type(exc).__name__}") from exc
+            if is_outage(
+                exc
+            ):  # unreachable, or the connection died: AuditUnavailable (a StorageError)
+                raise AuditUnavailable(
+                    f"audit trail query failed: {exc or type(exc).__name__}"
+                ) from exc
             raise StorageError(f"audit trail query failed: {exc}") from exc
 
     async def get(self, job_id: str) -> AuditRecord | None:
@@ -204,18 +241,34 @@ class AuditTrail:
             return []
         async with self._conn() as conn:
             rows = await conn.fetch(query("get_events"), job_id)
-        return [(f"{r['stream_ms']}-{r['stream_seq']}", r["event_type"], r["attempt_no"], r["ts"],
-                 json.loads(r["fields"])) for r in rows]
+        return [
+            (
+                f"{r['stream_ms']}-{r['stream_seq']}",
+                r["event_type"],
+                r["attempt_no"],
+                r["ts"],
+                json.loads(r["fields"]),
+            )
+            for r in rows
+        ]
 
-    async def failures(self, topic: str | None = None, since: datetime | None = None,
-                       limit: int = 100) -> list[AuditRecord]:
+    async def failures(
+        self, topic: str | None = None, since: datetime | None = None, limit: int = 100
+    ) -> list[AuditRecord]:
         """Jobs that failed for good, newest first, optionally of one topic and since an instant."""
         async with self._conn() as conn:
             rows = await conn.fetch(query("failures"), topic, since, limit)
         return [_record(r) for r in rows]
 
-    async def record_action(self, actor: str, role: str, action: str, target: str, outcome: str,
-                            detail: dict[str, object] | None = None) -> None:
+    async def record_action(
+        self,
+        actor: str,
+        role: str,
+        action: str,
+        target: str,
+        outcome: str,
+        detail: dict[str, object] | None = None,
+    ) -> None:
         """Append an operator's action to the action log (console/, migration 0008)."""
         text = json.dumps(detail, default=str) if detail is not None else None
         async with self._conn() as conn:
@@ -228,8 +281,18 @@ class AuditTrail:
                 rows = await conn.fetch(query("recent_actions"), limit)
             else:
                 rows = await conn.fetch(query("recent_actions_of"), target, limit)
-        return [OperatorAction(r["at"], r["actor"], r["role"], r["action"], r["target"], r["outcome"],
-                               json.loads(r["detail"]) if r["detail"] is not None else None) for r in rows]
+        return [
+            OperatorAction(
+                r["at"],
+                r["actor"],
+                r["role"],
+                r["action"],
+                r["target"],
+                r["outcome"],
+                json.loads(r["detail"]) if r["detail"] is not None else None,
+            )
+            for r in rows
+        ]
 
     async def finished_since(self, since: datetime) -> dict[str, tuple[int, int]]:
         """Per topic since `since`: (jobs that completed, jobs that failed for good)."""

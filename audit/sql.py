@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from importlib import resources
 from types import MappingProxyType
-from typing import Mapping
 
 _MARKER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -35,7 +35,9 @@ def parse_queries(text: str) -> Mapping[str, str]:
 @functools.cache
 def queries() -> Mapping[str, str]:
     """All named queries of the package (read once, on first use)."""
-    return parse_queries(resources.files("audit").joinpath("queries.sql").read_text(encoding="utf-8"))
+    return parse_queries(
+        resources.files("audit").joinpath("queries.sql").read_text(encoding="utf-8")
+    )
 
 
 def query(name: str) -> str:

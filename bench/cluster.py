@@ -45,11 +45,15 @@ TOPIC = "bench.cluster"
 def settings(url: str, namespace: str, partitions: int, durability: str = "async") -> Any:
     """Outbox on (as in production), no relay (its cost is the audit's, measured elsewhere)."""
     s = load_settings(env={}, redis_url=url, namespace=namespace)
-    return s.model_copy(update={
-        "audit": s.audit.model_copy(update={"relay": False}),
-        "cluster": s.cluster.model_copy(update={"partitions": partitions, "durability": durability}),
-        "retention": s.retention.model_copy(update={"completed_count": 10**7}),
-    })
+    return s.model_copy(
+        update={
+            "audit": s.audit.model_copy(update={"relay": False}),
+            "cluster": s.cluster.model_copy(
+                update={"partitions": partitions, "durability": durability}
+            ),
+            "retention": s.retention.model_copy(update={"completed_count": 10**7}),
+        }
+    )
 
 
 def cpu_of(ports: list[int]) -> dict[int, float]:
@@ -71,7 +75,9 @@ def masters(cluster: RedisCluster) -> list[int]:
     return ports
 
 
-async def drain(url: str, ports: list[int], n: int, partitions: int, durability: str = "async") -> dict[str, Any]:
+async def drain(
+    url: str, ports: list[int], n: int, partitions: int, durability: str = "async"
+) -> dict[str, Any]:
     """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per job."""
     ns, reg, done = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), asyncio.Event()
     count = [0]
@@ -85,7 +91,9 @@ async def drain(url: str, ports: list[int], n: int, partitions: int, durability:
     async with Scheduler(settings=settings(url, ns, partitions, durability), listeners=reg) as s:
         t0 = time.perf_counter()
         for start in range(0, n, 1000):
-            await s.schedule_many([{"topic": TOPIC, "payload": {"i": i}} for i in range(start, min(start + 1000, n))])
+            await s.schedule_many(
+                [{"topic": TOPIC, "payload": {"i": i}} for i in range(start, min(start + 1000, n))]
+            )
         enqueue_s = time.perf_counter() - t0
         before = cpu_of(ports)
         t0 = time.perf_counter()
@@ -96,9 +104,16 @@ async def drain(url: str, ports: list[int], n: int, partitions: int, durability:
             dt = time.perf_counter() - t0
         after = cpu_of(ports)
     per_node = {p: round((after[p] - before[p]) / n * 1e6, 2) for p in ports}
-    return {"scenario": "drain", "partitions": partitions, "durability": durability, "jobs": n,
-            "jobs_per_s": round(n / dt, 1), "enqueue_jobs_per_s": round(n / enqueue_s, 1),
-            "redis_cpu_us_per_job_by_master": per_node, "redis_cpu_us_per_job": round(sum(per_node.values()), 2)}
+    return {
+        "scenario": "drain",
+        "partitions": partitions,
+        "durability": durability,
+        "jobs": n,
+        "jobs_per_s": round(n / dt, 1),
+        "enqueue_jobs_per_s": round(n / enqueue_s, 1),
+        "redis_cpu_us_per_job_by_master": per_node,
+        "redis_cpu_us_per_job": round(sum(per_node.values()), 2),
+    }
 
 
 async def e2e(url: str, ports: list[int], n: int, partitions: int) -> dict[str, Any]:
@@ -117,22 +132,34 @@ async def e2e(url: str, ports: list[int], n: int, partitions: int) -> dict[str, 
             before = cpu_of(ports)
             t0 = time.perf_counter()
             for start in range(0, n, 50):
-                await asyncio.gather(*(s.schedule_in(TOPIC, 0, payload={"t": time.time() * 1000})
-                                       for _ in range(start, min(start + 50, n))))
+                await asyncio.gather(
+                    *(
+                        s.schedule_in(TOPIC, 0, payload={"t": time.time() * 1000})
+                        for _ in range(start, min(start + 50, n))
+                    )
+                )
             await asyncio.wait_for(done.wait(), timeout=600)
             dt = time.perf_counter() - t0
             after = cpu_of(ports)
     q = statistics.quantiles(late, n=100)
-    return {"scenario": "e2e", "partitions": partitions, "jobs": n, "jobs_per_s": round(n / dt, 1),
-            "latency_ms_p50": round(q[49], 2), "latency_ms_p99": round(q[98], 2),
-            "redis_cpu_us_per_job": round(sum(after[p] - before[p] for p in ports) / n * 1e6, 2)}
+    return {
+        "scenario": "e2e",
+        "partitions": partitions,
+        "jobs": n,
+        "jobs_per_s": round(n / dt, 1),
+        "latency_ms_p50": round(q[49], 2),
+        "latency_ms_p99": round(q[98], 2),
+        "redis_cpu_us_per_job": round(sum(after[p] - before[p] for p in ports) / n * 1e6, 2),
+    }
 
 
 async def call_latency(url: str, n: int, durability: str) -> dict[str, Any]:
     """One scheduling call at a time: what WAIT adds to a transition's round trip."""
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     took = []
-    async with Scheduler(settings=settings(url, ns, 6, durability), listeners=ListenerRegistry()) as s:
+    async with Scheduler(
+        settings=settings(url, ns, 6, durability), listeners=ListenerRegistry()
+    ) as s:
         for _ in range(50):
             await s.schedule_in(TOPIC, 3600)
         for _ in range(n):
@@ -140,8 +167,13 @@ async def call_latency(url: str, n: int, durability: str) -> dict[str, Any]:
             await s.schedule_in(TOPIC, 3600)
             took.append((time.perf_counter() - t0) * 1000)
     q = statistics.quantiles(took, n=100)
-    return {"scenario": "schedule_call", "durability": durability, "calls": n,
-            "ms_p50": round(q[49], 3), "ms_p99": round(q[98], 3)}
+    return {
+        "scenario": "schedule_call",
+        "durability": durability,
+        "calls": n,
+        "ms_p50": round(q[49], 3),
+        "ms_p99": round(q[98], 3),
+    }
 
 
 def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
@@ -153,9 +185,27 @@ def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
     d = work / f"cg-{partitions}"
     d.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/callgrind.out.%p", str(server), "--port", str(port),
-         "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--dir", str(d), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={d}/callgrind.out.%p",
+            str(server),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--dir",
+            str(d),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -175,16 +225,24 @@ def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
             time.sleep(0.2)
         url = f"redis+cluster://127.0.0.1:{port}"
         asyncio.run(drain(url, [port], 200, partitions))  # warm: scripts loaded, code paths touched
-        subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True)
+        subprocess.run(
+            ["callgrind_control", "--zero", str(proc.pid)], check=True, capture_output=True
+        )
         asyncio.run(drain(url, [port], n, partitions))
-        subprocess.run(["callgrind_control", "--dump=measured", str(proc.pid)], check=True, capture_output=True)
+        subprocess.run(
+            ["callgrind_control", "--dump=measured", str(proc.pid)], check=True, capture_output=True
+        )
         instructions = _dumped_instructions(d)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    return {"scenario": "callgrind", "partitions": partitions, "jobs": n,
-            "instructions_per_job": round(instructions / n) if instructions else None,
-            "note": "enqueue (schedule_many) + claim + complete of each job, outbox on; one node, every slot"}
+    return {
+        "scenario": "callgrind",
+        "partitions": partitions,
+        "jobs": n,
+        "instructions_per_job": round(instructions / n) if instructions else None,
+        "note": "enqueue (schedule_many) + claim + complete of each job, outbox on; one node, every slot",
+    }
 
 
 def _dumped_instructions(d: Path) -> int | None:
@@ -199,7 +257,9 @@ def _dumped_instructions(d: Path) -> int | None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--callgrind-jobs", type=int, default=2000)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster.json"))
@@ -226,7 +286,11 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}, indent=2
+        )
+    )
     print(f"written {out}")
 
 

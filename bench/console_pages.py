@@ -46,20 +46,43 @@ def say(msg: str) -> None:
 
 
 def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--jobs", type=int, default=1_000_000, help="jobs in Redis (default 1,000,000)")
-    p.add_argument("--attempts", type=int, default=10_000_000, help="attempt rows in PostgreSQL (default 10,000,000)")
+    p.add_argument(
+        "--attempts",
+        type=int,
+        default=10_000_000,
+        help="attempt rows in PostgreSQL (default 10,000,000)",
+    )
     p.add_argument("--days", type=int, default=30, help="days of history (default 30)")
-    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/9",
-                   help="a Redis database nobody else uses: it must be empty unless --reuse (default db 9)")
+    p.add_argument(
+        "--redis-url",
+        default="redis://127.0.0.1:6379/9",
+        help="a Redis database nobody else uses: it must be empty unless --reuse (default db 9)",
+    )
     p.add_argument("--namespace", default="bench_console")
-    p.add_argument("--database-url", default=f"postgresql://postgres@127.0.0.1:5432/{DB}",
-                   help=f"the bench's own database (created, and dropped unless --keep; default {DB})")
+    p.add_argument(
+        "--database-url",
+        default=f"postgresql://postgres@127.0.0.1:5432/{DB}",
+        help=f"the bench's own database (created, and dropped unless --keep; default {DB})",
+    )
     p.add_argument("--requests", type=int, default=20, help="timed requests per URL (default 20)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed requests per URL first (default 3)")
-    p.add_argument("--plans", action="store_true", help="print EXPLAIN (ANALYZE, BUFFERS) of the pages' audit queries")
-    p.add_argument("--keep", action="store_true", help="keep the loaded data (the next run may --reuse it)")
-    p.add_argument("--reuse", action="store_true", help="measure data an earlier --keep run left (no loading)")
+    p.add_argument(
+        "--warmup", type=int, default=3, help="untimed requests per URL first (default 3)"
+    )
+    p.add_argument(
+        "--plans",
+        action="store_true",
+        help="print EXPLAIN (ANALYZE, BUFFERS) of the pages' audit queries",
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep the loaded data (the next run may --reuse it)"
+    )
+    p.add_argument(
+        "--reuse", action="store_true", help="measure data an earlier --keep run left (no loading)"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=BENCH / "results" / "console_pages.json")
     return p.parse_args()
@@ -69,12 +92,20 @@ def settings_for(args: argparse.Namespace) -> Any:
     """The bench's settings: its Redis db, namespace and database; retention large enough
     that the month stays in Redis (the defaults keep 7 days / the newest 1,000 completed)."""
     base = load_settings()
-    return base.model_copy(update={
-        "redis_url": args.redis_url, "database_url": args.database_url, "namespace": args.namespace,
-        "retention": base.retention.model_copy(update={"completed_age_s": 40 * 86400,
-                                                       "completed_count": 2 * args.jobs,
-                                                       "failed_age_s": 40 * 86400}),
-    })
+    return base.model_copy(
+        update={
+            "redis_url": args.redis_url,
+            "database_url": args.database_url,
+            "namespace": args.namespace,
+            "retention": base.retention.model_copy(
+                update={
+                    "completed_age_s": 40 * 86400,
+                    "completed_count": 2 * args.jobs,
+                    "failed_age_s": 40 * 86400,
+                }
+            ),
+        }
+    )
 
 
 async def redis_size(url: str) -> int:
@@ -90,41 +121,61 @@ async def redis_size(url: str) -> int:
 async def load(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """Fill Redis through the scripts, then PostgreSQL; refuse to touch data not ours."""
     if await redis_size(args.redis_url):
-        raise SystemExit(f"{args.redis_url} is not empty: the bench loads only an empty Redis database "
-                         "(choose another with --redis-url, or --reuse a kept load)")
+        raise SystemExit(
+            f"{args.redis_url} is not empty: the bench loads only an empty Redis database "
+            "(choose another with --redis-url, or --reuse a kept load)"
+        )
     if not await console_pg.create_database(args.database_url, db_name(args)):
         raise SystemExit(f"database {db_name(args)} exists: drop it, or --reuse a kept load")
     report["owned"] = True  # both were ours from here: cleanup() may drop them
     settings = settings_for(args)
-    quiet = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    quiet = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     now_ms, t0 = int(time.time() * 1000), time.perf_counter()
     await console_pg.prepare(args.database_url, args.days, now_ms)
     # The older jobs' rows (2.5 attempts each) fill what the Redis jobs' attempts (about 1.2
     # each, so 1.15 is a safe low guess) leave of --attempts: generated meanwhile.
     older = max(0, int((args.attempts - 1.15 * args.jobs) / 2.5))
-    say(f"loading {args.jobs:,} jobs into Redis through the engine's scripts, and {older:,} older jobs into "
-        "PostgreSQL meanwhile ...")
+    say(
+        f"loading {args.jobs:,} jobs into Redis through the engine's scripts, and {older:,} older jobs into "
+        "PostgreSQL meanwhile ..."
+    )
     copies: list[asyncio.Task[tuple[int, int]]] = []
 
-    async def copy(after: asyncio.Task[tuple[int, int]] | None, plans: list[console_redis.Plan]) -> tuple[int, int]:
+    async def copy(
+        after: asyncio.Task[tuple[int, int]] | None, plans: list[console_redis.Plan]
+    ) -> tuple[int, int]:
         if after is not None:
             await after  # one COPY at a time, in order
         return await console_pg.copy_played(args.database_url, plans)
 
-    def ended(plans: list[console_redis.Plan]) -> None:  # jobs done in Redis: their audit rows go in meanwhile
+    def ended(
+        plans: list[console_redis.Plan],
+    ) -> None:  # jobs done in Redis: their audit rows go in meanwhile
         copies.append(asyncio.create_task(copy(copies[-1] if copies else None, plans)))
 
     async with Scheduler(settings=quiet) as s:
-        generating = asyncio.create_task(console_pg.history(args.database_url, older, args.days, now_ms, say))
+        generating = asyncio.create_task(
+            console_pg.history(args.database_url, older, args.days, now_ms, say)
+        )
         filled = await console_redis.fill(s, args.jobs, args.days, args.seed, say, ended)
-        report["redis_load"] = {"seconds": round(filled.seconds, 1), **console_redis.summary(filled)}
+        report["redis_load"] = {
+            "seconds": round(filled.seconds, 1),
+            **console_redis.summary(filled),
+        }
         say(f"  redis: done in {filled.seconds:.0f} s: {report['redis_load']}")
         await s.store.wire.call("XGROUP", "CREATE", s.store.keys.outbox, "audit", "$", "MKSTREAM")
         history_s = await generating
         copied = [await c for c in copies]
-    say(f"  pg: {sum(c[0] for c in copied):,} Redis jobs and {sum(c[1] for c in copied):,} attempts copied "
-        f"(meanwhile; all in at {time.perf_counter() - t0:.0f} s)")
-    report["pg_load"] = {"history_s": history_s, **await console_pg.finish(args.database_url, args.days, say)}
+    say(
+        f"  pg: {sum(c[0] for c in copied):,} Redis jobs and {sum(c[1] for c in copied):,} attempts copied "
+        f"(meanwhile; all in at {time.perf_counter() - t0:.0f} s)"
+    )
+    report["pg_load"] = {
+        "history_s": history_s,
+        **await console_pg.finish(args.database_url, args.days, say),
+    }
     report["load_s"] = round(time.perf_counter() - t0, 1)
     say(f"loaded in {report['load_s']} s: {report['pg_load']['rows']}")
 
@@ -151,17 +202,27 @@ async def targets(args: argparse.Namespace) -> dict[str, Any]:
         assert detail is not None and key_job is not None and key_job.finished_at is not None
         conn = await asyncpg.connect(args.database_url)
         try:
-            old_id = await conn.fetchval("SELECT job_id FROM schedule_job_index WHERE job_id = left(md5('h' || 1000), 16)")
-            await conn.execute("INSERT INTO schedule_operator_actions (actor, role, action, target, outcome) "
-                               "SELECT 'ops-bench', 'operator', a, $1, 'done' FROM unnest(ARRAY['retry', 'cancel']) a",
-                               detail.id)
+            old_id = await conn.fetchval(
+                "SELECT job_id FROM schedule_job_index WHERE job_id = left(md5('h' || 1000), 16)"
+            )
+            await conn.execute(
+                "INSERT INTO schedule_operator_actions (actor, role, action, target, outcome) "
+                "SELECT 'ops-bench', 'operator', a, $1, 'done' FROM unnest(ARRAY['retry', 'cancel']) a",
+                detail.id,
+            )
         finally:
             await conn.close()
         at = key_job.finished_at
-        return {"busy_topic": by_failed[-1], "rare_topic": by_failed[0], "detail_id": detail.id,
-                "detail_attempts": detail.attempts, "audit_only_id": old_id or detail.id,
-                "key": key_job.key, "since": (at - timedelta(days=3)).isoformat(),
-                "until": (at + timedelta(days=3)).isoformat()}
+        return {
+            "busy_topic": by_failed[-1],
+            "rare_topic": by_failed[0],
+            "detail_id": detail.id,
+            "detail_attempts": detail.attempts,
+            "audit_only_id": old_id or detail.id,
+            "key": key_job.key,
+            "since": (at - timedelta(days=3)).isoformat(),
+            "until": (at + timedelta(days=3)).isoformat(),
+        }
 
 
 def urls(t: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -172,16 +233,27 @@ def urls(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("overview /", "/", "w-bench-0"),  # (a live worker, listed)
         ("overview live part", "/partials/overview", t["busy_topic"]),
         ("jobs busy topic failed", "/jobs?" + busy, t["busy_topic"]),
-        ("jobs rare topic failed", "/jobs?" + urlencode({"topic": t["rare_topic"], "state": "failed"}),
-         t["rare_topic"]),
+        (
+            "jobs rare topic failed",
+            "/jobs?" + urlencode({"topic": t["rare_topic"], "state": "failed"}),
+            t["rare_topic"],
+        ),
         ("jobs key + time range", "/jobs?" + key_range, t["key"]),
-        ("job detail (Redis+audit)", f"/jobs/{t['detail_id']}", "w-bench-"),  # (its attempts' workers)
+        (
+            "job detail (Redis+audit)",
+            f"/jobs/{t['detail_id']}",
+            "w-bench-",
+        ),  # (its attempts' workers)
         ("job detail (audit only)", f"/jobs/{t['audit_only_id']}", "w-old-"),
         ("topics", "/topics", t["rare_topic"]),
         ("api stats", "/api/v1/stats", t["busy_topic"]),
         ("api jobs busy topic failed", f"/api/v1/jobs?{busy}&limit=50", t["busy_topic"]),
         ("api jobs key + time range", f"/api/v1/jobs?{key_range}&limit=50", '"items"'),
-        ("api job detail", f"/api/v1/jobs/{t['detail_id']}", '"attempt":' + str(t["detail_attempts"])),
+        (
+            "api job detail",
+            f"/api/v1/jobs/{t['detail_id']}",
+            '"attempt":' + str(t["detail_attempts"]),
+        ),
         ("api topics", "/api/v1/topics", t["rare_topic"]),
     ]
 
@@ -194,10 +266,17 @@ def free_port() -> int:
 
 def start_console(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]:
     """`horae console` as its own process on the bench's data (loopback: no token)."""
-    env = {**os.environ, "HORAE_REDIS_URL": args.redis_url, "HORAE_DATABASE_URL": args.database_url,
-           "HORAE_NAMESPACE": args.namespace, "PYTHONPATH": str(BENCH.parent)}
+    env = {
+        **os.environ,
+        "HORAE_REDIS_URL": args.redis_url,
+        "HORAE_DATABASE_URL": args.database_url,
+        "HORAE_NAMESPACE": args.namespace,
+        "PYTHONPATH": str(BENCH.parent),
+    }
     code = "from scheduler.cli.main import main; main()"
-    return subprocess.Popen([sys.executable, "-c", code, "console", "--port", str(port)], env=env, cwd=BENCH)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "console", "--port", str(port)], env=env, cwd=BENCH
+    )
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -225,13 +304,21 @@ def measure(base: str, label: str, path: str, expect: str, n: int, warmup: int) 
             body = r.content
             took = (time.perf_counter() - t) * 1000
             if r.status_code != 200 or expect.encode() not in body:
-                raise SystemExit(f"{label}: GET {path} answered {r.status_code} without {expect!r}: {body[:300]!r}")
+                raise SystemExit(
+                    f"{label}: GET {path} answered {r.status_code} without {expect!r}: {body[:300]!r}"
+                )
             if i >= warmup:
                 times.append(took)
     times.sort()
-    out = {"label": label, "path": path, "median_ms": round(statistics.median(times), 1),
-           "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1), "max_ms": round(times[-1], 1),
-           "bytes": len(body), "ok": statistics.median(times) < TARGET_MS}
+    out = {
+        "label": label,
+        "path": path,
+        "median_ms": round(statistics.median(times), 1),
+        "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1),
+        "max_ms": round(times[-1], 1),
+        "bytes": len(body),
+        "ok": statistics.median(times) < TARGET_MS,
+    }
     if path.startswith("/api/v1/jobs?"):  # a listing page: how full, and whether a cursor goes on
         page = json.loads(body)
         out.update(items=len(page["items"]), cursor=page["cursor"] is not None)
@@ -249,9 +336,13 @@ async def parts(args: argparse.Namespace, t: dict[str, Any], n: int) -> dict[str
             "redis audit lag": lambda: s.audit.lag(),
             "redis jobs busy topic failed (50)": lambda: s.jobs(t["busy_topic"], "failed", 50),
             "redis jobs rare topic failed (50)": lambda: s.jobs(t["rare_topic"], "failed", 50),
-            "redis jobs key + range (50)": lambda: s.jobs(None, None, 50, key=t["key"], since=since, until=until),
+            "redis jobs key + range (50)": lambda: s.jobs(
+                None, None, 50, key=t["key"], since=since, until=until
+            ),
             "redis get_job": lambda: s.get_job(t["detail_id"]),
-            "pg finished_last_hour": lambda: s.audit.finished_since(datetime.now(UTC) - timedelta(hours=1)),
+            "pg finished_last_hour": lambda: s.audit.finished_since(
+                datetime.now(UTC) - timedelta(hours=1)
+            ),
             "pg get_job": lambda: s.audit.get(t["detail_id"]),
             "pg get_attempts": lambda: s.audit.attempts(t["detail_id"]),
             "pg recent_actions (target)": lambda: s.audit.actions(t["detail_id"], 20),
@@ -272,7 +363,9 @@ async def parts(args: argparse.Namespace, t: dict[str, Any], n: int) -> dict[str
         return out
 
 
-async def pages_to_key(s: Scheduler, t: dict[str, Any], since: datetime, until: datetime) -> dict[str, float]:
+async def pages_to_key(
+    s: Scheduler, t: dict[str, Any], since: datetime, until: datetime
+) -> dict[str, float]:
     """How many pages of 50 (each at most 500 members examined) a key filter over the time
     range takes to reach the key's job, and how long that walk takes (no key index: the
     listing reads each member's hash)."""
@@ -283,8 +376,10 @@ async def pages_to_key(s: Scheduler, t: dict[str, Any], since: datetime, until: 
         if page.items or page.cursor is None:
             break
         cursor = page.cursor
-    return {"key filter: pages to the first match": pages,
-            "key filter: seconds to the first match": round(time.perf_counter() - start, 2)}
+    return {
+        "key filter: pages to the first match": pages,
+        "key filter: seconds to the first match": round(time.perf_counter() - start, 2),
+    }
 
 
 def plan_cases(t: dict[str, Any]) -> list[console_plans.Case]:
@@ -301,19 +396,26 @@ def plan_cases(t: dict[str, Any]) -> list[console_plans.Case]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [f"| {'request':<28} | median ms | p90 ms | max ms | < {TARGET_MS:.0f} ms | page |",
-             "|---|---:|---:|---:|:---:|---|"]
+    lines = [
+        f"| {'request':<28} | median ms | p90 ms | max ms | < {TARGET_MS:.0f} ms | page |",
+        "|---|---:|---:|---:|:---:|---|",
+    ]
     for r in rows:
         page = f"{r['items']} items{', cursor' if r['cursor'] else ''}" if "items" in r else ""
-        lines.append(f"| {r['label']:<28} | {r['median_ms']:>9} | {r['p90_ms']:>6} | {r['max_ms']:>6} | "
-                     f"{'yes' if r['ok'] else '**no**'} | {page} |")
+        lines.append(
+            f"| {r['label']:<28} | {r['median_ms']:>9} | {r['p90_ms']:>6} | {r['max_ms']:>6} | "
+            f"{'yes' if r['ok'] else '**no**'} | {page} |"
+        )
     return lines
 
 
 def main() -> None:
     args = parse()
-    report: dict[str, Any] = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "args": {
-        k: str(v) for k, v in vars(args).items()}, "load_before": os.getloadavg()}
+    report: dict[str, Any] = {
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "load_before": os.getloadavg(),
+    }
     try:
         if not args.reuse:
             asyncio.run(load(args, report))
@@ -325,8 +427,10 @@ def main() -> None:
             base = f"http://127.0.0.1:{port}"
             wait_ready(base, proc)
             report["load_at_measure"] = os.getloadavg()
-            report["requests"] = [measure(base, label, path, expect, args.requests, args.warmup)
-                                 for label, path, expect in urls(t)]
+            report["requests"] = [
+                measure(base, label, path, expect, args.requests, args.warmup)
+                for label, path, expect in urls(t)
+            ]
         finally:
             proc.terminate()
             proc.wait(10)
@@ -336,15 +440,21 @@ def main() -> None:
             for p in plans:
                 say(f"\n=== {p.label} ({p.mode} plan) ===\n{p.text}")
             report["plans"] = [vars(p) for p in plans]
-            report["plan_cache"] = asyncio.run(console_plans.plan_cache(args.database_url, plan_cases(t)))
-            say("plans PostgreSQL chose for 12 runs of each prepared statement (custom/generic): "
-                + json.dumps(report["plan_cache"]))
+            report["plan_cache"] = asyncio.run(
+                console_plans.plan_cache(args.database_url, plan_cases(t))
+            )
+            say(
+                "plans PostgreSQL chose for 12 runs of each prepared statement (custom/generic): "
+                + json.dumps(report["plan_cache"])
+            )
             say("\nplans:\n" + "\n".join(console_plans.summary_lines(plans)))
         report["load_after"] = os.getloadavg()
         say("\n" + "\n".join(table(report["requests"])))
         say("\nreads in-process (median ms): " + json.dumps(report["parts_ms"], indent=1))
-        say(f"load average before/at/after: {report['load_before']} {report.get('load_at_measure')} "
-            f"{report['load_after']}")
+        say(
+            f"load average before/at/after: {report['load_before']} {report.get('load_at_measure')} "
+            f"{report['load_after']}"
+        )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1, default=str))
         say(f"written {args.out}")

@@ -17,11 +17,40 @@ from audit.migrate import add_months, ensure_partitions, migrate, month_start
 from bench.console_redis import DAY_MS, TOPICS, Plan
 
 STATUS = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}
-AUDIT_COLUMNS = ("id", "topic", "status", "attempts", "max_attempts", "backoff_type", "backoff_delay_ms",
-                 "last_error", "run_at", "tz", "payload", "metadata", "created_at", "updated_at", "completed_at",
-                 "failed_at", "cancelled_at", "applied_ms", "applied_seq")
-ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", "started_at", "finished_at", "outcome", "error_type",
-                   "error_message", "duration_ms", "lateness_ms", "job_created_at")
+AUDIT_COLUMNS = (
+    "id",
+    "topic",
+    "status",
+    "attempts",
+    "max_attempts",
+    "backoff_type",
+    "backoff_delay_ms",
+    "last_error",
+    "run_at",
+    "tz",
+    "payload",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "failed_at",
+    "cancelled_at",
+    "applied_ms",
+    "applied_seq",
+)
+ATTEMPT_COLUMNS = (
+    "job_id",
+    "attempt_no",
+    "worker_id",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "error_type",
+    "error_message",
+    "duration_ms",
+    "lateness_ms",
+    "job_created_at",
+)
 
 # Older jobs: job i of n is created at start + i * span / n, of the topic in slot hash(i) % 1000
 # (slots weighted like TOPICS), failed when hash(i + 7919) % 1000 is under its topic's rate,
@@ -115,13 +144,43 @@ def _rows(p: Plan) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     err = last[5] if last is not None else None
     ended = _ts(p.ended_ms)
     updated = ended or (_ts(last[3] or last[2]) if last else created)
-    row = (p.id, p.topic, status, len(p.attempts), p.max_attempts, "exponential", 30000,
-           json.dumps(err) if err else None, _ts(p.run_at_ms), "UTC", p.payload, "{}", created, updated,
-           ended if status == "completed" else None, ended if status == "failed" else None,
-           ended if status == "cancelled" else None, p.created_ms, 0)
-    attempts = [(p.id, no, worker, _ts(start), _ts(end), outcome, e["type"] if e else None,
-                 e["message"] if e else None, None if end is None else end - start, start - due, created)
-                for no, worker, start, end, outcome, e, due in p.attempts]
+    row = (
+        p.id,
+        p.topic,
+        status,
+        len(p.attempts),
+        p.max_attempts,
+        "exponential",
+        30000,
+        json.dumps(err) if err else None,
+        _ts(p.run_at_ms),
+        "UTC",
+        p.payload,
+        "{}",
+        created,
+        updated,
+        ended if status == "completed" else None,
+        ended if status == "failed" else None,
+        ended if status == "cancelled" else None,
+        p.created_ms,
+        0,
+    )
+    attempts = [
+        (
+            p.id,
+            no,
+            worker,
+            _ts(start),
+            _ts(end),
+            outcome,
+            e["type"] if e else None,
+            e["message"] if e else None,
+            None if end is None else end - start,
+            start - due,
+            created,
+        )
+        for no, worker, start, end, outcome, e, due in p.attempts
+    ]
     return row, attempts
 
 
@@ -178,11 +237,18 @@ async def copy_played(url: str, plans: list[Plan]) -> tuple[int, int]:
     try:
         await conn.execute("SET synchronous_commit = off")
         rows = [_rows(p) for p in plans]
-        await conn.copy_records_to_table("schedule_job_index", records=[(r[0][0], r[0][12], r[0][17], 0) for r in rows],
-                                         columns=("job_id", "created_at", "sched_ms", "sched_seq"))
-        await conn.copy_records_to_table("schedule_audit", records=[r[0] for r in rows], columns=AUDIT_COLUMNS)
+        await conn.copy_records_to_table(
+            "schedule_job_index",
+            records=[(r[0][0], r[0][12], r[0][17], 0) for r in rows],
+            columns=("job_id", "created_at", "sched_ms", "sched_seq"),
+        )
+        await conn.copy_records_to_table(
+            "schedule_audit", records=[r[0] for r in rows], columns=AUDIT_COLUMNS
+        )
         played = [a for r in rows for a in r[1]]
-        await conn.copy_records_to_table("schedule_attempts", records=played, columns=ATTEMPT_COLUMNS)
+        await conn.copy_records_to_table(
+            "schedule_attempts", records=played, columns=ATTEMPT_COLUMNS
+        )
     finally:
         await conn.close()
     return len(rows), len(played)
@@ -196,8 +262,13 @@ async def finish(url: str, days: int, say: Callable[[str], None]) -> dict[str, A
         await conn.execute("SET maintenance_work_mem = '256MB'")
         await conn.execute(ACTIONS, 100_000, days)
         await conn.execute(FAILURE_STATS, [name for name, _, _ in TOPICS], 400)
-        for table in ("schedule_job_index", "schedule_audit", "schedule_attempts", "schedule_operator_actions",
-                      "schedule_failure_stats"):
+        for table in (
+            "schedule_job_index",
+            "schedule_audit",
+            "schedule_attempts",
+            "schedule_operator_actions",
+            "schedule_failure_stats",
+        ):
             await conn.execute(f"VACUUM ANALYZE {table}")
         took = round(time.perf_counter() - t, 1)
         say(f"  pg: actions, failure stats, VACUUM ANALYZE ({took} s)")
@@ -218,8 +289,13 @@ def _params(statement: str) -> int:
 async def counts(conn: asyncpg.Connection) -> dict[str, int]:
     """Rows per audit table (exact counts)."""
     out = {}
-    for table in ("schedule_job_index", "schedule_audit", "schedule_attempts", "schedule_operator_actions",
-                  "schedule_failure_stats"):
+    for table in (
+        "schedule_job_index",
+        "schedule_audit",
+        "schedule_attempts",
+        "schedule_operator_actions",
+        "schedule_failure_stats",
+    ):
         out[table] = await conn.fetchval(f"SELECT count(*) FROM {table}")
     return out
 

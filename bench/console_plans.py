@@ -61,8 +61,10 @@ def _scan(n: dict[str, Any]) -> str | None:
 async def explain(conn: asyncpg.Connection, case: Case, mode: str) -> Plan:
     """The case's plan in `mode` (custom or generic), run for real (ANALYZE)."""
     sql = query(case.name)
-    kinds = [t.name if t.schema == "pg_catalog" else f"{t.schema}.{t.name}"
-             for t in (await conn.prepare(sql)).get_parameters()]
+    kinds = [
+        t.name if t.schema == "pg_catalog" else f"{t.schema}.{t.name}"
+        for t in (await conn.prepare(sql)).get_parameters()
+    ]
     statement = f"bench_{case.name}"
     await conn.execute(f"SET plan_cache_mode = force_{mode}_plan")
     await conn.execute(f"PREPARE {statement}({', '.join(kinds)}) AS {sql}")
@@ -77,7 +79,9 @@ async def explain(conn: asyncpg.Connection, case: Case, mode: str) -> Plan:
     big = []
     for n in nodes:
         if n["Node Type"] == "Seq Scan":
-            rows = await conn.fetchval("SELECT reltuples::bigint FROM pg_class WHERE relname = $1", n["Relation Name"])
+            rows = await conn.fetchval(
+                "SELECT reltuples::bigint FROM pg_class WHERE relname = $1", n["Relation Name"]
+            )
             if rows is not None and rows > BIG_TABLE_ROWS:
                 big.append(f"{n['Relation Name']} ({rows:,} rows)")
     return Plan(case.label, mode, round(doc["Execution Time"], 2), scans, big, text)
@@ -104,7 +108,9 @@ def summary_lines(plans: list[Plan]) -> list[str]:
         for s in p.scans:
             base = s.split(" (rows")[0]
             seen[base] = seen.get(base, 0) + 1
-        scans = "; ".join(f"{k}" + (f" [x{v} partitions]" if v > 1 else "") for k, v in seen.items())
+        scans = "; ".join(
+            f"{k}" + (f" [x{v} partitions]" if v > 1 else "") for k, v in seen.items()
+        )
         flag = f"  SEQ SCAN OVER BIG TABLE: {', '.join(p.big_seq_scans)}" if p.big_seq_scans else ""
         lines.append(f"{p.label:<28} {p.mode:<8} {p.ms:>9.2f} ms  {scans}{flag}")
     return lines
@@ -120,7 +126,9 @@ async def plan_cache(url: str, cases: list[Case], runs: int = 12) -> dict[str, s
         for case in cases:
             for _ in range(runs):
                 await conn.fetch(query(case.name), *case.args)
-        rows = await conn.fetch("SELECT statement, custom_plans, generic_plans FROM pg_prepared_statements")
+        rows = await conn.fetch(
+            "SELECT statement, custom_plans, generic_plans FROM pg_prepared_statements"
+        )
     finally:
         await conn.close()
     out = {}

@@ -12,30 +12,53 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.worker.advertise import entry_json
 from scheduler.api import Scheduler
 from scheduler.core.job import ClaimedJob, NewJob, Settlement
 from scheduler.core.outbox import error_record
+from scheduler.worker.advertise import entry_json
 
 DAY_MS = 86_400_000
 SLICE_JOBS = 1000  # jobs created per simulated slice (one pipelined enqueue_many)
 BACKOFF_MS = 30_000
 # ~20 topics, Zipf-like volumes, each with its own failure rate (a failed job: all attempts failed).
 TOPICS: tuple[tuple[str, float, float], ...] = tuple(
-    (name, 1.0 / (rank + 1), fail) for rank, (name, fail) in enumerate([
-        ("email.send", 0.02), ("billing.charge", 0.08), ("billing.remind", 0.03), ("sms.send", 0.05),
-        ("push.notify", 0.04), ("report.daily", 0.02), ("invoice.render", 0.06), ("payments.capture", 0.25),
-        ("payments.refund", 0.10), ("search.reindex", 0.03), ("orders.expire", 0.01), ("cart.abandon", 0.02),
-        ("webhook.deliver", 0.30), ("export.csv", 0.07), ("image.resize", 0.04), ("user.cleanup", 0.01),
-        ("fraud.score", 0.05), ("ledger.close", 0.02), ("crm.sync", 0.15), ("audit.archive", 0.01),
-    ]))
-ERRORS = [("TimeoutError", "upstream {host} did not answer in 30s"),
-          ("HTTPError", "POST https://{host}/v1/charges returned 502 Bad Gateway"),
-          ("ValueError", "invoice {n} has no customer"),
-          ("ConnectionResetError", "[Errno 104] Connection reset by peer ({host})")]
-TRACEBACK = ('Traceback (most recent call last):\n  File "/app/listeners.py", line 42, in handle\n'
-             '    await client.post(url, json=body)\n  File "/app/http.py", line 88, in post\n'
-             '    raise HTTPError(resp.status)\n')
+    (name, 1.0 / (rank + 1), fail)
+    for rank, (name, fail) in enumerate(
+        [
+            ("email.send", 0.02),
+            ("billing.charge", 0.08),
+            ("billing.remind", 0.03),
+            ("sms.send", 0.05),
+            ("push.notify", 0.04),
+            ("report.daily", 0.02),
+            ("invoice.render", 0.06),
+            ("payments.capture", 0.25),
+            ("payments.refund", 0.10),
+            ("search.reindex", 0.03),
+            ("orders.expire", 0.01),
+            ("cart.abandon", 0.02),
+            ("webhook.deliver", 0.30),
+            ("export.csv", 0.07),
+            ("image.resize", 0.04),
+            ("user.cleanup", 0.01),
+            ("fraud.score", 0.05),
+            ("ledger.close", 0.02),
+            ("crm.sync", 0.15),
+            ("audit.archive", 0.01),
+        ]
+    )
+)
+ERRORS = [
+    ("TimeoutError", "upstream {host} did not answer in 30s"),
+    ("HTTPError", "POST https://{host}/v1/charges returned 502 Bad Gateway"),
+    ("ValueError", "invoice {n} has no customer"),
+    ("ConnectionResetError", "[Errno 104] Connection reset by peer ({host})"),
+]
+TRACEBACK = (
+    'Traceback (most recent call last):\n  File "/app/listeners.py", line 42, in handle\n'
+    '    await client.post(url, json=body)\n  File "/app/http.py", line 88, in post\n'
+    "    raise HTTPError(resp.status)\n"
+)
 
 
 @dataclass(slots=True)
@@ -51,7 +74,9 @@ class Plan:
     created_ms: int
     run_at_ms: int
     payload: str
-    attempts: list[tuple[Any, ...]] = field(default_factory=list)  # (no, worker, start, end, outcome, error|None, due)
+    attempts: list[tuple[Any, ...]] = field(
+        default_factory=list
+    )  # (no, worker, start, end, outcome, error|None, due)
     ended_ms: int | None = None
 
 
@@ -77,18 +102,46 @@ def _fate(rng: random.Random, fail: float) -> tuple[str, int, int]:
     return "completed", rng.choices((1, 2, 3), (90, 8, 2))[0], 3
 
 
-def _job(s: Scheduler, rng: random.Random, topic: str, fate: str, tries: int, max_attempts: int, created: int,
-         run_at: int) -> tuple[NewJob, Plan]:
+def _job(
+    s: Scheduler,
+    rng: random.Random,
+    topic: str,
+    fate: str,
+    tries: int,
+    max_attempts: int,
+    created: int,
+    run_at: int,
+) -> tuple[NewJob, Plan]:
     n = rng.randrange(10**6)
-    payload = {"invoiceId": f"inv-{n}", "amount": rng.randrange(100, 100_000), "currency": "EUR",
-               "customer": f"cust-{rng.randrange(100_000)}", "note": "x" * rng.randrange(0, 60)}
+    payload = {
+        "invoiceId": f"inv-{n}",
+        "amount": rng.randrange(100, 100_000),
+        "currency": "EUR",
+        "customer": f"cust-{rng.randrange(100_000)}",
+        "note": "x" * rng.randrange(0, 60),
+    }
     key = f"cust-{rng.randrange(100_000)}" if rng.random() < 0.4 else None
-    job = s._scheduling.build_job(topic, run_at, "UTC", payload, {"attempts": max_attempts}, None, None, None, "",
-                                  now_ms=created, key=key)
-    return job, Plan(job.id, topic, fate, tries, max_attempts, key or "", created, job.due_ms, job.payload_json)
+    job = s._scheduling.build_job(
+        topic,
+        run_at,
+        "UTC",
+        payload,
+        {"attempts": max_attempts},
+        None,
+        None,
+        None,
+        "",
+        now_ms=created,
+        key=key,
+    )
+    return job, Plan(
+        job.id, topic, fate, tries, max_attempts, key or "", created, job.due_ms, job.payload_json
+    )
 
 
-def _settle(c: ClaimedJob, p: Plan, now: int, until_ms: int, rng: random.Random) -> tuple[str, Settlement] | None:
+def _settle(
+    c: ClaimedJob, p: Plan, now: int, until_ms: int, rng: random.Random
+) -> tuple[str, Settlement] | None:
     """The settlement of a claimed attempt by the job's plan (None: left running)."""
     if p.fate == "running":
         p.attempts.append((c.attempt, c.token.split(":")[0], now, None, None, None, c.due_ms))
@@ -101,19 +154,25 @@ def _settle(c: ClaimedJob, p: Plan, now: int, until_ms: int, rng: random.Random)
         p.ended_ms = end
         return "complete", Settlement(c.id, c.token, "succeeded")
     etype, text = rng.choice(ERRORS)
-    err = error_record(etype, text.format(host=f"api-{rng.randrange(9)}.internal", n=rng.randrange(10**6)),
-                       TRACEBACK)
+    err = error_record(
+        etype,
+        text.format(host=f"api-{rng.randrange(9)}.internal", n=rng.randrange(10**6)),
+        TRACEBACK,
+    )
     p.attempts.append((c.attempt, worker, now, end, "failed", err, c.due_ms))
     if p.fate == "retrying" and c.attempt >= p.tries:
-        return "fail", Settlement(c.id, c.token, "failed", err, until_ms + rng.randrange(60_000, 3_600_000))
+        return "fail", Settlement(
+            c.id, c.token, "failed", err, until_ms + rng.randrange(60_000, 3_600_000)
+        )
     if c.attempt < p.max_attempts and (p.fate != "failed" or c.attempt < p.tries):
         return "fail", Settlement(c.id, c.token, "failed", err, end + BACKOFF_MS)
     p.ended_ms = end
     return "fail", Settlement(c.id, c.token, "failed", err, -1)
 
 
-async def _play(s: Scheduler, plans: dict[str, Plan], start: int, later_ms: int, rng: random.Random,
-                keep: int) -> None:
+async def _play(
+    s: Scheduler, plans: dict[str, Plan], start: int, later_ms: int, rng: random.Random, keep: int
+) -> None:
     """Claim and settle everything due at `start`, then the retries that follow, with the
     clock moved by hand until nothing is due; a job left retrying is due after `later_ms`."""
     store, now = s.store, start
@@ -129,14 +188,20 @@ async def _play(s: Scheduler, plans: dict[str, Plan], start: int, later_ms: int,
                 (done if out[0] == "complete" else failed).append(out[1])
         end = now + 3000
         for i in range(0, len(done), 250):
-            await store.complete(done[i:i + 250], end, keep)
+            await store.complete(done[i : i + 250], end, keep)
         for i in range(0, len(failed), 250):
-            await store.fail(failed[i:i + 250], end)
+            await store.fail(failed[i : i + 250], end)
         now = end + BACKOFF_MS
 
 
-async def fill(s: Scheduler, jobs: int, days: int, seed: int, say: Any,
-               ended: Callable[[list[Plan]], None] = lambda plans: None) -> Filled:
+async def fill(
+    s: Scheduler,
+    jobs: int,
+    days: int,
+    seed: int,
+    say: Any,
+    ended: Callable[[list[Plan]], None] = lambda plans: None,
+) -> Filled:
     """Play `jobs` jobs over the last `days` days through the scripts; return their plans.
     `ended` gets the plans of jobs that will not change any more every 100 slices (and the
     rest at the end), so their audit rows can be written meanwhile."""
@@ -160,7 +225,11 @@ async def fill(s: Scheduler, jobs: int, days: int, seed: int, say: Any,
         batch, cancel = [], []
         for topic in rng.choices(names, weights, k=count):
             fate, tries, m = _fate(rng, fail_of[topic])
-            run_at = now_ms + rng.randrange(3_600_000, 14 * DAY_MS) if fate == "scheduled" else lo + rng.randrange(span)
+            run_at = (
+                now_ms + rng.randrange(3_600_000, 14 * DAY_MS)
+                if fate == "scheduled"
+                else lo + rng.randrange(span)
+            )
             job, plan = _job(s, rng, topic, fate, tries, m, lo, run_at)
             batch.append(job)
             plans[job.id] = plan
@@ -171,7 +240,9 @@ async def fill(s: Scheduler, jobs: int, days: int, seed: int, say: Any,
         for p in cancel:
             p.ended_ms = lo + 1000
         await _play(s, plans, lo + span, now_ms, rng, keep)
-        await s.store.wire.call("XTRIM", outbox, "MAXLEN", "0")  # (no relay here: the audit side is loaded apart)
+        await s.store.wire.call(
+            "XTRIM", outbox, "MAXLEN", "0"
+        )  # (no relay here: the audit side is loaded apart)
         if k % 100 == 99:
             say(f"  redis: {len(plans):,} jobs played ({time.perf_counter() - t0:.0f} s)")
             ended(list(plans.values())[handed:])
@@ -183,15 +254,25 @@ async def fill(s: Scheduler, jobs: int, days: int, seed: int, say: Any,
     return Filled(list(plans.values()), time.perf_counter() - t0, now_ms)
 
 
-async def _recent(s: Scheduler, plans: dict[str, Plan], rng: random.Random, n: int, now_ms: int, keep: int,
-                  names: list[str], weights: list[float]) -> None:
+async def _recent(
+    s: Scheduler,
+    plans: dict[str, Plan],
+    rng: random.Random,
+    n: int,
+    now_ms: int,
+    keep: int,
+    names: list[str],
+    weights: list[float],
+) -> None:
     """Jobs of the last ten minutes left retrying (a failed attempt, the next one due
     within the hour) or running (claimed, never settled: no worker runs here)."""
     lo = now_ms - 600_000
     batch = []
     for topic in rng.choices(names, weights, k=n):
         fate = "running" if rng.random() < 0.1 else "retrying"
-        job, plan = _job(s, rng, topic, fate, rng.choice((1, 2)), 5, lo, lo + rng.randrange(300_000))
+        job, plan = _job(
+            s, rng, topic, fate, rng.choice((1, 2)), 5, lo, lo + rng.randrange(300_000)
+        )
         batch.append(job)
         plans[job.id] = plan
     await s.store.enqueue_many(batch, lo)
@@ -203,9 +284,14 @@ async def _workers(s: Scheduler, names: list[str], now_ms: int) -> None:
     so they stay live through the measurements)."""
     ttl = 3_600_000
     for i in range(4):
-        topics = names[i * 5:(i + 1) * 5]
-        await s.store.advertise_worker(f"w-bench-{i}", entry_json(topics, 50, 3, False, 1000 + i, now_ms, ttl,
-                                                                   host=f"bench-host-{i % 2}"), topics, now_ms, ttl)
+        topics = names[i * 5 : (i + 1) * 5]
+        await s.store.advertise_worker(
+            f"w-bench-{i}",
+            entry_json(topics, 50, 3, False, 1000 + i, now_ms, ttl, host=f"bench-host-{i % 2}"),
+            topics,
+            now_ms,
+            ttl,
+        )
 
 
 def summary(filled: Filled) -> dict[str, int]:

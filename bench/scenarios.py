@@ -18,24 +18,37 @@ from measure import Recorder, dist_ms, redis_commands, redis_cpu, redis_info
 from window import WINDOW
 
 CONCURRENCY = 50
-PACED_RATE = 200.0          # jobs/s
-BURST_LEAD_S = 3.0          # delayed_burst: every job due at now + 3 s
-SPREAD_LEAD_S = 2.0         # delayed_spread: first job due at now + 2 s ...
-SPREAD_SPAN_S = 5.0         # ... the last 5 s later
-CLAIM_BATCH = 100           # claim: jobs per claim.lua call ...
-CLAIM_CONCURRENCY = 4       # ... with this many calls in flight (as several workers would), so Redis is never idle
-MEMORY_DELAY_S = 3600.0     # memory: jobs due in an hour (never run)
+PACED_RATE = 200.0  # jobs/s
+BURST_LEAD_S = 3.0  # delayed_burst: every job due at now + 3 s
+SPREAD_LEAD_S = 2.0  # delayed_spread: first job due at now + 2 s ...
+SPREAD_SPAN_S = 5.0  # ... the last 5 s later
+CLAIM_BATCH = 100  # claim: jobs per claim.lua call ...
+CLAIM_CONCURRENCY = (
+    4  # ... with this many calls in flight (as several workers would), so Redis is never idle
+)
+MEMORY_DELAY_S = 3600.0  # memory: jobs due in an hour (never run)
 MEMORY_PAYLOAD_BYTES = 100  # ~100-byte JSON payload
-PRIORITIES = (-1, 0, 1)     # drain_priority: job i gets PRIORITIES[i % 3] (horae's scale, higher first)
-RATE_MAX = 2_000            # rate_limited: at most 2,000 starts ...
-RATE_PER_S = 1.0            # ... per second, for the bench topic
-RATE_STEADY = (0.25, 0.95)  # rate_limited: the achieved rate is measured between these fractions of the starts
-SPLIT_READY_S = 120.0       # e2e_split: how long the producer process may take to start and connect
+PRIORITIES = (
+    -1,
+    0,
+    1,
+)  # drain_priority: job i gets PRIORITIES[i % 3] (horae's scale, higher first)
+RATE_MAX = 2_000  # rate_limited: at most 2,000 starts ...
+RATE_PER_S = 1.0  # ... per second, for the bench topic
+RATE_STEADY = (
+    0.25,
+    0.95,
+)  # rate_limited: the achieved rate is measured between these fractions of the starts
+SPLIT_READY_S = 120.0  # e2e_split: how long the producer process may take to start and connect
 
 ONE_PROCESS = "producer and worker in this one process, one asyncio loop"
-PROCESS_MODEL = {sc: "worker in this process; the producer in a process of its own (no worker, no relay)"
-                 for sc in ("e2e_split", "paced_split")}
-PRODUCER_CMD: list[str] = []  # e2e_split: the command that starts this system's producer (set by driver.py)
+PROCESS_MODEL = {
+    sc: "worker in this process; the producer in a process of its own (no worker, no relay)"
+    for sc in ("e2e_split", "paced_split")
+}
+PRODUCER_CMD: list[
+    str
+] = []  # e2e_split: the command that starts this system's producer (set by driver.py)
 
 
 def payload(i: int, size: int = 0) -> dict[str, Any]:
@@ -58,7 +71,9 @@ async def sc_enqueue(a: Adapter, rec: Recorder, n: int, url: str, timeout: float
     return {"jobs_per_s": n / dt, "seconds": dt, "mode": "one await at a time"}
 
 
-async def sc_enqueue_bulk(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_enqueue_bulk(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     if not a.supports_bulk:
         raise NotAvailable("n/a (no bulk API)")
     jobs = [Job(payload(i)) for i in range(n)]
@@ -80,7 +95,9 @@ async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
     await a.settle()  # not timed: the pre-enqueue is setup, whatever path it took
 
 
-async def _drain(a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: float) -> dict[str, Any]:
+async def _drain(
+    a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: float
+) -> dict[str, Any]:
     """Pre-enqueue `jobs` (untimed), then time one worker running them all (drain and drain_priority)."""
     n = len(jobs)
     await _pre_enqueue(a, jobs)
@@ -93,8 +110,13 @@ async def _drain(a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: 
     dt = time.perf_counter() - t0
     WINDOW.stop()
     cmds = redis_commands(url) - cmds0
-    return {"jobs_per_s": n / dt, "seconds": dt, "redis_cmds": cmds, "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n}
+    return {
+        "jobs_per_s": n / dt,
+        "seconds": dt,
+        "redis_cmds": cmds,
+        "redis_cmds_per_s": cmds / dt,
+        "redis_cmds_per_job": cmds / n,
+    }
 
 
 async def sc_drain(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
@@ -134,24 +156,36 @@ def priority_order(starts: list[float], prio: list[int]) -> dict[str, Any]:
         rank_sum[prio[k]] += rank
     last_rank = {q: max(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
     first_rank = {q: min(r for r, k in enumerate(order) if prio[k] == q) / n for q in levels}
-    return {"inversions_pct": 100 * inversions / pairs if pairs else 0.0, "inverted_pairs": inversions,
-            "pairs": pairs,
-            "mean_rank": {str(q): rank_sum[q] / counts[q] / n for q in levels},
-            "first_rank": {str(q): first_rank[q] for q in levels},
-            "last_rank": {str(q): last_rank[q] for q in levels}}
+    return {
+        "inversions_pct": 100 * inversions / pairs if pairs else 0.0,
+        "inverted_pairs": inversions,
+        "pairs": pairs,
+        "mean_rank": {str(q): rank_sum[q] / counts[q] / n for q in levels},
+        "first_rank": {str(q): first_rank[q] for q in levels},
+        "last_rank": {str(q): last_rank[q] for q in levels},
+    }
 
 
-async def sc_drain_priority(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_drain_priority(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     """drain with three priorities interleaved (job i: PRIORITIES[i % 3]); same worker as drain."""
     if not a.supports_priority:
         raise NotAvailable("n/a (no priorities)")
     prio = [PRIORITIES[i % len(PRIORITIES)] for i in range(n)]
-    result = await _drain(a, rec, [Job(payload(i), priority=prio[i]) for i in range(n)], url, timeout)
-    return {**result, "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
-            "order": priority_order(rec.first_start, prio)}
+    result = await _drain(
+        a, rec, [Job(payload(i), priority=prio[i]) for i in range(n)], url, timeout
+    )
+    return {
+        **result,
+        "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
+        "order": priority_order(rec.first_start, prio),
+    }
 
 
-async def sc_rate_limited(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_rate_limited(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     """A backlog of N jobs on a topic limited to RATE_MAX starts per RATE_PER_S; one worker (concurrency
     50). The achieved rate is the slope of the handler starts between the RATE_STEADY fractions of N
     (skips a start-up burst the limiter may allow, and the tail)."""
@@ -174,11 +208,17 @@ async def sc_rate_limited(a: Adapter, rec: Recorder, n: int, url: str, timeout: 
         while starts[i] - starts[j] >= RATE_PER_S:
             j += 1
         most = max(most, i - j + 1)
-    return {"rate_per_s": rate, "rate_error_pct": (rate - target) / target * 100, "target_per_s": target,
-            "overall_per_s": n / dt, "seconds": dt, "max_starts_in_any_window": most,
-            "steady_window": f"starts {RATE_STEADY[0]:.0%}..{RATE_STEADY[1]:.0%} of N, "
-                             f"{starts[hi] - starts[lo]:.2f} s",
-            "limit": f"{RATE_MAX} per {RATE_PER_S:g} s"}
+    return {
+        "rate_per_s": rate,
+        "rate_error_pct": (rate - target) / target * 100,
+        "target_per_s": target,
+        "overall_per_s": n / dt,
+        "seconds": dt,
+        "max_starts_in_any_window": most,
+        "steady_window": f"starts {RATE_STEADY[0]:.0%}..{RATE_STEADY[1]:.0%} of N, "
+        f"{starts[hi] - starts[lo]:.2f} s",
+        "limit": f"{RATE_MAX} per {RATE_PER_S:g} s",
+    }
 
 
 def now_job(i: int, at_now: bool) -> Job:
@@ -187,7 +227,9 @@ def now_job(i: int, at_now: bool) -> Job:
     return Job(payload(i), due=time.time() if at_now else None)
 
 
-async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at_now: bool = False) -> dict[str, Any]:
+async def sc_e2e(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at_now: bool = False
+) -> dict[str, Any]:
     await a.start_worker(CONCURRENCY)
     enq = [0.0] * n
     cmds0 = redis_commands(url)
@@ -202,8 +244,13 @@ async def sc_e2e(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at
     WINDOW.stop()
     cmds = redis_commands(url) - cmds0
     lat = [rec.first_start[i] - enq[i] for i in range(n)]
-    return {"jobs_per_s": n / dt, "seconds": dt, "latency": dist_ms(lat), "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n}
+    return {
+        "jobs_per_s": n / dt,
+        "seconds": dt,
+        "latency": dist_ms(lat),
+        "redis_cmds_per_s": cmds / dt,
+        "redis_cmds_per_job": cmds / n,
+    }
 
 
 async def pace(t0: float, i: int) -> bool:
@@ -214,8 +261,9 @@ async def pace(t0: float, i: int) -> bool:
     return delay < -0.005
 
 
-async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at_now: bool = False
-                   ) -> dict[str, Any]:
+async def sc_paced(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float, at_now: bool = False
+) -> dict[str, Any]:
     await a.start_worker(CONCURRENCY)
     await asyncio.sleep(0.5)  # let the worker settle into its idle wait
     enq = [0.0] * n
@@ -230,7 +278,11 @@ async def sc_paced(a: Adapter, rec: Recorder, n: int, url: str, timeout: float, 
     await a.finish()
     WINDOW.stop()
     lat = [rec.first_start[i] - enq[i] for i in range(n)]
-    return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": behind}
+    return {
+        "latency": dist_ms(lat),
+        "rate_per_s": PACED_RATE,
+        "enqueues_more_than_5ms_behind": behind,
+    }
 
 
 async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[float, dict[str, Any]]:
@@ -241,8 +293,9 @@ async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[flo
     producer's CPU inside its loop is added to the client CPU."""
     await a.start_worker(CONCURRENCY)
     await asyncio.sleep(0.5)  # let the worker settle into its idle wait
-    proc = await asyncio.create_subprocess_exec(*PRODUCER_CMD, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *PRODUCER_CMD, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
     assert proc.stdin is not None and proc.stdout is not None
     ready = await asyncio.wait_for(proc.stdout.readline(), SPLIT_READY_S)
     if ready.strip() != b"READY":
@@ -256,7 +309,7 @@ async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[flo
     if await proc.wait() != 0:
         raise RuntimeError(f"the producer process failed with exit {proc.returncode}")
     line = next(ln for ln in out.decode().splitlines() if ln.startswith("BENCH-PRODUCER "))
-    produced = json.loads(line[len("BENCH-PRODUCER "):])
+    produced = json.loads(line[len("BENCH-PRODUCER ") :])
     await rec.wait(timeout)
     await a.finish()
     dt = time.perf_counter() - t0
@@ -265,23 +318,36 @@ async def _split(a: Adapter, rec: Recorder, n: int, timeout: float) -> tuple[flo
     return dt, produced
 
 
-async def sc_e2e_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_e2e_split(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     """The deployment users run: N jobs for now scheduled one await at a time by a producer
     process while one worker process runs them. jobs/s from GO until the last handler ran;
     latency = handler start − scheduling call start (one machine's clock)."""
     dt, produced = await _split(a, rec, n, timeout)
     enq = produced["enq"]
     lat = [rec.first_start[i] - enq[i] for i in range(n)]
-    return {"jobs_per_s": n / dt, "seconds": dt, "latency": dist_ms(lat),
-            "producer_jobs_per_s": n / max(1e-9, enq[-1] - enq[0]), "producer_cpu_s": produced["cpu_s"]}
+    return {
+        "jobs_per_s": n / dt,
+        "seconds": dt,
+        "latency": dist_ms(lat),
+        "producer_jobs_per_s": n / max(1e-9, enq[-1] - enq[0]),
+        "producer_cpu_s": produced["cpu_s"],
+    }
 
 
-async def sc_paced_split(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_paced_split(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     """paced_at as users deploy it: the producer process schedules for now through the "at"
     API at 200/s (driver.produce paces it), one worker process runs them; latency p50/p99."""
     _, produced = await _split(a, rec, n, timeout)
     lat = [rec.first_start[i] - produced["enq"][i] for i in range(n)]
-    return {"latency": dist_ms(lat), "rate_per_s": PACED_RATE, "enqueues_more_than_5ms_behind": produced["behind"]}
+    return {
+        "latency": dist_ms(lat),
+        "rate_per_s": PACED_RATE,
+        "enqueues_more_than_5ms_behind": produced["behind"],
+    }
 
 
 async def _delayed(a: Adapter, rec: Recorder, dues: list[float], timeout: float) -> dict[str, Any]:
@@ -298,20 +364,29 @@ async def _delayed(a: Adapter, rec: Recorder, dues: list[float], timeout: float)
     await a.finish()
     WINDOW.stop()
     late = [rec.first_start[i] - dues[i] for i in range(len(dues))]
-    return {"lateness": dist_ms(late), "early_jobs": sum(1 for x in late if x < 0),
-            "enqueue_finished_s_before_first_due": round(base + first_due - enqueued_by, 3)}
+    return {
+        "lateness": dist_ms(late),
+        "early_jobs": sum(1 for x in late if x < 0),
+        "enqueue_finished_s_before_first_due": round(base + first_due - enqueued_by, 3),
+    }
 
 
-async def sc_delayed_burst(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_delayed_burst(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     out = await _delayed(a, rec, [BURST_LEAD_S] * n, timeout)
     out["due"] = f"all {n} at the same instant, {BURST_LEAD_S:g} s after the first enqueue"
     return out
 
 
-async def sc_delayed_spread(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
+async def sc_delayed_spread(
+    a: Adapter, rec: Recorder, n: int, url: str, timeout: float
+) -> dict[str, Any]:
     dues = [SPREAD_LEAD_S + SPREAD_SPAN_S * i / max(1, n - 1) for i in range(n)]
     out = await _delayed(a, rec, dues, timeout)
-    out["due"] = f"{n} evenly over {SPREAD_SPAN_S:g} s, first {SPREAD_LEAD_S:g} s after the first enqueue"
+    out["due"] = (
+        f"{n} evenly over {SPREAD_SPAN_S:g} s, first {SPREAD_LEAD_S:g} s after the first enqueue"
+    )
     return out
 
 
@@ -328,13 +403,19 @@ async def sc_retry(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) 
     hist: dict[int, int] = {}
     for r in rec.runs:
         hist[r] = hist.get(r, 0) + 1
-    return {"seconds": dt, "exactly_twice": hist == {2: n}, "runs_histogram": {str(k): v for k, v in sorted(hist.items())},
-            "retry_delay_s": RETRY_DELAY_S}
+    return {
+        "seconds": dt,
+        "exactly_twice": hist == {2: n},
+        "runs_histogram": {str(k): v for k, v in sorted(hist.items())},
+        "retry_delay_s": RETRY_DELAY_S,
+    }
 
 
 async def sc_memory(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
     sample = json.dumps(payload(n - 1, MEMORY_PAYLOAD_BYTES), separators=(",", ":"))
-    await a.enqueue(Job(payload(0, MEMORY_PAYLOAD_BYTES), due=time.time() + MEMORY_DELAY_S))  # warm up, not counted
+    await a.enqueue(
+        Job(payload(0, MEMORY_PAYLOAD_BYTES), due=time.time() + MEMORY_DELAY_S)
+    )  # warm up, not counted
     gc.collect()
     m0 = redis_info(url, "memory")
     due = time.time() + MEMORY_DELAY_S
@@ -347,8 +428,13 @@ async def sc_memory(a: Adapter, rec: Recorder, n: int, url: str, timeout: float)
     used = int(m1["used_memory"]) - int(m0["used_memory"])
     dataset = int(m1["used_memory_dataset"]) - int(m0["used_memory_dataset"])
     keys = redis_info(url, "keyspace")
-    return {"bytes_per_job": used / n, "dataset_bytes_per_job": dataset / n, "payload_json_bytes": len(sample),
-            "used_memory_delta": used, "keyspace": keys}
+    return {
+        "bytes_per_job": used / n,
+        "dataset_bytes_per_job": dataset / n,
+        "payload_json_bytes": len(sample),
+        "used_memory_delta": used,
+        "keyspace": keys,
+    }
 
 
 async def sc_claim(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
@@ -368,9 +454,16 @@ async def sc_claim(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) 
         raise RuntimeError(f"claimed {claimed} of {n}")
     # redis_busy near 1.0: the server's one thread was saturated, so the rate is Redis's own limit
     # for these commands (not the client's); the INFO calls around the window cost microseconds.
-    return {"jobs_per_s": n / dt, "seconds": dt, "script_calls": calls, "redis_cmds_per_s": cmds / dt,
-            "redis_cmds_per_job": cmds / n, "batch": CLAIM_BATCH, "concurrency": CLAIM_CONCURRENCY,
-            "redis_busy": cpu / dt}
+    return {
+        "jobs_per_s": n / dt,
+        "seconds": dt,
+        "script_calls": calls,
+        "redis_cmds_per_s": cmds / dt,
+        "redis_cmds_per_job": cmds / n,
+        "batch": CLAIM_BATCH,
+        "concurrency": CLAIM_CONCURRENCY,
+        "redis_busy": cpu / dt,
+    }
 
 
 SCENARIOS = {
@@ -391,5 +484,3 @@ SCENARIOS = {
     "memory": sc_memory,
     "claim": sc_claim,
 }
-
-

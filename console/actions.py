@@ -85,8 +85,14 @@ class Refused(Exception):
     """A viewer tried to act (HTTP 403)."""
 
 
-async def record(scheduler: Scheduler, who: Principal, action: str, target: str, outcome: str,
-                 detail: dict[str, Any] | None = None) -> None:
+async def record(
+    scheduler: Scheduler,
+    who: Principal,
+    action: str,
+    target: str,
+    outcome: str,
+    detail: dict[str, Any] | None = None,
+) -> None:
     """Append to the action log; a log line instead when the audit is off or down (the
     action itself already happened, or was refused)."""
     audit = audit_of(scheduler)
@@ -96,8 +102,14 @@ async def record(scheduler: Scheduler, who: Principal, action: str, target: str,
             return
         except (StorageError, OSError, TimeoutError) as exc:
             log.warning("console: action not recorded in the audit (%s)", exc)
-    log.info("console action %s %s by %s: %s", action, target, who.actor, outcome,
-             extra={"event": "console.action", "actor": who.actor, "action": action, "target": target})
+    log.info(
+        "console action %s %s by %s: %s",
+        action,
+        target,
+        who.actor,
+        outcome,
+        extra={"event": "console.action", "actor": who.actor, "action": action, "target": target},
+    )
 
 
 async def _guard(scheduler: Scheduler, who: Principal, action: str, target: str) -> None:
@@ -106,8 +118,14 @@ async def _guard(scheduler: Scheduler, who: Principal, action: str, target: str)
         raise Refused(f"{who.name} is a {who.role.value}: only operators may {action}")
 
 
-async def job_action(scheduler: Scheduler, who: Principal, action: str, job_id: str,
-                     run_at: datetime | None = None, tz: str = "UTC") -> Outcome:
+async def job_action(
+    scheduler: Scheduler,
+    who: Principal,
+    action: str,
+    job_id: str,
+    run_at: datetime | None = None,
+    tz: str = "UTC",
+) -> Outcome:
     """cancel, retry, reschedule (to `run_at` in `tz`) or delete one job.
 
     Raises:
@@ -127,7 +145,9 @@ async def job_action(scheduler: Scheduler, who: Principal, action: str, job_id: 
         ok = await scheduler.delete(job_id, actor=actor)
     else:
         raise ValueError(f"unknown job action {action!r}; allowed: {', '.join(JOB_ACTIONS)}")
-    outcome = Outcome("done", f"{action}: done") if ok else await _why_not(scheduler, action, job_id)
+    outcome = (
+        Outcome("done", f"{action}: done") if ok else await _why_not(scheduler, action, job_id)
+    )
     detail = {"run_at": run_at.isoformat(), "tz": tz} if action == "reschedule" and run_at else None
     await record(scheduler, who, action, job_id, outcome.outcome, detail)
     return outcome
@@ -142,7 +162,9 @@ async def _why_not(scheduler: Scheduler, action: str, job_id: str) -> Outcome:
     return Outcome("conflict", conflict_message(action, job))
 
 
-async def dead_letter_action(scheduler: Scheduler, who: Principal, action: str, job_id: str) -> Outcome:
+async def dead_letter_action(
+    scheduler: Scheduler, who: Principal, action: str, job_id: str
+) -> Outcome:
     """replay or delete one dead letter.
 
     Raises:
@@ -154,15 +176,27 @@ async def dead_letter_action(scheduler: Scheduler, who: Principal, action: str, 
             new_id = await scheduler.replay(job_id, actor=who.actor)
             outcome = Outcome("done", f"replayed as job {new_id}", new_id)
         except DeadLetterNotFound:
-            outcome = Outcome("not_found", f"no dead letter {job_id} (replayed or deleted meanwhile?)")
+            outcome = Outcome(
+                "not_found", f"no dead letter {job_id} (replayed or deleted meanwhile?)"
+            )
     elif action == "delete":  # (a job that is no dead letter is not one to delete here)
         held = await scheduler.store.held_dead_letter_topic(job_id)
         ok = held is not None and await scheduler.delete(job_id, actor=who.actor)
-        outcome = Outcome("done", "deleted") if ok else Outcome("not_found", f"no dead letter {job_id}")
+        outcome = (
+            Outcome("done", "deleted") if ok else Outcome("not_found", f"no dead letter {job_id}")
+        )
     else:
-        raise ValueError(f"unknown dead-letter action {action!r}; allowed: {', '.join(DEAD_LETTER_ACTIONS)}")
-    await record(scheduler, who, f"dead_letter.{action}", job_id, outcome.outcome,
-                 {"job_id": outcome.job_id} if outcome.job_id else None)
+        raise ValueError(
+            f"unknown dead-letter action {action!r}; allowed: {', '.join(DEAD_LETTER_ACTIONS)}"
+        )
+    await record(
+        scheduler,
+        who,
+        f"dead_letter.{action}",
+        job_id,
+        outcome.outcome,
+        {"job_id": outcome.job_id} if outcome.job_id else None,
+    )
     return outcome
 
 
@@ -181,7 +215,9 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
     already = False
     if action in ("pause", "resume"):
         try:
-            changed = await (scheduler.pause_cron(name) if action == "pause" else scheduler.resume_cron(name))
+            changed = await (
+                scheduler.pause_cron(name) if action == "pause" else scheduler.resume_cron(name)
+            )
         except InvalidCron:  # no schedule of that name (removed meanwhile?): like an unknown job
             ok = False
         else:
@@ -191,8 +227,15 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
         ok = info is not None
         if info is not None:
             meta = {**dict(info.metadata), "cron": name, "triggered_by": who.actor}
-            new_id = await scheduler.schedule_at(info.topic, datetime.now(UTC), info.tz, payload=info.payload,
-                                                 metadata=meta, retry={"attempts": info.max_attempts}, key=name)
+            new_id = await scheduler.schedule_at(
+                info.topic,
+                datetime.now(UTC),
+                info.tz,
+                payload=info.payload,
+                metadata=meta,
+                retry={"attempts": info.max_attempts},
+                key=name,
+            )
     else:
         raise ValueError(f"unknown schedule action {action!r}; allowed: {', '.join(CRON_ACTIONS)}")
     if not ok:
@@ -200,8 +243,17 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
     elif already:
         outcome = Outcome("done", f"{action}: done (it already was {action}d)")
     else:
-        outcome = Outcome("done", f"{action}: done" + (f" (job {new_id})" if new_id else ""), new_id)
-    await record(scheduler, who, f"cron.{action}", name, outcome.outcome, {"job_id": new_id} if new_id else None)
+        outcome = Outcome(
+            "done", f"{action}: done" + (f" (job {new_id})" if new_id else ""), new_id
+        )
+    await record(
+        scheduler,
+        who,
+        f"cron.{action}",
+        name,
+        outcome.outcome,
+        {"job_id": new_id} if new_id else None,
+    )
     return outcome
 
 
@@ -214,10 +266,15 @@ async def drain_worker(scheduler: Scheduler, who: Principal, worker_id: str) -> 
     """
     await _guard(scheduler, who, "worker.drain", worker_id)
     if await scheduler.drain_worker(worker_id):
-        outcome = Outcome("done", f"drain requested: worker {worker_id} stops claiming at its next heartbeat, "
-                                  "then exits once its running attempts finished")
+        outcome = Outcome(
+            "done",
+            f"drain requested: worker {worker_id} stops claiming at its next heartbeat, "
+            "then exits once its running attempts finished",
+        )
     else:
-        outcome = Outcome("not_found", f"no live worker {worker_id!r} (it stopped, or never ran here)")
+        outcome = Outcome(
+            "not_found", f"no live worker {worker_id!r} (it stopped, or never ran here)"
+        )
     await record(scheduler, who, "worker.drain", worker_id, outcome.outcome)
     return outcome
 
@@ -230,7 +287,9 @@ async def purge_dead_letters(scheduler: Scheduler, who: Principal, topic: str) -
     return Outcome("done", f"removed {n} dead letters")
 
 
-async def replay_all(scheduler: Scheduler, who: Principal, topic: str, limit: int = 1000) -> Outcome:
+async def replay_all(
+    scheduler: Scheduler, who: Principal, topic: str, limit: int = 1000
+) -> Outcome:
     """Replay up to `limit` dead letters of `topic`, oldest first (bulk)."""
     await _guard(scheduler, who, "dead_letter.replay_all", topic)
     page = await scheduler.dead_letters(topic, limit=min(limit, 1000))

@@ -35,15 +35,15 @@ from console.api_input import (
 )
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
-from scheduler.worker.advertise import WorkerInfo
 from scheduler.core.errors import InvalidDelay
 from scheduler.core.job import CronInfo, JobInfo
-from scheduler.store.listing import every_topic
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
-from scheduler.store.reads import COUNT_KEYS
 from scheduler.core.timeutil import parse_duration, rfc3339
 from scheduler.core.topic_options import TopicOptions
 from scheduler.core.validation import MAX_ID_LEN, MAX_TOPIC_LEN
+from scheduler.store.listing import every_topic
+from scheduler.store.reads import COUNT_KEYS
+from scheduler.worker.advertise import WorkerInfo
 
 router = APIRouter(prefix="/api/v1", tags=["horae"], route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
@@ -66,10 +66,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "no valid token"},
     403: {"model": ErrorOut, "description": "a viewer tried to act, or a cross-site request"},
     404: {"model": ErrorOut, "description": "no such job, schedule, topic, dead letter or worker"},
-    409: {"model": ErrorOut, "description": "the job's state does not allow the action (the message names it)"},
+    409: {
+        "model": ErrorOut,
+        "description": "the job's state does not allow the action (the message names it)",
+    },
     413: {"model": ErrorOut, "description": "a body longer than [console] max_body_bytes"},
     415: {"model": ErrorOut, "description": "an action without a JSON body"},
-    421: {"model": ErrorOut, "description": "a Host that is not this console's ([console] allowed_hosts)"},
+    421: {
+        "model": ErrorOut,
+        "description": "a Host that is not this console's ([console] allowed_hosts)",
+    },
     422: {"model": ErrorOut, "description": "the request does not match this document"},
     503: {"model": ErrorOut, "description": "Redis or PostgreSQL unavailable"},
 }
@@ -80,11 +86,21 @@ class ScheduleIn(BaseModel):
     `tz`) or `delay` (from now: seconds, or text like "2s", "1h30m"; `delay_s`: seconds),
     only one of them; none means now. `timeout` (or `timeout_s`) bounds each attempt."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=exclusive(
-        ("run_at", "string", "delay_s", "number"), ("run_at", "string", "delay", "string|number"),
-        ("delay", "string|number", "delay_s", "number"), ("timeout", "string|number", "timeout_s", "number")))
-    topic: str = Field(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME,
-                       json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}})  # reserved
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=exclusive(
+            ("run_at", "string", "delay_s", "number"),
+            ("run_at", "string", "delay", "string|number"),
+            ("delay", "string|number", "delay_s", "number"),
+            ("timeout", "string|number", "timeout_s", "number"),
+        ),
+    )
+    topic: str = Field(
+        min_length=1,
+        max_length=MAX_TOPIC_LEN,
+        pattern=NAME,
+        json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}},
+    )  # reserved
     run_at: Instant | None = None
     delay: DelayIn | None = None
     delay_s: float | None = Field(None, ge=0, le=MAX_DELAY_S, strict=True)
@@ -121,14 +137,30 @@ class JobOut(BaseModel):
     cron: str | None
     payload: Any
     metadata: dict[str, Any]
-    last_error: dict[str, Any] | None = Field(description="type, message, listener, traceback (a list of lines)")
+    last_error: dict[str, Any] | None = Field(
+        description="type, message, listener, traceback (a list of lines)"
+    )
 
     @classmethod
     def of(cls, j: JobInfo) -> JobOut:
-        return cls(id=j.id, topic=j.topic, state=j.state.value, attempts=j.attempts, max_attempts=j.max_attempts,
-                   run_at=j.run_at, tz=j.tz, next_attempt_at=j.next_attempt_at, created_at=j.created_at,
-                   finished_at=j.finished_at, key=j.key, priority=j.priority, cron=j.cron, payload=j.payload,
-                   metadata=dict(j.metadata or {}), last_error=error_doc(j.last_error) if j.last_error else None)
+        return cls(
+            id=j.id,
+            topic=j.topic,
+            state=j.state.value,
+            attempts=j.attempts,
+            max_attempts=j.max_attempts,
+            run_at=j.run_at,
+            tz=j.tz,
+            next_attempt_at=j.next_attempt_at,
+            created_at=j.created_at,
+            finished_at=j.finished_at,
+            key=j.key,
+            priority=j.priority,
+            cron=j.cron,
+            payload=j.payload,
+            metadata=dict(j.metadata or {}),
+            last_error=error_doc(j.last_error) if j.last_error else None,
+        )
 
 
 class AttemptOut(BaseModel):
@@ -181,8 +213,16 @@ class CronOut(BaseModel):
 
     @classmethod
     def of(cls, c: CronInfo) -> CronOut:
-        return cls(name=c.name, topic=c.topic, trigger=c.trigger, tz=c.tz, paused=c.paused, declared=c.declared,
-                   next_run_at=c.next_run_at, last_run_at=c.last_run_at)
+        return cls(
+            name=c.name,
+            topic=c.topic,
+            trigger=c.trigger,
+            tz=c.tz,
+            paused=c.paused,
+            declared=c.declared,
+            next_run_at=c.next_run_at,
+            last_run_at=c.last_run_at,
+        )
 
 
 class TopicOut(BaseModel):
@@ -201,15 +241,27 @@ class WorkerOut(BaseModel):
     concurrency: int
     running: int
     last_heartbeat: Stamp
-    state: Literal["running", "draining"] = Field(description="draining: it claims no more and exits once "
-                                                              "its running attempts finished")
-    drain_requested_at: Stamp | None = Field(description="when an operator asked it to drain (null: nobody)")
+    state: Literal["running", "draining"] = Field(
+        description="draining: it claims no more and exits once its running attempts finished"
+    )
+    drain_requested_at: Stamp | None = Field(
+        description="when an operator asked it to drain (null: nobody)"
+    )
 
     @classmethod
     def of(cls, w: WorkerInfo) -> WorkerOut:
-        return cls(id=w.id, host=w.host, pid=w.pid, topics=list(w.topics), all_topics=w.all_topics,
-                   concurrency=w.concurrency, running=w.running, last_heartbeat=w.last_heartbeat,
-                   state="draining" if w.draining else "running", drain_requested_at=w.drain_requested_at)
+        return cls(
+            id=w.id,
+            host=w.host,
+            pid=w.pid,
+            topics=list(w.topics),
+            all_topics=w.all_topics,
+            concurrency=w.concurrency,
+            running=w.running,
+            last_heartbeat=w.last_heartbeat,
+            state="draining" if w.draining else "running",
+            drain_requested_at=w.drain_requested_at,
+        )
 
 
 class CronPageOut(BaseModel):
@@ -254,14 +306,18 @@ def _delay_s(job: ScheduleIn) -> float:
         return job.delay_s or 0
     seconds = parse_duration(job.delay, "delay")
     if seconds > MAX_DELAY_S:
-        raise InvalidDelay(f"delay must be at most {MAX_DELAY_S // 86_400} days; got {job.delay!r}", field="delay")
+        raise InvalidDelay(
+            f"delay must be at most {MAX_DELAY_S // 86_400} days; got {job.delay!r}", field="delay"
+        )
     return seconds
 
 
 # -------------------------------------------------------------------------------- jobs
 @router.post("/jobs", status_code=201, response_model=ScheduledOut, responses=ERRORS)
 @acts(lambda p: ("schedule", "(body not read)"))
-async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Body()]) -> ScheduledOut:
+async def schedule_job(
+    request: Request, who: Who, job: Annotated[ScheduleIn, Body()]
+) -> ScheduledOut:
     """Schedule one job (operators only). `created` false: nothing was stored, `job_id` is
     the job holding the slot (a duplicate id, a dedupe or the topic's policy: `reason`)."""
     if not who.can_act:  # (GuardedRoute refused it before reading the body)
@@ -270,27 +326,53 @@ async def schedule_job(request: Request, who: Who, job: Annotated[ScheduleIn, Bo
     _one_of(job, "run_at", "delay", "delay_s")
     _one_of(job, "timeout", "timeout_s")
     from datetime import UTC
-    when = job.run_at if job.run_at is not None else datetime.now(UTC) + timedelta(seconds=_delay_s(job))
+
+    when = (
+        job.run_at
+        if job.run_at is not None
+        else datetime.now(UTC) + timedelta(seconds=_delay_s(job))
+    )
     meta = {**(job.metadata or {}), "scheduled_by": who.actor}
-    timeout = job.timeout if job.timeout is not None else job.timeout_s  # (text: the engine's grammar and bounds)
-    result = await s.schedule(job.topic, when, job.tz, payload=job.payload, metadata=meta,
-                              retry={"attempts": job.attempts} if job.attempts else None,
-                              timeout=timeout, key=job.key, priority=job.priority, job_id=job.job_id)
+    timeout = (
+        job.timeout if job.timeout is not None else job.timeout_s
+    )  # (text: the engine's grammar and bounds)
+    result = await s.schedule(
+        job.topic,
+        when,
+        job.tz,
+        payload=job.payload,
+        metadata=meta,
+        retry={"attempts": job.attempts} if job.attempts else None,
+        timeout=timeout,
+        key=job.key,
+        priority=job.priority,
+        job_id=job.job_id,
+    )
     return ScheduledOut(job_id=result.job_id, created=result.created, reason=result.reason)
 
 
 @router.get("/jobs", response_model=JobPageOut, responses=ERRORS)
-async def list_jobs(request: Request, who: Who, topic: TopicQuery = None, state: StateQuery = None,
-                    key: KeyQuery = None, since: Instant | None = None, until: Instant | None = None,
-                    limit: Annotated[int, Query(ge=1, le=1000)] = 100, cursor: CursorQuery = None) -> JobPageOut:
+async def list_jobs(
+    request: Request,
+    who: Who,
+    topic: TopicQuery = None,
+    state: StateQuery = None,
+    key: KeyQuery = None,
+    since: Instant | None = None,
+    until: Instant | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: CursorQuery = None,
+) -> JobPageOut:
     """A page of jobs held in Redis; pass `cursor` back for the next one (null: the last)."""
-    page = await console_of(request).scheduler.jobs(topic, state, limit, cursor, key=key, since=_aware(since),
-                                                    until=_aware(until))
+    page = await console_of(request).scheduler.jobs(
+        topic, state, limit, cursor, key=key, since=_aware(since), until=_aware(until)
+    )
     return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
 
 
 def _aware(value: datetime | None) -> datetime | None:
     from datetime import UTC
+
     return value if value is None or value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -300,34 +382,67 @@ async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
     d = await data.job_detail(console_of(request).scheduler, job_id)
     if d is None:
         raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
-    return JobDetailOut(id=d.id, state=d.state, job=JobOut.of(d.job) if d.job else None,
-                        audit_status=str(d.record.status) if d.record else None, trace_id=d.trace_id,
-                        attempts=[AttemptOut(attempt=a.attempt, worker=a.worker, started_at=a.started_at,
-                                             finished_at=a.finished_at, outcome=a.outcome, error_type=a.error_type,
-                                             error_message=a.error_message, duration_ms=a.duration_ms,
-                                             lateness_ms=a.lateness_ms) for a in d.attempts])
+    return JobDetailOut(
+        id=d.id,
+        state=d.state,
+        job=JobOut.of(d.job) if d.job else None,
+        audit_status=str(d.record.status) if d.record else None,
+        trace_id=d.trace_id,
+        attempts=[
+            AttemptOut(
+                attempt=a.attempt,
+                worker=a.worker,
+                started_at=a.started_at,
+                finished_at=a.finished_at,
+                outcome=a.outcome,
+                error_type=a.error_type,
+                error_message=a.error_message,
+                duration_ms=a.duration_ms,
+                lateness_ms=a.lateness_ms,
+            )
+            for a in d.attempts
+        ],
+    )
 
 
-@router.post("/jobs/{job_id:path}/cancel", response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/jobs/{job_id:path}/cancel",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("cancel", p["job_id"]))
-async def cancel_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def cancel_job(
+    request: Request, who: Who, job_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Stop all future attempts of a job."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "cancel", job_id))
 
 
-@router.post("/jobs/{job_id:path}/retry", response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/jobs/{job_id:path}/retry",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("retry", p["job_id"]))
-async def retry_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def retry_job(
+    request: Request, who: Who, job_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Run a failed or cancelled job again now with a fresh attempt budget."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "retry", job_id))
 
 
-@router.post("/jobs/{job_id:path}/delete", response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/jobs/{job_id:path}/delete",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("delete", p["job_id"]))
-async def delete_job(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def delete_job(
+    request: Request, who: Who, job_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Remove a job that is not running from Redis (the audit keeps its history)."""
     return _action(await actions.job_action(console_of(request).scheduler, who, "delete", job_id))
 
@@ -336,8 +451,11 @@ async def delete_job(request: Request, who: Who, job_id: str, body: NoBody = Act
 @acts(lambda p: ("reschedule", p["job_id"]))
 async def reschedule_job(request: Request, who: Who, job_id: str, body: RescheduleIn) -> ActionOut:
     """Move a scheduled or retrying job to `run_at`."""
-    return _action(await actions.job_action(console_of(request).scheduler, who, "reschedule", job_id,
-                                            body.run_at, body.tz))
+    return _action(
+        await actions.job_action(
+            console_of(request).scheduler, who, "reschedule", job_id, body.run_at, body.tz
+        )
+    )
 
 
 # ------------------------------------------------------------------------------- crons
@@ -356,10 +474,24 @@ async def get_cron(request: Request, who: Who, name: str) -> CronOut:
     return CronOut.of(info)
 
 
-@router.post("/crons/{name:path}/{action}", response_model=ActionOut, responses=ERRORS, openapi_extra=ACTION_BODY)
-@acts(lambda p: (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None)
-async def cron_action(request: Request, who: Who, name: str, action: Literal["pause", "resume", "trigger"],
-                      body: NoBody = ActionIn()) -> ActionOut:
+@router.post(
+    "/crons/{name:path}/{action}",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
+@acts(
+    lambda p: (
+        (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None
+    )
+)
+async def cron_action(
+    request: Request,
+    who: Who,
+    name: str,
+    action: Literal["pause", "resume", "trigger"],
+    body: NoBody = ActionIn(),
+) -> ActionOut:
     """Pause or resume a schedule from its next tick, or run one tick now."""
     return _action(await actions.cron_action(console_of(request).scheduler, who, action, name))
 
@@ -368,13 +500,22 @@ async def cron_action(request: Request, who: Who, name: str, action: Literal["pa
 @router.get("/workers", response_model=WorkerPageOut, responses=ERRORS)
 async def list_workers(request: Request, who: Who) -> WorkerPageOut:
     """The live workers (as their last heartbeat advertised them), by id, each running or draining."""
-    return WorkerPageOut(items=[WorkerOut.of(w) for w in await console_of(request).scheduler.workers()])
+    return WorkerPageOut(
+        items=[WorkerOut.of(w) for w in await console_of(request).scheduler.workers()]
+    )
 
 
-@router.post("/workers/{worker_id:path}/drain", status_code=202, response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/workers/{worker_id:path}/drain",
+    status_code=202,
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("worker.drain", p["worker_id"]))
-async def drain_worker(request: Request, who: Who, worker_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def drain_worker(
+    request: Request, who: Who, worker_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Ask one live worker to drain and exit (accepted: it stops claiming at its next heartbeat,
     its running attempts get its grace to finish, then it exits). 404: no live worker has that id."""
     return _action(await actions.drain_worker(console_of(request).scheduler, who, worker_id))
@@ -388,7 +529,9 @@ class DeadLetterTopicOut(BaseModel):
 
 class DeadLetterTopicPageOut(BaseModel):
     items: list[DeadLetterTopicOut]
-    cursor: str | None = Field(None, description="always null: one page holds every dead-letter topic")
+    cursor: str | None = Field(
+        None, description="always null: one page holds every dead-letter topic"
+    )
 
 
 @router.get("/dead-letters", response_model=DeadLetterTopicPageOut, responses=ERRORS)
@@ -397,40 +540,64 @@ async def list_dead_letter_topics(request: Request, who: Who) -> DeadLetterTopic
     store = console_of(request).scheduler.store
     names = await store.dead_letter_topics()
     counts = await asyncio.gather(*(store.dead_letter_count(t) for t in names))
-    return DeadLetterTopicPageOut(items=[DeadLetterTopicOut(topic=t, count=n)
-                                         for t, n in zip(names, counts, strict=True)])
+    return DeadLetterTopicPageOut(
+        items=[DeadLetterTopicOut(topic=t, count=n) for t, n in zip(names, counts, strict=True)]
+    )
 
 
 @router.get("/dead-letters/{topic:path}", response_model=JobPageOut, responses=ERRORS)
-async def list_dead_letters(request: Request, who: Who, topic: str,
-                            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-                            cursor: CursorQuery = None) -> JobPageOut:
+async def list_dead_letters(
+    request: Request,
+    who: Who,
+    topic: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: CursorQuery = None,
+) -> JobPageOut:
     """A page of the dead letters `topic` holds, oldest first; pass `cursor` back for the next
     one (null: the last). Each is a job of the dead-letter topic; its metadata names the source
     topic and job, the error and when it failed. 404: not a topic GET /api/v1/dead-letters lists."""
     s = console_of(request).scheduler
     if topic not in await s.store.dead_letter_topics():  # (also `…/{job_id}/replay` asked with GET)
-        raise HTTPException(404, f"no dead letters on topic {topic[:200]!r}: GET /api/v1/dead-letters lists "
-                                 "the dead-letter topics")
+        raise HTTPException(
+            404,
+            f"no dead letters on topic {topic[:200]!r}: GET /api/v1/dead-letters lists "
+            "the dead-letter topics",
+        )
     page = await s.dead_letters(topic, limit, cursor)
     return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
 
 
-@router.post("/dead-letters/{job_id:path}/replay", response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/dead-letters/{job_id:path}/replay",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("dead_letter.replay", p["job_id"]))
-async def replay_dead_letter(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def replay_dead_letter(
+    request: Request, who: Who, job_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Schedule a dead letter's payload again on its source topic (a new job, due now: `job_id`)
     and remove the dead letter."""
-    return _action(await actions.dead_letter_action(console_of(request).scheduler, who, "replay", job_id))
+    return _action(
+        await actions.dead_letter_action(console_of(request).scheduler, who, "replay", job_id)
+    )
 
 
-@router.post("/dead-letters/{job_id:path}/delete", response_model=ActionOut, responses=ERRORS,
-             openapi_extra=ACTION_BODY)
+@router.post(
+    "/dead-letters/{job_id:path}/delete",
+    response_model=ActionOut,
+    responses=ERRORS,
+    openapi_extra=ACTION_BODY,
+)
 @acts(lambda p: ("dead_letter.delete", p["job_id"]))
-async def delete_dead_letter(request: Request, who: Who, job_id: str, body: NoBody = ActionIn()) -> ActionOut:
+async def delete_dead_letter(
+    request: Request, who: Who, job_id: str, body: NoBody = ActionIn()
+) -> ActionOut:
     """Remove one dead letter (the audit keeps its history). 404: no dead letter has that id."""
-    return _action(await actions.dead_letter_action(console_of(request).scheduler, who, "delete", job_id))
+    return _action(
+        await actions.dead_letter_action(console_of(request).scheduler, who, "delete", job_id)
+    )
 
 
 # ------------------------------------------------------------------------ topics, stats
@@ -443,8 +610,14 @@ async def list_topics(request: Request, who: Who) -> TopicPageOut:
     out = []
     for name in await every_topic(s):
         options = await s.get_topic(name) if name in configured else None
-        out.append(TopicOut(name=name, counts=counts.get(name, dict.fromkeys(COUNT_KEYS, 0)),
-                            configured=options is not None, options=_options(options)))
+        out.append(
+            TopicOut(
+                name=name,
+                counts=counts.get(name, dict.fromkeys(COUNT_KEYS, 0)),
+                configured=options is not None,
+                options=_options(options),
+            )
+        )
     return TopicPageOut(items=out)
 
 
@@ -453,8 +626,10 @@ def _options(options: TopicOptions | None) -> dict[str, Any] | None:
     if options is None:
         return None
     raw = asdict(options)
-    return {k: (str(v) if not isinstance(v, (int, float, str, bool, type(None), dict, list)) else v)
-            for k, v in raw.items()}
+    return {
+        k: (str(v) if not isinstance(v, (int, float, str, bool, type(None), dict, list)) else v)
+        for k, v in raw.items()
+    }
 
 
 @router.get("/stats", response_model=StatsOut, responses=ERRORS)

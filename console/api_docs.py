@@ -20,8 +20,11 @@ Who = Annotated[Principal, Depends(caller)]
 
 # The only files of the bundle the page uses (its own index and initializer point at a demo
 # document on another host: never served).
-ASSETS = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript",
-          "favicon-32x32.png": "image/png"}
+ASSETS = {
+    "swagger-ui.css": "text/css",
+    "swagger-ui-bundle.js": "text/javascript",
+    "favicon-32x32.png": "image/png",
+}
 PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -48,7 +51,9 @@ def bundle_dir() -> Path:
     """
     spec = importlib.util.find_spec("swagger_ui")
     if spec is None or not spec.submodule_search_locations:
-        raise HTTPException(404, "the API reference needs the package swagger-ui-py (pip install 'horae[console]')")
+        raise HTTPException(
+            404, "the API reference needs the package swagger-ui-py (pip install 'horae[console]')"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "static"
 
 
@@ -63,5 +68,9 @@ async def api_docs(request: Request, who: Who) -> Response:
 async def api_docs_asset(request: Request, who: Who, name: str) -> Response:
     """One of Swagger UI's files (ASSETS) from the installed package."""
     if name not in ASSETS:
-        raise HTTPException(404, f"no asset {name[:100]!r}; the reference serves {', '.join(sorted(ASSETS))}")
-    return FileResponse(bundle_dir() / name, media_type=ASSETS[name], headers={"Cache-Control": "max-age=3600"})
+        raise HTTPException(
+            404, f"no asset {name[:100]!r}; the reference serves {', '.join(sorted(ASSETS))}"
+        )
+    return FileResponse(
+        bundle_dir() / name, media_type=ASSETS[name], headers={"Cache-Control": "max-age=3600"}
+    )

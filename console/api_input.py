@@ -44,11 +44,15 @@ def iso_text(value: Any) -> Any:
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str):
-        raise ValueError("an ISO 8601 date-time as text is required, like 2030-01-01T09:00:00+01:00")
+        raise ValueError(
+            "an ISO 8601 date-time as text is required, like 2030-01-01T09:00:00+01:00"
+        )
     try:
         return datetime.fromisoformat(value)
     except ValueError:
-        raise ValueError("an ISO 8601 date-time is required, like 2030-01-01T09:00:00+01:00") from None
+        raise ValueError(
+            "an ISO 8601 date-time is required, like 2030-01-01T09:00:00+01:00"
+        ) from None
 
 
 Instant = Annotated[datetime, BeforeValidator(iso_text)]
@@ -67,16 +71,20 @@ Whole = BeforeValidator(json_int)  # after the Field bounds, or the document los
 STORABLE = r"^[^\x00]*$"
 NAME = r"^[^\x00]*[^\s\x00][^\x00]*$"
 MAX_KEY_LEN = 512
-JSON_LIMITS = (f"any JSON, at most [limits] json_bytes as JSON (512 KiB by default) and {MAX_JSON_DEPTH} levels "
-               "of arrays and objects deep, without NUL or an unpaired surrogate in its strings (a 400 naming "
-               "the member)")
+JSON_LIMITS = (
+    f"any JSON, at most [limits] json_bytes as JSON (512 KiB by default) and {MAX_JSON_DEPTH} levels "
+    "of arrays and objects deep, without NUL or an unpaired surrogate in its strings (a 400 naming "
+    "the member)"
+)
 
 # Checked by the scheduler (a 400 naming `state`); the document lists the values.
 StateQuery = Annotated[str | None, Query(json_schema_extra={"enum": list(STATES)})]
 # The bounds of ScheduleIn's topic and key: a value no job can have is a bad request.
 TopicQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME)]
 KeyQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)]
-CursorQuery = Annotated[str | None, Query(min_length=1, description="`cursor` of the previous page")]
+CursorQuery = Annotated[
+    str | None, Query(min_length=1, description="`cursor` of the previous page")
+]
 
 # A duration as the library writes it (listeners/durations.py): number+unit parts, units d h m s
 # ms, ASCII digits and spaces only (the document's pattern is exactly what is taken). The order
@@ -96,10 +104,16 @@ def _duration(lowest: float, above: bool, highest: float) -> Any:
     def check(value: Any) -> Any:
         if isinstance(value, str):
             if len(value) > MAX_DURATION_TEXT or not _DURATION.match(value):
-                raise ValueError("a duration is required: seconds as a number, or text like '90s', '2m30s', "
-                                 "'1h30m', '1d12h' or '500ms' (units d, h, m, s, ms, largest first)")
+                raise ValueError(
+                    "a duration is required: seconds as a number, or text like '90s', '2m30s', "
+                    "'1h30m', '1d12h' or '500ms' (units d, h, m, s, ms, largest first)"
+                )
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise ValueError("a duration is required: seconds as a number, or text like '1h30m'")
         if not (value > lowest if above else value >= lowest) or value > highest:
             raise ValueError(f"seconds must be {floor} and at most {highest:g}")
@@ -109,22 +123,42 @@ def _duration(lowest: float, above: bool, highest: float) -> Any:
 
 
 def _duration_schema(lowest: float, above: bool, highest: float) -> dict[str, Any]:
-    number: dict[str, Any] = {"type": "number", "maximum": highest,
-                              ("exclusiveMinimum" if above else "minimum"): lowest}
-    return {"anyOf": [{"type": "string", "pattern": DURATION_TEXT, "maxLength": MAX_DURATION_TEXT}, number],
-            "description": "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'"}
+    number: dict[str, Any] = {
+        "type": "number",
+        "maximum": highest,
+        ("exclusiveMinimum" if above else "minimum"): lowest,
+    }
+    return {
+        "anyOf": [
+            {"type": "string", "pattern": DURATION_TEXT, "maxLength": MAX_DURATION_TEXT},
+            number,
+        ],
+        "description": "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'",
+    }
 
 
-DelayIn = Annotated[float | str, BeforeValidator(_duration(0, False, MAX_DELAY_S)),
-                    WithJsonSchema(_duration_schema(0, False, MAX_DELAY_S))]
-TimeoutIn = Annotated[float | str, BeforeValidator(_duration(0, True, MAX_TIMEOUT_S)),
-                      WithJsonSchema(_duration_schema(0, True, MAX_TIMEOUT_S))]
+DelayIn = Annotated[
+    float | str,
+    BeforeValidator(_duration(0, False, MAX_DELAY_S)),
+    WithJsonSchema(_duration_schema(0, False, MAX_DELAY_S)),
+]
+TimeoutIn = Annotated[
+    float | str,
+    BeforeValidator(_duration(0, True, MAX_TIMEOUT_S)),
+    WithJsonSchema(_duration_schema(0, True, MAX_TIMEOUT_S)),
+]
 
 
 def exclusive(*pairs: tuple[str, str, str, str]) -> dict[str, Any]:
     """The document's statement that two members are not given together: (name, JSON type, name,
     JSON type) per pair (a null member counts as absent)."""
+
     def kind(t: str) -> dict[str, Any]:
         return {"type": t.split("|")} if "|" in t else {"type": t}
-    return {"allOf": [{"not": {"required": [a, b], "properties": {a: kind(ta), b: kind(tb)}}}
-                      for a, ta, b, tb in pairs]}
+
+    return {
+        "allOf": [
+            {"not": {"required": [a, b], "properties": {a: kind(ta), b: kind(tb)}}}
+            for a, ta, b, tb in pairs
+        ]
+    }

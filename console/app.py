@@ -26,24 +26,34 @@ from scheduler.core.errors import JobNotFound, ScheduleError, SchedulerError, St
 HERE = Path(__file__).parent
 log = logging.getLogger("horae.console")
 # Pages load only this app's own scripts, styles and images: an injected tag cannot run.
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 
 class Console:
     """What every request handler shares: the Scheduler, the settings, who may do what,
     and where the nightly reports are."""
 
-    def __init__(self, settings: Settings, scheduler: Scheduler | None, report_dir: Path | None) -> None:
+    def __init__(
+        self, settings: Settings, scheduler: Scheduler | None, report_dir: Path | None
+    ) -> None:
         self.settings = settings
         self.owned = scheduler is None
         self.scheduler = scheduler if scheduler is not None else Scheduler(settings=settings)
         self.auth = Auth(settings.console)
-        self.report_dir = report_dir if report_dir is not None else Path(settings.analytics.report_dir)
+        self.report_dir = (
+            report_dir if report_dir is not None else Path(settings.analytics.report_dir)
+        )
 
 
-def create_app(settings: Settings | None = None, scheduler: Scheduler | None = None, *,
-               report_dir: str | Path | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    scheduler: Scheduler | None = None,
+    *,
+    report_dir: str | Path | None = None,
+) -> FastAPI:
     """The console as an ASGI app.
 
     Args:
@@ -70,9 +80,15 @@ def create_app(settings: Settings | None = None, scheduler: Scheduler | None = N
 
     # FastAPI's own Swagger UI and ReDoc load their scripts from a CDN: /api/docs serves the
     # installed swagger-ui-py's instead (console/api_docs.py).
-    app = FastAPI(title="horae", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url="/api/v1/openapi.json",
-                  description="Schedule jobs and look after them over HTTP (README: Console).")
+    app = FastAPI(
+        title="horae",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/v1/openapi.json",
+        description="Schedule jobs and look after them over HTTP (README: Console).",
+    )
     app.state.console = console
     _install_probes(app, console)
     from console.api import router as api_router
@@ -116,10 +132,18 @@ def _install_probes(app: FastAPI, console: Console) -> None:
         if s._store is None:
             reason: str | None = "starting"
         else:
-            database_url = s.services.database_url if s._audit is not None else None  # (the audit's pages)
+            database_url = (
+                s.services.database_url if s._audit is not None else None
+            )  # (the audit's pages)
             reason = await readiness(s.store.redis, database_url, redis_url=s.services.redis_url)()
-        body = {"status": "ready", "reason": ""} if reason is None else {"status": "unready", "reason": reason}
-        return JSONResponse(body, 200 if reason is None else 503, headers={"Cache-Control": "no-store"})
+        body = (
+            {"status": "ready", "reason": ""}
+            if reason is None
+            else {"status": "unready", "reason": reason}
+        )
+        return JSONResponse(
+            body, 200 if reason is None else 503, headers={"Cache-Control": "no-store"}
+        )
 
 
 def _document_auth(app: FastAPI) -> None:
@@ -131,8 +155,13 @@ def _document_auth(app: FastAPI) -> None:
         if app.openapi_schema is None:
             doc = build()
             doc.setdefault("components", {})["securitySchemes"] = {
-                "basic": {"type": "http", "scheme": "basic", "description": "any user name; the token as password"},
-                "bearer": {"type": "http", "scheme": "bearer", "description": "the token"}}
+                "basic": {
+                    "type": "http",
+                    "scheme": "basic",
+                    "description": "any user name; the token as password",
+                },
+                "bearer": {"type": "http", "scheme": "bearer", "description": "the token"},
+            }
             doc["security"] = [{"basic": []}, {"bearer": []}]
         return app.openapi_schema or {}
 
@@ -151,8 +180,14 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
 def _install_errors(app: FastAPI) -> None:
     from console.pages import error_page
 
-    def answer(request: Request, status: int, code: str, message: str, field: str | None = None,
-               headers: dict[str, str] | None = None) -> Response:
+    def answer(
+        request: Request,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         if _is_api(request):
             return JSONResponse(error_body(code, message, field), status, headers=headers)
         return error_page(request, status, message, headers)
@@ -176,11 +211,22 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's own and the router's 404/405
     async def http(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {400: "REQUEST_INVALID", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
-                405: "METHOD_NOT_ALLOWED", 409: "STATE_CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
-                422: "REQUEST_INVALID"}.get(
-            exc.status_code, "HTTP_ERROR")
-        message, field, headers = str(exc.detail), getattr(exc, "field", None), getattr(exc, "headers", None)
+        code = {
+            400: "REQUEST_INVALID",
+            401: "UNAUTHORIZED",
+            403: "FORBIDDEN",
+            404: "NOT_FOUND",
+            405: "METHOD_NOT_ALLOWED",
+            409: "STATE_CONFLICT",
+            413: "PAYLOAD_TOO_LARGE",
+            415: "UNSUPPORTED_MEDIA_TYPE",
+            422: "REQUEST_INVALID",
+        }.get(exc.status_code, "HTTP_ERROR")
+        message, field, headers = (
+            str(exc.detail),
+            getattr(exc, "field", None),
+            getattr(exc, "headers", None),
+        )
         if exc.status_code == 400 and exc.detail == BODY_UNREADABLE:
             code, field = "REQUEST_INVALID", "body"  # FastAPI could not decode it (not UTF-8, say)
             message = "body: not JSON text in UTF-8"
@@ -193,7 +239,12 @@ def _install_errors(app: FastAPI) -> None:
         # A bug of ours: logged with its traceback, answered in the error shape (never a
         # traceback to the caller). The server still sees the exception (Starlette re-raises).
         log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
-        return answer(request, 500, "INTERNAL_ERROR", "the console failed on this request; its log has the details")
+        return answer(
+            request,
+            500,
+            "INTERNAL_ERROR",
+            "the console failed on this request; its log has the details",
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -232,7 +283,11 @@ def blamed_field(error: dict[str, Any]) -> str:
     """The request member one validation error blames, dotted (`metadata.a`, `limit`); the
     body as a whole ("body") when the error is about the body itself (not JSON, not an object)."""
     loc = [str(p) for p in error.get("loc", ())]
-    where, rest = (loc[0], loc[1:]) if loc and loc[0] in ("body", "query", "path", "header", "cookie") else ("", loc)
+    where, rest = (
+        (loc[0], loc[1:])
+        if loc and loc[0] in ("body", "query", "path", "header", "cookie")
+        else ("", loc)
+    )
     if error.get("type") == "json_invalid":
         return "body"  # its loc's second item is a character offset, not a member
     return ".".join(rest) or where or "request"

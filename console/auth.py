@@ -80,7 +80,8 @@ def check_bind(host: str, settings: ConsoleSettings) -> None:
     if not is_loopback(host) and not (settings.viewer_token or settings.operator_token):
         raise ConfigError(
             f"console host {host!r} is not loopback: set console.operator_token and/or console.viewer_token "
-            "(HORAE_CONSOLE__OPERATOR_TOKEN, HORAE_CONSOLE__VIEWER_TOKEN) or bind 127.0.0.1")
+            "(HORAE_CONSOLE__OPERATOR_TOKEN, HORAE_CONSOLE__VIEWER_TOKEN) or bind 127.0.0.1"
+        )
     check_proxies(settings)
 
 
@@ -95,7 +96,8 @@ def check_proxies(settings: ConsoleSettings) -> None:
         raise ConfigError(
             f"console.trusted_proxies is {list(settings.trusted_proxies)!r} but no token is set: a console "
             "without tokens answers direct loopback clients only; set console.operator_token and/or "
-            "console.viewer_token, or leave console.trusted_proxies empty")
+            "console.viewer_token, or leave console.trusted_proxies empty"
+        )
 
 
 class Auth:
@@ -104,8 +106,14 @@ class Auth:
     def __init__(self, settings: ConsoleSettings) -> None:
         """Raises ConfigError: trusted proxies without a token (check_proxies)."""
         check_proxies(settings)
-        self._tokens = [(t, r) for t, r in ((settings.operator_token, Role.OPERATOR),
-                                            (settings.viewer_token, Role.VIEWER)) if t]
+        self._tokens = [
+            (t, r)
+            for t, r in (
+                (settings.operator_token, Role.OPERATOR),
+                (settings.viewer_token, Role.VIEWER),
+            )
+            if t
+        ]
         self._secret = secrets.token_bytes(32)  # CSRF tokens die with the process
 
     @property
@@ -123,14 +131,21 @@ class Auth:
         if self.open:
             client = request.client.host if request.client else None
             if not is_loopback(client):
-                raise HTTPException(403, "this console has no tokens configured and answers loopback clients only")
+                raise HTTPException(
+                    403, "this console has no tokens configured and answers loopback clients only"
+                )
             return Principal("local", Role.OPERATOR, "loopback")
         name, token = _credentials(request.headers.get("authorization", ""))
         for expected, role in self._tokens:
             if token and hmac.compare_digest(token.encode(), expected.encode()):
-                return Principal(name or role.value, role, hashlib.sha256(token.encode()).hexdigest())
-        raise HTTPException(401, "a valid token is required (basic auth password or bearer token)",
-                            headers={"WWW-Authenticate": 'Basic realm="horae", charset="UTF-8"'})
+                return Principal(
+                    name or role.value, role, hashlib.sha256(token.encode()).hexdigest()
+                )
+        raise HTTPException(
+            401,
+            "a valid token is required (basic auth password or bearer token)",
+            headers={"WWW-Authenticate": 'Basic realm="horae", charset="UTF-8"'},
+        )
 
     def sign(self, text: str) -> str:
         """HMAC-SHA256 of `text` under this process's secret, URL-safe base64."""
@@ -145,7 +160,9 @@ def _credentials(header: str) -> tuple[str, str]:
         return "", value.strip()
     if scheme.lower() == "basic":
         try:
-            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            user, _, password = (
+                base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            )
         except (binascii.Error, UnicodeDecodeError):
             return "", ""
         return _actor_name(user), password
@@ -181,7 +198,11 @@ def check_csrf(auth: Auth, request: Request, who: Principal, submitted: str | No
     """
     nonce = request.cookies.get(CSRF_COOKIE, "")
     expected = csrf_token(auth, nonce, who) if CSRF_NONCE.match(nonce) else ""
-    if not expected or not submitted or not hmac.compare_digest(expected.encode(), submitted.encode()):
+    if (
+        not expected
+        or not submitted
+        or not hmac.compare_digest(expected.encode(), submitted.encode())
+    ):
         raise HTTPException(403, "CSRF check failed: reload the page and submit its form again")
 
 
@@ -201,16 +222,24 @@ def check_origin(request: Request, required: bool) -> None:
     origin = request.headers.get("origin")
     if origin is not None:
         if origin == "null":
-            raise HTTPException(403, "cross-origin request from an opaque origin (Origin: null) refused")
+            raise HTTPException(
+                403, "cross-origin request from an opaque origin (Origin: null) refused"
+            )
         if not same_origin(origin, scheme, host):
-            raise HTTPException(403, f"cross-origin request from {origin[:200]!r} refused: this console is "
-                                     f"{scheme}://{host}")
+            raise HTTPException(
+                403,
+                f"cross-origin request from {origin[:200]!r} refused: this console is "
+                f"{scheme}://{host}",
+            )
         return
     if not required:
         return
     referer = request.headers.get("referer")
     if referer is None:
-        raise HTTPException(403, "a form post without Origin or Referer refused: it cannot be told from a "
-                                 "cross-site one")
+        raise HTTPException(
+            403,
+            "a form post without Origin or Referer refused: it cannot be told from a "
+            "cross-site one",
+        )
     if not same_origin(referer, scheme, host):
         raise HTTPException(403, f"cross-origin request from a page of {referer[:200]!r} refused")

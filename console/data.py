@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
-from scheduler.worker.advertise import WorkerInfo
 from scheduler.api import Scheduler
-from scheduler.core.errors import SchedulerError, StorageError
 from scheduler.core.cron import cron_job_id
+from scheduler.core.errors import SchedulerError, StorageError
 from scheduler.core.job import CronInfo, JobInfo, JobState
+from scheduler.core.timeutil import ms_to_utc, utc_to_ms
+from scheduler.core.traceparent import parse_traceparent
 from scheduler.store.listing import every_topic
 from scheduler.store.reads import COUNT_KEYS
 from scheduler.store.topic_memory import KnownTopic
-from scheduler.core.timeutil import ms_to_utc, utc_to_ms
-from scheduler.core.traceparent import parse_traceparent
+from scheduler.worker.advertise import WorkerInfo
 
 log = logging.getLogger("horae.console")
 STATES = tuple(s.value for s in JobState)  # a job's states (the listing's filter)
@@ -54,7 +54,9 @@ class Overview:
     relay_age_s: float | None
     audit_problem: str | None
     at: datetime
-    unserved: list[KnownTopic] = field(default_factory=list)  # known topics whose due jobs wait for a worker
+    unserved: list[KnownTopic] = field(
+        default_factory=list
+    )  # known topics whose due jobs wait for a worker
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,15 @@ async def overview(scheduler: Scheduler) -> Overview:
         except (StorageError, OSError, TimeoutError) as exc:
             problem = f"audit trail unavailable: {exc}"
     names = sorted(set(await every_topic(scheduler)) | set(hour or {}))
-    rows = [TopicRow(n, counts.get(n, dict.fromkeys(COUNTS, 0)),
-                     None if hour is None else hour.get(n, (0, 0))[0],
-                     None if hour is None else hour.get(n, (0, 0))[1]) for n in names]
+    rows = [
+        TopicRow(
+            n,
+            counts.get(n, dict.fromkeys(COUNTS, 0)),
+            None if hour is None else hour.get(n, (0, 0))[0],
+            None if hour is None else hour.get(n, (0, 0))[1],
+        )
+        for n in names
+    ]
     return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now, unserved)
 
 
@@ -140,12 +148,15 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
     return JobDetail(job_id, job, record, attempts, actions, trace_id_of(job, record), problem)
 
 
-async def last_tick_states(scheduler: Scheduler, schedules: list[CronInfo],
-                           audit_lookups: int = 50) -> dict[str, str]:
+async def last_tick_states(
+    scheduler: Scheduler, schedules: list[CronInfo], audit_lookups: int = 50
+) -> dict[str, str]:
     """The state of each schedule's latest tick: its job id is the schedule's name and the
     tick's instant (cron.cron_job_id). One pipelined Redis read for all of them; the audit
     is asked, one job each, for at most `audit_lookups` ticks Redis no longer holds."""
-    ids = {c.name: cron_job_id(c.name, utc_to_ms(c.last_run_at)) for c in schedules if c.last_run_at}
+    ids = {
+        c.name: cron_job_id(c.name, utc_to_ms(c.last_run_at)) for c in schedules if c.last_run_at
+    }
     jobs = await scheduler.store.get_jobs(list(ids.values()))
     out = {name: job.state.value for name, job in zip(ids, jobs) if job is not None}
     audit = audit_of(scheduler)
@@ -185,7 +196,9 @@ class Analytics:
 
 def latest_summary_dir(report_dir: Path) -> Path | None:
     """The directory of the newest summary.json under `report_dir` (one level down, or itself)."""
-    candidates = [p for p in [report_dir / "summary.json", *report_dir.glob("*/summary.json")] if p.is_file()]
+    candidates = [
+        p for p in [report_dir / "summary.json", *report_dir.glob("*/summary.json")] if p.is_file()
+    ]
     if not candidates:
         return None
     return max(candidates, key=lambda p: p.stat().st_mtime).parent

@@ -39,9 +39,11 @@ def caller(request: Request) -> Principal:
 def acts(describe: Describe) -> Callable[[F], F]:
     """Mark an endpoint as an operator action; `describe` names it and its target for the
     audit's record of a refusal (from the path parameters, before the body is read)."""
+
     def mark(endpoint: F) -> F:
         endpoint.__horae_action__ = describe  # type: ignore[attr-defined]
         return endpoint
+
     return mark
 
 
@@ -79,7 +81,10 @@ def _json_only(request: Request) -> None:
     """Actions take JSON only (a cross-site form cannot send it without a preflight)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
-        raise HTTPException(415, f"actions take a JSON body (Content-Type: application/json); got {kind or 'none'!r}")
+        raise HTTPException(
+            415,
+            f"actions take a JSON body (Content-Type: application/json); got {kind or 'none'!r}",
+        )
 
 
 async def _refuse(request: Request, who: Principal, describe: Describe | None) -> None:
@@ -88,7 +93,14 @@ async def _refuse(request: Request, who: Principal, describe: Describe | None) -
 
     named = describe(request.path_params) if describe is not None else None
     if named is not None:
-        await record(console_of(request).scheduler, who, named[0], named[1], "refused", {"role": who.role.value})
+        await record(
+            console_of(request).scheduler,
+            who,
+            named[0],
+            named[1],
+            "refused",
+            {"role": who.role.value},
+        )
     what = named[0] if named else "act"
     raise Refused(f"{who.name} is a {who.role.value}: only operators may {what}")
 
@@ -98,7 +110,9 @@ class TooDeep(HTTPException):
     would fail on it with a RecursionError that says nothing)."""
 
     def __init__(self) -> None:
-        super().__init__(400, f"body: nested deeper than {MAX_BODY_DEPTH} levels of arrays and objects")
+        super().__init__(
+            400, f"body: nested deeper than {MAX_BODY_DEPTH} levels of arrays and objects"
+        )
         self.field = "body"
 
 

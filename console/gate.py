@@ -82,7 +82,10 @@ def same_origin(origin: str, scheme: str, host: str | None) -> bool:
     if own is None or parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         return False
     return (parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme]) == (
-        scheme, own[0], own[1] or DEFAULT_PORTS.get(scheme))
+        scheme,
+        own[0],
+        own[1] or DEFAULT_PORTS.get(scheme),
+    )
 
 
 class TooLarge(HTTPException):
@@ -121,26 +124,47 @@ class Gate:
                 scope = self._forwarded(scope, headers)
                 headers = Headers(scope=scope)
             elif self.tokenless and any(h in headers for h in FORWARDING):
-                await refuse(scope, send, 403, "FORBIDDEN", "this console has no tokens and answers loopback "
-                             "clients only; this request came through a proxy (it carries X-Forwarded-* or "
-                             "Forwarded): give the console tokens, and the proxy's address in [console] "
-                             "trusted_proxies")
+                await refuse(
+                    scope,
+                    send,
+                    403,
+                    "FORBIDDEN",
+                    "this console has no tokens and answers loopback "
+                    "clients only; this request came through a proxy (it carries X-Forwarded-* or "
+                    "Forwarded): give the console tokens, and the proxy's address in [console] "
+                    "trusted_proxies",
+                )
                 return
             host = headers.get("host")
-            if self.check_host and not host_allowed(host, scope.get("scheme", "http"), self.allowed):
+            if self.check_host and not host_allowed(
+                host, scope.get("scheme", "http"), self.allowed
+            ):
                 also = f" and {', '.join(self.allowed)}" if self.allowed else ""
-                await refuse(scope, send, 421, "MISDIRECTED_REQUEST",
-                             f"Host {(host or '')[:200]!r} is not this console's: it answers loopback names "
-                             f"(127.0.0.1, localhost, [::1]){also}; add the name to [console] allowed_hosts")
+                await refuse(
+                    scope,
+                    send,
+                    421,
+                    "MISDIRECTED_REQUEST",
+                    f"Host {(host or '')[:200]!r} is not this console's: it answers loopback names "
+                    f"(127.0.0.1, localhost, [::1]){also}; add the name to [console] allowed_hosts",
+                )
                 return
         length = headers.get("content-length")
         if length is not None:
             if not length.isdigit():
-                await refuse(scope, send, 400, "REQUEST_INVALID", f"Content-Length {length[:40]!r} is no number",
-                             "body")
+                await refuse(
+                    scope,
+                    send,
+                    400,
+                    "REQUEST_INVALID",
+                    f"Content-Length {length[:40]!r} is no number",
+                    "body",
+                )
                 return
             if int(length) > self.limit:
-                await refuse(scope, send, 413, "PAYLOAD_TOO_LARGE", TooLarge(self.limit).detail, "body")
+                await refuse(
+                    scope, send, 413, "PAYLOAD_TOO_LARGE", TooLarge(self.limit).detail, "body"
+                )
                 return
         await self.app(scope, self._bounded(receive), send)
 
@@ -155,7 +179,9 @@ class Gate:
         """The request as its client sent it to a trusted proxy: the client's address (the
         right-most X-Forwarded-For hop that is no trusted proxy), its scheme and its Host."""
         scope = dict(scope)
-        hops = [h.strip() for v in headers.getlist("x-forwarded-for") for h in v.split(",") if h.strip()]
+        hops = [
+            h.strip() for v in headers.getlist("x-forwarded-for") for h in v.split(",") if h.strip()
+        ]
         while len(hops) > 1 and self._trusted(hops[-1]):
             hops.pop()
         if hops:
@@ -165,7 +191,9 @@ class Gate:
             scope["scheme"] = proto
         host = headers.get("x-forwarded-host", "").split(",")[-1].strip()
         if host:
-            scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"host"] + [(b"host", host.encode())]
+            scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"host"] + [
+                (b"host", host.encode())
+            ]
         return scope
 
     def _bounded(self, receive: Receive) -> Receive:
@@ -185,14 +213,27 @@ class Gate:
         return counted
 
 
-async def refuse(scope: Scope, send: Send, status: int, code: str, message: str, field: str | None = None) -> None:
+async def refuse(
+    scope: Scope, send: Send, status: int, code: str, message: str, field: str | None = None
+) -> None:
     """Answer without the app: the API's error shape under /api/, plain text elsewhere."""
     if scope["path"].startswith("/api/"):
-        body = json.dumps({"error": {"code": code, "message": message, "field": field}}, separators=(",", ":")).encode()
+        body = json.dumps(
+            {"error": {"code": code, "message": message, "field": field}}, separators=(",", ":")
+        ).encode()
         kind = b"application/json"
     else:
         body, kind = f"Error {status}: {message}\n".encode(), b"text/plain; charset=utf-8"
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
-                            (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", kind),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-content-type-options", b"nosniff"),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -25,7 +25,9 @@ Who = Annotated[Principal, Depends(caller)]
 Csrf = Annotated[str, Form()]
 
 
-def error_page(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def error_page(
+    request: Request, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
     """An error as a page (the API answers JSON instead: console/app.py)."""
     return render(request, "error.html", status, headers, code=status, message=message)
 
@@ -39,7 +41,9 @@ def _back(path: str, outcome: actions.Outcome) -> RedirectResponse:
     """Back to `path` with the action's message."""
     kind = "ok" if outcome.done else "warn"
     joint = "&" if "?" in path else "?"
-    return RedirectResponse(f"{path}{joint}{urlencode({'msg': outcome.message, 'kind': kind})}", status_code=303)
+    return RedirectResponse(
+        f"{path}{joint}{urlencode({'msg': outcome.message, 'kind': kind})}", status_code=303
+    )
 
 
 def parse_instant(name: str, text: str | None) -> datetime | None:
@@ -53,8 +57,9 @@ def parse_instant(name: str, text: str | None) -> datetime | None:
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise ScheduleError(f"{name} must be an ISO 8601 time like 2026-11-23T08:00; got {text!r}",
-                            field=name) from exc
+        raise ScheduleError(
+            f"{name} must be an ISO 8601 time like 2026-11-23T08:00; got {text!r}", field=name
+        ) from exc
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -74,19 +79,42 @@ async def overview_live(request: Request, who: Who) -> Response:
 
 # ---------------------------------------------------------------------------------- jobs
 @router.get("/jobs")
-async def jobs(request: Request, who: Who, topic: str = "", state: str = "", key: str = "", since: str = "",
-               until: str = "", id: str = "", cursor: str = "") -> Response:
+async def jobs(
+    request: Request,
+    who: Who,
+    topic: str = "",
+    state: str = "",
+    key: str = "",
+    since: str = "",
+    until: str = "",
+    id: str = "",
+    cursor: str = "",
+) -> Response:
     c = console_of(request)
     if id.strip():
         return RedirectResponse(f"/jobs/{segment(id.strip())}", status_code=303)
     filters = {"topic": topic, "state": state, "key": key, "since": since, "until": until}
     check_state(state or None)
-    page = await c.scheduler.jobs(topic or None, state or None, c.settings.console.page_size, cursor or None,
-                                  key=key or None, since=parse_instant("since", since),
-                                  until=parse_instant("until", until))
+    page = await c.scheduler.jobs(
+        topic or None,
+        state or None,
+        c.settings.console.page_size,
+        cursor or None,
+        key=key or None,
+        since=parse_instant("since", since),
+        until=parse_instant("until", until),
+    )
     topics = sorted(set(await c.scheduler.list_topics()) | set(await c.scheduler.stats_by_topic()))
-    return render(request, "jobs.html", page="jobs", jobs=page.items, cursor=page.cursor, filters=filters,
-                  topics=topics, states=data.STATES)
+    return render(
+        request,
+        "jobs.html",
+        page="jobs",
+        jobs=page.items,
+        cursor=page.cursor,
+        filters=filters,
+        topics=topics,
+        states=data.STATES,
+    )
 
 
 @router.get("/jobs/{job_id:path}")
@@ -95,17 +123,32 @@ async def job(request: Request, job_id: str, who: Who) -> Response:
     detail = await data.job_detail(c.scheduler, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
-    return render(request, "job.html", page="jobs", d=detail, allowed=actions.allowed_actions(detail.job),
-                  trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id))
+    return render(
+        request,
+        "job.html",
+        page="jobs",
+        d=detail,
+        allowed=actions.allowed_actions(detail.job),
+        trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id),
+    )
 
 
 @router.post("/jobs/{job_id:path}/{action}")
 @acts(lambda p: (p["action"], p["job_id"]) if p.get("action") in actions.JOB_ACTIONS else None)
-async def job_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
-                     run_at: Annotated[str, Form()] = "", tz: Annotated[str, Form()] = "UTC") -> Response:
+async def job_action(
+    request: Request,
+    job_id: str,
+    action: str,
+    who: Who,
+    csrf: Csrf,
+    run_at: Annotated[str, Form()] = "",
+    tz: Annotated[str, Form()] = "UTC",
+) -> Response:
     _checked(request, who, csrf)
     if action not in actions.JOB_ACTIONS:
-        raise HTTPException(404, f"no job action {action!r}; allowed: {', '.join(actions.JOB_ACTIONS)}")
+        raise HTTPException(
+            404, f"no job action {action!r}; allowed: {', '.join(actions.JOB_ACTIONS)}"
+        )
     when = None
     if action == "reschedule":
         if not run_at:
@@ -113,9 +156,13 @@ async def job_action(request: Request, job_id: str, action: str, who: Who, csrf:
         try:
             when = datetime.fromisoformat(run_at)  # without an offset: wall-clock time in `tz`
         except ValueError:
-            raise ScheduleError(f"run_at must be an ISO 8601 time like 2026-11-24T09:00; got {run_at!r}",
-                                field="run_at") from None
-    outcome = await actions.job_action(console_of(request).scheduler, who, action, job_id, when, tz or "UTC")
+            raise ScheduleError(
+                f"run_at must be an ISO 8601 time like 2026-11-24T09:00; got {run_at!r}",
+                field="run_at",
+            ) from None
+    outcome = await actions.job_action(
+        console_of(request).scheduler, who, action, job_id, when, tz or "UTC"
+    )
     return _back(f"/jobs/{segment(job_id)}", outcome)
 
 
@@ -123,16 +170,27 @@ async def job_action(request: Request, job_id: str, action: str, who: Who, csrf:
 @router.get("/crons")
 async def crons(request: Request, who: Who) -> Response:
     items = await console_of(request).scheduler.list_crons()
-    return render(request, "crons.html", page="crons", crons=sorted(items, key=lambda c: c.name),
-                  last=await data.last_tick_states(console_of(request).scheduler, items))
+    return render(
+        request,
+        "crons.html",
+        page="crons",
+        crons=sorted(items, key=lambda c: c.name),
+        last=await data.last_tick_states(console_of(request).scheduler, items),
+    )
 
 
 @router.post("/crons/{name:path}/{action}")
-@acts(lambda p: (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None)
+@acts(
+    lambda p: (
+        (f"cron.{p['action']}", p["name"]) if p.get("action") in actions.CRON_ACTIONS else None
+    )
+)
 async def cron_action(request: Request, name: str, action: str, who: Who, csrf: Csrf) -> Response:
     _checked(request, who, csrf)
     if action not in actions.CRON_ACTIONS:
-        raise HTTPException(404, f"no schedule action {action!r}; allowed: {', '.join(actions.CRON_ACTIONS)}")
+        raise HTTPException(
+            404, f"no schedule action {action!r}; allowed: {', '.join(actions.CRON_ACTIONS)}"
+        )
     outcome = await actions.cron_action(console_of(request).scheduler, who, action, name)
     return _back("/crons", outcome)
 
@@ -141,15 +199,22 @@ async def cron_action(request: Request, name: str, action: str, who: Who, csrf: 
 @router.get("/workers")
 async def workers(request: Request, who: Who) -> Response:
     s = console_of(request).scheduler
-    return render(request, "workers.html", page="workers", workers=await s.workers(),
-                  at=datetime.fromtimestamp(s.clock.now_ms() / 1000, UTC))
+    return render(
+        request,
+        "workers.html",
+        page="workers",
+        workers=await s.workers(),
+        at=datetime.fromtimestamp(s.clock.now_ms() / 1000, UTC),
+    )
 
 
 @router.post("/workers/{worker_id:path}/drain")
 @acts(lambda p: ("worker.drain", p["worker_id"]))
 async def drain_worker(request: Request, worker_id: str, who: Who, csrf: Csrf) -> Response:
     _checked(request, who, csrf)
-    return _back("/workers", await actions.drain_worker(console_of(request).scheduler, who, worker_id))
+    return _back(
+        "/workers", await actions.drain_worker(console_of(request).scheduler, who, worker_id)
+    )
 
 
 # ------------------------------------------------------------------ topics, dead letters
@@ -160,7 +225,9 @@ async def topics(request: Request, who: Who) -> Response:
     rows = []
     for name in names:
         options = await s.get_topic(name)
-        blocked = await s.blocked_keys(name) if options and options.policy == "key_strict_fifo" else []
+        blocked = (
+            await s.blocked_keys(name) if options and options.policy == "key_strict_fifo" else []
+        )
         dead = await s.dead_letters(name, limit=1)
         rows.append((name, options, blocked, bool(dead.items)))
     return render(request, "topics.html", page="topics", rows=rows)
@@ -171,25 +238,46 @@ async def dead_letters(request: Request, who: Who, topic: str = "", cursor: str 
     s = console_of(request).scheduler
     names = sorted(set(await s.list_topics()) | set(await s.stats_by_topic()))
     page = await s.dead_letters(topic, limit=50, cursor=cursor or None) if topic else None
-    return render(request, "dead_letters.html", page="dead", topic=topic, topics=names, letters=page)
+    return render(
+        request, "dead_letters.html", page="dead", topic=topic, topics=names, letters=page
+    )
 
 
 @router.post("/dead-letters/{job_id:path}/{action}")
-@acts(lambda p: (f"dead_letter.{p['action']}", p["job_id"]) if p.get("action") in actions.DEAD_LETTER_ACTIONS
-      else None)
-async def dead_letter_action(request: Request, job_id: str, action: str, who: Who, csrf: Csrf,
-                             topic: Annotated[str, Form()] = "") -> Response:
+@acts(
+    lambda p: (
+        (f"dead_letter.{p['action']}", p["job_id"])
+        if p.get("action") in actions.DEAD_LETTER_ACTIONS
+        else None
+    )
+)
+async def dead_letter_action(
+    request: Request,
+    job_id: str,
+    action: str,
+    who: Who,
+    csrf: Csrf,
+    topic: Annotated[str, Form()] = "",
+) -> Response:
     _checked(request, who, csrf)
     if action not in actions.DEAD_LETTER_ACTIONS:
         raise HTTPException(404, f"no dead-letter action {action!r}; allowed: replay, delete")
     outcome = await actions.dead_letter_action(console_of(request).scheduler, who, action, job_id)
-    return _back(f"/dead-letters?{urlencode({'topic': topic})}" if topic else "/dead-letters", outcome)
+    return _back(
+        f"/dead-letters?{urlencode({'topic': topic})}" if topic else "/dead-letters", outcome
+    )
 
 
 @router.post("/topics/{topic:path}/dead-letters/{action}")
-@acts(lambda p: {"purge": ("dead_letter.purge", p["topic"]),
-                 "replay": ("dead_letter.replay_all", p["topic"])}.get(p.get("action", "")))
-async def dead_letters_bulk(request: Request, topic: str, action: str, who: Who, csrf: Csrf) -> Response:
+@acts(
+    lambda p: {
+        "purge": ("dead_letter.purge", p["topic"]),
+        "replay": ("dead_letter.replay_all", p["topic"]),
+    }.get(p.get("action", ""))
+)
+async def dead_letters_bulk(
+    request: Request, topic: str, action: str, who: Who, csrf: Csrf
+) -> Response:
     _checked(request, who, csrf)
     s = console_of(request).scheduler
     if action == "purge":
@@ -207,10 +295,25 @@ async def analytics(request: Request, who: Who) -> Response:
     c = console_of(request)
     days = c.settings.analytics.baseline_days
     found = await data.analytics(c.scheduler, c.report_dir, days)
-    chart = rate_bars([(t["topic"], t.get("failure_rate"), found.baseline.get(t["topic"]))
-                       for t in found.summary.get("topics", [])]) if found else ""
-    return render(request, "analytics.html", page="analytics", a=found, report_dir=c.report_dir, chart=chart,
-                  baseline_days=days)
+    chart = (
+        rate_bars(
+            [
+                (t["topic"], t.get("failure_rate"), found.baseline.get(t["topic"]))
+                for t in found.summary.get("topics", [])
+            ]
+        )
+        if found
+        else ""
+    )
+    return render(
+        request,
+        "analytics.html",
+        page="analytics",
+        a=found,
+        report_dir=c.report_dir,
+        chart=chart,
+        baseline_days=days,
+    )
 
 
 @router.get("/analytics/report.html")

@@ -17,9 +17,12 @@ from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.data import pretty_json
 from scheduler.core.timeutil import rfc3339
 
-_env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                   autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
-                   lstrip_blocks=True)
+_env = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def utc(value: datetime | None) -> str:
@@ -77,12 +80,19 @@ def segment(value: Any) -> str:
     return quote(str(value), safe="")
 
 
-_env.filters.update(utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json, seg=segment)
+_env.filters.update(
+    utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json, seg=segment
+)
 _env.globals.update(query=query)
 
 
-def render(request: Request, template: str, status: int = 200, headers: dict[str, str] | None = None,
-           **context: Any) -> HTMLResponse:
+def render(
+    request: Request,
+    template: str,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    **context: Any,
+) -> HTMLResponse:
     """A page from `template`, with the caller, their CSRF token (the session cookie set
     when new; none before the caller is known) and the flash message of a redirect after
     an action."""
@@ -91,10 +101,22 @@ def render(request: Request, template: str, status: int = 200, headers: dict[str
     nonce, new = session_nonce(request)
     token = csrf_token(console.auth, nonce, who) if who is not None else ""
     html = _env.get_template(template).render(
-        request=request, csrf=token, who=who, flash=request.query_params.get("msg"),
-        flash_kind=request.query_params.get("kind", "ok"), namespace=console.settings.namespace, **context)
+        request=request,
+        csrf=token,
+        who=who,
+        flash=request.query_params.get("msg"),
+        flash_kind=request.query_params.get("kind", "ok"),
+        namespace=console.settings.namespace,
+        **context,
+    )
     response = HTMLResponse(html, status, headers=headers)
     if who is not None and new:
-        response.set_cookie(CSRF_COOKIE, nonce, httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https")
+        response.set_cookie(
+            CSRF_COOKIE,
+            nonce,
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=request.url.scheme == "https",
+        )
     return response

@@ -93,10 +93,14 @@ def base_image() -> None:
         say(f"base image {BASE_IMAGE} exists")
         return
     if not shutil.which("mmdebstrap"):
-        fail("mmdebstrap is missing (apt-get install mmdebstrap): the base image is built from Debian packages")
+        fail(
+            "mmdebstrap is missing (apt-get install mmdebstrap): the base image is built from Debian packages"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         tar = Path(tmp) / "base.tar"
-        say(f"building {BASE_IMAGE} from Debian bookworm packages ({BASE_PACKAGES}) with mmdebstrap")
+        say(
+            f"building {BASE_IMAGE} from Debian bookworm packages ({BASE_PACKAGES}) with mmdebstrap"
+        )
         run(["mmdebstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(tar)])
         run([PODMAN, "import", str(tar), BASE_IMAGE])
 
@@ -104,7 +108,12 @@ def base_image() -> None:
 def runtime_flags() -> tuple[list[str], list[str]]:
     """(global podman flags, run flags) under which a container starts here."""
     tries: list[tuple[list[str], list[str]]] = [([], [])]
-    limits = ["--ulimit", f"nofile={min(_limit('-n'), 4096)}", "--ulimit", f"nproc={min(_limit('-u'), 4096)}"]
+    limits = [
+        "--ulimit",
+        f"nofile={min(_limit('-n'), 4096)}",
+        "--ulimit",
+        f"nproc={min(_limit('-u'), 4096)}",
+    ]
     if shutil.which("runc"):
         tries.append((["--runtime", "runc"], limits))
     tries.append(([], ["--cgroups=disabled", *limits]))
@@ -112,13 +121,17 @@ def runtime_flags() -> tuple[list[str], list[str]]:
         done = run([PODMAN, *glob, "run", "--rm", *flags, BASE_IMAGE, "true"], check=False)
         if done.returncode == 0:
             return glob, flags
-        say(f"the sandbox refused `podman {' '.join(glob + ['run'] + flags)}`: {done.stderr.strip()}")
+        say(
+            f"the sandbox refused `podman {' '.join(glob + ['run'] + flags)}`: {done.stderr.strip()}"
+        )
     fail("no container could start here (see the refusals above)")
     raise AssertionError
 
 
 def _limit(flag: str) -> int:
-    out = subprocess.run(["sh", "-c", f"ulimit -H {flag}"], text=True, capture_output=True).stdout.strip()
+    out = subprocess.run(
+        ["sh", "-c", f"ulimit -H {flag}"], text=True, capture_output=True
+    ).stdout.strip()
     return 1_048_576 if out in ("", "unlimited") else int(out)
 
 
@@ -131,8 +144,22 @@ def main() -> None:
     say(f"containers run with: podman {' '.join(glob)} run {' '.join(flags)}")
 
     ulimits = [part for i, f in enumerate(flags) if f == "--ulimit" for part in (f, flags[i + 1])]
-    build = [*podman, "build", "--network", "host", *ulimits, "--build-arg", f"BASE={BASE_IMAGE}", "-t", IMAGE]
-    ca = os.environ.get("PIP_CA") or os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    build = [
+        *podman,
+        "build",
+        "--network",
+        "host",
+        *ulimits,
+        "--build-arg",
+        f"BASE={BASE_IMAGE}",
+        "-t",
+        IMAGE,
+    ]
+    ca = (
+        os.environ.get("PIP_CA")
+        or os.environ.get("PIP_CERT")
+        or "/etc/ssl/certs/ca-certificates.crt"
+    )
     if Path(ca).is_file():
         build += ["--secret", f"id=pip_ca,src={ca}"]
     say("building the Dockerfile")
@@ -148,16 +175,37 @@ def main() -> None:
         fail("`horae --help` in the image printed no usage")
     if run([*image, "--entrypoint", "id", IMAGE, "-u"]).stdout.strip() != "10001":
         fail("the image does not run as uid 10001")
-    found = run([*image, "--entrypoint", "sh", IMAGE, "-c",
-                 " ".join(f"command -v {c};" for c in COMPILERS) + " true"]).stdout.split()
+    found = run(
+        [
+            *image,
+            "--entrypoint",
+            "sh",
+            IMAGE,
+            "-c",
+            " ".join(f"command -v {c};" for c in COMPILERS) + " true",
+        ]
+    ).stdout.split()
     if found:
         fail(f"the final image holds build tools: {found}")
     say("image: entry point horae, uid 10001, no compiler")
 
     with tempfile.TemporaryDirectory() as tmp:
         redis_port = free_port()
-        redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                                  "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        redis = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--dir",
+                tmp,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         names: list[str] = []
         try:
             check_worker(image, podman, redis_port, names)
@@ -196,11 +244,36 @@ def check_worker(image: list[str], podman: list[str], redis_port: int, names: li
     with tempfile.TemporaryDirectory() as work:
         Path(work, "slow_app.py").write_text(SLOW_APP)
         os.chmod(work, 0o777)  # (the container's user 10001 writes its marks here)
-        run([*[a for a in image if a != "--rm"], "-d", "--name", name, "--network", "host",
-             "-v", f"{ROOT / 'deploy' / 'example'}:/app:ro", "-v", f"{work}:/work", "-e", "PYTHONPATH=/app:/work",
-             "-e", f"HORAE_REDIS_URL={redis_url}", "-e", "HORAE_AUDIT__ENABLED=false",
-             IMAGE, "worker", "--app", "slow_app", "--health-port", str(health), "--metrics-port", str(metrics),
-             "--grace", "20"])
+        run(
+            [
+                *[a for a in image if a != "--rm"],
+                "-d",
+                "--name",
+                name,
+                "--network",
+                "host",
+                "-v",
+                f"{ROOT / 'deploy' / 'example'}:/app:ro",
+                "-v",
+                f"{work}:/work",
+                "-e",
+                "PYTHONPATH=/app:/work",
+                "-e",
+                f"HORAE_REDIS_URL={redis_url}",
+                "-e",
+                "HORAE_AUDIT__ENABLED=false",
+                IMAGE,
+                "worker",
+                "--app",
+                "slow_app",
+                "--health-port",
+                str(health),
+                "--metrics-port",
+                str(metrics),
+                "--grace",
+                "20",
+            ]
+        )
         until(f"http://127.0.0.1:{health}/readyz", 200, 60, "the worker's readiness")
         if get(f"http://127.0.0.1:{health}/healthz")[0] != 200:
             fail("the worker's /healthz is not 200")
@@ -215,9 +288,14 @@ def check_worker(image: list[str], podman: list[str], redis_port: int, names: li
             if time.monotonic() > deadline:
                 fail("the slow attempt did not start in the container")
             time.sleep(0.1)
-        stop = subprocess.Popen([*podman, "stop", "-t", "30", name], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        body = until(f"http://127.0.0.1:{health}/readyz", 503, 3, "the worker's readiness after SIGTERM")
+        stop = subprocess.Popen(
+            [*podman, "stop", "-t", "30", name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        body = until(
+            f"http://127.0.0.1:{health}/readyz", 503, 3, "the worker's readiness after SIGTERM"
+        )
         if not isinstance(body, dict) or body.get("reason") != "draining after SIGTERM":
             fail(f"unready for another reason: {body}")
         if Path(work, "finished").exists():
@@ -230,8 +308,10 @@ def check_worker(image: list[str], podman: list[str], redis_port: int, names: li
         finished = Path(work, "finished")
         if not finished.exists() or finished.read_text() != job_id:
             fail("the drain did not let the running attempt finish")
-    say("worker: SIGTERM turned /readyz 503 (draining after SIGTERM) while an attempt ran; "
-        "it finished, the worker exited 0")
+    say(
+        "worker: SIGTERM turned /readyz 503 (draining after SIGTERM) while an attempt ran; "
+        "it finished, the worker exited 0"
+    )
 
 
 async def _schedule_slow(redis_url: str, sleep_s: float) -> str:
@@ -240,7 +320,9 @@ async def _schedule_slow(redis_url: str, sleep_s: float) -> str:
     from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"enabled": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"enabled": False})}
+    )
     async with Scheduler(settings=settings) as s:
         return await s.schedule_in("deploy.slow", 0, payload={"sleep": sleep_s})
 
@@ -248,10 +330,28 @@ async def _schedule_slow(redis_url: str, sleep_s: float) -> str:
 def check_console(image: list[str], podman: list[str], redis_port: int, names: list[str]) -> None:
     port, name = free_port(), f"horae-test-console-{os.getpid()}"
     names.append(name)
-    run([*[a for a in image if a != "--rm"], "-d", "--name", name, "--network", "host",
-         "-e", f"HORAE_REDIS_URL=redis://127.0.0.1:{redis_port}/0", "-e", "HORAE_AUDIT__ENABLED=false",
-         "-e", "HORAE_CONSOLE__OPERATOR_TOKEN=test-token",
-         IMAGE, "console", "--host", "0.0.0.0", "--port", str(port)])
+    run(
+        [
+            *[a for a in image if a != "--rm"],
+            "-d",
+            "--name",
+            name,
+            "--network",
+            "host",
+            "-e",
+            f"HORAE_REDIS_URL=redis://127.0.0.1:{redis_port}/0",
+            "-e",
+            "HORAE_AUDIT__ENABLED=false",
+            "-e",
+            "HORAE_CONSOLE__OPERATOR_TOKEN=test-token",
+            IMAGE,
+            "console",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+        ]
+    )
     until(f"http://127.0.0.1:{port}/readyz", 200, 60, "the console's readiness")
     if get(f"http://127.0.0.1:{port}/healthz")[0] != 200:
         fail("the console's /healthz is not 200")

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from listeners.registry import Listener, ListenerRegistry, default_registry, on_event
     from listeners.schema import PayloadRejected, Schema, Validator
     from listeners.triggers import InvalidDeclaration
-    from scheduler.worker.advertise import WorkerInfo
     from scheduler.api import Scheduler
     from scheduler.core.errors import (
+        AuditUnavailable,
         ConfigError,
         DeadLetterNotFound,
         DoNotRetry,
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
         ScheduleError,
         SchedulerError,
         StorageError,
-        AuditUnavailable,
         TopicInUse,
         TopicPolicyLocked,
         WaitTimeout,
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
     from scheduler.core.progress import LogLine, Progress
     from scheduler.core.retry import Backoff, RetryPolicy
     from scheduler.core.topic_options import TopicOptions
+    from scheduler.worker.advertise import WorkerInfo
     from scheduler.worker.loop import Worker
 
 # Public name -> the implementation module defining it: scheduler's public API (its own
@@ -135,7 +135,7 @@ __all__ = [
 ]
 
 
-_lazy_getattr, __dir__ = lazy_exports('horae', _SOURCES, globals(), __all__)
+_lazy_getattr, __dir__ = lazy_exports("horae", _SOURCES, globals(), __all__)
 
 
 def __getattr__(name: str) -> Any:

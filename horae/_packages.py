@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("scheduler", "listeners", "audit", "console")
-LIBRARY = PACKAGES[:3]  # what `import horae` and a Scheduler use; `console` only `horae console` (the CLI checks it)
+LIBRARY = PACKAGES[
+    :3
+]  # what `import horae` and a Scheduler use; `console` only `horae console` (the CLI checks it)
 
 
 class PackageShadowed(ImportError):

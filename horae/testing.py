@@ -9,8 +9,8 @@ by pytest through the package's `pytest11` entry point.
 
 from __future__ import annotations
 
-from scheduler.testing.plugin import for_tests
 from scheduler.testing.clocks import FakeClock
+from scheduler.testing.plugin import for_tests
 from scheduler.testing.time_machine import ListenerError, TimeMachine
 from scheduler.testing.under_test import JobRun, SchedulerUnderTest
 

@@ -42,7 +42,9 @@ def qualified_name(fn: Listener) -> str:
 
 
 def _is_async(fn: Listener) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)
+    )
 
 
 _is_async_cached = functools.lru_cache(maxsize=1024)(_is_async)
@@ -68,8 +70,12 @@ async def call_listener(fn: Listener, event: Any) -> None:
         await result
 
 
-async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | None,
-                   call: Callable[[Listener, Any], Awaitable[None]] = call_listener) -> DispatchResult:
+async def dispatch(
+    listeners: Sequence[Listener],
+    event: Any,
+    timeout: float | None,
+    call: Callable[[Listener, Any], Awaitable[None]] = call_listener,
+) -> DispatchResult:
     """Run all listeners concurrently; any raising, or the timeout, fails the attempt.
 
     Args:
@@ -105,8 +111,12 @@ async def dispatch(listeners: Sequence[Listener], event: Any, timeout: float | N
     return DispatchResult(listeners=len(listeners), failures=failures, timed_out=bool(pending))
 
 
-async def _dispatch_one(fn: Listener, event: Any, timeout: float | None,
-                        call: Callable[[Listener, Any], Awaitable[None]]) -> DispatchResult:
+async def _dispatch_one(
+    fn: Listener,
+    event: Any,
+    timeout: float | None,
+    call: Callable[[Listener, Any], Awaitable[None]],
+) -> DispatchResult:
     """The common case, awaited inline: no task and no asyncio.wait, whose cost per job shows
     on a busy worker."""
     limit = asyncio.timeout(timeout)

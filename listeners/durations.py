@@ -39,8 +39,10 @@ def duration_seconds(value: timedelta | float | int | str, field: str = "delay")
     elif isinstance(value, str):
         seconds = _text_seconds(value, field)
     else:
-        raise DurationError(f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(value)}",
-                            field)
+        raise DurationError(
+            f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(value)}",
+            field,
+        )
     if not seconds >= 0 or seconds == float("inf"):
         raise DurationError(f"{field} must be a finite duration >= 0; got {shown(value)}", field)
     return seconds
@@ -50,16 +52,25 @@ def _text_seconds(text: str, field: str) -> float:
     """Seconds of "1h30m"-style text: number+unit parts, units d h m s ms, largest first, each once."""
     rest, total, last = text.strip(), 0.0, -1
     if not rest:
-        raise DurationError(f"{field} must be a duration such as {EXAMPLES}; got an empty string", field)
+        raise DurationError(
+            f"{field} must be a duration such as {EXAMPLES}; got an empty string", field
+        )
     while rest:
         m = _PART.match(rest)
         if m is None:
             raise DurationError(_why(text, rest.strip(), field), field)
         rank = _RANK[m.group(2)]
         if rank <= last:
-            raise DurationError(f"{field} {shown(text)}: give each unit once, largest first (d, h, m, s, ms), "
-                                "e.g. '1h30m'", field)
-        total, last, rest = total + float(m.group(1)) * _UNIT_S[m.group(2)], rank, rest[m.end():].strip()
+            raise DurationError(
+                f"{field} {shown(text)}: give each unit once, largest first (d, h, m, s, ms), "
+                "e.g. '1h30m'",
+                field,
+            )
+        total, last, rest = (
+            total + float(m.group(1)) * _UNIT_S[m.group(2)],
+            rank,
+            rest[m.end() :].strip(),
+        )
     return total
 
 
@@ -77,7 +88,13 @@ def _why(text: str, rest: str, field: str) -> str:
 def format_duration(ms: int) -> str:
     """The shortest text of a whole number of milliseconds in the grammar above ("1h30m", "0s")."""
     parts, rest = [], ms
-    for unit, unit_ms in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+    for unit, unit_ms in (
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ):
         if rest >= unit_ms:
             parts.append(f"{rest // unit_ms}{unit}")
             rest %= unit_ms

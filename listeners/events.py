@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 
 class Reporter(Protocol):
@@ -16,6 +17,7 @@ class Reporter(Protocol):
 
     async def log(self, line: str) -> None:
         """Append one log line to the job's log."""
+
 
 @dataclass(frozen=True)
 class ScheduleArrivedEvent:

@@ -5,7 +5,8 @@ imports the app, since a function cannot be sent to another interpreter."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Literal, Optional
+from collections.abc import Callable
+from typing import Any, Literal, Optional
 
 # None (the default): an async listener on the worker's loop, a sync one in its thread pool.
 # "loop" / "thread" say so explicitly (checked against the function); "process": in one of the
@@ -27,23 +28,33 @@ def check_executor(fn: Any, executor: Any, is_async: bool) -> None:
     """
     name = listener_path(fn)
     if executor is not None and executor not in EXECUTORS:
-        raise ValueError(f"executor of listener {name} must be one of {', '.join(map(repr, EXECUTORS))} "
-                         f"or None, got {executor!r}")
+        raise ValueError(
+            f"executor of listener {name} must be one of {', '.join(map(repr, EXECUTORS))} "
+            f"or None, got {executor!r}"
+        )
     if executor == "loop" and not is_async:
-        raise ValueError(f"executor='loop' of listener {name}: a sync function would block the worker's loop; "
-                         "make it async, or use executor='thread' or 'process'")
+        raise ValueError(
+            f"executor='loop' of listener {name}: a sync function would block the worker's loop; "
+            "make it async, or use executor='thread' or 'process'"
+        )
     if executor == "thread" and is_async:
-        raise ValueError(f"executor='thread' of listener {name}: an async function runs on the loop "
-                         "(executor='loop' or None), or in a child process (executor='process')")
+        raise ValueError(
+            f"executor='thread' of listener {name}: an async function runs on the loop "
+            "(executor='loop' or None), or in a child process (executor='process')"
+        )
     if executor == "process":
         reason = _unimportable(fn)
         if reason:
-            raise UnimportableListener(f"listener {name} cannot run with executor='process': {reason}")
+            raise UnimportableListener(
+                f"listener {name} cannot run with executor='process': {reason}"
+            )
 
 
 def listener_path(fn: Any) -> str:
     """module.qualname of a listener (as listeners.qualified_name)."""
-    return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or repr(fn)}"
+    return (
+        f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or repr(fn)}"
+    )
 
 
 def _unimportable(fn: Any) -> str:
@@ -52,11 +63,15 @@ def _unimportable(fn: Any) -> str:
     if not isinstance(module, str) or not isinstance(qualname, str):
         return "it has no __module__/__qualname__ (a callable object?): use a module-level function"
     if "<lambda>" in qualname or "<locals>" in qualname:
-        return ("a child process imports it by module and qualname, and a lambda or a function defined inside "
-                "another function has no such name: define it at module level")
+        return (
+            "a child process imports it by module and qualname, and a lambda or a function defined inside "
+            "another function has no such name: define it at module level"
+        )
     if module == "__main__":
-        return ("it is defined in __main__, which a child process does not import: move it to a module "
-                "(`horae worker --app module`)")
+        return (
+            "it is defined in __main__, which a child process does not import: move it to a module "
+            "(`horae worker --app module`)"
+        )
     return ""
 
 
@@ -69,14 +84,17 @@ def resolve(module: str, qualname: str) -> Callable[..., Any]:
     try:
         target: Any = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - any import error is the listener's
-        raise UnimportableListener(f"listener {module}.{qualname}: importing {module!r} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+        raise UnimportableListener(
+            f"listener {module}.{qualname}: importing {module!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     for part in qualname.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise UnimportableListener(f"listener {module}.{qualname}: module {module!r} has no {qualname!r}") \
-                from None
+            raise UnimportableListener(
+                f"listener {module}.{qualname}: module {module!r} has no {qualname!r}"
+            ) from None
     return target  # type: ignore[no-any-return]
 
 
@@ -89,10 +107,13 @@ def check_resolves(fn: Any) -> None:
     """
     reason = _unimportable(fn)
     if reason:
-        raise UnimportableListener(f"listener {listener_path(fn)} cannot run with executor='process': {reason}")
+        raise UnimportableListener(
+            f"listener {listener_path(fn)} cannot run with executor='process': {reason}"
+        )
     found = resolve(fn.__module__, fn.__qualname__)
     if found is not fn:
         raise UnimportableListener(
             f"listener {listener_path(fn)} cannot run with executor='process': {fn.__module__}.{fn.__qualname__} "
             f"is {found!r}, not the registered function (a decorator wraps it after @on_event?): put @on_event "
-            "outermost")
+            "outermost"
+        )

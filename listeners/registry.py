@@ -15,7 +15,7 @@ from listeners.triggers import Declaration, InvalidDeclaration, declaration
 
 Duration = Union[timedelta, float, str]
 
-Listener = Callable[[Any], Union[Awaitable[None], None]]
+Listener = Callable[[Any], Awaitable[None] | None]
 F = TypeVar("F", bound=Listener)
 
 # Every listener of a topic runs for each of its events, all at once: a topic with hundreds
@@ -39,7 +39,9 @@ class ListenerRegistry:
         self._by_topic: dict[str, list[Listener]] = {}
         self._schemas: dict[str, tuple[Schema, Validator]] = {}
         self._declared: dict[str, tuple[Declaration, list[Listener]]] = {}
-        self._in_process: set[Listener] = set()  # executor="process" (module-level functions: hashable)
+        self._in_process: set[Listener] = (
+            set()
+        )  # executor="process" (module-level functions: hashable)
 
     def on_event(
         self,
@@ -94,8 +96,16 @@ class ListenerRegistry:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
         if schema is not None:
             validator_of(schema)  # refuse a bad schema where it is written, not at first use
-        declared = declaration(topic, cron=cron, every=every, tz=tz, misfire=misfire, jitter=jitter, name=name,
-                               payload=payload)
+        declared = declaration(
+            topic,
+            cron=cron,
+            every=every,
+            tz=tz,
+            misfire=misfire,
+            jitter=jitter,
+            name=name,
+            payload=payload,
+        )
 
         def register(fn: F) -> F:
             self.add(topic, fn, schema, declared, executor)
@@ -103,8 +113,14 @@ class ListenerRegistry:
 
         return register
 
-    def add(self, topic: str, fn: Listener, schema: Schema | None = None,
-            declared: Declaration | None = None, executor: Executor = None) -> None:
+    def add(
+        self,
+        topic: str,
+        fn: Listener,
+        schema: Schema | None = None,
+        declared: Declaration | None = None,
+        executor: Executor = None,
+    ) -> None:
         """Register `fn` for `topic` (and the schedule it declares); registering the same
         function twice is a no-op.
 
@@ -115,29 +131,44 @@ class ListenerRegistry:
                 (or differs from the one it was registered with for another topic).
             TypeError: a schema that is neither a model class nor callable.
         """
-        check_executor(fn, executor, inspect.iscoroutinefunction(fn)
-                       or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+        check_executor(
+            fn,
+            executor,
+            inspect.iscoroutinefunction(fn)
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None)),
+        )
         if self._known(fn) and self.in_process(fn) != (executor == "process"):
-            raise ValueError(f"listener {fn!r} is registered already with executor="
-                             f"{'process' if self.in_process(fn) else None!r}; it cannot also run with "
-                             f"executor={executor!r}")
+            raise ValueError(
+                f"listener {fn!r} is registered already with executor="
+                f"{'process' if self.in_process(fn) else None!r}; it cannot also run with "
+                f"executor={executor!r}"
+            )
         listeners = self._by_topic.get(topic, [])
         if fn not in listeners and len(listeners) >= self.max_per_topic:
-            raise ValueError(f"topic {topic!r} has {len(listeners)} listeners already, the most a topic may have "
-                             f"(max_per_topic={self.max_per_topic}); {fn!r} is not added")
+            raise ValueError(
+                f"topic {topic!r} has {len(listeners)} listeners already, the most a topic may have "
+                f"(max_per_topic={self.max_per_topic}); {fn!r} is not added"
+            )
         if declared is not None:
             if declared.topic != topic:
-                raise ValueError(f"listener {fn!r} of topic {topic!r} declares a schedule of topic {declared.topic!r}")
+                raise ValueError(
+                    f"listener {fn!r} of topic {topic!r} declares a schedule of topic {declared.topic!r}"
+                )
             known_decl = self._declared.get(declared.name)
             if known_decl is not None and known_decl[0] != declared:
-                raise InvalidDeclaration(f"schedule {declared.name!r} is already declared as {known_decl[0]} by "
-                                         f"{known_decl[1]!r}; listener {fn!r} declares {declared}: give each its "
-                                         "own name=", "name")
+                raise InvalidDeclaration(
+                    f"schedule {declared.name!r} is already declared as {known_decl[0]} by "
+                    f"{known_decl[1]!r}; listener {fn!r} declares {declared}: give each its "
+                    "own name=",
+                    "name",
+                )
         if schema is not None:
             known = self._schemas.get(topic)
             if known is not None and known[0] is not schema:
-                raise ValueError(f"topic {topic!r} already has payload schema {known[0]!r}; "
-                                 f"listener {fn!r} registers {schema!r} (one schema per topic)")
+                raise ValueError(
+                    f"topic {topic!r} already has payload schema {known[0]!r}; "
+                    f"listener {fn!r} registers {schema!r} (one schema per topic)"
+                )
             if known is None:
                 self._schemas[topic] = (schema, validator_of(schema))
         listeners = self._by_topic.setdefault(topic, [])
@@ -190,8 +221,13 @@ class ListenerRegistry:
     def process_listeners(self, topics: Iterable[str] | None = None) -> list[Listener]:
         """The listeners registered with executor="process" (of `topics` when given)."""
         wanted = None if topics is None else set(topics)
-        return [fn for t, fns in self._by_topic.items() if wanted is None or t in wanted
-                for fn in fns if self.in_process(fn)]
+        return [
+            fn
+            for t, fns in self._by_topic.items()
+            if wanted is None or t in wanted
+            for fn in fns
+            if self.in_process(fn)
+        ]
 
     def _known(self, fn: Listener) -> bool:
         return any(fn in fns for fns in self._by_topic.values())
@@ -203,7 +239,9 @@ class ListenerRegistry:
     def declarations(self, topics: Iterable[str] | None = None) -> list[Declaration]:
         """The schedules declared beside listeners (of `topics` when given), by name."""
         wanted = None if topics is None else set(topics)
-        return [d for _, (d, _) in sorted(self._declared.items()) if wanted is None or d.topic in wanted]
+        return [
+            d for _, (d, _) in sorted(self._declared.items()) if wanted is None or d.topic in wanted
+        ]
 
     def clear(self) -> None:
         """Forget every listener, schema and declared schedule (tests)."""
@@ -231,5 +269,15 @@ def on_event(
 ) -> Callable[[F], F]:
     """Register a listener for `topic` in the default registry, optionally declaring the
     schedule whose ticks are its events, and where it runs (arguments: see ListenerRegistry.on_event)."""
-    return default_registry.on_event(topic, schema, cron=cron, every=every, tz=tz, misfire=misfire,
-                                     jitter=jitter, name=name, payload=payload, executor=executor)
+    return default_registry.on_event(
+        topic,
+        schema,
+        cron=cron,
+        every=every,
+        tz=tz,
+        misfire=misfire,
+        jitter=jitter,
+        name=name,
+        payload=payload,
+        executor=executor,
+    )

@@ -68,7 +68,9 @@ class Declaration:
     jitter_ms: int = 0
     tz: str = "UTC"
     misfire: str | None = None  # None: the worker's settings (cron.misfire)
-    payload: Any = field(default=None, hash=False)  # every tick's (checked by the topic's schema at worker start)
+    payload: Any = field(
+        default=None, hash=False
+    )  # every tick's (checked by the topic's schema at worker start)
 
 
 def cron_fields(expr: object) -> tuple[str, bool]:
@@ -81,10 +83,15 @@ def cron_fields(expr: object) -> tuple[str, bool]:
         InvalidDeclaration: field "cron", naming the part that is wrong and what is allowed.
     """
     if not isinstance(expr, str) or not expr.strip():
-        raise InvalidDeclaration(f"cron expression must be a non-empty string; got {shown(expr)}", "cron")
+        raise InvalidDeclaration(
+            f"cron expression must be a non-empty string; got {shown(expr)}", "cron"
+        )
     if len(expr) > MAX_CRON_LEN:
-        raise InvalidDeclaration(f"cron expression must be at most {MAX_CRON_LEN} characters; got {len(expr):,} "
-                                 f"({shown(expr)})", "cron")
+        raise InvalidDeclaration(
+            f"cron expression must be at most {MAX_CRON_LEN} characters; got {len(expr):,} "
+            f"({shown(expr)})",
+            "cron",
+        )
     fields = expr.split()
     if len(fields) == 1 and fields[0].lower() in _ALIASES:
         fields = _ALIASES[fields[0].lower()].split()
@@ -139,37 +146,66 @@ def declaration(
         InvalidDeclaration: naming the argument, its value and what is allowed.
     """
     if cron is None and every is None:
-        for arg, value in (("tz", tz), ("misfire", misfire), ("jitter", jitter), ("name", name),
-                           ("payload", payload)):
+        for arg, value in (
+            ("tz", tz),
+            ("misfire", misfire),
+            ("jitter", jitter),
+            ("name", name),
+            ("payload", payload),
+        ):
             if value is not None:
-                raise InvalidDeclaration(f"{arg}={shown(value)} needs a schedule: give cron= or every= too", arg)
+                raise InvalidDeclaration(
+                    f"{arg}={shown(value)} needs a schedule: give cron= or every= too", arg
+                )
         return None
     if cron is not None and every is not None:
-        raise InvalidDeclaration(f"give cron= or every=, not both (got cron={shown(cron)}, every={shown(every)})", "every")
+        raise InvalidDeclaration(
+            f"give cron= or every=, not both (got cron={shown(cron)}, every={shown(every)})",
+            "every",
+        )
     try:
         json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidDeclaration(f"payload must be JSON-serializable: {exc}", "payload") from None
     if misfire is not None and misfire not in MISFIRE_MODES:
-        raise InvalidDeclaration(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(misfire)}", "misfire")
+        raise InvalidDeclaration(
+            f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(misfire)}", "misfire"
+        )
     if cron is not None:
         if jitter is not None:
-            raise InvalidDeclaration(f"jitter={shown(jitter)} applies to every= schedules only; a cron tick runs at "
-                                     "its time", "jitter")
+            raise InvalidDeclaration(
+                f"jitter={shown(jitter)} applies to every= schedules only; a cron tick runs at "
+                "its time",
+                "jitter",
+            )
         expr, _ = cron_fields(cron)
         zone = "UTC" if tz is None else check_zone(tz)
-        return Declaration(_name(name, topic, "cron"), topic, cron=expr, tz=zone, misfire=misfire, payload=payload)
+        return Declaration(
+            _name(name, topic, "cron"), topic, cron=expr, tz=zone, misfire=misfire, payload=payload
+        )
     if tz is not None:
-        raise InvalidDeclaration(f"tz={shown(tz)} applies to cron= schedules only: every= counts elapsed time "
-                                 "(use cron= for wall-clock times in a zone)", "tz")
+        raise InvalidDeclaration(
+            f"tz={shown(tz)} applies to cron= schedules only: every= counts elapsed time "
+            "(use cron= for wall-clock times in a zone)",
+            "tz",
+        )
     every_ms = _ms(every, "every")
     if every_ms < MIN_EVERY_MS:
         raise InvalidDeclaration(f"every must be at least 1s; got {shown(every)}", "every")
     jitter_ms = 0 if jitter is None else _ms(jitter, "jitter")
     if jitter_ms > every_ms:
-        raise InvalidDeclaration(f"jitter must be at most the interval every={shown(every)}; got {shown(jitter)}", "jitter")
-    return Declaration(_name(name, topic, "every"), topic, every_ms=every_ms, jitter_ms=jitter_ms, misfire=misfire,
-                       payload=payload)
+        raise InvalidDeclaration(
+            f"jitter must be at most the interval every={shown(every)}; got {shown(jitter)}",
+            "jitter",
+        )
+    return Declaration(
+        _name(name, topic, "every"),
+        topic,
+        every_ms=every_ms,
+        jitter_ms=jitter_ms,
+        misfire=misfire,
+        payload=payload,
+    )
 
 
 def check_zone(tz: object) -> str:
@@ -179,12 +215,15 @@ def check_zone(tz: object) -> str:
         InvalidDeclaration: field "tz".
     """
     if not isinstance(tz, str) or not tz:
-        raise InvalidDeclaration(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(tz)}", "tz")
+        raise InvalidDeclaration(
+            f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(tz)}", "tz"
+        )
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InvalidDeclaration(f"tz {shown(tz)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')",
-                                 "tz") from exc
+        raise InvalidDeclaration(
+            f"tz {shown(tz)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", "tz"
+        ) from exc
     return tz
 
 
@@ -202,6 +241,9 @@ def _name(name: object, topic: str, kind: str) -> str:
     if name is None:
         name = f"{topic}:{kind}"
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LEN:
-        raise InvalidDeclaration(f"name must be a non-empty string of at most {MAX_NAME_LEN} characters; "
-                                 f"got {shown(name)}", "name")
+        raise InvalidDeclaration(
+            f"name must be a non-empty string of at most {MAX_NAME_LEN} characters; "
+            f"got {shown(name)}",
+            "name",
+        )
     return name

@@ -13,31 +13,30 @@ from typing import TYPE_CHECKING
 from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from scheduler.worker.advertise import WorkerInfo
     from scheduler.api import Scheduler
     from scheduler.core.errors import (
+        AuditUnavailable,
         ConfigError,
+        DeadLetterNotFound,
         DoNotRetry,
         InvalidCron,
         InvalidDelay,
+        InvalidFlowOption,
         InvalidJobId,
         InvalidPayload,
+        InvalidProgress,
         InvalidTimezone,
         InvalidTopic,
+        JobNotFound,
+        KeyRequired,
+        LeaseLost,
         Retry,
         RetryPolicyInvalid,
         ScheduleError,
         SchedulerError,
         StorageError,
-        AuditUnavailable,
-        InvalidFlowOption,
         TopicInUse,
         TopicPolicyLocked,
-        DeadLetterNotFound,
-        KeyRequired,
-        InvalidProgress,
-        JobNotFound,
-        LeaseLost,
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from scheduler.core.progress import LogLine, Progress
     from scheduler.core.retry import Backoff, RetryPolicy
     from scheduler.core.topic_options import TopicOptions
+    from scheduler.worker.advertise import WorkerInfo
     from scheduler.worker.loop import Worker
 
 # Public name -> the module defining it.
@@ -132,4 +132,4 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports('scheduler', _SOURCES, globals(), __all__)
+__getattr__, __dir__ = lazy_exports("scheduler", _SOURCES, globals(), __all__)

@@ -17,32 +17,32 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
-from scheduler.worker.advertise import WorkerInfo, check_worker_id, live_workers
-from scheduler.facade.schedule import ScheduleCalls
 from scheduler.core.clock import Clock
 from scheduler.core.config import Settings, load_settings
-from scheduler.store.cluster_url import with_url_layout
-from scheduler.store.connection import open_connection
-from scheduler.facade.crons import CronSchedules
-from scheduler.worker.declared_crons import DeclaredSync, sync_declared
 from scheduler.core.errors import SchedulerError
 from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, NewJob
-from scheduler.store.listing import list_jobs
-from scheduler.observe.metrics import Metrics
-from scheduler.facade.operations import JobOperations
 from scheduler.core.retry import Backoff, RetryPolicy
+from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
+from scheduler.facade.crons import CronSchedules
+from scheduler.facade.operations import JobOperations
+from scheduler.facade.schedule import ScheduleCalls
 from scheduler.facade.scheduling import Scheduling
-from scheduler.store.scripts import DrainCode
-from scheduler.store.partitions import parse_subset
-from scheduler.store.redis import RedisStore
-from scheduler.store.partitioned import PartitionedStore
+from scheduler.facade.topics import TopicOptions, Topics
+from scheduler.facade.waiting import Timeout, Waiters
+from scheduler.observe.metrics import Metrics
 from scheduler.observe.telemetry import setup_telemetry
 from scheduler.observe.telemetry import wanted as telemetry_wanted
-from scheduler.store.topic_memory import KnownTopic, forget_topic, known_topics
-from scheduler.facade.topics import TopicOptions, Topics
 from scheduler.observe.tracing import get_tracer
-from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
-from scheduler.facade.waiting import Timeout, Waiters
+from scheduler.store.cluster_url import with_url_layout
+from scheduler.store.connection import open_connection
+from scheduler.store.listing import list_jobs
+from scheduler.store.partitioned import PartitionedStore
+from scheduler.store.partitions import parse_subset
+from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import DrainCode
+from scheduler.store.topic_memory import KnownTopic, forget_topic, known_topics
+from scheduler.worker.advertise import WorkerInfo, check_worker_id, live_workers
+from scheduler.worker.declared_crons import DeclaredSync, sync_declared
 from scheduler.worker.loop import Worker
 from scheduler.worker.partitioned import PartitionedWorker
 
@@ -73,20 +73,33 @@ class Scheduler(ScheduleCalls):
         config_path: str | Path | None = None,
     ) -> None:
         base = settings or load_settings(config_path)
-        updates = {k: v for k, v in {"redis_url": redis_url, "database_url": database_url,
-                                      "namespace": namespace}.items() if v is not None}
+        updates = {
+            k: v
+            for k, v in {
+                "redis_url": redis_url,
+                "database_url": database_url,
+                "namespace": namespace,
+            }.items()
+            if v is not None
+        }
         self.settings = with_url_layout(base.model_copy(update=updates) if updates else base)
         self.registry = listeners if listeners is not None else default_registry
         self._clock = clock
         self._redis: aioredis.Redis | None = None
         self._store: RedisStore | PartitionedStore | None = None
         self._audit: AuditTrail | None = None
-        self._relay: AuditRelay | ThreadedRelay | ChildRelay | None = None  # this process's audit relay (made by connect() when the audit is on)
-        self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()  # made here: candidates for local handoff
+        self._relay: AuditRelay | ThreadedRelay | ChildRelay | None = (
+            None  # this process's audit relay (made by connect() when the audit is on)
+        )
+        self._workers: weakref.WeakSet[Worker] = (
+            weakref.WeakSet()
+        )  # made here: candidates for local handoff
         self.metrics = Metrics()
         self.tracer = get_tracer()
         r = self.settings.retry
-        self.default_retry = RetryPolicy(r.attempts, Backoff(r.backoff, r.delay_ms, r.max_delay_ms, r.jitter))
+        self.default_retry = RetryPolicy(
+            r.attempts, Backoff(r.backoff, r.delay_ms, r.max_delay_ms, r.jitter)
+        )
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Scheduler:
@@ -94,7 +107,10 @@ class Scheduler(ScheduleCalls):
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()
 
@@ -104,7 +120,12 @@ class Scheduler(ScheduleCalls):
         if telemetry_wanted(s.telemetry):  # producers export too; once per process (telemetry.py)
             setup_telemetry(s.telemetry)
         conn = await open_connection(s, self._clock, need_database=self._audit_on)
-        self.services, self._redis, self._clock, self._store = conn.services, conn.redis, conn.clock, conn.store
+        self.services, self._redis, self._clock, self._store = (
+            conn.services,
+            conn.redis,
+            conn.clock,
+            conn.store,
+        )
         if self._audit_on:
             from audit import AuditRelay, AuditTrail, RelayOptions
             from audit.relay.thread import ThreadedRelay
@@ -117,8 +138,12 @@ class Scheduler(ScheduleCalls):
             if s.audit.relay_process:
                 from audit.relay.child import ChildRelay
 
-                resolved = s.model_copy(update={"redis_url": conn.services.redis_url,
-                                                "database_url": conn.services.database_url})
+                resolved = s.model_copy(
+                    update={
+                        "redis_url": conn.services.redis_url,
+                        "database_url": conn.services.database_url,
+                    }
+                )
                 self._relay = ChildRelay(resolved, relay)
             else:
                 self._relay = ThreadedRelay(relay) if s.audit.relay_thread else relay
@@ -157,7 +182,9 @@ class Scheduler(ScheduleCalls):
     @property
     def store(self) -> RedisStore:  # (or a PartitionedStore: the same interface, duck-typed)
         if self._store is None:
-            raise SchedulerError("Scheduler is not connected: use `async with Scheduler(...)` or await connect()")
+            raise SchedulerError(
+                "Scheduler is not connected: use `async with Scheduler(...)` or await connect()"
+            )
         return self._store  # type: ignore[return-value]
 
     @property
@@ -193,8 +220,9 @@ class Scheduler(ScheduleCalls):
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job
         (`cron_schedules.py` documents the arguments). Raises ScheduleError; nothing is stored."""
-        return await self._crons.schedule(name, cron, topic, tz, payload, retry, metadata, misfire, timeout,
-                                          key, dedupe, priority)
+        return await self._crons.schedule(
+            name, cron, topic, tz, payload, retry, metadata, misfire, timeout, key, dedupe, priority
+        )
 
     async def unschedule(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""
@@ -262,7 +290,9 @@ class Scheduler(ScheduleCalls):
         (attempt numbers go on in the audit). False for any other state or an unknown id."""
         return await self._operations.retry(job_id, actor)
 
-    async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", *, actor: str | None = None) -> bool:
+    async def reschedule(
+        self, job_id: str, run_at: datetime, tz: str = "UTC", *, actor: str | None = None
+    ) -> bool:
         """Move a scheduled or retrying job to `run_at` (as schedule_at reads it; past = now).
         False when running, finished or unknown; a bad run_at or tz raises as schedule_at does."""
         return await self._operations.reschedule(job_id, run_at, tz, actor)
@@ -310,15 +340,20 @@ class Scheduler(ScheduleCalls):
         """The keys of a key_strict_fifo topic whose queue is blocked (by a failed job), sorted."""
         return await self._topics.blocked_keys(topic)
 
-    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
+    async def dead_letters(
+        self, topic: str, limit: int = 100, cursor: str | None = None
+    ) -> JobPage:
         """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s dead letters."""
         return await self._topics.dead_letters(topic, limit, cursor)
 
     async def replay(self, job_id: str, *, actor: str | None = None) -> str:
         """Schedule a dead letter's payload again on its source topic (due now) and remove it; the new id."""
+
         def build(topic: str, now_ms: int, payload: Any, metadata: Any) -> NewJob:
-            return self._scheduling.build_job(topic, now_ms, "UTC", payload, None, metadata, None, None, "",
-                                              now_ms=now_ms)
+            return self._scheduling.build_job(
+                topic, now_ms, "UTC", payload, None, metadata, None, None, "", now_ms=now_ms
+            )
+
         return await self._topics.replay(job_id, build, actor)
 
     async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
@@ -326,9 +361,17 @@ class Scheduler(ScheduleCalls):
         return await self._topics.purge(topic, actor)
 
     # -------------------------------------------------------- listing and bulk
-    async def jobs(self, topic: str | None = None, state: JobState | str | None = None, limit: int = 100,
-                   cursor: str | None = None, *, key: str | None = None, since: datetime | None = None,
-                   until: datetime | None = None) -> JobPage:
+    async def jobs(
+        self,
+        topic: str | None = None,
+        state: JobState | str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        key: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> JobPage:
         """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
         [since, until], `cursor` from the previous page (`listing.list_jobs` documents the
         order and the arguments; README: Listing and bulk scheduling)."""
@@ -356,7 +399,9 @@ class Scheduler(ScheduleCalls):
     async def known_topics(self) -> list[KnownTopic]:
         """Topics a worker served within [worker] topic_memory, each with the due jobs that wait for a worker
         while none serves it (scheduler/store/topic_memory.py)."""
-        return await known_topics(self.store, self.clock.now_ms(), self.settings.worker.topic_memory_ms)
+        return await known_topics(
+            self.store, self.clock.now_ms(), self.settings.worker.topic_memory_ms
+        )
 
     async def forget_topic(self, topic: str) -> bool:
         """Forget that a worker served `topic`: its due jobs complete as no_listener unless a worker with
@@ -370,8 +415,13 @@ class Scheduler(ScheduleCalls):
         code = await self.store.request_drain(check_worker_id(worker_id), self.clock.now_ms())
         return code is not DrainCode.NO_WORKER
 
-    def make_worker(self, concurrency: int | None = None, topics: Sequence[str] | None = None,
-                    all_topics: bool = False, grace: float | None = None) -> Worker:
+    def make_worker(
+        self,
+        concurrency: int | None = None,
+        topics: Sequence[str] | None = None,
+        all_topics: bool = False,
+        grace: float | None = None,
+    ) -> Worker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
         It claims `topics`, or by default the topics it has listeners for plus those no live
         worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
@@ -380,21 +430,48 @@ class Scheduler(ScheduleCalls):
         beside listeners"). `grace`: seconds its attempts may finish when it stops or drains
         (None: [worker] grace_s)."""
         store = self.store
-        if isinstance(store, PartitionedStore):  # one loop per served partition (worker_partitioned.py)
+        if isinstance(
+            store, PartitionedStore
+        ):  # one loop per served partition (worker_partitioned.py)
+
             def make(p: int, worker_id: str, slots: object) -> Worker:
-                return Worker(store.parts[p], self.registry, self.clock, self.settings.worker, self.settings.retention,
-                              self.metrics, cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency,
-                              topics=topics, all_topics=all_topics, worker_id=worker_id, shared=slots,
-                              grace=grace)
+                return Worker(
+                    store.parts[p],
+                    self.registry,
+                    self.clock,
+                    self.settings.worker,
+                    self.settings.retention,
+                    self.metrics,
+                    cron=self.settings.cron,
+                    tracer=self.tracer,
+                    concurrency=concurrency,
+                    topics=topics,
+                    all_topics=all_topics,
+                    worker_id=worker_id,
+                    shared=slots,
+                    grace=grace,
+                )
 
             worker: Worker = PartitionedWorker(
-                make, parse_subset(self.settings.worker.partitions, store.count), store.partition_for,
-                concurrency or self.settings.worker.concurrency)
+                make,
+                parse_subset(self.settings.worker.partitions, store.count),
+                store.partition_for,
+                concurrency or self.settings.worker.concurrency,
+            )
         else:
             worker = Worker(
-                store, self.registry, self.clock, self.settings.worker, self.settings.retention, self.metrics,
-                cron=self.settings.cron, tracer=self.tracer, concurrency=concurrency, topics=topics,
-                all_topics=all_topics, grace=grace,
+                store,
+                self.registry,
+                self.clock,
+                self.settings.worker,
+                self.settings.retention,
+                self.metrics,
+                cron=self.settings.cron,
+                tracer=self.tracer,
+                concurrency=concurrency,
+                topics=topics,
+                all_topics=all_topics,
+                grace=grace,
             )
         self._workers.add(worker)
         worker.on_declare = self._sync_declared
@@ -405,7 +482,10 @@ class Scheduler(ScheduleCalls):
 
     @asynccontextmanager
     async def worker(
-        self, concurrency: int | None = None, topics: Sequence[str] | None = None, grace: float | None = None,
+        self,
+        concurrency: int | None = None,
+        topics: Sequence[str] | None = None,
+        grace: float | None = None,
         all_topics: bool = False,
     ) -> AsyncIterator[Worker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""

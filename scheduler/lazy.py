@@ -9,8 +9,9 @@ from importlib import import_module
 from typing import Any
 
 
-def lazy_exports(package: str, sources: Mapping[str, str], namespace: MutableMapping[str, Any],
-                 public: list[str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, sources: Mapping[str, str], namespace: MutableMapping[str, Any], public: list[str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module `__getattr__` and `__dir__` of `package`: `sources` maps each public name to
     its defining module; a loaded name is kept in `namespace` (the package's globals), so
     later lookups skip `__getattr__`."""

@@ -42,7 +42,10 @@ def require_spark() -> None:
         return
     if java_version() is None and os.environ.get("HORAE_REQUIRE_SPARK") != "1":
         pytest.skip(problem)
-    pytest.fail(problem + (" (HORAE_REQUIRE_SPARK=1)" if os.environ.get("HORAE_REQUIRE_SPARK") == "1" else ""))
+    pytest.fail(
+        problem
+        + (" (HORAE_REQUIRE_SPARK=1)" if os.environ.get("HORAE_REQUIRE_SPARK") == "1" else "")
+    )
 
 
 def spark_session() -> SparkSession:
@@ -71,8 +74,15 @@ class History:
         self.attempts: dict[date, list[dict[str, object]]] = {}
         self.n = 0
 
-    def job(self, topic: str, day: date, outcomes: list[str], status: str, hour: int = 12,
-            message: str = "card 42 declined") -> str:
+    def job(
+        self,
+        topic: str,
+        day: date,
+        outcomes: list[str],
+        status: str,
+        hour: int = 12,
+        message: str = "card 42 declined",
+    ) -> str:
         self.n += 1
         job_id = f"{topic}-{self.n:04d}"
         start = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
@@ -81,20 +91,49 @@ class History:
             finished = start + timedelta(minutes=i, seconds=1)
             is_failure = outcome in ("failed", "timed_out", "worker_lost")
             failed += is_failure
-            self.attempts.setdefault(finished.date(), []).append({
-                "job_id": job_id, "attempt_no": i + 1, "topic": topic, "worker_id": "w", "started_at": finished,
-                "finished_at": finished, "outcome": outcome, "error_type": "CardDeclined" if is_failure else None,
-                "error_message": f"{message} #{self.n}" if is_failure else None, "duration_ms": 10 * (i + 1),
-                "lateness_ms": i, "job_created_at": start})
+            self.attempts.setdefault(finished.date(), []).append(
+                {
+                    "job_id": job_id,
+                    "attempt_no": i + 1,
+                    "topic": topic,
+                    "worker_id": "w",
+                    "started_at": finished,
+                    "finished_at": finished,
+                    "outcome": outcome,
+                    "error_type": "CardDeclined" if is_failure else None,
+                    "error_message": f"{message} #{self.n}" if is_failure else None,
+                    "duration_ms": 10 * (i + 1),
+                    "lateness_ms": i,
+                    "job_created_at": start,
+                }
+            )
         end = start + timedelta(minutes=len(outcomes), seconds=2)
-        self.jobs.setdefault(end.date(), []).append({
-            "job_id": job_id, "topic": topic, "status": status, "attempts": len(outcomes), "max_attempts": 3,
-            "failed_attempts": failed, "created_at": start, "run_at": start, "finished_at": end,
-            "last_error_type": None, "last_error_message": None, "cron_name": None})
+        self.jobs.setdefault(end.date(), []).append(
+            {
+                "job_id": job_id,
+                "topic": topic,
+                "status": status,
+                "attempts": len(outcomes),
+                "max_attempts": 3,
+                "failed_attempts": failed,
+                "created_at": start,
+                "run_at": start,
+                "finished_at": end,
+                "last_error_type": None,
+                "last_error_message": None,
+                "cron_name": None,
+            }
+        )
         return job_id
 
     def write(self, location: DatasetLocation, days: list[date]) -> None:
         for day in days:
-            write_partition(location, "jobs", day, pa.Table.from_pylist(self.jobs.get(day, []), schema=JOBS))
-            write_partition(location, "attempts", day,
-                            pa.Table.from_pylist(self.attempts.get(day, []), schema=ATTEMPTS))
+            write_partition(
+                location, "jobs", day, pa.Table.from_pylist(self.jobs.get(day, []), schema=JOBS)
+            )
+            write_partition(
+                location,
+                "attempts",
+                day,
+                pa.Table.from_pylist(self.attempts.get(day, []), schema=ATTEMPTS),
+            )

@@ -10,6 +10,7 @@ from audit.cli import register
 
 def host(obj: object) -> click.Group:
     """A click group with the audit commands, `obj` as their context object."""
+
     @click.group()
     @click.pass_context
     def cli(ctx: click.Context) -> None:

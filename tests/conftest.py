@@ -21,7 +21,9 @@ DATA_DIR = ROOT / ".horae"
 # The servers to test against are read once and removed from the environment, so
 # nothing in a test can build a Scheduler from them by accident and write into the
 # machine's shared database: tests get URLs only through the fixtures below.
-_SERVER_URLS = {name: os.environ.pop(name, "") for name in ("HORAE_REDIS_URL", "HORAE_DATABASE_URL")}
+_SERVER_URLS = {
+    name: os.environ.pop(name, "") for name in ("HORAE_REDIS_URL", "HORAE_DATABASE_URL")
+}
 # Code under test that finds its own servers (the CLI, subprocess workers) uses the run's
 # data directory, never the user's per-user one (README: Configuration).
 os.environ.setdefault("HORAE_DATA_DIR", str(DATA_DIR))

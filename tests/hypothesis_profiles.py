@@ -15,10 +15,22 @@ LONG_FACTOR = 10
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
 # database=None: no .hypothesis/ directory in the checkout; a failure prints its reproduction.
-settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
-                          suppress_health_check=_SLOW_OK)
-settings.register_profile("long", derandomize=False, deadline=None, database=None, print_blob=True,
-                          suppress_health_check=_SLOW_OK)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=_SLOW_OK,
+)
+settings.register_profile(
+    "long",
+    derandomize=False,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=_SLOW_OK,
+)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 

@@ -8,34 +8,46 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Dedupe, DoNotRetry, Scheduler
 from scheduler.core.clock import SystemClock
 from scheduler.core.config import load_settings
-from scheduler.store.connection import redis_client
-from scheduler.ops.migration import Migration, Summary
-from scheduler.ops.migrate_store import MigrationStore
 from scheduler.facade.topics import TopicOptions
+from scheduler.ops.migrate_store import MigrationStore
+from scheduler.ops.migration import Migration, Summary
+from scheduler.store.connection import redis_client
 from tests.integration.engine_fixtures import eventually, is_true
 
 GROUP = "audit"
 
 
-def scheduler(url: str, namespace: str, count: int, registry: ListenerRegistry | None = None,
-              audit: bool = False) -> Scheduler:
+def scheduler(
+    url: str,
+    namespace: str,
+    count: int,
+    registry: ListenerRegistry | None = None,
+    audit: bool = False,
+) -> Scheduler:
     """A Scheduler with `count` partitions; `audit`: the outbox is written (never relayed here)."""
     base = load_settings(env={}, redis_url=url, namespace=namespace)
-    return Scheduler(settings=base.model_copy(update={
-        "audit": base.audit.model_copy(update={"enabled": audit, "relay": False}),
-        "cluster": base.cluster.model_copy(update={"partitions": count}),
-    }), listeners=registry or ListenerRegistry())
+    return Scheduler(
+        settings=base.model_copy(
+            update={
+                "audit": base.audit.model_copy(update={"enabled": audit, "relay": False}),
+                "cluster": base.cluster.model_copy(update={"partitions": count}),
+            }
+        ),
+        listeners=registry or ListenerRegistry(),
+    )
 
 
-async def migrate(url: str, namespace: str, to: int, dry_run: bool = False) -> tuple[Summary, list[str]]:
+async def migrate(
+    url: str, namespace: str, to: int, dry_run: bool = False
+) -> tuple[Summary, list[str]]:
     """Run the migration in this process (the CLI's code path below click); its summary and output."""
     settings = load_settings(env={}, redis_url=url, namespace=namespace)
     redis = redis_client(url, settings)
@@ -76,20 +88,34 @@ async def populate(url: str, namespace: str, count: int) -> Populated:
         await s.configure_topic("fragile", TopicOptions(dead_letter="fragile-dlq"))
         await s.configure_topic("fifo", TopicOptions(policy="key_strict_fifo"))
         await s.configure_topic("limited", TopicOptions(concurrency=2))
-        await s.schedule_many([{"topic": "done"} for _ in range(6)] + [{"topic": "fragile"} for _ in range(4)])
+        await s.schedule_many(
+            [{"topic": "done"} for _ in range(6)] + [{"topic": "fragile"} for _ in range(4)]
+        )
         async with s.worker(topics=["done", "fragile"]):
-            await eventually(lambda: _stats_are(s, completed=6, failed=4), timeout=20, what="done and fragile settled")
+            await eventually(
+                lambda: _stats_are(s, completed=6, failed=4),
+                timeout=20,
+                what="done and fragile settled",
+            )
         dead = (await s.dead_letters("fragile-dlq")).items
         assert len(dead) == 4
         out.due |= {j.id for j in dead}
         out.due |= set(await s.schedule_many([{"topic": "work"} for _ in range(20)]))
-        out.due |= set(await s.schedule_many([{"topic": "work", "key": "tenant-a"} for _ in range(8)]))
-        out.due |= set(await s.schedule_many([{"topic": "work", "priority": "high"} for _ in range(4)]))
+        out.due |= set(
+            await s.schedule_many([{"topic": "work", "key": "tenant-a"} for _ in range(8)])
+        )
+        out.due |= set(
+            await s.schedule_many([{"topic": "work", "priority": "high"} for _ in range(4)])
+        )
         out.due |= set(await s.schedule_many([{"topic": "limited"} for _ in range(6)]))
         for key, n in (("k1", 4), ("k2", 3)):
-            out.fifo[key] = [await s.schedule_in("fifo", 0, key=key, payload={"n": i}) for i in range(n)]
+            out.fifo[key] = [
+                await s.schedule_in("fifo", 0, key=key, payload={"n": i}) for i in range(n)
+            ]
             out.due |= set(out.fifo[key])
-        await s.schedule_many([{"topic": "work", "delay": 3600, "payload": {"big": "x" * 2000}} for _ in range(15)])
+        await s.schedule_many(
+            [{"topic": "work", "delay": 3600, "payload": {"big": "x" * 2000}} for _ in range(15)]
+        )
         await s.schedule_in("work", 3600, dedupe=Dedupe("d-held"))
         await s.schedule_in("work", 3600, dedupe=Dedupe("d-window", window=3600))
         await s.schedule_cron("yearly", "0 3 1 1 *", topic="work")
@@ -107,12 +133,17 @@ async def _stats_are(s: Scheduler, **want: int) -> bool:
 async def snapshot(s: Scheduler) -> dict[str, Any]:
     """What a migration must keep: counts, schedules, topic options, dead letters."""
     crons = [(c.name, c.paused, c.next_run_at) for c in await s.list_crons()]
-    by_topic = {t: {k: n for k, n in row.items() if n} for t, row in (await s.stats_by_topic()).items()}
-    return {"stats": {k: n for k, n in (await s.stats()).items() if n}, "crons": crons,
-            "by_topic": {t: row for t, row in by_topic.items() if row},
-            "topics": {t: await s.get_topic(t) for t in await s.list_topics()},
-            "dead": sorted(j.id for j in (await s.dead_letters("fragile-dlq")).items),
-            "known": sorted((t.topic, t.last_served, t.app) for t in await s.known_topics())}
+    by_topic = {
+        t: {k: n for k, n in row.items() if n} for t, row in (await s.stats_by_topic()).items()
+    }
+    return {
+        "stats": {k: n for k, n in (await s.stats()).items() if n},
+        "crons": crons,
+        "by_topic": {t: row for t, row in by_topic.items() if row},
+        "topics": {t: await s.get_topic(t) for t in await s.list_topics()},
+        "dead": sorted(j.id for j in (await s.dead_letters("fragile-dlq")).items),
+        "known": sorted((t.topic, t.last_served, t.app) for t in await s.known_topics()),
+    }
 
 
 async def check_dedupe_kept(s: Scheduler) -> None:
@@ -150,8 +181,12 @@ async def run_all(url: str, namespace: str, count: int, populated: Populated) ->
 
     async with scheduler(url, namespace, count, reg) as s:
         async with s.worker(concurrency=8):
-            await eventually(lambda: is_true(populated.due <= set(ran)), timeout=30, what="every due job run")
-            sentinel = await s.schedule_in("sentinel", 0)  # a later job runs: nothing else is left to come
+            await eventually(
+                lambda: is_true(populated.due <= set(ran)), timeout=30, what="every due job run"
+            )
+            sentinel = await s.schedule_in(
+                "sentinel", 0
+            )  # a later job runs: nothing else is left to come
             await eventually(lambda: is_true(sentinel in ran), timeout=10, what="the sentinel")
         assert set(ran) == populated.due | {sentinel}
         assert [i for i, n in ran.items() if n > 1] == []

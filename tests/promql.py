@@ -21,8 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 Labels = frozenset[tuple[str, str]]
 Vector = dict[Labels, float]
 AGGREGATIONS = {"sum": sum, "max": max, "min": min, "count": len, "avg": lambda v: sum(v) / len(v)}
-TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)|(?P<str>\"[^\"]*\")"
-                   r"|(?P<range>\[[^\]]*\])|(?P<op>[-+*/(){},=]))")
+TOKEN = re.compile(
+    r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)|(?P<str>\"[^\"]*\")"
+    r"|(?P<range>\[[^\]]*\])|(?P<op>[-+*/(){},=]))"
+)
 
 
 @dataclass
@@ -168,12 +170,17 @@ class Evaluator:
         mode, names = grouping
         groups: dict[Labels, list[float]] = {}
         for labels, value in inner.items():
-            key = (frozenset((k, v) for k, v in labels if k in names) if mode == "by"
-                   else _drop(labels, *names))
+            key = (
+                frozenset((k, v) for k, v in labels if k in names)
+                if mode == "by"
+                else _drop(labels, *names)
+            )
             groups.setdefault(key, []).append(value)
         return {key: float(AGGREGATIONS[op](values)) for key, values in groups.items()}  # type: ignore[operator]
 
-    def _selector(self, name: str, ranged: bool) -> dict[Labels, list[tuple[float, float]]] | Vector:
+    def _selector(
+        self, name: str, ranged: bool
+    ) -> dict[Labels, list[tuple[float, float]]] | Vector:
         matchers: dict[str, str] = {}
         if self._peek() == "{":
             self._take()
@@ -187,12 +194,20 @@ class Evaluator:
         if ranged:
             kind, _ = self._take()
             assert kind == "range", f"{name}: rate needs a range selector"
-        picked = {labels: points for labels, points in self.samples.series.items()
-                  if dict(labels)["__name__"] == name and all(dict(labels).get(k) == v for k, v in matchers.items())}
+        picked = {
+            labels: points
+            for labels, points in self.samples.series.items()
+            if dict(labels)["__name__"] == name
+            and all(dict(labels).get(k) == v for k, v in matchers.items())
+        }
         if ranged:
             return picked
         last = max((t for points in self.samples.series.values() for t, _ in points), default=0.0)
-        return {_drop(labels, "__name__"): points[-1][1] for labels, points in picked.items() if points[-1][0] == last}
+        return {
+            _drop(labels, "__name__"): points[-1][1]
+            for labels, points in picked.items()
+            if points[-1][0] == last
+        }
 
 
 def _rate(ranged: dict[Labels, list[tuple[float, float]]], per_second: bool) -> Vector:
@@ -200,7 +215,9 @@ def _rate(ranged: dict[Labels, list[tuple[float, float]]], per_second: bool) -> 
     for labels, points in ranged.items():
         if len(points) < 2:
             continue
-        increase = sum(b - a if b >= a else b for (_, a), (_, b) in zip(points, points[1:], strict=False))
+        increase = sum(
+            b - a if b >= a else b for (_, a), (_, b) in zip(points, points[1:], strict=False)
+        )
         seconds = points[-1][0] - points[0][0]
         out[_drop(labels, "__name__")] = increase / seconds if per_second else increase
     return out
@@ -222,7 +239,10 @@ def _div(a: float, b: float) -> float:
 
 
 OPS: dict[str, Callable[[float, float], float]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _div,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _div,
 }
 
 

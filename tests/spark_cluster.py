@@ -114,7 +114,9 @@ class SparkCluster:
         self.procs: list[SparkProcess] = []
         self.connect: SparkProcess | None = None
         self.connect_port = 0
-        self.conf_dir = root / "conf"  # empty: no machine-wide spark-defaults.conf; one for all JVMs
+        self.conf_dir = (
+            root / "conf"
+        )  # empty: no machine-wide spark-defaults.conf; one for all JVMs
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.classes = root / "spark-classes.jsa"
 
@@ -128,7 +130,11 @@ class SparkCluster:
         """CLUSTER_CONF, with drivers and executors mapping that archive (a third less CPU per
         JVM start; a JVM started before it exists only warns, silently here, and loads as usual)."""
         shared = f"{JVM_OPTS} -XX:SharedArchiveFile={self.classes}"
-        return {**CLUSTER_CONF, "spark.driver.extraJavaOptions": shared, "spark.executor.extraJavaOptions": shared}
+        return {
+            **CLUSTER_CONF,
+            "spark.driver.extraJavaOptions": shared,
+            "spark.executor.extraJavaOptions": shared,
+        }
 
     @property
     def master_url(self) -> str:
@@ -137,21 +143,33 @@ class SparkCluster:
     def env(self) -> dict[str, str]:
         """The environment of every Spark process here (drivers included): loopback only."""
         env = dict(os.environ)
-        env.update({
-            "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(self.conf_dir),
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
-            "SPARK_LOG_DIR": str(self.root / "logs"), "SPARK_PID_DIR": str(self.root),
-            "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTS,
-            "PYSPARK_PYTHON": sys.executable,
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(SPARK_HOME),
+                "SPARK_CONF_DIR": str(self.conf_dir),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+                "SPARK_LOG_DIR": str(self.root / "logs"),
+                "SPARK_PID_DIR": str(self.root),
+                "SPARK_DAEMON_MEMORY": "256m",
+                "SPARK_DAEMON_JAVA_OPTS": JVM_OPTS,
+                "PYSPARK_PYTHON": sys.executable,
+            }
+        )
         return env
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> SparkProcess:
         """Start a process in a new session (its own group), output to <root>/<name>.log."""
         log_path = self.root / f"{name}.log"
         log_file = log_path.open("wb")
-        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env or self.env(),
-                                cwd=self.root, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env or self.env(),
+            cwd=self.root,
+            start_new_session=True,
+        )
         spawned = SparkProcess(name, proc, log_path, log_file)
         self.procs.append(spawned)
         return spawned
@@ -171,24 +189,59 @@ class SparkCluster:
                 pass
             dead = [p for p in self.procs if p.proc.poll() is not None]
             if dead or time.monotonic() > deadline:
-                logs = "\n".join(f"--- {p.name} (returncode {p.proc.poll()}):\n{p.log()[-3000:]}" for p in self.procs)
-                raise AssertionError(f"Spark cluster: {what} " + ("exited" if dead else f"not after {timeout} s")
-                                     + f"\n{logs}")
+                logs = "\n".join(
+                    f"--- {p.name} (returncode {p.proc.poll()}):\n{p.log()[-3000:]}"
+                    for p in self.procs
+                )
+                raise AssertionError(
+                    f"Spark cluster: {what} "
+                    + ("exited" if dead else f"not after {timeout} s")
+                    + f"\n{logs}"
+                )
             time.sleep(0.2)
 
     def start(self, timeout: float = 90.0) -> None:
         """Master, then the workers (once it is ALIVE, so they register at the first try)."""
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
-        self.spawn("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                              "--port", str(self.port), "--webui-port", str(self.web_port)])
+        self.spawn(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.web_port),
+            ],
+        )
         self._until("master ALIVE", lambda: self.state()["status"] == "ALIVE", timeout)
         for n in range(1, self.workers + 1):
             work = self.root / f"worker-{n}"
-            self.spawn(f"worker-{n}", [spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url,
-                                       "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                                       "--webui-port", "0", "--work-dir", str(work)])
-        self._until(f"{self.workers} workers ALIVE",
-                    lambda: sum(w["state"] == "ALIVE" for w in self.state()["workers"]) == self.workers, timeout)
+            self.spawn(
+                f"worker-{n}",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    self.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--webui-port",
+                    "0",
+                    "--work-dir",
+                    str(work),
+                ],
+            )
+        self._until(
+            f"{self.workers} workers ALIVE",
+            lambda: sum(w["state"] == "ALIVE" for w in self.state()["workers"]) == self.workers,
+            timeout,
+        )
 
     def spawn_connect(self, conf: dict[str, str]) -> None:
         """Start a Spark Connect server driving this cluster (the connect jar ships in PySpark's
@@ -196,10 +249,20 @@ class SparkCluster:
         if self.connect is not None:
             return
         self.connect_port = free_port()
-        argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--class",
-                "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", CONNECT_APP,
-                "--master", self.master_url, "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-                "--conf", f"spark.connect.grpc.binding.port={self.connect_port}", *conf_args(conf)]
+        argv = [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name",
+            CONNECT_APP,
+            "--master",
+            self.master_url,
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.connect_port}",
+            *conf_args(conf),
+        ]
         env = {k: v for k, v in self.env().items() if k != "SPARK_DAEMON_MEMORY"}
         self.connect = self.spawn("connect", argv, {**env, "SPARK_CONNECT_MODE": "0"})
 
@@ -208,27 +271,41 @@ class SparkCluster:
         self.spawn_connect(conf)
         server = self.connect
         assert server is not None
-        self._until("Spark Connect server started", lambda: "Spark Connect server started" in server.log(), timeout)
+        self._until(
+            "Spark Connect server started",
+            lambda: "Spark Connect server started" in server.log(),
+            timeout,
+        )
         return f"sc://127.0.0.1:{self.connect_port}"
 
     def app_named(self, name: str) -> str:
         """The id of the one application of that name."""
         state = self.state()
-        ids = [app["id"] for app in [*state["activeapps"], *state["completedapps"]] if app["name"] == name]
+        ids = [
+            app["id"]
+            for app in [*state["activeapps"], *state["completedapps"]]
+            if app["name"] == name
+        ]
         assert len(ids) == 1, f"applications named {name!r}: {ids}"
         return str(ids[0])
 
     def app_ids(self, but: str = CONNECT_APP) -> set[str]:
         """Every application the master knows (running or completed), but those named `but`."""
         state = self.state()
-        return {app["id"] for app in [*state["activeapps"], *state["completedapps"]] if app["name"] != but}
+        return {
+            app["id"]
+            for app in [*state["activeapps"], *state["completedapps"]]
+            if app["name"] != but
+        }
 
     def tasks_by_worker(self, app_id: str) -> dict[str, int]:
         """Tasks each worker's executors finished for an application ("Finished task" lines)."""
         counts: dict[str, int] = {}
         for n in range(1, self.workers + 1):
             logs = (self.root / f"worker-{n}" / app_id).glob("*/stderr")
-            counts[f"worker-{n}"] = sum(p.read_text(errors="replace").count("Finished task") for p in logs)
+            counts[f"worker-{n}"] = sum(
+                p.read_text(errors="replace").count("Finished task") for p in logs
+            )
         return counts
 
     def stop(self) -> None:
@@ -239,7 +316,6 @@ class SparkCluster:
         self.classes.unlink(missing_ok=True)  # ~180 MB
 
 
-
 class Driver:
     """A driver program (horae report, spark-submit) running in its own process group; its
     output goes to a file (a pipe nobody reads while it runs could fill and block it)."""
@@ -248,8 +324,9 @@ class Driver:
         self.argv = argv
         self.log_path = cwd / "driver.log"
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            )
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -259,13 +336,19 @@ class Driver:
         (then its group, JVM included, is killed)."""
         try:
             self.proc.wait(timeout=timeout)
-            _wait_group_gone(self.proc.pid, 60)  # a JVM ends after its Python (writing its class archive)
+            _wait_group_gone(
+                self.proc.pid, 60
+            )  # a JVM ends after its Python (writing its class archive)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.argv[0]} still running after {timeout} s:\n{self.output()[-6000:]}")
+            raise AssertionError(
+                f"{self.argv[0]} still running after {timeout} s:\n{self.output()[-6000:]}"
+            )
         finally:
             self.kill()  # whatever is left (all of it on timeout)
         text = self.output()
-        assert self.proc.returncode == 0, f"{' '.join(self.argv[:4])} ... exited {self.proc.returncode}:\n{text[-6000:]}"
+        assert self.proc.returncode == 0, (
+            f"{' '.join(self.argv[:4])} ... exited {self.proc.returncode}:\n{text[-6000:]}"
+        )
         return text
 
     def kill(self) -> None:

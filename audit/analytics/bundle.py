@@ -46,7 +46,9 @@ def package_root(name: str) -> Path:
     """The directory of an importable package (the installed code, wherever it lives)."""
     module = importlib.import_module(name)
     if not module.__file__:
-        raise AnalyticsError(f"package {name!r} has no files on disk to bundle (imported from {module!r})")
+        raise AnalyticsError(
+            f"package {name!r} has no files on disk to bundle (imported from {module!r})"
+        )
     return Path(module.__file__).resolve().parent
 
 
@@ -64,7 +66,11 @@ def build_bundle(out_dir: Path, packages: tuple[str, ...] = PACKAGES) -> Bundle:
             root = package_root(name)
             for path in sorted(root.rglob("*")):
                 relative = path.relative_to(root.parent)
-                if path.is_file() and not _SKIPPED_DIRS.intersection(relative.parts) and path.suffix != ".pyc":
+                if (
+                    path.is_file()
+                    and not _SKIPPED_DIRS.intersection(relative.parts)
+                    and path.suffix != ".pyc"
+                ):
                     zf.write(path, relative.as_posix())
     staging.replace(archive)
     entry = out_dir / ENTRY_NAME
@@ -77,4 +83,8 @@ if __name__ == "__main__":
         print("usage: python -m audit.analytics.bundle DIR", file=sys.stderr)
         sys.exit(2)
     made = build_bundle(Path(sys.argv[1]))
-    print("spark-submit --master spark://HOST:7077 " + " ".join(made.submit_args()) + " [horae report options]")
+    print(
+        "spark-submit --master spark://HOST:7077 "
+        + " ".join(made.submit_args())
+        + " [horae report options]"
+    )

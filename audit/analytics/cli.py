@@ -15,14 +15,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audit.analytics.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.location import DatasetLocation
 from audit.analytics.options import AnalyticsConfig
-from audit.analytics.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.results import AlertRule
 from audit.analytics.window import ReportWindow, check_zone, parse_day, yesterday
 from scheduler.core.errors import SchedulerError
 
-if TYPE_CHECKING:  # the pipeline (pyarrow, and pyspark when it runs) is imported by the command only
+if (
+    TYPE_CHECKING
+):  # the pipeline (pyarrow, and pyspark when it runs) is imported by the command only
     from audit.analytics.pipeline import ReportRequest, ReportResult
     from scheduler.core.config import Settings
 
@@ -33,8 +35,14 @@ class RichProgress:
     """The pipeline's stages as Rich progress bars (on stderr)."""
 
     def __init__(self, console: Console) -> None:
-        self.bars = Progress(TextColumn("{task.description:<8}"), BarColumn(), TextColumn("{task.fields[note]}"),
-                             TimeElapsedColumn(), console=console, transient=False)
+        self.bars = Progress(
+            TextColumn("{task.description:<8}"),
+            BarColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
         self.tasks: dict[str, TaskID] = {}
         self.counts: dict[str, int] = {}
 
@@ -82,28 +90,65 @@ def _resolve(value: date | str | None, zone: str, now: datetime) -> date | None:
 def report_options(func: F) -> F:
     """The options shared by `horae report` and `python -m audit.analytics`."""
     options = [
-        click.option("--since", callback=_day,
-                     help="First day YYYY-MM-DD, or today / yesterday (default: yesterday in --zone)."),
+        click.option(
+            "--since",
+            callback=_day,
+            help="First day YYYY-MM-DD, or today / yesterday (default: yesterday in --zone).",
+        ),
         click.option("--until", callback=_day, help="Last day, inclusive (default: --since)."),
-        click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-                     help="Output directory (default: <report_dir>/<since>[_<until>])."),
-        click.option("--master", help="Spark master: local[*], spark://host:7077, yarn, sc://host:15002 (Spark "
-                     "Connect) (default: analytics.master; under spark-submit its own)."),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Output directory (default: <report_dir>/<since>[_<until>]).",
+        ),
+        click.option(
+            "--master",
+            help="Spark master: local[*], spark://host:7077, yarn, sc://host:15002 (Spark "
+            "Connect) (default: analytics.master; under spark-submit its own).",
+        ),
         click.option("--zone", help="IANA zone the days are counted in (default: analytics.zone)."),
-        click.option("--dataset", help="Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri)."),
-        click.option("--baseline-days", type=click.IntRange(0, 90),
-                     help="Trailing baseline length (default: analytics.baseline_days)."),
-        click.option("--alert-margin", type=click.FloatRange(0, 1),
-                     help="Alert when failure rate > baseline + margin (default: analytics.alert_margin)."),
-        click.option("--alert-min-jobs", type=click.IntRange(0),
-                     help="Only topics with this many jobs alert (default: analytics.alert_min_jobs)."),
-        click.option("--top-errors", type=click.IntRange(1, 1000),
-                     help="Error signatures in the summary (default: analytics.top_errors)."),
-        click.option("--source", type=click.Choice(["parquet", "jdbc"]),
-                     help="parquet: export then read the dataset; jdbc: Spark reads PostgreSQL (default: analytics.source)."),
-        click.option("--jars", help="spark.jars, e.g. /usr/share/java/postgresql.jar for --source jdbc."),
-        click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark setting (repeat)."),
-        click.option("--no-export", is_flag=True, help="Analyze the dataset as it is (no Postgres export)."),
+        click.option(
+            "--dataset",
+            help="Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri).",
+        ),
+        click.option(
+            "--baseline-days",
+            type=click.IntRange(0, 90),
+            help="Trailing baseline length (default: analytics.baseline_days).",
+        ),
+        click.option(
+            "--alert-margin",
+            type=click.FloatRange(0, 1),
+            help="Alert when failure rate > baseline + margin (default: analytics.alert_margin).",
+        ),
+        click.option(
+            "--alert-min-jobs",
+            type=click.IntRange(0),
+            help="Only topics with this many jobs alert (default: analytics.alert_min_jobs).",
+        ),
+        click.option(
+            "--top-errors",
+            type=click.IntRange(1, 1000),
+            help="Error signatures in the summary (default: analytics.top_errors).",
+        ),
+        click.option(
+            "--source",
+            type=click.Choice(["parquet", "jdbc"]),
+            help="parquet: export then read the dataset; jdbc: Spark reads PostgreSQL (default: analytics.source).",
+        ),
+        click.option(
+            "--jars", help="spark.jars, e.g. /usr/share/java/postgresql.jar for --source jdbc."
+        ),
+        click.option(
+            "--conf",
+            "conf",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Extra Spark setting (repeat).",
+        ),
+        click.option(
+            "--no-export", is_flag=True, help="Analyze the dataset as it is (no Postgres export)."
+        ),
         click.option("--refresh-baseline", is_flag=True, help="Re-export the baseline days too."),
         click.option("--no-db", is_flag=True, help="Do not upsert the Grafana tables."),
     ]
@@ -112,8 +157,12 @@ def report_options(func: F) -> F:
     return func
 
 
-def build_request(config: AnalyticsConfig, database_url: str | None, opts: dict[str, Any],
-                  now: datetime | None = None) -> ReportRequest:
+def build_request(
+    config: AnalyticsConfig,
+    database_url: str | None,
+    opts: dict[str, Any],
+    now: datetime | None = None,
+) -> ReportRequest:
     """ReportRequest from the command's options over the config's defaults.
 
     Raises:
@@ -131,8 +180,12 @@ def build_request(config: AnalyticsConfig, database_url: str | None, opts: dict[
     since = since or until
     until = until or since
     assert since is not None and until is not None
-    window = ReportWindow(since, until, zone, config.baseline_days if opts.get("baseline_days") is None
-                          else opts["baseline_days"])
+    window = ReportWindow(
+        since,
+        until,
+        zone,
+        config.baseline_days if opts.get("baseline_days") is None else opts["baseline_days"],
+    )
     conf = config.spark_settings()
     for item in opts.get("conf") or ():
         key, sep, value = item.partition("=")
@@ -143,14 +196,23 @@ def build_request(config: AnalyticsConfig, database_url: str | None, opts: dict[
         conf["spark.jars"] = opts["jars"]
     out = opts.get("out") or Path(config.report_dir) / window.label
     return ReportRequest(
-        window=window, out=Path(out), dataset=DatasetLocation.parse(opts.get("dataset") or config.dataset),
-        database_url=database_url, master=opts.get("master") or config.master,
-        source=opts.get("source") or config.source, export=not opts.get("no_export"),
-        refresh_baseline=bool(opts.get("refresh_baseline")), publish_db=not opts.get("no_db"),
-        rule=AlertRule(config.alert_margin if opts.get("alert_margin") is None else opts["alert_margin"],
-                       config.alert_min_jobs if opts.get("alert_min_jobs") is None else opts["alert_min_jobs"]),
-        top_errors=opts.get("top_errors") or config.top_errors, signatures_per_day=config.signatures_per_day,
-        jdbc_partitions=config.jdbc_partitions, spark_conf=conf,
+        window=window,
+        out=Path(out),
+        dataset=DatasetLocation.parse(opts.get("dataset") or config.dataset),
+        database_url=database_url,
+        master=opts.get("master") or config.master,
+        source=opts.get("source") or config.source,
+        export=not opts.get("no_export"),
+        refresh_baseline=bool(opts.get("refresh_baseline")),
+        publish_db=not opts.get("no_db"),
+        rule=AlertRule(
+            config.alert_margin if opts.get("alert_margin") is None else opts["alert_margin"],
+            config.alert_min_jobs if opts.get("alert_min_jobs") is None else opts["alert_min_jobs"],
+        ),
+        top_errors=opts.get("top_errors") or config.top_errors,
+        signatures_per_day=config.signatures_per_day,
+        jdbc_partitions=config.jdbc_partitions,
+        spark_conf=conf,
     )
 
 
@@ -158,14 +220,20 @@ def print_result(result: ReportResult, console: Console) -> None:
     """The alerts (or that there are none) and where the report is."""
     analysis = result.analysis
     topics = len(analysis.totals)
-    console.print(f"{topics} topic{'' if topics == 1 else 's'}, {headline(analysis.overall)}", highlight=False)
+    console.print(
+        f"{topics} topic{'' if topics == 1 else 's'}, {headline(analysis.overall)}", highlight=False
+    )
     if analysis.alerts:
         table = Table(title="Alerts", title_style="bold red")
         for column in ("topic", "alert", "failure rate", "baseline rate"):
             table.add_column(column)
         for a in result.analysis.alerts:
-            table.add_row(a.topic, a.kind, "–" if a.failure_rate is None else f"{a.failure_rate:.1%}",
-                          "–" if a.baseline_rate is None else f"{a.baseline_rate:.1%}")
+            table.add_row(
+                a.topic,
+                a.kind,
+                "–" if a.failure_rate is None else f"{a.failure_rate:.1%}",
+                "–" if a.baseline_rate is None else f"{a.baseline_rate:.1%}",
+            )
         console.print(table)
         if why := unjudged_text(analysis.unjudged(), names=5):
             console.print(f"Not judged: {why}.", highlight=False)
@@ -175,7 +243,9 @@ def print_result(result: ReportResult, console: Console) -> None:
     console.print(f"report:  {result.html.resolve()}")
 
 
-def execute(config: AnalyticsConfig, database_url: str | None, opts: dict[str, Any]) -> ReportResult:
+def execute(
+    config: AnalyticsConfig, database_url: str | None, opts: dict[str, Any]
+) -> ReportResult:
     """Run a report for a command: progress on stderr, result on stdout.
 
     Raises:
@@ -199,7 +269,9 @@ def _database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     from scheduler.core.datadir import data_dir_of
-    from scheduler.ops.servers import ensure_postgres  # no URL configured: the embedded server, as everywhere
+    from scheduler.ops.servers import (
+        ensure_postgres,
+    )  # no URL configured: the embedded server, as everywhere
 
     return ensure_postgres(data_dir_of(settings))
 
@@ -209,8 +281,11 @@ def _database_url(settings: Settings) -> str:
 @click.pass_obj
 def report(settings: Settings, /, **opts: Any) -> None:
     """Failure analytics of a window: export, analyze (Spark), publish; prints the alerts."""
-    url = None if opts.get("no_export") and opts.get("no_db") and opts.get("source") != "jdbc" \
+    url = (
+        None
+        if opts.get("no_export") and opts.get("no_db") and opts.get("source") != "jdbc"
         else _database_url(settings)
+    )
     execute(AnalyticsConfig.from_settings(settings), url, opts)
 
 
@@ -220,11 +295,17 @@ def register(cli: click.Group) -> None:
 
 
 @click.command("report", help=report.help)
-@click.option("--database-url", envvar="HORAE_DATABASE_URL", help="PostgreSQL URL (env HORAE_DATABASE_URL).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="horae TOML config file.")
+@click.option(
+    "--database-url", envvar="HORAE_DATABASE_URL", help="PostgreSQL URL (env HORAE_DATABASE_URL)."
+)
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), help="horae TOML config file."
+)
 @report_options
 @click.pass_context
-def main(ctx: click.Context, /, database_url: str | None, config_path: str | None, **opts: Any) -> None:
+def main(
+    ctx: click.Context, /, database_url: str | None, config_path: str | None, **opts: Any
+) -> None:
     """`report` standalone (python -m audit.analytics, spark-submit): Settings from --config
     and the environment, then the same command."""
     from scheduler.core.config import load_settings

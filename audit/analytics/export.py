@@ -17,7 +17,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time as dtime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from pathlib import Path
 from typing import Final
 
@@ -67,8 +68,9 @@ def runs(days: Iterable[date]) -> list[tuple[date, date]]:
     return out
 
 
-def days_to_export(location: DatasetLocation, window: ReportWindow, now: datetime,
-                   refresh_all: bool = False) -> list[date]:
+def days_to_export(
+    location: DatasetLocation, window: ReportWindow, now: datetime, refresh_all: bool = False
+) -> list[date]:
     """The report's UTC days always; baseline days that were never exported, or only
     before they had settled (or all of them with refresh_all)."""
     if refresh_all:
@@ -85,7 +87,9 @@ def days_to_export(location: DatasetLocation, window: ReportWindow, now: datetim
     return sorted(wanted)
 
 
-def _csv_options(schema: pa.Schema) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:
+def _csv_options(
+    schema: pa.Schema,
+) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:
     names = [*schema.names, "day"]
     types = {f.name: (pa.int64() if f.type == TS else f.type) for f in schema}
     types["day"] = pa.int32()
@@ -93,13 +97,19 @@ def _csv_options(schema: pa.Schema) -> tuple[pacsv.ReadOptions, pacsv.ParseOptio
         pacsv.ReadOptions(column_names=names, block_size=16 << 20),
         pacsv.ParseOptions(newlines_in_values=True),
         # PostgreSQL's CSV: NULL is an empty unquoted field, '' is "" (stays an empty string).
-        pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True,
-                             quoted_strings_can_be_null=False),
+        pacsv.ConvertOptions(
+            column_types=types,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
     )
 
 
 def _typed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
-    columns = [batch.column(f.name).cast(f.type) if f.type == TS else batch.column(f.name) for f in schema]
+    columns = [
+        batch.column(f.name).cast(f.type) if f.type == TS else batch.column(f.name) for f in schema
+    ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -125,8 +135,12 @@ class _DayWriters:
         if writer is None:
             directory = f"{self.staging}/{partition(day)}"
             self.fs.create_dir(directory, recursive=True)
-            writer = pq.ParquetWriter(f"{directory}/part-00000.parquet", self.schema, filesystem=self.fs,
-                                      compression="snappy")
+            writer = pq.ParquetWriter(
+                f"{directory}/part-00000.parquet",
+                self.schema,
+                filesystem=self.fs,
+                compression="snappy",
+            )
             self.writers[day] = writer
         return writer
 
@@ -143,8 +157,15 @@ class _DayWriters:
             self._writer(day).close()
 
 
-def csv_to_partitions(csv_path: Path, schema: pa.Schema, fs: pafs.FileSystem, staging: str,
-                      days: Sequence[date], progress: Progress | None = None, table: str = "") -> dict[date, int]:
+def csv_to_partitions(
+    csv_path: Path,
+    schema: pa.Schema,
+    fs: pafs.FileSystem,
+    staging: str,
+    days: Sequence[date],
+    progress: Progress | None = None,
+    table: str = "",
+) -> dict[date, int]:
     """Stream a COPY CSV (schema columns, then the UTC day as days since 1970) into per-day files.
 
     Returns:
@@ -157,7 +178,9 @@ def csv_to_partitions(csv_path: Path, schema: pa.Schema, fs: pafs.FileSystem, st
     allowed = set(days)
     if csv_path.stat().st_size:
         read, parse, convert = _csv_options(schema)
-        with pacsv.open_csv(csv_path, read_options=read, parse_options=parse, convert_options=convert) as reader:
+        with pacsv.open_csv(
+            csv_path, read_options=read, parse_options=parse, convert_options=convert
+        ) as reader:
             for batch in reader:
                 typed = _typed(batch, schema)
                 day_numbers = batch.column("day")
@@ -172,20 +195,40 @@ def csv_to_partitions(csv_path: Path, schema: pa.Schema, fs: pafs.FileSystem, st
     return {day: writers.rows.get(day, 0) for day in days}
 
 
-def _commit_day(fs: pafs.FileSystem, root: str, staging: str, table: str, day: date, rows: int,
-                exported_at: datetime) -> None:
+def _commit_day(
+    fs: pafs.FileSystem,
+    root: str,
+    staging: str,
+    table: str,
+    day: date,
+    rows: int,
+    exported_at: datetime,
+) -> None:
     """Mark a staged day exported and swap it in place of the day's partition."""
     staged, final = f"{staging}/{partition(day)}", f"{root}/{table}/{partition(day)}"
     with fs.open_output_stream(f"{staged}/{MARKER}") as handle:
-        handle.write(json.dumps({"table": table, "day": day.isoformat(), "rows": rows,
-                                 "exported_at": exported_at.isoformat()}).encode())
+        handle.write(
+            json.dumps(
+                {
+                    "table": table,
+                    "day": day.isoformat(),
+                    "rows": rows,
+                    "exported_at": exported_at.isoformat(),
+                }
+            ).encode()
+        )
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
         fs.delete_dir(final)
     fs.move(staged, final)
 
 
-def write_partition(location: DatasetLocation, table: str, day: date, data: pa.Table,
-                    exported_at: datetime | None = None) -> None:
+def write_partition(
+    location: DatasetLocation,
+    table: str,
+    day: date,
+    data: pa.Table,
+    exported_at: datetime | None = None,
+) -> None:
     """Replace one day of a table with `data` (columns of schema.TABLES[table]), as the export would.
 
     For tests and the benchmark's generator, which make datasets without PostgreSQL.
@@ -194,15 +237,24 @@ def write_partition(location: DatasetLocation, table: str, day: date, data: pa.T
     staging = f"{root}/{table}/_staging-{uuid.uuid4().hex}"
     staged = f"{staging}/{partition(day)}"
     fs.create_dir(staged, recursive=True)
-    pq.write_table(data.select(TABLES[table].names).cast(TABLES[table]), f"{staged}/part-00000.parquet",
-                   filesystem=fs, row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(
+        data.select(TABLES[table].names).cast(TABLES[table]),
+        f"{staged}/part-00000.parquet",
+        filesystem=fs,
+        row_group_size=ROW_GROUP_ROWS,
+    )
     _commit_day(fs, root, staging, table, day, data.num_rows, exported_at or datetime.now(UTC))
     fs.delete_dir(staging)
 
 
-async def export_days(database_url: str, location: DatasetLocation, days: Sequence[date],
-                      progress: Progress | None = None, now: Callable[[], datetime] | None = None,
-                      work_dir: Path | None = None) -> list[ExportResult]:
+async def export_days(
+    database_url: str,
+    location: DatasetLocation,
+    days: Sequence[date],
+    progress: Progress | None = None,
+    now: Callable[[], datetime] | None = None,
+    work_dir: Path | None = None,
+) -> list[ExportResult]:
     """Export the jobs and attempts of these UTC days, replacing their partitions.
 
     Exports of the same database serialize on an advisory lock, so a manual
@@ -222,19 +274,31 @@ async def export_days(database_url: str, location: DatasetLocation, days: Sequen
                 for first, last in runs(days):
                     started = time.perf_counter()
                     csv_path = Path(tmp) / f"{table}-{first}.csv"
-                    await pg.copy_to_csv(conn, EXPORT_QUERIES[table], day_start(first), day_start(last + timedelta(days=1)),
-                                         csv_path)
+                    await pg.copy_to_csv(
+                        conn,
+                        EXPORT_QUERIES[table],
+                        day_start(first),
+                        day_start(last + timedelta(days=1)),
+                        csv_path,
+                    )
                     staging = f"{root}/{table}/_staging-{uuid.uuid4().hex}"
                     run_days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
-                    counts = await asyncio.to_thread(csv_to_partitions, csv_path, schema, fs, staging, run_days,
-                                                     progress, table)
+                    counts = await asyncio.to_thread(
+                        csv_to_partitions, csv_path, schema, fs, staging, run_days, progress, table
+                    )
                     csv_path.unlink()
                     exported_at = clock()
                     for day in run_days:
                         _commit_day(fs, root, staging, table, day, counts[day], exported_at)
                     fs.delete_dir(staging)
-                    results.append(ExportResult(table, tuple(run_days), sum(counts.values()),
-                                                time.perf_counter() - started))
+                    results.append(
+                        ExportResult(
+                            table,
+                            tuple(run_days),
+                            sum(counts.values()),
+                            time.perf_counter() - started,
+                        )
+                    )
     finally:
         try:
             await pg.unlock_exports(conn)

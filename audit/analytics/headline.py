@@ -35,11 +35,15 @@ def unjudged_text(unjudged: Unjudged, names: int = 0) -> str:
     parts = []
     if unjudged.too_small:
         listed = f" ({_names(unjudged.too_small, names)})" if names else ""
-        parts.append(f"{_plural(len(unjudged.too_small), 'topic')}{listed} had fewer than "
-                     f"{unjudged.min_jobs:,} finished jobs to judge")
+        parts.append(
+            f"{_plural(len(unjudged.too_small), 'topic')}{listed} had fewer than "
+            f"{unjudged.min_jobs:,} finished jobs to judge"
+        )
     if unjudged.no_baseline:
         listed = f" ({_names(unjudged.no_baseline, names)})" if names else ""
-        parts.append(f"{_plural(len(unjudged.no_baseline), 'topic')}{listed} had no baseline to compare with")
+        parts.append(
+            f"{_plural(len(unjudged.no_baseline), 'topic')}{listed} had no baseline to compare with"
+        )
     return "; ".join(parts)
 
 
@@ -51,5 +55,7 @@ def no_alerts_text(analysis: Analysis, names: int = 0) -> str:
     if why:
         return f"No alerts ({why})"
     margin = f"{analysis.rule.margin:.0%}"
-    return (f"No alerts: every topic stayed within its baseline failure rate + {margin}, "
-            "and none stopped running")
+    return (
+        f"No alerts: every topic stayed within its baseline failure rate + {margin}, "
+        "and none stopped running"
+    )

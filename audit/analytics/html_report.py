@@ -16,7 +16,10 @@ from audit.analytics.results import Analysis, Stats
 from audit.analytics.window import days_between
 
 CHART_TOPICS: Final = 8
-KIND_TEXT: Final = {"failure_rate_above_baseline": "failure rate above baseline", "no_runs": "no runs"}
+KIND_TEXT: Final = {
+    "failure_rate_above_baseline": "failure rate above baseline",
+    "no_runs": "no runs",
+}
 
 CSS: Final = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;
@@ -47,21 +50,33 @@ def _alerts(analysis: Analysis) -> str:
         return f'<div class="ok">{escape(no_alerts_text(analysis, names=8))}.</div>'
     rows = "".join(
         f"<tr><td>{escape(a.topic)}</td><td>{KIND_TEXT[a.kind]}</td><td class=n>{_rate(a.failure_rate)}</td>"
-        f"<td class=n>{_rate(a.baseline_rate)}</td></tr>" for a in analysis.alerts)
+        f"<td class=n>{_rate(a.baseline_rate)}</td></tr>"
+        for a in analysis.alerts
+    )
     why = unjudged_text(analysis.unjudged(), names=8)
     note = f'<p class="muted">Not judged: {escape(why)}.</p>' if why else ""
-    return ('<div class="alerts"><table><tr><th>topic</th><th>alert</th><th class=n>failure rate</th>'
-            f'<th class=n>baseline rate</th></tr>{rows}</table>{note}</div>')
+    return (
+        '<div class="alerts"><table><tr><th>topic</th><th>alert</th><th class=n>failure rate</th>'
+        f"<th class=n>baseline rate</th></tr>{rows}</table>{note}</div>"
+    )
 
 
 def _cards(overall: Stats) -> str:
-    cards = [("finished (completed + failed)", f"{overall.completed + overall.failed:,}"),
-             ("completed", f"{overall.completed:,}"), ("failed", f"{overall.failed:,}"),
-             ("failure rate", _rate(overall.failure_rate)), ("cancelled, not counted", f"{overall.cancelled:,}"),
-             ("attempts", f"{overall.attempts:,}"), ("attempt failure rate", _rate(overall.attempt_failure_rate)),
-             ("retry recovery rate", _rate(overall.retry_recovery_rate))]
-    return (f'<p class="headline">{escape(headline(overall))}.</p><div class="cards">'
-            + "".join(f'<div class="card"><b>{v}</b>{k}</div>' for k, v in cards) + "</div>")
+    cards = [
+        ("finished (completed + failed)", f"{overall.completed + overall.failed:,}"),
+        ("completed", f"{overall.completed:,}"),
+        ("failed", f"{overall.failed:,}"),
+        ("failure rate", _rate(overall.failure_rate)),
+        ("cancelled, not counted", f"{overall.cancelled:,}"),
+        ("attempts", f"{overall.attempts:,}"),
+        ("attempt failure rate", _rate(overall.attempt_failure_rate)),
+        ("retry recovery rate", _rate(overall.retry_recovery_rate)),
+    ]
+    return (
+        f'<p class="headline">{escape(headline(overall))}.</p><div class="cards">'
+        + "".join(f'<div class="card"><b>{v}</b>{k}</div>' for k, v in cards)
+        + "</div>"
+    )
 
 
 def _chart_topics(analysis: Analysis) -> list[str]:
@@ -88,13 +103,24 @@ def _rate_chart(analysis: Analysis) -> str:
             if h.topic in topics:
                 hours.setdefault(h.topic, [None] * 24)[h.hour] = h.failure_rate
         ordered = {t: hours[t] for t in topics if t in hours}
-        base = {s.topic: s.failure_rate for s in analysis.baseline if s.topic in ordered and s.failure_rate is not None}
+        base = {
+            s.topic: s.failure_rate
+            for s in analysis.baseline
+            if s.topic in ordered and s.failure_rate is not None
+        }
         labels = [f"{h:02d}:00" for h in range(24)]
         dashed = f"; dashed: the baseline rate ({_baseline_text(w.baseline_days)})" if base else ""
-        note = (f'<p class="muted">Failed / (completed + failed) per hour of {w.since} ({escape(w.zone)}); '
-                f"{shown.format(len(ordered))}{dashed}.</p>")
-        return note + line_chart(labels, ordered, references=base, ticks=range(0, 24, 2),
-                                 label="failure rate per topic per hour")
+        note = (
+            f'<p class="muted">Failed / (completed + failed) per hour of {w.since} ({escape(w.zone)}); '
+            f"{shown.format(len(ordered))}{dashed}.</p>"
+        )
+        return note + line_chart(
+            labels,
+            ordered,
+            references=base,
+            ticks=range(0, 24, 2),
+            label="failure rate per topic per hour",
+        )
     series: dict[str, dict[date, float | None]] = defaultdict(dict)
     for s in (*analysis.baseline_daily, *analysis.daily):
         if s.topic in topics and s.day is not None:
@@ -103,10 +129,16 @@ def _rate_chart(analysis: Analysis) -> str:
     days = days_between(w.baseline_start if has_baseline else w.since, w.until)
     ordered_days = {t: [series[t].get(d) for d in days] for t in topics if t in series}
     shade = sum(1 for d in days if d < w.since)
-    note = (f'<p class="muted">Failed / (completed + failed) per day; {shown.format(len(ordered_days))}'
-            f'{"; shaded: baseline" if shade else ""}.</p>')
-    return note + line_chart([d.strftime("%m-%d") for d in days], ordered_days, shaded=shade,
-                             titles=[d.isoformat() for d in days])
+    note = (
+        f'<p class="muted">Failed / (completed + failed) per day; {shown.format(len(ordered_days))}'
+        f"{'; shaded: baseline' if shade else ''}.</p>"
+    )
+    return note + line_chart(
+        [d.strftime("%m-%d") for d in days],
+        ordered_days,
+        shaded=shade,
+        titles=[d.isoformat() for d in days],
+    )
 
 
 def _histogram(analysis: Analysis) -> str:
@@ -121,19 +153,54 @@ def _histogram(analysis: Analysis) -> str:
 
 
 def _topics(totals: tuple[Stats, ...]) -> str:
-    head = ("topic", "jobs", "completed", "failed", "cancelled", "failure rate", "attempts", "failed attempts",
-            "attempt failure rate", "retry recovery", "p50 ms", "p95 ms", "p95 lateness ms", "timed out",
-            "worker lost", "no listener")
+    head = (
+        "topic",
+        "jobs",
+        "completed",
+        "failed",
+        "cancelled",
+        "failure rate",
+        "attempts",
+        "failed attempts",
+        "attempt failure rate",
+        "retry recovery",
+        "p50 ms",
+        "p95 ms",
+        "p95 lateness ms",
+        "timed out",
+        "worker lost",
+        "no listener",
+    )
     rows = []
     for t in sorted(totals, key=lambda s: (-s.failed, -(s.failure_rate or 0), s.topic)):
-        cells = [f"{t.jobs:,}", f"{t.completed:,}", f"{t.failed:,}", f"{t.cancelled:,}", _rate(t.failure_rate),
-                 f"{t.attempts:,}", f"{t.failed_attempts:,}", _rate(t.attempt_failure_rate),
-                 _rate(t.retry_recovery_rate), _ms(t.p50_duration_ms), _ms(t.p95_duration_ms),
-                 _ms(t.p95_lateness_ms), f"{t.timed_out:,}", f"{t.worker_lost:,}", f"{t.no_listener:,}"]
-        rows.append(f"<tr><td>{escape(t.topic)}</td>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>")
+        cells = [
+            f"{t.jobs:,}",
+            f"{t.completed:,}",
+            f"{t.failed:,}",
+            f"{t.cancelled:,}",
+            _rate(t.failure_rate),
+            f"{t.attempts:,}",
+            f"{t.failed_attempts:,}",
+            _rate(t.attempt_failure_rate),
+            _rate(t.retry_recovery_rate),
+            _ms(t.p50_duration_ms),
+            _ms(t.p95_duration_ms),
+            _ms(t.p95_lateness_ms),
+            f"{t.timed_out:,}",
+            f"{t.worker_lost:,}",
+            f"{t.no_listener:,}",
+        ]
+        rows.append(
+            f"<tr><td>{escape(t.topic)}</td>"
+            + "".join(f"<td class=n>{c}</td>" for c in cells)
+            + "</tr>"
+        )
     header = "<tr><th>topic</th>" + "".join(f"<th class=n>{h}</th>" for h in head[1:]) + "</tr>"
-    return (f'<div class="wide"><table>{header}{"".join(rows)}</table></div>' if rows
-            else '<p class="muted">No topic ran.</p>')
+    return (
+        f'<div class="wide"><table>{header}{"".join(rows)}</table></div>'
+        if rows
+        else '<p class="muted">No topic ran.</p>'
+    )
 
 
 def show_command(job_id: str) -> str:
@@ -147,9 +214,12 @@ def _errors(analysis: Analysis) -> str:
     rows = "".join(
         f"<tr><td><code>{escape(e.signature)}</code></td><td class=n>{e.count:,}</td>"
         f"<td>{escape(', '.join(e.topics))}</td><td><code>{escape(show_command(e.example_job_id))}</code></td></tr>"
-        for e in analysis.top_errors)
-    return ("<table><tr><th>signature</th><th class=n>count</th><th>topics</th><th>example job</th></tr>"
-            f"{rows}</table>")
+        for e in analysis.top_errors
+    )
+    return (
+        "<table><tr><th>signature</th><th class=n>count</th><th>topics</th><th>example job</th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def _baseline_text(days: int) -> str:

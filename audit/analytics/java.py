@@ -46,7 +46,9 @@ def java_version(env: Mapping[str, str] | None = None) -> int | None:
     if java is None:
         return None
     try:
-        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_java_version(done.stderr + done.stdout)
@@ -59,7 +61,9 @@ def java_problem(env: Mapping[str, str] | None = None, minimum: int = MIN_JAVA) 
         where = "JAVA_HOME" if (env or os.environ).get("JAVA_HOME") else "PATH"
         return f"PySpark needs Java {minimum}+, but no working `java` was found on {where}: {INSTALL_HINT}"
     if version < minimum:
-        return f"PySpark needs Java {minimum}+, but `java -version` reports {version}: {INSTALL_HINT}"
+        return (
+            f"PySpark needs Java {minimum}+, but `java -version` reports {version}: {INSTALL_HINT}"
+        )
     return None
 
 

@@ -43,8 +43,10 @@ def jdbc_target(database_url: str) -> JdbcTarget:
     params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     host = parts.hostname or params.pop("host", "")
     if not host or host.startswith("/"):
-        raise AnalyticsError("JDBC needs a TCP host:port; this database URL uses a unix socket "
-                             "(use --source parquet, or a host/port URL)")
+        raise AnalyticsError(
+            "JDBC needs a TCP host:port; this database URL uses a unix socket "
+            "(use --source parquet, or a host/port URL)"
+        )
     port = parts.port or int(params.pop("port", "5432"))
     params.pop("host", None)
     params.pop("port", None)
@@ -55,8 +57,9 @@ def jdbc_target(database_url: str) -> JdbcTarget:
         properties["password"] = unquote(parts.password)
     database = parts.path.lstrip("/") or properties.get("user", "postgres")
     suffix = "&".join(f"{k}={v}" for k, v in sorted(params.items()))
-    return JdbcTarget(f"jdbc:postgresql://{host}:{port}/{database}" + (f"?{suffix}" if suffix else ""),
-                      properties)
+    return JdbcTarget(
+        f"jdbc:postgresql://{host}:{port}/{database}" + (f"?{suffix}" if suffix else ""), properties
+    )
 
 
 def _literal(moment: datetime) -> str:
@@ -72,7 +75,10 @@ def bounded_query(name: str, start: datetime, end: datetime) -> str:
 
 def id_predicates(partitions: int, column: str = "job_id") -> list[str]:
     """One WHERE clause per Spark partition: a stable hash of the job id modulo `partitions`."""
-    return [f"mod(hashtext({column})::bigint + 2147483648, {partitions}) = {k}" for k in range(partitions)]
+    return [
+        f"mod(hashtext({column})::bigint + 2147483648, {partitions}) = {k}"
+        for k in range(partitions)
+    ]
 
 
 class JdbcSource:
@@ -86,13 +92,19 @@ class JdbcSource:
     def read(self, spark: SparkSession, table: str, window: ReportWindow) -> DataFrame:
         start, end = window.instants(window.baseline_start, window.until)
         props = {**self.target.properties, "fetchsize": str(self.fetch_size)}
-        frame = spark.read.jdbc(self.target.url, bounded_query(EXPORT_QUERIES[table], start, end),
-                                predicates=id_predicates(self.partitions), properties=props)
+        frame = spark.read.jdbc(
+            self.target.url,
+            bounded_query(EXPORT_QUERIES[table], start, end),
+            predicates=id_predicates(self.partitions),
+            properties=props,
+        )
         return from_export_columns(frame, table)
 
 
 def from_export_columns(frame: DataFrame, table: str) -> DataFrame:
     """An export query's rows as the dataset has them: epoch µs -> timestamps, day number -> date."""
-    columns = [F.timestamp_micros(F.col(f.name)).alias(f.name) if f.type == TS else F.col(f.name)
-               for f in TABLES[table]]
+    columns = [
+        F.timestamp_micros(F.col(f.name)).alias(f.name) if f.type == TS else F.col(f.name)
+        for f in TABLES[table]
+    ]
     return frame.select(*columns, F.date_from_unix_date(F.col("day")).alias("day"))

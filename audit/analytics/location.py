@@ -17,12 +17,22 @@ from urllib.parse import urlsplit
 
 from audit.analytics.errors import AnalyticsError
 
-if TYPE_CHECKING:  # pyarrow is imported on use: `horae --help` must work without the analytics extra
+if (
+    TYPE_CHECKING
+):  # pyarrow is imported on use: `horae --help` must work without the analytics extra
     import pyarrow.fs as pafs
 
 MARKER = "_EXPORTED.json"
 
-_ARROW_SCHEMES = {"s3a": "s3", "s3n": "s3", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs", "viewfs": "hdfs"}
+_ARROW_SCHEMES = {
+    "s3a": "s3",
+    "s3n": "s3",
+    "s3": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "hdfs": "hdfs",
+    "viewfs": "hdfs",
+}
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,10 @@ class DatasetLocation:
             path = Path(parts.path if parts.scheme == "file" else text).expanduser().resolve()
             return DatasetLocation(path.as_uri())
         if parts.scheme not in _ARROW_SCHEMES:
-            raise AnalyticsError(f"dataset URI {text!r}: scheme {parts.scheme!r} is not one of "
-                                 f"file, {', '.join(sorted(_ARROW_SCHEMES))}")
+            raise AnalyticsError(
+                f"dataset URI {text!r}: scheme {parts.scheme!r} is not one of "
+                f"file, {', '.join(sorted(_ARROW_SCHEMES))}"
+            )
         return DatasetLocation(text.rstrip("/"))
 
     @property

@@ -97,14 +97,19 @@ def attempt_counts(attempts: DataFrame, keys: Sequence[str], percentiles: bool =
     if percentiles:
         extra += [
             F.col(f"_{metric}").getItem(i).alias(f"p{int(p * 100)}_{metric}_ms")
-            for metric in ("duration", "lateness") for i, p in enumerate(PERCENTILES)
+            for metric in ("duration", "lateness")
+            for i, p in enumerate(PERCENTILES)
         ]
     return counts.select(*keys, *ATTEMPT_COUNTS, *extra)
 
 
-def stats(jobs: DataFrame, attempts: DataFrame, keys: Sequence[str], percentiles: bool = True) -> DataFrame:
+def stats(
+    jobs: DataFrame, attempts: DataFrame, keys: Sequence[str], percentiles: bool = True
+) -> DataFrame:
     """Job and attempt metrics side by side (full outer join on keys, missing counts = 0)."""
-    joined = job_counts(jobs, keys).join(attempt_counts(attempts, keys, percentiles), list(keys), "full_outer")
+    joined = job_counts(jobs, keys).join(
+        attempt_counts(attempts, keys, percentiles), list(keys), "full_outer"
+    )
     return joined.fillna(0, subset=[*JOB_COUNTS, *ATTEMPT_COUNTS])
 
 
@@ -117,7 +122,9 @@ def signature_column(error_type: Column, message: Column, job_id: Column | None 
     """Spark twin of signatures.signature(): the same regex rules via regexp_replace."""
     text = F.coalesce(message, F.lit(""))
     if job_id is not None:
-        text = F.when(F.length(job_id) >= MIN_OWN_ID_CHARS, F.replace(text, job_id, F.lit(OWN_ID))).otherwise(text)
+        text = F.when(
+            F.length(job_id) >= MIN_OWN_ID_CHARS, F.replace(text, job_id, F.lit(OWN_ID))
+        ).otherwise(text)
     for pattern, replacement in RULES:
         text = F.regexp_replace(text, pattern, replacement)
     text = F.substring(F.regexp_replace(text, "^ +| +$", ""), 1, MAX_SIGNATURE_CHARS)
@@ -131,8 +138,12 @@ def error_signatures(attempts: DataFrame, keys: Sequence[str]) -> DataFrame:
     The example is the job of the latest such attempt (ties: the greatest job id).
     """
     failed = attempts.where(F.col("outcome").isin(*FAILED_OUTCOMES)).select(
-        *keys, "job_id", "finished_at",
-        signature_column(F.col("error_type"), F.col("error_message"), F.col("job_id")).alias("signature"),
+        *keys,
+        "job_id",
+        "finished_at",
+        signature_column(F.col("error_type"), F.col("error_message"), F.col("job_id")).alias(
+            "signature"
+        ),
     )
     return failed.groupBy(*keys, "signature").agg(
         F.count(F.lit(1)).cast("long").alias("count"),
@@ -143,7 +154,9 @@ def error_signatures(attempts: DataFrame, keys: Sequence[str]) -> DataFrame:
 
 def top_signatures(signatures: DataFrame, keys: Sequence[str], limit: int) -> DataFrame:
     """At most `limit` signatures per group of keys, most frequent first (ties: by signature)."""
-    rank = F.row_number().over(Window.partitionBy(*keys).orderBy(F.col("count").desc(), F.col("signature")))
+    rank = F.row_number().over(
+        Window.partitionBy(*keys).orderBy(F.col("count").desc(), F.col("signature"))
+    )
     return signatures.withColumn("_rank", rank).where(F.col("_rank") <= limit).drop("_rank")
 
 
@@ -154,7 +167,9 @@ def top_errors(signatures: DataFrame, limit: int) -> DataFrame:
         .agg(
             F.sum("count").cast("long").alias("count"),
             F.array_sort(F.collect_set("topic")).alias("topics"),
-            F.max_by(F.col("example_job_id"), F.struct("last_seen", "example_job_id")).alias("example_job_id"),
+            F.max_by(F.col("example_job_id"), F.struct("last_seen", "example_job_id")).alias(
+                "example_job_id"
+            ),
         )
         .orderBy(F.col("count").desc(), F.col("signature"))
         .limit(limit)

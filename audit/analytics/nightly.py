@@ -30,11 +30,21 @@ def nightly_window(fired_at: datetime, zone: str) -> tuple[date, date]:
     return day, day
 
 
-def report_command(since: date, until: date, out: str | Path, master: str | None = None,
-                   extra: Sequence[str] = ()) -> list[str]:
+def report_command(
+    since: date, until: date, out: str | Path, master: str | None = None, extra: Sequence[str] = ()
+) -> list[str]:
     """argv of `python -m audit.analytics` for a window (the database URL goes in the environment)."""
-    argv = [sys.executable, "-m", "audit.analytics", "--since", since.isoformat(), "--until", until.isoformat(),
-            "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "audit.analytics",
+        "--since",
+        since.isoformat(),
+        "--until",
+        until.isoformat(),
+        "--out",
+        str(out),
+    ]
     if master:
         argv += ["--master", master]
     return [*argv, *extra]
@@ -45,10 +55,18 @@ def _env(database_url: str, env: Mapping[str, str] | None) -> dict[str, str]:
     return {**(os.environ if env is None else env), "HORAE_DATABASE_URL": database_url}
 
 
-def run_report_subprocess(database_url: str, since: date, until: date, out: str | Path, master: str | None = None,
-                          *, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                          timeout: float | None = 3600, cwd: str | Path | None = None
-                          ) -> subprocess.CompletedProcess[str]:
+def run_report_subprocess(
+    database_url: str,
+    since: date,
+    until: date,
+    out: str | Path,
+    master: str | None = None,
+    *,
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = 3600,
+    cwd: str | Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run the whole report (export, analyze, publish) in a child Python process and wait.
 
     Blocking: from async code use `run_report_async`, or `asyncio.to_thread(run_report_subprocess, ...)`.
@@ -66,30 +84,51 @@ def run_report_subprocess(database_url: str, since: date, until: date, out: str 
     Returns:
         The finished process, stdout and stderr captured as text; check `returncode`.
     """
-    return subprocess.run(report_command(since, until, out, master, extra), env=_env(database_url, env),
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
+    return subprocess.run(
+        report_command(since, until, out, master, extra),
+        env=_env(database_url, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
+    )
 
 
-async def run_report_async(database_url: str, since: date, until: date, out: str | Path, master: str | None = None,
-                           *, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                           timeout: float | None = 3600, cwd: str | Path | None = None
-                           ) -> subprocess.CompletedProcess[str]:
+async def run_report_async(
+    database_url: str,
+    since: date,
+    until: date,
+    out: str | Path,
+    master: str | None = None,
+    *,
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = 3600,
+    cwd: str | Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     """`run_report_subprocess` without blocking the event loop (asyncio subprocess).
 
     Raises:
         TimeoutError: after `timeout` seconds (the child is killed first).
     """
     argv = report_command(since, until, out, master, extra)
-    proc = await asyncio.create_subprocess_exec(*argv, env=_env(database_url, env), cwd=cwd,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        env=_env(database_url, env),
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
     except (TimeoutError, asyncio.CancelledError):
         proc.kill()
         await proc.wait()
         raise
-    return subprocess.CompletedProcess(argv, proc.returncode or 0, stdout.decode(errors="replace"),
-                                       stderr.decode(errors="replace"))
+    return subprocess.CompletedProcess(
+        argv, proc.returncode or 0, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+    )
 
 
 async def install_nightly(scheduler: Scheduler) -> str:
@@ -107,21 +146,41 @@ async def install_nightly(scheduler: Scheduler) -> str:
     conf = scheduler.settings.analytics
     database_url = scheduler.services.database_url
     # The child reads no config of ours: hand it this process's dataset and zone.
-    extra = ("--dataset", AnalyticsConfig.from_settings(scheduler.settings).dataset, "--zone", conf.zone)
+    extra = (
+        "--dataset",
+        AnalyticsConfig.from_settings(scheduler.settings).dataset,
+        "--zone",
+        conf.zone,
+    )
 
     async def nightly_report(event: ScheduleArrivedEvent) -> None:
         since, until = nightly_window(event.run_at, conf.zone)
         out = Path(conf.report_dir) / f"nightly-{since.isoformat()}"
-        proc = await run_report_async(database_url, since, until, out, conf.master, extra=extra,
-                                      timeout=conf.nightly_timeout_s)
+        proc = await run_report_async(
+            database_url,
+            since,
+            until,
+            out,
+            conf.master,
+            extra=extra,
+            timeout=conf.nightly_timeout_s,
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"horae report exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+            raise RuntimeError(
+                f"horae report exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+            )
 
     scheduler.registry.add(NIGHTLY_TOPIC, nightly_report)
     await scheduler.schedule_cron(
-        NIGHTLY_TOPIC, conf.nightly_cron, topic=NIGHTLY_TOPIC, tz=conf.nightly_tz,
-        timeout=conf.nightly_timeout_s, retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 600_000}},
+        NIGHTLY_TOPIC,
+        conf.nightly_cron,
+        topic=NIGHTLY_TOPIC,
+        tz=conf.nightly_tz,
+        timeout=conf.nightly_timeout_s,
+        retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 600_000}},
     )
-    return (f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) in namespace "
-            f"{scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
-            f"`horae cron remove {NIGHTLY_TOPIC}` drops it")
+    return (
+        f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) in namespace "
+        f"{scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
+        f"`horae cron remove {NIGHTLY_TOPIC}` drops it"
+    )

@@ -39,11 +39,22 @@ class AnalyticsConfig:
     def from_settings(cls, settings: Settings) -> AnalyticsConfig:
         """The `[analytics]` section of `settings`, with its `data_dir`."""
         a = settings.analytics
-        return cls(report_dir=a.report_dir, dataset_uri=a.dataset_uri, master=a.master, zone=a.zone,
-                   baseline_days=a.baseline_days, alert_margin=a.alert_margin, alert_min_jobs=a.alert_min_jobs,
-                   top_errors=a.top_errors, signatures_per_day=a.signatures_per_day, source=a.source,
-                   jdbc_partitions=a.jdbc_partitions, spark_jars=a.spark_jars, spark_conf=dict(a.spark_conf),
-                   data_dir=str(data_dir_of(settings)))
+        return cls(
+            report_dir=a.report_dir,
+            dataset_uri=a.dataset_uri,
+            master=a.master,
+            zone=a.zone,
+            baseline_days=a.baseline_days,
+            alert_margin=a.alert_margin,
+            alert_min_jobs=a.alert_min_jobs,
+            top_errors=a.top_errors,
+            signatures_per_day=a.signatures_per_day,
+            source=a.source,
+            jdbc_partitions=a.jdbc_partitions,
+            spark_jars=a.spark_jars,
+            spark_conf=dict(a.spark_conf),
+            data_dir=str(data_dir_of(settings)),
+        )
 
     @property
     def dataset(self) -> str:

@@ -17,9 +17,26 @@ from audit.analytics.sql import query
 from audit.migrate import migrate
 
 STATS_COLUMNS: Final = (
-    "topic", "day", "jobs", "completed", "failed", "cancelled", "failure_rate", "attempts", "failed_attempts",
-    "attempt_failure_rate", "retry_recovery_rate", "p50_duration_ms", "p95_duration_ms", "p99_duration_ms",
-    "p50_lateness_ms", "p95_lateness_ms", "p99_lateness_ms", "timed_out", "worker_lost", "no_listener",
+    "topic",
+    "day",
+    "jobs",
+    "completed",
+    "failed",
+    "cancelled",
+    "failure_rate",
+    "attempts",
+    "failed_attempts",
+    "attempt_failure_rate",
+    "retry_recovery_rate",
+    "p50_duration_ms",
+    "p95_duration_ms",
+    "p99_duration_ms",
+    "p50_lateness_ms",
+    "p95_lateness_ms",
+    "p99_lateness_ms",
+    "timed_out",
+    "worker_lost",
+    "no_listener",
 )
 
 
@@ -46,7 +63,9 @@ async def unlock_exports(conn: asyncpg.Connection) -> None:
     await conn.execute(query("export_unlock"))
 
 
-async def copy_to_csv(conn: asyncpg.Connection, name: str, start: datetime, end: datetime, out: Path) -> None:
+async def copy_to_csv(
+    conn: asyncpg.Connection, name: str, start: datetime, end: datetime, out: Path
+) -> None:
     """COPY (the named export query with $1 = start, $2 = end) TO a CSV file.
 
     Raises:
@@ -62,8 +81,13 @@ def _column(rows: Sequence[Stats], name: str) -> list[object]:
     return [getattr(r, name) for r in rows]
 
 
-async def publish(conn: asyncpg.Connection, first: date, last: date, daily: Sequence[Stats],
-                  signatures: Sequence[Signature]) -> None:
+async def publish(
+    conn: asyncpg.Connection,
+    first: date,
+    last: date,
+    daily: Sequence[Stats],
+    signatures: Sequence[Signature],
+) -> None:
     """Replace the rows of days first..last, in one transaction (after applying any
     migration the database lacks: the tables are audit migration 0003).
 
@@ -77,11 +101,16 @@ async def publish(conn: asyncpg.Connection, first: date, last: date, daily: Sequ
             await conn.execute(query("delete_failure_stats"), first, last)
             await conn.execute(query("delete_error_signatures"), first, last)
             if daily:
-                await conn.execute(query("upsert_failure_stats"), *[_column(daily, c) for c in STATS_COLUMNS])
+                await conn.execute(
+                    query("upsert_failure_stats"), *[_column(daily, c) for c in STATS_COLUMNS]
+                )
             if signatures:
                 await conn.execute(
-                    query("upsert_error_signatures"), [s.day for s in signatures], [s.topic for s in signatures],
-                    [s.signature for s in signatures], [s.count for s in signatures],
+                    query("upsert_error_signatures"),
+                    [s.day for s in signatures],
+                    [s.topic for s in signatures],
+                    [s.signature for s in signatures],
+                    [s.count for s in signatures],
                     [s.example_job_id for s in signatures],
                 )
     except asyncpg.PostgresError as exc:

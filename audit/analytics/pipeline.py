@@ -83,11 +83,15 @@ class ReportResult:
 
 def _need_url(request: ReportRequest, why: str) -> str:
     if not request.database_url:
-        raise AnalyticsError(f"a database URL is needed to {why} (--database-url or HORAE_DATABASE_URL)")
+        raise AnalyticsError(
+            f"a database URL is needed to {why} (--database-url or HORAE_DATABASE_URL)"
+        )
     return request.database_url
 
 
-def run_export(request: ReportRequest, progress: Progress, now: Callable[[], datetime]) -> list[ExportResult]:
+def run_export(
+    request: ReportRequest, progress: Progress, now: Callable[[], datetime]
+) -> list[ExportResult]:
     """Export the days the window needs (report days always, baseline days when missing)."""
     url = _need_url(request, "export the audit rows")
     days = days_to_export(request.dataset, request.window, now(), request.refresh_baseline)
@@ -128,8 +132,15 @@ def run_analysis(request: ReportRequest, progress: Progress) -> Analysis:
                 progress.advance("analyze", 1, note=name)
             seen.append(name)
 
-        analysis = analyze(spark, source, request.window, request.rule, top_n=request.top_errors,
-                           signatures_per_day=request.signatures_per_day, step=step)
+        analysis = analyze(
+            spark,
+            source,
+            request.window,
+            request.rule,
+            top_n=request.top_errors,
+            signatures_per_day=request.signatures_per_day,
+            step=step,
+        )
         progress.advance("analyze", 1)
         progress.finish("analyze", note=f"{len(analysis.totals)} topics")
         return analysis
@@ -138,8 +149,9 @@ def run_analysis(request: ReportRequest, progress: Progress) -> Analysis:
             spark.stop()
 
 
-def run_publish(request: ReportRequest, analysis: Analysis, progress: Progress,
-                now: Callable[[], datetime]) -> tuple[Path, Path, list[Path]]:
+def run_publish(
+    request: ReportRequest, analysis: Analysis, progress: Progress, now: Callable[[], datetime]
+) -> tuple[Path, Path, list[Path]]:
     """Write summary.json, the Parquet aggregates, report.html; upsert the Postgres tables."""
     from audit.analytics.html_report import write_html
     from audit.analytics.summary import write_aggregates, write_summary
@@ -158,8 +170,13 @@ def run_publish(request: ReportRequest, analysis: Analysis, progress: Progress,
         async def upsert() -> None:
             conn = await pg.connect(url)
             try:
-                await pg.publish(conn, request.window.since, request.window.until, analysis.daily,
-                                 analysis.signatures)
+                await pg.publish(
+                    conn,
+                    request.window.since,
+                    request.window.until,
+                    analysis.daily,
+                    analysis.signatures,
+                )
             finally:
                 await conn.close()
 
@@ -169,8 +186,11 @@ def run_publish(request: ReportRequest, analysis: Analysis, progress: Progress,
     return summary, html, aggregates
 
 
-def run_report(request: ReportRequest, progress: Progress | None = None,
-               now: Callable[[], datetime] | None = None) -> ReportResult:
+def run_report(
+    request: ReportRequest,
+    progress: Progress | None = None,
+    now: Callable[[], datetime] | None = None,
+) -> ReportResult:
     """Export, analyze and publish one window.
 
     Raises:
@@ -194,4 +214,6 @@ def run_report(request: ReportRequest, progress: Progress | None = None,
     started = time.perf_counter()
     summary, html, aggregates = run_publish(request, analysis, progress, clock)
     timings["publish"] = time.perf_counter() - started
-    return ReportResult(request.out, summary, html, tuple(aggregates), analysis, tuple(exports), timings)
+    return ReportResult(
+        request.out, summary, html, tuple(aggregates), analysis, tuple(exports), timings
+    )

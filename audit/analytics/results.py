@@ -56,11 +56,26 @@ class Stats:
 def add_up(topic: str, rows: Iterable[Stats]) -> Stats:
     """Counts of several rows summed, rates recomputed (percentiles are not additive: None)."""
     rows = list(rows)
-    total = {name: sum(getattr(r, name) for r in rows) for name in (
-        "jobs", "completed", "failed", "cancelled", "attempts", "failed_attempts", "timed_out", "worker_lost",
-        "no_listener", "with_failure", "recovered")}
+    total = {
+        name: sum(getattr(r, name) for r in rows)
+        for name in (
+            "jobs",
+            "completed",
+            "failed",
+            "cancelled",
+            "attempts",
+            "failed_attempts",
+            "timed_out",
+            "worker_lost",
+            "no_listener",
+            "with_failure",
+            "recovered",
+        )
+    }
     return Stats(
-        topic=topic, day=None, **total,
+        topic=topic,
+        day=None,
+        **total,
         failure_rate=ratio(total["failed"], total["completed"] + total["failed"]),
         attempt_failure_rate=ratio(total["failed_attempts"], total["attempts"]),
         retry_recovery_rate=ratio(total["recovered"], total["with_failure"]),
@@ -142,7 +157,9 @@ class AlertRule:
             raise ValueError(f"alert min_jobs must be >= 0; got {self.min_jobs}")
 
 
-def find_alerts(window: Mapping[str, Stats], baseline: Mapping[str, Stats], rule: AlertRule) -> list[Alert]:
+def find_alerts(
+    window: Mapping[str, Stats], baseline: Mapping[str, Stats], rule: AlertRule
+) -> list[Alert]:
     """The alerts, failure-rate ones first (largest rise first), then no-runs (by topic)."""
     rises: list[tuple[float, Alert]] = []
     silent: list[Alert] = []
@@ -153,11 +170,19 @@ def find_alerts(window: Mapping[str, Stats], baseline: Mapping[str, Stats], rule
             if before is not None and (before.jobs > 0 or before.attempts > 0):
                 silent.append(Alert(topic, "no_runs", None, base_rate))
             continue
-        if now.failure_rate is None or base_rate is None or now.completed + now.failed < rule.min_jobs:
+        if (
+            now.failure_rate is None
+            or base_rate is None
+            or now.completed + now.failed < rule.min_jobs
+        ):
             continue
         if now.failure_rate > base_rate + rule.margin:
-            rises.append((now.failure_rate - base_rate,
-                          Alert(topic, "failure_rate_above_baseline", now.failure_rate, base_rate)))
+            rises.append(
+                (
+                    now.failure_rate - base_rate,
+                    Alert(topic, "failure_rate_above_baseline", now.failure_rate, base_rate),
+                )
+            )
     rises.sort(key=lambda item: (-item[0], item[1].topic))
     return [a for _, a in rises] + silent
 

@@ -10,35 +10,39 @@ import pyarrow as pa
 
 TS: Final = pa.timestamp("us", tz="UTC")
 
-JOBS: Final = pa.schema([
-    ("job_id", pa.string()),
-    ("topic", pa.string()),
-    ("status", pa.string()),
-    ("attempts", pa.int32()),
-    ("max_attempts", pa.int32()),
-    ("failed_attempts", pa.int32()),
-    ("created_at", TS),
-    ("run_at", TS),
-    ("finished_at", TS),
-    ("last_error_type", pa.string()),
-    ("last_error_message", pa.string()),
-    ("cron_name", pa.string()),
-])
+JOBS: Final = pa.schema(
+    [
+        ("job_id", pa.string()),
+        ("topic", pa.string()),
+        ("status", pa.string()),
+        ("attempts", pa.int32()),
+        ("max_attempts", pa.int32()),
+        ("failed_attempts", pa.int32()),
+        ("created_at", TS),
+        ("run_at", TS),
+        ("finished_at", TS),
+        ("last_error_type", pa.string()),
+        ("last_error_message", pa.string()),
+        ("cron_name", pa.string()),
+    ]
+)
 
-ATTEMPTS: Final = pa.schema([
-    ("job_id", pa.string()),
-    ("attempt_no", pa.int32()),
-    ("topic", pa.string()),
-    ("worker_id", pa.string()),
-    ("started_at", TS),
-    ("finished_at", TS),
-    ("outcome", pa.string()),
-    ("error_type", pa.string()),
-    ("error_message", pa.string()),
-    ("duration_ms", pa.int64()),
-    ("lateness_ms", pa.int64()),
-    ("job_created_at", TS),
-])
+ATTEMPTS: Final = pa.schema(
+    [
+        ("job_id", pa.string()),
+        ("attempt_no", pa.int32()),
+        ("topic", pa.string()),
+        ("worker_id", pa.string()),
+        ("started_at", TS),
+        ("finished_at", TS),
+        ("outcome", pa.string()),
+        ("error_type", pa.string()),
+        ("error_message", pa.string()),
+        ("duration_ms", pa.int64()),
+        ("lateness_ms", pa.int64()),
+        ("job_created_at", TS),
+    ]
+)
 
 TABLES: Final = {"jobs": JOBS, "attempts": ATTEMPTS}
 

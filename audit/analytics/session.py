@@ -51,7 +51,7 @@ def is_connect(master: str | None) -> bool:
 
 def connect_label(master: str) -> str:
     """sc://host:port of a Connect URL, without its ;params (a token may be among them)."""
-    return CONNECT_SCHEME + master[len(CONNECT_SCHEME):].split("/", 1)[0].split(";", 1)[0]
+    return CONNECT_SCHEME + master[len(CONNECT_SCHEME) :].split("/", 1)[0].split(";", 1)[0]
 
 
 def connect_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
@@ -65,7 +65,8 @@ def connect_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
         raise AnalyticsError(
             f"spark settings {', '.join(server_side)} cannot be set by a Spark Connect client "
             f"({connect_label(master)}): only spark.sql.* runtime settings are allowed; "
-            "set the others on the Connect server (start-connect-server.sh --conf ...)")
+            "set the others on the Connect server (start-connect-server.sh --conf ...)"
+        )
     return {**{k: v for k, v in BASE_CONF.items() if k.startswith("spark.sql.")}, **conf}
 
 
@@ -97,7 +98,11 @@ def worker_python(master: str, conf: Mapping[str, str], env: Mapping[str, str]) 
     from PATH, whose version may differ from the driver's. A cluster's workers run on other
     machines, where this path may not exist: there the user names theirs.
     """
-    if not master.startswith("local") or "spark.pyspark.python" in conf or env.get("PYSPARK_PYTHON"):
+    if (
+        not master.startswith("local")
+        or "spark.pyspark.python" in conf
+        or env.get("PYSPARK_PYTHON")
+    ):
         return {}
     return {"spark.pyspark.python": sys.executable}
 
@@ -111,7 +116,9 @@ def use_worker_python(settings: Mapping[str, str]) -> None:
         os.environ["PYSPARK_PYTHON"] = chosen
 
 
-def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
+def start_session(
+    master: str | None = None, conf: Mapping[str, str] | None = None
+) -> tuple[SparkSession, bool]:
     """A Spark Connect session for an sc:// master; else the active SparkSession if there is
     one (tests, spark-submit), else a new one.
 
@@ -148,8 +155,10 @@ def _connect_session(master: str, conf: Mapping[str, str]) -> SparkSession:
 
         check_dependencies()
     except ImportError as exc:
-        raise AnalyticsError(f"--master {connect_label(master)} needs PySpark's Connect client: "
-                             f"pip install 'horae[connect]' ({exc})") from exc
+        raise AnalyticsError(
+            f"--master {connect_label(master)} needs PySpark's Connect client: "
+            f"pip install 'horae[connect]' ({exc})"
+        ) from exc
     builder = SparkSession.builder.remote(master)
     for key, value in settings.items():
         builder = builder.config(key, value)

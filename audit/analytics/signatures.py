@@ -38,10 +38,15 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     # 0x-prefixed hex numbers.
     (f"{_NOT_ALNUM_BEFORE}0[xX]{_HEX}+{_NOT_ALNUM_AFTER}", "<hex>"),
     # Hex ids (uuid4().hex, sha1, object ids): 8+ hex digits with at least one digit and one letter.
-    (f"{_NOT_ALNUM_BEFORE}(?={_HEX}*[0-9])(?={_HEX}*[a-fA-F]){_HEX}{{8,}}{_NOT_ALNUM_AFTER}", "<id>"),
+    (
+        f"{_NOT_ALNUM_BEFORE}(?={_HEX}*[0-9])(?={_HEX}*[a-fA-F]){_HEX}{{8,}}{_NOT_ALNUM_AFTER}",
+        "<id>",
+    ),
     # Other opaque tokens: 16+ letters and digits mixed (base62 ids, tokens).
-    (f"{_NOT_ALNUM_BEFORE}(?=[0-9A-Za-z]*[0-9])(?=[0-9A-Za-z]*[A-Za-z])[0-9A-Za-z]{{16,}}{_NOT_ALNUM_AFTER}",
-     "<id>"),
+    (
+        f"{_NOT_ALNUM_BEFORE}(?=[0-9A-Za-z]*[0-9])(?=[0-9A-Za-z]*[A-Za-z])[0-9A-Za-z]{{16,}}{_NOT_ALNUM_AFTER}",
+        "<id>",
+    ),
     # Numbers, including decimals, IP addresses, times and 1,000 groupings.
     ("[0-9]+(?:[.,:][0-9]+)*", "<n>"),
     # Runs of whitespace (including newlines) become one space.

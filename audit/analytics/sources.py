@@ -32,17 +32,26 @@ class ParquetSource:
 
     def read(self, spark: SparkSession, table: str, window: ReportWindow) -> DataFrame:
         fs, root = self.location.arrow()
-        present = [d for d in window.all_utc_days if is_exported(fs, f"{root}/{table}/{partition(d)}")]
+        present = [
+            d for d in window.all_utc_days if is_exported(fs, f"{root}/{table}/{partition(d)}")
+        ]
         missing_report = sorted(set(window.report_utc_days) - set(present))
         if missing_report:
             raise DatasetMissing(
                 f"{table}: UTC days {', '.join(str(d) for d in missing_report)} are not in the dataset at "
-                f"{self.location.uri}; run the export (horae report without --no-export) first")
+                f"{self.location.uri}; run the export (horae report without --no-export) first"
+            )
         skipped = sorted(set(window.all_utc_days) - set(present))
         if skipped:
-            log.warning("%s: baseline days %s not exported; the baseline is shorter", table,
-                        ", ".join(str(d) for d in skipped), extra={"event": "analytics.baseline_missing"})
+            log.warning(
+                "%s: baseline days %s not exported; the baseline is shorter",
+                table,
+                ", ".join(str(d) for d in skipped),
+                extra={"event": "analytics.baseline_missing"},
+            )
         paths = [self.location.spark(table, partition(d)) for d in present]
-        return (spark.read.schema(spark_ddl(TABLES[table]))
-                .option("basePath", self.location.spark(table)).parquet(*paths))
-
+        return (
+            spark.read.schema(spark_ddl(TABLES[table]))
+            .option("basePath", self.location.spark(table))
+            .parquet(*paths)
+        )

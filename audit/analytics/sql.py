@@ -25,4 +25,3 @@ def query(name: str) -> str:
         KeyError: for an unknown name.
     """
     return _queries()[name]
-

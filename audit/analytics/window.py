@@ -34,7 +34,9 @@ def check_zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise AnalyticsError(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Paris')") from exc
+        raise AnalyticsError(
+            f"unknown time zone {name!r} (use an IANA name such as 'Europe/Paris')"
+        ) from exc
 
 
 def yesterday(now: datetime, zone: str) -> date:
@@ -66,7 +68,9 @@ class ReportWindow:
         if (self.until - self.since).days + 1 > MAX_WINDOW_DAYS:
             raise AnalyticsError(f"a report covers at most {MAX_WINDOW_DAYS} days")
         if not 0 <= self.baseline_days <= MAX_BASELINE_DAYS:
-            raise AnalyticsError(f"baseline days must be within 0..{MAX_BASELINE_DAYS}; got {self.baseline_days}")
+            raise AnalyticsError(
+                f"baseline days must be within 0..{MAX_BASELINE_DAYS}; got {self.baseline_days}"
+            )
         check_zone(self.zone)
 
     @property

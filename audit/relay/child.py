@@ -91,10 +91,16 @@ class ChildRelay:
                 proc.send_signal(signal.SIGTERM)
             options = self._observer.options
             try:
-                await asyncio.wait_for(proc.wait(), options.drain_timeout_s + options.block_ms / 1000 + 5)
+                await asyncio.wait_for(
+                    proc.wait(), options.drain_timeout_s + options.block_ms / 1000 + 5
+                )
             except TimeoutError:
-                log.warning("audit relay process %d did not stop in time; killed (another relay takes over "
-                            "what it held)", proc.pid, extra={"event": "audit.relay_child_killed"})
+                log.warning(
+                    "audit relay process %d did not stop in time; killed (another relay takes over "
+                    "what it held)",
+                    proc.pid,
+                    extra={"event": "audit.relay_child_killed"},
+                )
                 _kill(proc)
                 await proc.wait()
         if watch is not None:
@@ -106,8 +112,12 @@ class ChildRelay:
 
     async def _spawn(self) -> None:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "audit.relay.child", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE)  # stderr: the worker's own (the child logs there)
+            sys.executable,
+            "-m",
+            "audit.relay.child",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )  # stderr: the worker's own (the child logs there)
         assert proc.stdin is not None and proc.stdout is not None
         # The parent is this process as it spawns (a Scheduler made before a fork spawns from the child).
         proc.stdin.write(json.dumps({"parent": os.getpid(), "settings": self._settings}).encode())
@@ -122,8 +132,10 @@ class ChildRelay:
         if line.strip() != _READY:
             _kill(proc)
             code = await proc.wait()
-            raise StorageError(f"the audit relay process did not start (exit {code}); its error is above, "
-                               "on this process's stderr")
+            raise StorageError(
+                f"the audit relay process did not start (exit {code}); its error is above, "
+                "on this process's stderr"
+            )
         self._proc = proc
 
     async def _supervise(self) -> None:
@@ -134,15 +146,22 @@ class ChildRelay:
             code = await self._proc.wait()
             if self._stopping:
                 return
-            log.warning("audit relay process %d exited with %s; starting another in %.0fs", self._proc.pid, code,
-                        delay, extra={"event": "audit.relay_child_exited"})
+            log.warning(
+                "audit relay process %d exited with %s; starting another in %.0fs",
+                self._proc.pid,
+                code,
+                delay,
+                extra={"event": "audit.relay_child_exited"},
+            )
             await asyncio.sleep(delay)
             try:
                 await self._spawn()
                 self.restarts += 1
                 delay = 1.0
             except (StorageError, OSError) as exc:
-                log.warning("audit relay process: %s", exc, extra={"event": "audit.relay_child_failed"})
+                log.warning(
+                    "audit relay process: %s", exc, extra={"event": "audit.relay_child_failed"}
+                )
                 delay = min(RESTART_MAX_S, delay * 2)
 
 
@@ -164,13 +183,19 @@ async def _run(spec: dict[str, Any]) -> None:
     from scheduler.store.connection import redis_client
 
     settings = Settings.model_validate(spec["settings"])
-    if settings.telemetry.exporter == "otlp":  # its own push exporter; a Prometheus port is the worker's
+    if (
+        settings.telemetry.exporter == "otlp"
+    ):  # its own push exporter; a Prometheus port is the worker's
         from scheduler.observe.telemetry import setup_telemetry
 
         setup_telemetry(settings.telemetry, metrics_port=0)
     redis = redis_client(settings.redis_url or "", settings)
-    relay = AuditRelay(redis, settings.namespace, settings.database_url or "",
-                       RelayOptions.from_settings(settings.audit, partitions=settings.cluster.partitions))
+    relay = AuditRelay(
+        redis,
+        settings.namespace,
+        settings.database_url or "",
+        RelayOptions.from_settings(settings.audit, partitions=settings.cluster.partitions),
+    )
 
     def ready() -> None:
         sys.stdout.buffer.write(_READY + b"\n")

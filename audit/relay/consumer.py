@@ -17,8 +17,8 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Counter
 from redis.exceptions import RedisError
 
-from audit.relay.fold import FoldCache
 from audit.options import RelayOptions, default_consumer_name
+from audit.relay.fold import FoldCache
 from audit.relay.stream import Entry, Lag, decode
 from audit.relay.stream_partitioned import outbox_stream
 from audit.relay.streamid import StreamId
@@ -36,7 +36,9 @@ ISOLATE_AFTER = 2
 def _parked_counter() -> Counter:
     """horae_audit_events_parked_total, on the global meter provider (the process's)."""
     return metrics.get_meter("horae.audit").create_counter(
-        "horae_audit_events_parked_total", description="Outbox events PostgreSQL refused for good, parked")
+        "horae_audit_events_parked_total",
+        description="Outbox events PostgreSQL refused for good, parked",
+    )
 
 
 class AuditRelay:
@@ -49,7 +51,9 @@ class AuditRelay:
         options: tuning; see RelayOptions.from_settings.
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions
+    ) -> None:
         self.options = options
         self.consumer = self.options.consumer or default_consumer_name()
         self.stream = outbox_stream(redis, namespace, self.consumer, self.options.partitions)
@@ -120,8 +124,10 @@ class AuditRelay:
         task, self._stopping = self._task, True
         if task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(task),
-                                       self.options.drain_timeout_s + self.options.block_ms / 1000)
+                await asyncio.wait_for(
+                    asyncio.shield(task),
+                    self.options.drain_timeout_s + self.options.block_ms / 1000,
+                )
             except TimeoutError:
                 task.cancel()
                 try:
@@ -168,7 +174,9 @@ class AuditRelay:
         # under load as soon as a batch's worth is acknowledged (the outbox stays small).
         loop = asyncio.get_running_loop()
         due = loop.time() >= self._next_trim
-        if (due or self._acked_since_trim >= self.options.trim_after_entries) and not self._stopping:
+        if (
+            due or self._acked_since_trim >= self.options.trim_after_entries
+        ) and not self._stopping:
             await self.trim()
             self._acked_since_trim = 0
             if due:
@@ -190,7 +198,9 @@ class AuditRelay:
                 await asyncio.sleep(self._backoff(redis_failures))
                 redis_failures += 1
             except Exception:  # never let the relay die silently; events stay in Redis
-                log.exception("audit relay: unexpected error; retrying", extra={"event": "audit.relay_error"})
+                log.exception(
+                    "audit relay: unexpected error; retrying", extra={"event": "audit.relay_error"}
+                )
                 await asyncio.sleep(self.options.retry_max_s)
 
     async def _write_until_committed(self, entries: Sequence[Entry]) -> None:
@@ -248,12 +258,21 @@ class AuditRelay:
             if error is not None:
                 await self.stream.park(group, f"{type(error).__name__}: {error}")
                 _parked_counter().add(len(group))
-                log.warning("audit relay: PostgreSQL refuses the events of job %r (%s: %s); %d parked in %s, "
-                            "the relay goes on", job_id, type(error).__name__, error, len(group),
-                            self.stream.parked_key, extra={"event": "audit.events_parked", "job_id": job_id})
+                log.warning(
+                    "audit relay: PostgreSQL refuses the events of job %r (%s: %s); %d parked in %s, "
+                    "the relay goes on",
+                    job_id,
+                    type(error).__name__,
+                    error,
+                    len(group),
+                    self.stream.parked_key,
+                    extra={"event": "audit.events_parked", "job_id": job_id},
+                )
 
     def _backoff(self, failures: int) -> float:
-        return float(min(self.options.retry_max_s, self.options.retry_initial_s * 2 ** min(failures, 30)))
+        return float(
+            min(self.options.retry_max_s, self.options.retry_initial_s * 2 ** min(failures, 30))
+        )
 
     def _pg_down(self, now: float, exc: BaseException, waiting: int) -> None:
         if self._pg_down_since is not None:
@@ -262,33 +281,55 @@ class AuditRelay:
         self._pg_down_since = now
         # One warning per outage, whatever the error; a traceback when it does not
         # look like an outage (a bug: it is retried too, events are never dropped).
-        what = "PostgreSQL unavailable" if is_outage(exc) else "writing a batch to PostgreSQL failed"
-        log.warning("audit relay: %s (%s: %s); events wait in Redis, retrying with backoff up to %.1fs", what,
-                    type(exc).__name__, exc, self.options.retry_max_s, exc_info=None if is_outage(exc) else exc,
-                    extra={"event": "audit.postgres_down", "waiting": waiting})
+        what = (
+            "PostgreSQL unavailable" if is_outage(exc) else "writing a batch to PostgreSQL failed"
+        )
+        log.warning(
+            "audit relay: %s (%s: %s); events wait in Redis, retrying with backoff up to %.1fs",
+            what,
+            type(exc).__name__,
+            exc,
+            self.options.retry_max_s,
+            exc_info=None if is_outage(exc) else exc,
+            extra={"event": "audit.postgres_down", "waiting": waiting},
+        )
 
     def _pg_up(self, now: float) -> None:
         if self._pg_down_since is not None:
-            log.info("audit relay: PostgreSQL writes resumed after %.1fs; catching up", now - self._pg_down_since,
-                     extra={"event": "audit.postgres_up"})
+            log.info(
+                "audit relay: PostgreSQL writes resumed after %.1fs; catching up",
+                now - self._pg_down_since,
+                extra={"event": "audit.postgres_up"},
+            )
             self._pg_down_since = None
 
     def _redis_down(self, now: float, exc: BaseException) -> None:
         if self._redis_down_since is None:
             self._redis_down_since = now
-            log.warning("audit relay: Redis unavailable (%s: %s); retrying", type(exc).__name__, exc,
-                        extra={"event": "audit.redis_down"})
+            log.warning(
+                "audit relay: Redis unavailable (%s: %s); retrying",
+                type(exc).__name__,
+                exc,
+                extra={"event": "audit.redis_down"},
+            )
 
     def _redis_up(self, now: float) -> None:
         if self._redis_down_since is not None:
-            log.info("audit relay: Redis back after %.1fs", now - self._redis_down_since,
-                     extra={"event": "audit.redis_up"})
+            log.info(
+                "audit relay: Redis back after %.1fs",
+                now - self._redis_down_since,
+                extra={"event": "audit.redis_up"},
+            )
             self._redis_down_since = None
 
 
-async def serve(relay: AuditRelay, started: Callable[[], None], alive: Callable[[], bool] = lambda: True,
-                signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
-                stopping: Callable[[signal.Signals], None] | None = None) -> None:
+async def serve(
+    relay: AuditRelay,
+    started: Callable[[], None],
+    alive: Callable[[], bool] = lambda: True,
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+    stopping: Callable[[signal.Signals], None] | None = None,
+) -> None:
     """Run `relay` until one of `signals` (or until alive() says no: asked every second), then
     drain it (AuditRelay.stop): `horae audit relay` and a worker's relay process. `stopping` is
     told the signal first (its readiness turns 503 before the drain)."""

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
+import scheduler.core.outbox as outbox
 from audit.jsontext import JsonText, clean_text, json_text, parse_json
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay.streamid import StreamId, parse_id
-import scheduler.core.outbox as outbox
 from scheduler.core.outbox import OutboxEvent, Outcome
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.core.traceparent import parse_traceparent
@@ -28,7 +28,9 @@ from scheduler.core.traceparent import parse_traceparent
 # Keys of a fold's row dicts that are written but are not part of the records.
 _BOOKKEEPING: frozenset[str] = frozenset({"applied_ms", "applied_seq", "job_created_at"})
 # Events that end an attempt (or the job with it): their time is the attempt's end (finished_at).
-_ENDS: frozenset[str] = frozenset({outbox.ATTEMPT_FAILED, outbox.ATTEMPT_SUCCEEDED, outbox.COMPLETED, outbox.FAILED})
+_ENDS: frozenset[str] = frozenset(
+    {outbox.ATTEMPT_FAILED, outbox.ATTEMPT_SUCCEEDED, outbox.COMPLETED, outbox.FAILED}
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,10 @@ def _error(text: str) -> tuple[JsonText | dict[str, object], dict[str, object]] 
     value = raw.value()
     if isinstance(value, dict):
         return raw, cast(dict[str, object], value)
-    made: dict[str, object] = {"type": None, "message": value if isinstance(value, str) else json.dumps(value)}
+    made: dict[str, object] = {
+        "type": None,
+        "message": value if isinstance(value, str) else json.dumps(value),
+    }
     return made, made
 
 
@@ -89,12 +94,28 @@ class JobFold:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
         # the stream id of the latest event folded in (migration 0002; not in AuditRecord).
         self.job: dict[str, Any] = {
-            "id": job_id, "topic": "", "status": outbox.ACTIVE, "attempts": 0, "max_attempts": None,
-            "backoff_type": None, "backoff_delay_ms": None, "last_error": None, "run_at": None, "tz": None,
-            "payload": None, "metadata": None, "trace_id": None, "cron_name": None,
-            "created_at": created_at, "updated_at": created_at,
-            "completed_at": None, "failed_at": None, "cancelled_at": None,
-            "applied_ms": None, "applied_seq": None, "deduplicated": 0,
+            "id": job_id,
+            "topic": "",
+            "status": outbox.ACTIVE,
+            "attempts": 0,
+            "max_attempts": None,
+            "backoff_type": None,
+            "backoff_delay_ms": None,
+            "last_error": None,
+            "run_at": None,
+            "tz": None,
+            "payload": None,
+            "metadata": None,
+            "trace_id": None,
+            "cron_name": None,
+            "created_at": created_at,
+            "updated_at": created_at,
+            "completed_at": None,
+            "failed_at": None,
+            "cancelled_at": None,
+            "applied_ms": None,
+            "applied_seq": None,
+            "deduplicated": 0,
         }
         self.rows: dict[int, dict[str, Any]] = {}
         # An attempt row was removed since the relay last wrote this fold: the stored
@@ -127,22 +148,40 @@ class JobFold:
     def result(self) -> FoldedJob:
         """The frozen rows as they stand."""
         job: dict[str, Any] = {k: _value(v) for k, v in self.job.items() if k not in _BOOKKEEPING}
-        return FoldedJob(AuditRecord(**job), tuple(
-            AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
-            for a in sorted(self.rows)))
+        return FoldedJob(
+            AuditRecord(**job),
+            tuple(
+                AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
+                for a in sorted(self.rows)
+            ),
+        )
 
     def row(self, attempt: int) -> dict[str, Any]:
         found = self.rows.get(attempt)
         if found is None:
-            found = self.rows[attempt] = {  # schedule_attempts' columns (job_created_at: not in AttemptRecord)
-                "job_id": self.job["id"], "attempt": attempt, "worker": None, "started_at": None,
-                "finished_at": None, "outcome": None, "error_type": None, "error_message": None,
-                "duration_ms": None, "lateness_ms": None, "job_created_at": self.job["created_at"],
-                "progress_percent": None, "progress_message": None, "logs": None,
+            found = self.rows[
+                attempt
+            ] = {  # schedule_attempts' columns (job_created_at: not in AttemptRecord)
+                "job_id": self.job["id"],
+                "attempt": attempt,
+                "worker": None,
+                "started_at": None,
+                "finished_at": None,
+                "outcome": None,
+                "error_type": None,
+                "error_message": None,
+                "duration_ms": None,
+                "lateness_ms": None,
+                "job_created_at": self.job["created_at"],
+                "progress_percent": None,
+                "progress_message": None,
+                "logs": None,
             }
         return found
 
-    def finish(self, e: OutboxEvent, ts: datetime, outcome: Outcome, error: dict[str, object] | None) -> None:
+    def finish(
+        self, e: OutboxEvent, ts: datetime, outcome: Outcome, error: dict[str, object] | None
+    ) -> None:
         row = self.row(e.attempt)
         row["worker"] = _opt(e.get("worker")) or row["worker"]
         row["finished_at"] = ts
@@ -161,11 +200,15 @@ def _report(row: dict[str, Any], e: OutboxEvent) -> None:
     progress = parse_json(e.get("progress")) if e.get("progress") else None
     percent = progress.get("percent") if isinstance(progress, dict) else None
     message = progress.get("message") if isinstance(progress, dict) else None
-    valid = isinstance(percent, (int, float)) and not isinstance(percent, bool) and 0 <= percent <= 100
+    valid = (
+        isinstance(percent, (int, float)) and not isinstance(percent, bool) and 0 <= percent <= 100
+    )
     row["progress_percent"] = float(percent) if valid else None  # type: ignore[arg-type]
     row["progress_message"] = clean_text(message) if valid and isinstance(message, str) else None
     logs = parse_json(e.get("logs")) if e.get("logs") else None
-    row["logs"] = [clean_text(str(line)) for line in logs] if isinstance(logs, list) and logs else None
+    row["logs"] = (
+        [clean_text(str(line)) for line in logs] if isinstance(logs, list) and logs else None
+    )
 
 
 def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
@@ -178,14 +221,22 @@ def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
         fold.dropped = True
     fold.base = 0
     fold.job.update(
-        topic=clean_text(e.get("topic")), status=outbox.ACTIVE, attempts=0,
-        max_attempts=_int(e.get("max_attempts")), backoff_type=_opt(e.get("backoff_type")),
-        backoff_delay_ms=_int(e.get("backoff_delay")), last_error=None,
-        run_at=ms_to_utc(run_at) if run_at is not None else None, tz=_opt(e.get("tz")),
+        topic=clean_text(e.get("topic")),
+        status=outbox.ACTIVE,
+        attempts=0,
+        max_attempts=_int(e.get("max_attempts")),
+        backoff_type=_opt(e.get("backoff_type")),
+        backoff_delay_ms=_int(e.get("backoff_delay")),
+        last_error=None,
+        run_at=ms_to_utc(run_at) if run_at is not None else None,
+        tz=_opt(e.get("tz")),
         payload=json_text(e.get("payload")) if e.get("payload") else None,
         metadata=metadata if metadata is not None and metadata.is_object() else None,
-        trace_id=_trace_id(e.get("trace")), cron_name=_opt(e.get("cron")),
-        completed_at=None, failed_at=None, cancelled_at=None,
+        trace_id=_trace_id(e.get("trace")),
+        cron_name=_opt(e.get("cron")),
+        completed_at=None,
+        failed_at=None,
+        cancelled_at=None,
     )
 
 
@@ -211,7 +262,11 @@ def _started(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 
 def _attempt_failed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
-    outcome = e.get("outcome") if e.get("outcome") in outbox.FAILED_OUTCOMES else outbox.ATTEMPT_FAILED_OUTCOME
+    outcome = (
+        e.get("outcome")
+        if e.get("outcome") in outbox.FAILED_OUTCOMES
+        else outbox.ATTEMPT_FAILED_OUTCOME
+    )
     error = _error(e.get("error"))
     fold.finish(e, ts, cast(Outcome, outcome), error[1] if error else None)
     if error is not None:
@@ -228,7 +283,9 @@ def _attempt_succeeded(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
 
 def _completed(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     _attempt_succeeded(fold, e, ts)
-    if fold.job["status"] == outbox.ACTIVE:  # terminal states never go back; cancelled stays cancelled
+    if (
+        fold.job["status"] == outbox.ACTIVE
+    ):  # terminal states never go back; cancelled stays cancelled
         fold.job.update(status=outbox.STATUS_COMPLETED, completed_at=ts)
 
 
@@ -244,7 +301,9 @@ def _cancelled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
     # Cancelled wins: the engine refuses to cancel a finished job, so a cancel
     # in the stream always ends the job, whatever follows it (until a `retried`).
     if fold.job["status"] != outbox.STATUS_CANCELLED:
-        fold.job.update(status=outbox.STATUS_CANCELLED, cancelled_at=ts, completed_at=None, failed_at=None)
+        fold.job.update(
+            status=outbox.STATUS_CANCELLED, cancelled_at=ts, completed_at=None, failed_at=None
+        )
 
 
 def _retried(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
@@ -345,11 +404,17 @@ class FoldCache:
     def __contains__(self, job_id: str) -> bool:
         return job_id in self._folds
 
-    def resume(self, job_id: str, created_at: datetime, applied: StreamId | None,
-               new: Iterable[StreamId]) -> JobFold | None:
+    def resume(
+        self, job_id: str, created_at: datetime, applied: StreamId | None, new: Iterable[StreamId]
+    ) -> JobFold | None:
         """The cached fold if it can take `new` as they stand, else None (fold from scratch)."""
         fold = self._folds.pop(job_id, None)
-        if fold is None or applied is None or fold.last != applied or fold.job["created_at"] != created_at:
+        if (
+            fold is None
+            or applied is None
+            or fold.last != applied
+            or fold.job["created_at"] != created_at
+        ):
             return None
         if any(sid <= applied for sid in new):  # an older event arrived late
             return None

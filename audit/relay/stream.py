@@ -56,13 +56,21 @@ def decode(entry: Entry) -> tuple[StreamId, OutboxEvent] | None:
         if entry.fields is None:
             raise ValueError("entry was deleted from the stream")
         event = decode_entry(entry.stream_id, entry.fields)
-        if not event.job_id or "\x00" in event.job_id or not 0 <= event.ts_ms <= _MAX_TS_MS \
-                or not 0 <= event.attempt < 2**31:
+        if (
+            not event.job_id
+            or "\x00" in event.job_id
+            or not 0 <= event.ts_ms <= _MAX_TS_MS
+            or not 0 <= event.attempt < 2**31
+        ):
             raise ValueError("job id, ts or attempt out of range")
         sid = parse_id(event.stream_id)
     except (ValueError, KeyError) as exc:
-        log.error("skipping malformed outbox entry %s: %s", entry.stream_id, exc,
-                  extra={"event": "audit.malformed", "stream_id": entry.stream_id})
+        log.error(
+            "skipping malformed outbox entry %s: %s",
+            entry.stream_id,
+            exc,
+            extra={"event": "audit.malformed", "stream_id": entry.stream_id},
+        )
         return None
     return sid, event
 
@@ -77,8 +85,14 @@ class OutboxStream:
     call: a stream used only to observe (the flush of AuditTrail) is never closed.
     """
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, group: str = GROUP,
-                 partition: int | None = None) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        namespace: str,
+        consumer: str,
+        group: str = GROUP,
+        partition: int | None = None,
+    ) -> None:
         self._redis = redis  # where the caller's client connects (a cluster client: routed by slot)
         self._wire = make_wire(redis, decode=True)
         self._admin = make_wire(redis, decode=True)
@@ -107,8 +121,18 @@ class OutboxStream:
         """New entries for this consumer (XREADGROUP >); block_ms None returns at once."""
         block = () if block_ms is None else ("BLOCK", block_ms)
         try:
-            reply = await self._wire.call("XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count, *block,
-                                          "STREAMS", self.key, ">")
+            reply = await self._wire.call(
+                "XREADGROUP",
+                "GROUP",
+                self.group,
+                self.consumer,
+                "COUNT",
+                count,
+                *block,
+                "STREAMS",
+                self.key,
+                ">",
+            )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -123,8 +147,17 @@ class OutboxStream:
         entry as nil without its id, which would leave it pending forever.
         """
         try:
-            reply = await self._admin.call("XAUTOCLAIM", self.key, self.group, self.consumer, min_idle_ms,
-                                           self._claim_cursor, "COUNT", count, "JUSTID")
+            reply = await self._admin.call(
+                "XAUTOCLAIM",
+                self.key,
+                self.group,
+                self.consumer,
+                min_idle_ms,
+                self._claim_cursor,
+                "COUNT",
+                count,
+                "JUSTID",
+            )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -136,7 +169,9 @@ class OutboxStream:
         # report them like 6.2's, so a lost entry is logged on every version.
         deleted = [Entry(sid, None) for sid in (reply[2] if len(reply) > 2 else None) or []]
         found = await self._admin.call_many([("XRANGE", self.key, sid, sid) for sid in ids])
-        return [Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(ids, found)] + deleted
+        return [
+            Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(ids, found)
+        ] + deleted
 
     async def claim_from_dead(self, count: int) -> list[Entry]:
         """Take over, at once, the pending entries of a consumer of this host whose process
@@ -152,18 +187,34 @@ class OutboxStream:
             name = str(info["name"])
             their_host, _, rest = name.partition(":")
             pid = rest.partition(":")[0]
-            if (name == self.consumer or int(info["pending"]) == 0 or their_host != host or not pid.isdigit()
-                    or pid_alive(int(pid))):
+            if (
+                name == self.consumer
+                or int(info["pending"]) == 0
+                or their_host != host
+                or not pid.isdigit()
+                or pid_alive(int(pid))
+            ):
                 continue
-            pending = await self._admin.call("XPENDING", self.key, self.group, "-", "+", count, name)
+            pending = await self._admin.call(
+                "XPENDING", self.key, self.group, "-", "+", count, name
+            )
             ids = [str(p[0]) for p in pending or ()]
             if not ids:
                 continue
-            taken = await self._admin.call("XCLAIM", self.key, self.group, self.consumer, 0, *ids, "JUSTID")
+            taken = await self._admin.call(
+                "XCLAIM", self.key, self.group, self.consumer, 0, *ids, "JUSTID"
+            )
             found = await self._admin.call_many([("XRANGE", self.key, sid, sid) for sid in taken])
-            log.info("audit relay: took over %d entries of %s (its process is gone)", len(taken), name,
-                     extra={"event": "audit.dead_consumer_claimed"})
-            return [Entry(sid, _entries(rows)[0].fields if rows else None) for sid, rows in zip(taken, found)]
+            log.info(
+                "audit relay: took over %d entries of %s (its process is gone)",
+                len(taken),
+                name,
+                extra={"event": "audit.dead_consumer_claimed"},
+            )
+            return [
+                Entry(sid, _entries(rows)[0].fields if rows else None)
+                for sid, rows in zip(taken, found)
+            ]
         return []
 
     async def touch(self, ids: Sequence[str]) -> None:
@@ -181,11 +232,21 @@ class OutboxStream:
         """Copy entries PostgreSQL refuses for good to the parked stream (their fields, plus
         `parked_id`: the outbox id, and `parked_error`), so the relay can go on; the caller
         acknowledges them afterwards. An operator reads them with XRANGE."""
-        await self._wire.call_many([
-            ("XADD", self.parked_key, "*", *[x for kv in (e.fields or {}).items() for x in kv],
-             "parked_id", e.stream_id, "parked_error", error[:1000])
-            for e in entries
-        ])
+        await self._wire.call_many(
+            [
+                (
+                    "XADD",
+                    self.parked_key,
+                    "*",
+                    *[x for kv in (e.fields or {}).items() for x in kv],
+                    "parked_id",
+                    e.stream_id,
+                    "parked_error",
+                    error[:1000],
+                )
+                for e in entries
+            ]
+        )
 
     async def ack(self, ids: Sequence[str]) -> None:
         """XACK entries whose events are committed (or can never be)."""
@@ -223,13 +284,19 @@ class OutboxStream:
         positions: list[GroupPosition] = []
         for g in groups:
             pending = int(g["pending"])
-            positions.append(GroupPosition(
-                g["name"], parse_id(g["last-delivered-id"]), pending,
-                await self._first_pending(self._admin, g["name"]) if pending else None,
-            ))
+            positions.append(
+                GroupPosition(
+                    g["name"],
+                    parse_id(g["last-delivered-id"]),
+                    pending,
+                    await self._first_pending(self._admin, g["name"]) if pending else None,
+                )
+            )
         point = trim_point(positions)
         if point is not None:
-            await self._admin.call("XTRIM", self.key, "MINID", *(("~",) if approximate else ()), format_id(point))
+            await self._admin.call(
+                "XTRIM", self.key, "MINID", *(("~",) if approximate else ()), format_id(point)
+            )
         return point
 
     async def lag(self, scan_limit: int = 2000) -> Lag:
@@ -270,7 +337,9 @@ class OutboxStream:
         age = max(0.0, (now_ms - oldest[0]) / 1000) if oldest is not None else None
         return Lag(pending + undelivered, age)
 
-    async def _count_undelivered(self, conn: Wire, after: str, pending: int, scan_limit: int) -> int:
+    async def _count_undelivered(
+        self, conn: Wire, after: str, pending: int, scan_limit: int
+    ) -> int:
         """Redis 6.2: count the entries after last-delivered, or the length minus those
         before it, whichever scan is short; failing both, XLEN - pending (never too low)."""
         tail = await conn.call("XRANGE", self.key, after, "+", "COUNT", scan_limit + 1)

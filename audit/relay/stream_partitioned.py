@@ -24,11 +24,21 @@ POLL_BLOCK_MS = 100  # an idle read blocks on every partition at once, this long
 class PartitionedOutbox:
     """OutboxStream's operations over every partition's outbox."""
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, consumer: str, partitions: int,
-                 group: str = GROUP) -> None:
-        self.streams = [OutboxStream(redis, namespace, consumer, group, partition=p) for p in range(partitions)]
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        namespace: str,
+        consumer: str,
+        partitions: int,
+        group: str = GROUP,
+    ) -> None:
+        self.streams = [
+            OutboxStream(redis, namespace, consumer, group, partition=p) for p in range(partitions)
+        ]
         self.count, self.group, self.consumer = partitions, group, consumer
-        self._origin: dict[str, tuple[int, str]] = {}  # id handed on -> (partition, id in its stream)
+        self._origin: dict[
+            str, tuple[int, str]
+        ] = {}  # id handed on -> (partition, id in its stream)
 
     def _hand_on(self, p: int, entries: Sequence[Entry]) -> list[Entry]:
         out = []
@@ -54,7 +64,9 @@ class PartitionedOutbox:
         a blocked read is never cancelled, its entries would stay pending)."""
         found = await asyncio.gather(*(s.read(count, None) for s in self.streams))
         if not any(found) and block_ms is not None:
-            found = await asyncio.gather(*(s.read(count, min(block_ms, POLL_BLOCK_MS)) for s in self.streams))
+            found = await asyncio.gather(
+                *(s.read(count, min(block_ms, POLL_BLOCK_MS)) for s in self.streams)
+            )
         return [e for p, entries in enumerate(found) for e in self._hand_on(p, entries)]
 
     async def claim(self, min_idle_ms: int, count: int) -> list[Entry]:
@@ -66,7 +78,9 @@ class PartitionedOutbox:
         return [e for p, entries in enumerate(found) for e in self._hand_on(p, entries)]
 
     async def touch(self, ids: Sequence[str]) -> None:
-        await asyncio.gather(*(self.streams[p].touch(raw) for p, raw in self._by_partition(ids).items()))
+        await asyncio.gather(
+            *(self.streams[p].touch(raw) for p, raw in self._by_partition(ids).items())
+        )
 
     @property
     def parked_key(self) -> str:
@@ -80,7 +94,9 @@ class PartitionedOutbox:
         await asyncio.gather(*(self.streams[p].park(group, error) for p, group in groups.items()))
 
     async def ack(self, ids: Sequence[str]) -> None:
-        await asyncio.gather(*(self.streams[p].ack(raw) for p, raw in self._by_partition(ids).items()))
+        await asyncio.gather(
+            *(self.streams[p].ack(raw) for p, raw in self._by_partition(ids).items())
+        )
         for sid in ids:
             self._origin.pop(sid, None)
 
@@ -110,8 +126,9 @@ class PartitionedOutbox:
         return sorted({name for names in gone for name in names})
 
 
-def outbox_stream(redis: aioredis.Redis, namespace: str, consumer: str,
-                  partitions: int = 1) -> OutboxStream | PartitionedOutbox:
+def outbox_stream(
+    redis: aioredis.Redis, namespace: str, consumer: str, partitions: int = 1
+) -> OutboxStream | PartitionedOutbox:
     """The outbox of a namespace as one stream: its own, or every partition's."""
     if partitions > 1:
         return PartitionedOutbox(redis, namespace, consumer, partitions)

@@ -40,7 +40,9 @@ class ThreadedRelay:
         if self.running:
             return
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._main, args=(started,), name="horae-audit-relay", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, args=(started,), name="horae-audit-relay", daemon=True
+        )
         self._thread.start()
         await asyncio.wrap_future(started)
 

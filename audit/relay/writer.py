@@ -13,12 +13,12 @@ from datetime import date, datetime
 
 import asyncpg
 
-from audit.relay.fold import FoldCache, JobFold, fold_new
 from audit.jsontext import dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
-from audit.sql import query
+from audit.relay.fold import FoldCache, JobFold, fold_new
 from audit.relay.streamid import StreamId
+from audit.sql import query
 from scheduler.core.errors import StorageError
 from scheduler.core.outbox import SCHEDULED, OutboxEvent, decode_entry
 from scheduler.core.timeutil import ms_to_utc
@@ -26,9 +26,15 @@ from scheduler.core.timeutil import ms_to_utc
 __all__ = ["BatchWriter", "PostgresUnavailable", "is_outage"]
 
 # InternalClientError: asyncpg's protocol state broken by a server that vanished mid-operation.
-_OUTAGE_ERRORS = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
-                  asyncpg.exceptions.ConnectionDoesNotExistError, asyncpg.exceptions.OperatorInterventionError,
-                  asyncpg.exceptions.InsufficientResourcesError, asyncpg.InternalClientError)
+_OUTAGE_ERRORS = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.InternalClientError,
+)
 
 
 class PostgresUnavailable(StorageError):
@@ -90,8 +96,11 @@ def _placements(events: dict[StreamId, OutboxEvent]) -> dict[str, _Placement]:
     out: dict[str, _Placement] = {}
     for job_id, ts_ms in first_ms.items():
         found = scheduled.get(job_id)
-        out[job_id] = (_Placement(ms_to_utc(found[1]), found[0]) if found is not None
-                       else _Placement(ms_to_utc(ts_ms), None))
+        out[job_id] = (
+            _Placement(ms_to_utc(found[1]), found[0])
+            if found is not None
+            else _Placement(ms_to_utc(ts_ms), None)
+        )
     return out
 
 
@@ -116,8 +125,11 @@ class BatchWriter:
         if self._pool is None:
             # min_size=0: creating the pool never connects, so a relay starts while Postgres is down.
             self._pool = await asyncpg.create_pool(
-                self._url, min_size=0, max_size=self._options.pool_max_size,
-                timeout=self._options.connect_timeout_s, command_timeout=self._options.command_timeout_s,
+                self._url,
+                min_size=0,
+                max_size=self._options.pool_max_size,
+                timeout=self._options.connect_timeout_s,
+                command_timeout=self._options.command_timeout_s,
                 # The batch statements take arrays and JSON documents, so a custom plan is no
                 # better than the generic one, but planning against every partition costs
                 # more than running them: plan each once per connection.
@@ -138,8 +150,10 @@ class BatchWriter:
         if not self._migrated:
             await migrate(conn)
             self._migrated = True
-            self._months = {date(int(r["yyyymm"][:4]), int(r["yyyymm"][4:]), 1)
-                            for r in await conn.fetch(query("partition_months"))}
+            self._months = {
+                date(int(r["yyyymm"][:4]), int(r["yyyymm"][4:]), 1)
+                for r in await conn.fetch(query("partition_months"))
+            }
         missing = months - self._months
         if missing:
             await ensure_partitions(conn, missing)
@@ -170,7 +184,11 @@ class BatchWriter:
                     except Exception as exc:
                         # A server going down surfaces as many client errors (even
                         # "cannot switch state"); a closed connection says which it was.
-                        if not isinstance(exc, _MissingPartitions) and not is_outage(exc) and _closed(conn):
+                        if (
+                            not isinstance(exc, _MissingPartitions)
+                            and not is_outage(exc)
+                            and _closed(conn)
+                        ):
                             raise PostgresUnavailable(f"{type(exc).__name__}: {exc}") from exc
                         raise
             except _MissingPartitions as missing:
@@ -184,12 +202,23 @@ class BatchWriter:
                 raise
         raise StorageError("audit batch kept missing partitions after 5 tries")
 
-    async def _apply(self, conn: asyncpg.Connection, events: dict[StreamId, OutboxEvent],
-                     placements: dict[str, _Placement]) -> int:
+    async def _apply(
+        self,
+        conn: asyncpg.Connection,
+        events: dict[StreamId, OutboxEvent],
+        placements: dict[str, _Placement],
+    ) -> int:
         ids = sorted(placements)
-        fresh = {r["job_id"] for r in await conn.fetch(
-            query("insert_job_index"), ids, [placements[j].created_at for j in ids],
-            [_ms(placements[j].sched) for j in ids], [_seq(placements[j].sched) for j in ids])}
+        fresh = {
+            r["job_id"]
+            for r in await conn.fetch(
+                query("insert_job_index"),
+                ids,
+                [placements[j].created_at for j in ids],
+                [_ms(placements[j].sched) for j in ids],
+                [_seq(placements[j].sched) for j in ids],
+            )
+        }
         index = {j: placements[j].created_at for j in fresh}
         moves: list[tuple[str, datetime, datetime, StreamId]] = []
         known_ids = [j for j in ids if j not in fresh]
@@ -205,10 +234,27 @@ class BatchWriter:
         if missing:
             raise _MissingPartitions(missing)
         moved = await self._move(conn, moves)
-        inserted = await conn.fetchrow(query("insert_events"), dump_json([
-            (sid[0], sid[1], e.job_id, e.type, e.attempt, e.ts_ms, e.fields, index[e.job_id])
-            for sid, e in events.items()]))
-        if len(inserted["stream_ms"]) < len(events):  # some were in Postgres already: fold only the new ones
+        inserted = await conn.fetchrow(
+            query("insert_events"),
+            dump_json(
+                [
+                    (
+                        sid[0],
+                        sid[1],
+                        e.job_id,
+                        e.type,
+                        e.attempt,
+                        e.ts_ms,
+                        e.fields,
+                        index[e.job_id],
+                    )
+                    for sid, e in events.items()
+                ]
+            ),
+        )
+        if len(inserted["stream_ms"]) < len(
+            events
+        ):  # some were in Postgres already: fold only the new ones
             fresh_sids = set(zip(inserted["stream_ms"], inserted["stream_seq"]))
             pairs = [(sid, e) for sid, e in events.items() if sid in fresh_sids]
         else:
@@ -226,14 +272,18 @@ class BatchWriter:
         applied = await self._applied(conn, cached, index) if cached else {}
         for n, job_id in enumerate(touched):
             if n % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)  # let the worker sharing this loop claim and settle meanwhile
+                await asyncio.sleep(
+                    0
+                )  # let the worker sharing this loop claim and settle meanwhile
             mine = new.get(job_id, [])
             if job_id in fresh:  # its index row is this batch's: no event of it is stored yet
                 fold: JobFold | None = JobFold(job_id, index[job_id])
             elif job_id in moved:
                 fold = None
             else:
-                fold = self._folds.resume(job_id, index[job_id], applied.get(job_id), [sid for sid, _ in mine])
+                fold = self._folds.resume(
+                    job_id, index[job_id], applied.get(job_id), [sid for sid, _ in mine]
+                )
             if fold is None:
                 stale[job_id] = index[job_id]
                 continue
@@ -250,18 +300,30 @@ class BatchWriter:
             self._folds.keep(folds[job_id])
         return len(pairs)
 
-    async def _applied(self, conn: asyncpg.Connection, ids: list[str],
-                       index: dict[str, datetime]) -> dict[str, StreamId]:
+    async def _applied(
+        self, conn: asyncpg.Connection, ids: list[str], index: dict[str, datetime]
+    ) -> dict[str, StreamId]:
         """The latest event folded into each job's stored row (read after the locks)."""
         rows = await conn.fetch(query("job_applied"), ids, [index[j] for j in ids])
-        return {r["job_id"]: (r["applied_ms"], r["applied_seq"]) for r in rows if r["applied_ms"] is not None}
+        return {
+            r["job_id"]: (r["applied_ms"], r["applied_seq"])
+            for r in rows
+            if r["applied_ms"] is not None
+        }
 
-    async def _move(self, conn: asyncpg.Connection, moves: list[tuple[str, datetime, datetime, StreamId]]) -> set[str]:
+    async def _move(
+        self, conn: asyncpg.Connection, moves: list[tuple[str, datetime, datetime, StreamId]]
+    ) -> set[str]:
         """Re-home jobs whose `scheduled` arrived after other events (rare)."""
         if not moves:
             return set()
-        await conn.execute(query("move_job_index"), [m[0] for m in moves], [m[2] for m in moves],
-                           [m[3][0] for m in moves], [m[3][1] for m in moves])
+        await conn.execute(
+            query("move_job_index"),
+            [m[0] for m in moves],
+            [m[2] for m in moves],
+            [m[3][0] for m in moves],
+            [m[3][1] for m in moves],
+        )
         changed = [m for m in moves if m[1] != m[2]]
         if changed:
             job_ids, old = [m[0] for m in changed], [m[1] for m in changed]
@@ -270,15 +332,21 @@ class BatchWriter:
             await conn.execute(query("delete_moved_attempts"), job_ids, old)
         return {m[0] for m in changed}
 
-    async def _refold(self, conn: asyncpg.Connection, jobs: dict[str, datetime]) -> dict[str, JobFold]:
+    async def _refold(
+        self, conn: asyncpg.Connection, jobs: dict[str, datetime]
+    ) -> dict[str, JobFold]:
         """Fold every stored event of these jobs from scratch (under the index locks)."""
         ids = list(jobs)
         by_job: dict[str, list[OutboxEvent]] = defaultdict(list)
         for r in await conn.fetch(query("job_events"), ids, [jobs[j] for j in ids]):
-            by_job[r["job_id"]].append(decode_entry(f"{r['stream_ms']}-{r['stream_seq']}", json.loads(r["fields"])))
+            by_job[r["job_id"]].append(
+                decode_entry(f"{r['stream_ms']}-{r['stream_seq']}", json.loads(r["fields"]))
+            )
         return {j: fold_new(j, jobs[j], by_job[j]) for j in ids}
 
-    async def _write_rows(self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]) -> None:
+    async def _write_rows(
+        self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]
+    ) -> None:
         """Upsert the folded rows of these jobs, with the last event folded into each.
 
         The rows go as one JSON document per table, straight from the folds' dicts
@@ -289,8 +357,13 @@ class BatchWriter:
         if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
             ids = [f.job["id"] for f in dropped]
             kept = [(row["job_id"], row["attempt"]) for f in dropped for row in f.rows.values()]
-            await conn.execute(query("delete_stale_attempts"), ids, [index[j] for j in ids],
-                               [k[0] for k in kept], [k[1] for k in kept])
+            await conn.execute(
+                query("delete_stale_attempts"),
+                ids,
+                [index[j] for j in ids],
+                [k[0] for k in kept],
+                [k[1] for k in kept],
+            )
             for f in dropped:
                 f.dropped = False
         if rows:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import QUEUE, RETRY_ATTEMPTS, RETRY_DELAY_S, TOPIC, Adapter, Job, pkg_version
@@ -26,15 +26,19 @@ class ArqAdapter(Adapter):
         self.task: asyncio.Task[None] | None = None
 
     def versions(self) -> dict[str, str]:
-        return {"arq": pkg_version("arq"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
+        return {
+            "arq": pkg_version("arq"),
+            "redis-py": pkg_version("redis"),
+            "hiredis": pkg_version("hiredis"),
+        }
 
     def settings(self) -> dict[str, Any]:
         return {
             "queue_name": QUEUE,
             "worker": "defaults (poll_delay 0.5 s, queue_read_limit max(max_jobs*5,100), keep_result 3600 s,"
-                      " max_tries 5, job_timeout 300 s) + max_jobs=concurrency, handle_signals=False",
+            " max_tries 5, job_timeout 300 s) + max_jobs=concurrency, handle_signals=False",
             "retry (retry scenario)": f"handler raises arq.worker.Retry(defer={RETRY_DELAY_S:g}); "
-                                      f"{RETRY_ATTEMPTS} runs expected (max_tries default 5)",
+            f"{RETRY_ATTEMPTS} runs expected (max_tries default 5)",
             "delayed": "_defer_until=aware UTC datetime",
             "serializer": "default (pickle)",
         }
@@ -43,14 +47,17 @@ class ArqAdapter(Adapter):
         from arq import create_pool
         from arq.connections import RedisSettings
 
-        self.pool = await create_pool(RedisSettings.from_dsn(self.redis_url), default_queue_name=QUEUE)
+        self.pool = await create_pool(
+            RedisSettings.from_dsn(self.redis_url), default_queue_name=QUEUE
+        )
 
     async def enqueue(self, job: Job) -> None:
         if job.due is None:
             await self.pool.enqueue_job(FUNC, job.payload)
         else:
-            await self.pool.enqueue_job(FUNC, job.payload,
-                                        _defer_until=datetime.fromtimestamp(job.due, tz=timezone.utc))
+            await self.pool.enqueue_job(
+                FUNC, job.payload, _defer_until=datetime.fromtimestamp(job.due, tz=UTC)
+            )
 
     async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
         raise NotImplementedError
@@ -66,13 +73,20 @@ class ArqAdapter(Adapter):
                 raise Retry(defer=RETRY_DELAY_S)
 
         bench_job.__qualname__ = FUNC
-        self.worker = Worker(functions=[func(bench_job, name=FUNC)], redis_pool=self.pool, queue_name=QUEUE,
-                             max_jobs=concurrency, handle_signals=False)
+        self.worker = Worker(
+            functions=[func(bench_job, name=FUNC)],
+            redis_pool=self.pool,
+            queue_name=QUEUE,
+            max_jobs=concurrency,
+            handle_signals=False,
+        )
         self.task = asyncio.create_task(self.worker.async_run())
 
     async def stop_worker(self) -> None:
         if self.worker is not None:
-            self.worker.handle_sig(2)  # what close() does without signal handlers: cancel tasks, stop main
+            self.worker.handle_sig(
+                2
+            )  # what close() does without signal handlers: cancel tasks, stop main
             if self.task is not None:
                 await asyncio.gather(self.task, return_exceptions=True)
             await asyncio.gather(*self.worker.tasks.values(), return_exceptions=True)

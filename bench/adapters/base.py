@@ -15,10 +15,10 @@ from typing import Any
 # on_run(payload, handler_start_epoch_s) -> True when this run must fail (retry scenario)
 OnRun = Callable[[dict[str, Any], float], bool]
 
-QUEUE = "bench"          # queue / namespace name used by every system
-TOPIC = "bench.job"      # horae topic / peer function name
-RETRY_DELAY_S = 1.0      # the retry scenario's fixed delay, identical for every system
-RETRY_ATTEMPTS = 2       # fail once, then succeed
+QUEUE = "bench"  # queue / namespace name used by every system
+TOPIC = "bench.job"  # horae topic / peer function name
+RETRY_DELAY_S = 1.0  # the retry scenario's fixed delay, identical for every system
+RETRY_ATTEMPTS = 2  # fail once, then succeed
 
 
 class NotAvailable(Exception):

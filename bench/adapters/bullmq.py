@@ -23,16 +23,23 @@ class BullmqAdapter(Adapter):
         self.queue: Any = None
         self.worker: Any = None
         self.limiter: dict[str, int] | None = None
-        self.retry_opts = {"attempts": RETRY_ATTEMPTS, "backoff": {"type": "fixed", "delay": int(RETRY_DELAY_S * 1000)}}
+        self.retry_opts = {
+            "attempts": RETRY_ATTEMPTS,
+            "backoff": {"type": "fixed", "delay": int(RETRY_DELAY_S * 1000)},
+        }
 
     def versions(self) -> dict[str, str]:
-        return {"bullmq": pkg_version("bullmq"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
+        return {
+            "bullmq": pkg_version("bullmq"),
+            "redis-py": pkg_version("redis"),
+            "hiredis": pkg_version("hiredis"),
+        }
 
     def settings(self) -> dict[str, Any]:
         return {
             "connection": "URL string (bullmq default: single_connection_client per Queue/Worker + 1 blocking)",
             "worker opts": "defaults (drainDelay 5, lockDuration 30000, stalledInterval 30000, maxStalledCount 1)"
-                           " + concurrency",
+            " + concurrency",
             "removeOnComplete": "default (keep)",
             "retry (retry scenario)": self.retry_opts,
             "delayed": "opts.delay = round((due - time.time()) * 1000) ms at add",
@@ -52,7 +59,9 @@ class BullmqAdapter(Adapter):
             opts["delay"] = max(0, round((job.due - time.time()) * 1000))
         if job.retry:
             opts.update(self.retry_opts)
-        if job.priority is not None:  # horae's -1/0/1 (higher first) -> bullmq's 3/2/1 (1 is the highest)
+        if (
+            job.priority is not None
+        ):  # horae's -1/0/1 (higher first) -> bullmq's 3/2/1 (1 is the highest)
             opts["priority"] = PRIORITY_BASE - job.priority
         return opts
 
@@ -64,8 +73,10 @@ class BullmqAdapter(Adapter):
 
     async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
         for start in range(0, len(jobs), BULK_CHUNK):
-            chunk = jobs[start:start + BULK_CHUNK]
-            await self.queue.addBulk([{"name": TOPIC, "data": j.payload, "opts": self._opts(j)} for j in chunk])
+            chunk = jobs[start : start + BULK_CHUNK]
+            await self.queue.addBulk(
+                [{"name": TOPIC, "data": j.payload, "opts": self._opts(j)} for j in chunk]
+            )
 
     async def start_worker(self, concurrency: int) -> None:
         from bullmq import Worker

@@ -12,10 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from adapters.base import QUEUE, RETRY_ATTEMPTS, RETRY_DELAY_S, TOPIC, Adapter, Job, NotAvailable, pkg_version
+from adapters.base import (
+    QUEUE,
+    RETRY_ATTEMPTS,
+    RETRY_DELAY_S,
+    TOPIC,
+    Adapter,
+    Job,
+    NotAvailable,
+    pkg_version,
+)
 
 BULK_CHUNK = 1_000  # as the bullmq adapter's addBulk chunks
 
@@ -30,7 +39,9 @@ def audit_wired() -> bool:
 class HoraeAdapter(Adapter):
     name = "horae"
     supports_bulk = True  # Scheduler.schedule_many
-    supports_priority = True  # priority= on schedule_at / schedule_in / schedule_many items (issue 14)
+    supports_priority = (
+        True  # priority= on schedule_at / schedule_in / schedule_many items (issue 14)
+    )
 
     def __init__(self, redis_url: str, on_run: Any, options: dict[str, Any]) -> None:
         super().__init__(redis_url, on_run, options)
@@ -43,8 +54,12 @@ class HoraeAdapter(Adapter):
         # horae+audit-proc: the worker's own relay child ([audit] relay_process), unless the relay
         # must be pinned elsewhere (--relay-core): then a `horae audit relay` the driver starts.
         self.child_relay = self.relay_process and options.get("relay_core") is None
-        settings = load_settings(env={}, redis_url=redis_url, namespace=QUEUE,
-                                 database_url=options.get("database_url") or None)
+        settings = load_settings(
+            env={},
+            redis_url=redis_url,
+            namespace=QUEUE,
+            database_url=options.get("database_url") or None,
+        )
         audit: dict[str, Any] = {"enabled": self.audit}
         if self.child_relay:
             audit["relay_process"] = True
@@ -65,12 +80,18 @@ class HoraeAdapter(Adapter):
         self.s = Scheduler(settings=settings, listeners=self.registry)
         self.retry_policy = RetryPolicy(RETRY_ATTEMPTS, Backoff("fixed", int(RETRY_DELAY_S * 1000)))
         self.worker: Any = None
-        self.trail: Any = None  # what finish() flushes: s.audit, or (relay_process) a trail of our own
+        self.trail: Any = (
+            None  # what finish() flushes: s.audit, or (relay_process) a trail of our own
+        )
         self.relay: Any = None  # horae_relay.RelayProcess (relay_process, worker role)
         self._redis: Any = None
 
     def versions(self) -> dict[str, str]:
-        return {"horae": pkg_version("horae"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
+        return {
+            "horae": pkg_version("horae"),
+            "redis-py": pkg_version("redis"),
+            "hiredis": pkg_version("hiredis"),
+        }
 
     def settings(self) -> dict[str, Any]:
         st = self.s.settings
@@ -83,7 +104,7 @@ class HoraeAdapter(Adapter):
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
             "worker.claim_batch": st.worker.claim_batch,
             "worker.local_handoff": f"{st.worker.local_handoff} (a job scheduled for now by this process goes "
-                                    "straight to its own worker when a slot is free and nothing else is due)",
+            "straight to its own worker when a slot is free and nothing else is due)",
             "worker.lease_ms": st.worker.lease_ms,
             "worker.recover_interval_s": st.worker.recover_interval_s,
             "retention.completed_count": st.retention.completed_count,
@@ -100,18 +121,24 @@ class HoraeAdapter(Adapter):
         if not self.audit:
             return st.relay
         if self.child_relay:
-            return (f"{st.relay}, relay_process = true (the worker's relay in a child process of its own, "
-                    "started before the clock, inheriting the client core; its CPU counted; await "
-                    "s.audit.flush(timeout=300) inside the measured time)")
+            return (
+                f"{st.relay}, relay_process = true (the worker's relay in a child process of its own, "
+                "started before the clock, inheriting the client core; its CPU counted; await "
+                "s.audit.flush(timeout=300) inside the measured time)"
+            )
         if self.relay_process:
             core = self.options.get("relay_core")
             where = "on the client core" if core is None else f"pinned to core {core}"
-            return (f"{st.relay} (a `horae audit relay` process of its own, same Redis, PostgreSQL and namespace, "
-                    f"{where}, started before the clock, its CPU counted; await flush(timeout=300) inside the "
-                    "measured time)")
-        return (f"{st.relay} (the relay started in this process before the clock"
-                f"{', on a thread of its own' if st.relay_thread else ', on its loop'}; "
-                "await s.audit.flush(timeout=300) inside the measured time)")
+            return (
+                f"{st.relay} (a `horae audit relay` process of its own, same Redis, PostgreSQL and namespace, "
+                f"{where}, started before the clock, its CPU counted; await flush(timeout=300) inside the "
+                "measured time)"
+            )
+        return (
+            f"{st.relay} (the relay started in this process before the clock"
+            f"{', on a thread of its own' if st.relay_thread else ', on its loop'}; "
+            "await s.audit.flush(timeout=300) inside the measured time)"
+        )
 
     async def connect(self) -> None:
         await self.s.connect()
@@ -120,20 +147,26 @@ class HoraeAdapter(Adapter):
         if not self.relay_process or self.child_relay:
             self.trail = self.s.audit
             if self.options.get("role") != "producer":
-                await self.s.start_relay()  # what Scheduler.worker() does: every worker process relays
+                await (
+                    self.s.start_relay()
+                )  # what Scheduler.worker() does: every worker process relays
             # e2e_split's producer is a web process's Scheduler: no worker, no relay.
             return
         if self.options.get("role") == "producer":
             return  # relays nothing, flushes nothing: only writes outbox events
         import redis.asyncio as aioredis
-        from audit import AuditTrail, RelayOptions
-
         from adapters.horae_relay import RelayProcess
+
+        from audit import AuditTrail, RelayOptions
 
         url = self.options["database_url"]
         self._redis = aioredis.Redis.from_url(self.redis_url)
-        self.trail = AuditTrail(self._redis, QUEUE, url, RelayOptions.from_settings(self.s.settings.audit))
-        await self.trail.open()  # migrates before the clock, as Scheduler.connect does with the relay in-process
+        self.trail = AuditTrail(
+            self._redis, QUEUE, url, RelayOptions.from_settings(self.s.settings.audit)
+        )
+        await (
+            self.trail.open()
+        )  # migrates before the clock, as Scheduler.connect does with the relay in-process
         await self.trail.close()  # flush() needs only Redis
         self.relay = RelayProcess(self.redis_url, url, QUEUE, self.options.get("relay_core"))
         await self.relay.start(self._redis)
@@ -142,7 +175,9 @@ class HoraeAdapter(Adapter):
         if self.child_relay:
             import psutil
 
-            return [c.pid for c in psutil.Process().children() if "audit.relay.child" in c.cmdline()]
+            return [
+                c.pid for c in psutil.Process().children() if "audit.relay.child" in c.cmdline()
+            ]
         return [self.relay.pid] if self.relay is not None and self.relay.pid else []
 
     async def enqueue(self, job: Job) -> None:
@@ -152,17 +187,19 @@ class HoraeAdapter(Adapter):
         if job.due is None:
             await self.s.schedule_in(TOPIC, 0, payload=job.payload, retry=retry, **extra)
         else:
-            when = datetime.fromtimestamp(job.due, tz=timezone.utc)
+            when = datetime.fromtimestamp(job.due, tz=UTC)
             await self.s.schedule_at(TOPIC, when, payload=job.payload, retry=retry, **extra)
 
     async def enqueue_bulk(self, jobs: Sequence[Job]) -> None:
         for start in range(0, len(jobs), BULK_CHUNK):
-            await self.s.schedule_many([self._item(job) for job in jobs[start:start + BULK_CHUNK]])
+            await self.s.schedule_many(
+                [self._item(job) for job in jobs[start : start + BULK_CHUNK]]
+            )
 
     def _item(self, job: Job) -> dict[str, Any]:
         item: dict[str, Any] = {"topic": TOPIC, "payload": job.payload}
         if job.due is not None:
-            item["run_at"] = datetime.fromtimestamp(job.due, tz=timezone.utc)
+            item["run_at"] = datetime.fromtimestamp(job.due, tz=UTC)
         if job.retry:
             item["retry"] = self.retry_policy
         if job.priority is not None:
@@ -172,7 +209,9 @@ class HoraeAdapter(Adapter):
     async def set_rate_limit(self, max_jobs: int, per_s: float) -> None:
         from scheduler import RateLimit, TopicOptions
 
-        await self.s.configure_topic(TOPIC, TopicOptions(rate_limit=RateLimit(max=max_jobs, per=f"{per_s:g}s")))
+        await self.s.configure_topic(
+            TOPIC, TopicOptions(rate_limit=RateLimit(max=max_jobs, per=f"{per_s:g}s"))
+        )
 
     async def start_worker(self, concurrency: int) -> None:
         self.worker = self.s.make_worker(concurrency=concurrency)

@@ -26,13 +26,17 @@ class SaqAdapter(Adapter):
         self.task: asyncio.Task[None] | None = None
 
     def versions(self) -> dict[str, str]:
-        return {"saq": pkg_version("saq"), "redis-py": pkg_version("redis"), "hiredis": pkg_version("hiredis")}
+        return {
+            "saq": pkg_version("saq"),
+            "redis-py": pkg_version("redis"),
+            "hiredis": pkg_version("hiredis"),
+        }
 
     def settings(self) -> dict[str, Any]:
         return {
             "queue": f"Queue.from_url(url, name={QUEUE!r})",
             "worker": "defaults (timers schedule 1 s / sweep 60 s / abort 1 s / worker_info 10 s,"
-                      " dequeue_timeout 0 = blocking BLMOVE per slot) + concurrency",
+            " dequeue_timeout 0 = blocking BLMOVE per slot) + concurrency",
             "job": "defaults (timeout 10 s, ttl 600 s, retries 1)",
             "retry (retry scenario)": f"retries={RETRY_ATTEMPTS}, retry_delay={RETRY_DELAY_S:g}, retry_backoff False",
             "delayed": "scheduled=due epoch seconds (float)",

@@ -10,10 +10,33 @@ import pyarrow as pa
 
 from audit.migrate import month_start
 
-AUDIT_COLUMNS = ("id", "topic", "status", "attempts", "max_attempts", "last_error", "run_at", "created_at",
-                 "updated_at", "completed_at", "failed_at", "cancelled_at")
-ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", "started_at", "finished_at", "outcome", "error_type",
-                   "error_message", "duration_ms", "lateness_ms", "job_created_at")
+AUDIT_COLUMNS = (
+    "id",
+    "topic",
+    "status",
+    "attempts",
+    "max_attempts",
+    "last_error",
+    "run_at",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "failed_at",
+    "cancelled_at",
+)
+ATTEMPT_COLUMNS = (
+    "job_id",
+    "attempt_no",
+    "worker_id",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "error_type",
+    "error_message",
+    "duration_ms",
+    "lateness_ms",
+    "job_created_at",
+)
 
 
 async def load(conn: asyncpg.Connection, jobs: pa.Table, attempts: pa.Table) -> int:
@@ -24,11 +47,29 @@ async def load(conn: asyncpg.Connection, jobs: pa.Table, attempts: pa.Table) -> 
     records = []
     for j in jobs.to_pylist():
         end = j["finished_at"]
-        error = (json.dumps({"type": j["last_error_type"], "message": j["last_error_message"], "traceback": ""})
-                 if j["last_error_type"] else None)
-        records.append((j["job_id"], j["topic"], j["status"], j["attempts"], j["max_attempts"], error, j["run_at"],
-                        j["created_at"], end, end if j["status"] == "completed" else None,
-                        end if j["status"] == "failed" else None, end if j["status"] == "cancelled" else None))
+        error = (
+            json.dumps(
+                {"type": j["last_error_type"], "message": j["last_error_message"], "traceback": ""}
+            )
+            if j["last_error_type"]
+            else None
+        )
+        records.append(
+            (
+                j["job_id"],
+                j["topic"],
+                j["status"],
+                j["attempts"],
+                j["max_attempts"],
+                error,
+                j["run_at"],
+                j["created_at"],
+                end,
+                end if j["status"] == "completed" else None,
+                end if j["status"] == "failed" else None,
+                end if j["status"] == "cancelled" else None,
+            )
+        )
     await conn.copy_records_to_table("schedule_audit", records=records, columns=AUDIT_COLUMNS)
     rows = [tuple(a[c] for c in ATTEMPT_COLUMNS) for a in attempts.to_pylist()]
     await conn.copy_records_to_table("schedule_attempts", records=rows, columns=ATTEMPT_COLUMNS)

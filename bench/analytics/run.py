@@ -37,11 +37,12 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from generate import generate_day  # noqa: E402
+from pgload import load  # noqa: E402
+
 from audit.analytics.export import export_days, write_partition  # noqa: E402
 from audit.analytics.location import DatasetLocation  # noqa: E402
 from audit.migrate import migrate_url  # noqa: E402
-from generate import generate_day  # noqa: E402
-from pgload import load  # noqa: E402
 
 
 def _children(pid: int) -> list[int]:
@@ -74,7 +75,9 @@ def _rss_kib(pid: int) -> int:
 def measured(argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float, float]:
     """Run a child; (its JSON line, wall seconds, peak MiB of child + descendants)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
     peak = [0]
 
     def sample() -> None:
@@ -120,15 +123,28 @@ async def drop_database(server_dsn: str, url: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attempts", type=int, default=10_000_000, help="attempt rows in the whole history")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--attempts", type=int, default=10_000_000, help="attempt rows in the whole history"
+    )
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--topics", type=int, default=200)
-    parser.add_argument("--pg-days", type=int, default=1, help="last days also loaded into PostgreSQL")
-    parser.add_argument("--work", type=Path, default=HERE / ".work", help="dataset and reports go here")
-    parser.add_argument("--server-dsn", default=os.environ.get("HORAE_DATABASE_URL"),
-                        help="PostgreSQL server (default: the embedded one under .horae)")
-    parser.add_argument("--reuse", action="store_true", help="keep the dataset of a previous run of this scale")
+    parser.add_argument(
+        "--pg-days", type=int, default=1, help="last days also loaded into PostgreSQL"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=HERE / ".work", help="dataset and reports go here"
+    )
+    parser.add_argument(
+        "--server-dsn",
+        default=os.environ.get("HORAE_DATABASE_URL"),
+        help="PostgreSQL server (default: the embedded one under .horae)",
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep the dataset of a previous run of this scale"
+    )
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -137,10 +153,21 @@ def main() -> None:
     first = last - timedelta(days=args.days - 1)
     per_day = args.attempts // args.days
     dataset = DatasetLocation.parse(str(args.work / f"dataset-{args.attempts}"))
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                           "platform": platform.platform()},
-                               "scale": {"attempts": args.attempts, "days": args.days, "topics": args.topics,
-                                         "pg_days": args.pg_days, "first": str(first), "last": str(last)}}
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "scale": {
+            "attempts": args.attempts,
+            "days": args.days,
+            "topics": args.topics,
+            "pg_days": args.pg_days,
+            "first": str(first),
+            "last": str(last),
+        },
+    }
 
     marker = args.work / f"dataset-{args.attempts}" / "complete.json"
     settled = datetime.now(UTC)
@@ -152,9 +179,15 @@ def main() -> None:
             write_partition(dataset, "jobs", day, jobs, settled)
             write_partition(dataset, "attempts", day, attempts, settled)
             rows += attempts.num_rows
-            print(f"generated {day}: {jobs.num_rows:,} jobs, {attempts.num_rows:,} attempts", flush=True)
+            print(
+                f"generated {day}: {jobs.num_rows:,} jobs, {attempts.num_rows:,} attempts",
+                flush=True,
+            )
         marker.write_text(json.dumps({"attempts": rows}))
-        results["generate"] = {"attempt_rows": rows, "seconds": round(time.perf_counter() - started, 1)}
+        results["generate"] = {
+            "attempt_rows": rows,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
 
     server = args.server_dsn
     if not server:
@@ -171,7 +204,9 @@ def main() -> None:
             try:
                 total = 0
                 for day in pg_days:
-                    jobs, attempts = generate_day(day, per_day, args.topics, args.seed, spike=day == last)
+                    jobs, attempts = generate_day(
+                        day, per_day, args.topics, args.seed, spike=day == last
+                    )
                     total += await load(conn, jobs, attempts)
                 await conn.execute("ANALYZE")
                 return total
@@ -184,25 +219,56 @@ def main() -> None:
         print(f"loaded {loaded:,} rows into PostgreSQL for {len(pg_days)} day(s)", flush=True)
 
         exports = asyncio.run(export_days(url, dataset, pg_days))
-        results["export"] = {e.table: {"rows": e.rows, "seconds": round(e.seconds, 2),
-                                       "rows_per_s": round(e.rows / e.seconds)} for e in exports}
+        results["export"] = {
+            e.table: {
+                "rows": e.rows,
+                "seconds": round(e.seconds, 2),
+                "rows_per_s": round(e.rows / e.seconds),
+            }
+            for e in exports
+        }
         total_rows, total_s = sum(e.rows for e in exports), sum(e.seconds for e in exports)
-        results["export"]["total"] = {"rows": total_rows, "seconds": round(total_s, 2),
-                                      "rows_per_s": round(total_rows / total_s)}
-        print(f"export: {total_rows:,} rows in {total_s:.1f} s = {total_rows / total_s:,.0f} rows/s", flush=True)
+        results["export"]["total"] = {
+            "rows": total_rows,
+            "seconds": round(total_s, 2),
+            "rows_per_s": round(total_rows / total_s),
+        }
+        print(
+            f"export: {total_rows:,} rows in {total_s:.1f} s = {total_rows / total_s:,.0f} rows/s",
+            flush=True,
+        )
 
         base = {"dataset": dataset.uri, "database_url": url, "master": args.master}
         runs = {
-            "nightly_1_day": {**base, "since": str(last), "until": str(last), "export": True, "publish_db": True,
-                              "out": str(args.work / "report-1-day")},
-            f"analysis_{args.days}_days": {**base, "since": str(first), "until": str(last), "export": False,
-                                           "publish_db": True, "out": str(args.work / f"report-{args.days}-days")},
+            "nightly_1_day": {
+                **base,
+                "since": str(last),
+                "until": str(last),
+                "export": True,
+                "publish_db": True,
+                "out": str(args.work / "report-1-day"),
+            },
+            f"analysis_{args.days}_days": {
+                **base,
+                "since": str(first),
+                "until": str(last),
+                "export": False,
+                "publish_db": True,
+                "out": str(args.work / f"report-{args.days}-days"),
+            },
         }
         for name, spec in runs.items():
             report, wall, peak = child(spec)
-            results[name] = {**report, "child_wall_s": report["wall_s"], "wall_s": round(wall, 1),
-                             "peak_rss_mib": round(peak)}
-            print(f"{name}: {wall:.1f} s wall, peak RSS {peak:,.0f} MiB; steps {report['timings']}", flush=True)
+            results[name] = {
+                **report,
+                "child_wall_s": report["wall_s"],
+                "wall_s": round(wall, 1),
+                "peak_rss_mib": round(peak),
+            }
+            print(
+                f"{name}: {wall:.1f} s wall, peak RSS {peak:,.0f} MiB; steps {report['timings']}",
+                flush=True,
+            )
     finally:
         asyncio.run(drop_database(server, url))
 

@@ -60,24 +60,38 @@ def one_line(exc: BaseException) -> click.ClickException:
     if isinstance(exc, (ScheduleError, ConfigError)):
         return Invalid(mask_urls(str(exc)))
     if isinstance(exc, ImportError):
-        return Invalid(f"cannot import {exc.name or 'a module'!r} ({exc}): check --app module[:registry] and "
-                       "that the module is importable from the current directory")
-    if isinstance(exc, StorageError) or isinstance(exc, (OSError, TimeoutError)) or (
-            type(exc).__module__.split(".")[0] in ("redis", "asyncpg")):
-        return click.ClickException(f"{mask_urls(str(exc) or type(exc).__name__)} (check that the server runs "
-                                    f"and that --redis-url / --database-url, or HORAE_REDIS_URL / "
-                                    f"HORAE_DATABASE_URL, point at it)")
+        return Invalid(
+            f"cannot import {exc.name or 'a module'!r} ({exc}): check --app module[:registry] and "
+            "that the module is importable from the current directory"
+        )
+    if (
+        isinstance(exc, StorageError)
+        or isinstance(exc, (OSError, TimeoutError))
+        or (type(exc).__module__.split(".")[0] in ("redis", "asyncpg"))
+    ):
+        return click.ClickException(
+            f"{mask_urls(str(exc) or type(exc).__name__)} (check that the server runs "
+            f"and that --redis-url / --database-url, or HORAE_REDIS_URL / "
+            f"HORAE_DATABASE_URL, point at it)"
+        )
     if isinstance(exc, SchedulerError):
         return click.ClickException(mask_urls(str(exc)))
-    return click.ClickException(f"{type(exc).__name__}: {mask_urls(str(exc))} (run with -v for the traceback)")
+    return click.ClickException(
+        f"{type(exc).__name__}: {mask_urls(str(exc))} (run with -v for the traceback)"
+    )
 
 
 class HoraeGroup(click.Group):
     """The root group: every exception of a subcommand becomes one line (one_line); with -v an
     unexpected one keeps its traceback."""
 
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as exc:
@@ -90,7 +104,8 @@ class HoraeGroup(click.Group):
             raise
         except Exception as exc:
             if ctx.meta.get("horae.verbose") and not isinstance(
-                    exc, (click.ClickException, SchedulerError, ImportError, OSError)):
+                exc, (click.ClickException, SchedulerError, ImportError, OSError)
+            ):
                 raise
             raise one_line(exc) from exc
 
@@ -147,8 +162,14 @@ def to_json(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: (to_json(error_doc(getattr(value, f.name))) if f.name == "last_error"
-                         else to_json(getattr(value, f.name))) for f in fields(value)}
+        return {
+            f.name: (
+                to_json(error_doc(getattr(value, f.name)))
+                if f.name == "last_error"
+                else to_json(getattr(value, f.name))
+            )
+            for f in fields(value)
+        }
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

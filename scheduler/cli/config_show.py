@@ -29,7 +29,9 @@ def annotated_defaults() -> str:
     return resources.files("scheduler").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
 
 
-def setting_fields(model: type[BaseModel] = Settings, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
+def setting_fields(
+    model: type[BaseModel] = Settings, prefix: str = ""
+) -> Iterator[tuple[str, FieldInfo]]:
     """(dotted name, field) of every setting, sections walked: the lines `config show` prints."""
     for name, field in model.model_fields.items():
         kind = field.annotation
@@ -58,10 +60,17 @@ def shown(value: Any, field: FieldInfo) -> str:
     if isinstance(value, str):
         return json.dumps(hide_password(value) if "://" in value else value)
     if isinstance(value, Mapping):
-        items = (f"{json.dumps(k)} = {json.dumps(MASK if SECRET_KEY.search(k) else v)}" for k, v in value.items())
+        items = (
+            f"{json.dumps(k)} = {json.dumps(MASK if SECRET_KEY.search(k) else v)}"
+            for k, v in value.items()
+        )
         return "{" + ", ".join(items) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(json.dumps(hide_password(v) if isinstance(v, str) else v) for v in value) + "]"
+        return (
+            "["
+            + ", ".join(json.dumps(hide_password(v) if isinstance(v, str) else v) for v in value)
+            + "]"
+        )
     return repr(value)
 
 
@@ -76,7 +85,11 @@ def show_lines(settings: Settings, sources: Mapping[str, str], data_dir_default:
             source = f"default: {data_dir_default}"
         elif source is None:
             default = field.get_default(call_default_factory=True)
-            source = "default" if value == default else "derived from other settings (e.g. the redis URL)"
+            source = (
+                "default"
+                if value == default
+                else "derived from other settings (e.g. the redis URL)"
+            )
         rows.append((name, shown(value, field), source))
     width = max(len(name) + len(text) for name, text, _ in rows) + 3
     return [f"{f'{name} = {text}':<{width}}  # {source}" for name, text, source in rows]

@@ -8,7 +8,7 @@ import asyncio
 import shlex
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from rich.console import Console
@@ -58,8 +58,10 @@ def demo_registry(failures: list[ScheduleFailedEvent]) -> ListenerRegistry:
 
 def _wall(seconds_ahead: float, tz: str) -> datetime:
     """A naive wall-clock time `seconds_ahead` from now in zone `tz`."""
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds_ahead)).astimezone(ZoneInfo(tz)).replace(
-        tzinfo=None, microsecond=0
+    return (
+        (datetime.now(UTC) + timedelta(seconds=seconds_ahead))
+        .astimezone(ZoneInfo(tz))
+        .replace(tzinfo=None, microsecond=0)
     )
 
 
@@ -78,8 +80,11 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
         ids = []
         for topic, tz, ahead, payload in plan:
             wall = _wall(ahead, tz)
-            ids.append(await s.schedule_at(topic, wall, tz=tz, payload=payload, retry=FAST_RETRY,
-                                           metadata={"demo": True}))
+            ids.append(
+                await s.schedule_at(
+                    topic, wall, tz=tz, payload=payload, retry=FAST_RETRY, metadata={"demo": True}
+                )
+            )
             console.print(f"scheduled [cyan]{topic}[/] at {wall:%H:%M:%S} {tz}")
         started = time.monotonic()
         async with s.worker(concurrency=10):
@@ -94,10 +99,16 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
             await s.audit.flush(timeout=20)
             for info in infos:
                 row = await s.audit.get(info.id)
-                audit[info.id] = (row.status, len(await s.audit.attempts(info.id))) if row else ("-", 0)
+                audit[info.id] = (
+                    (row.status, len(await s.audit.attempts(info.id))) if row else ("-", 0)
+                )
         console.print(_table(infos, audit))
-        console.print(f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}")
-        console.print(f"settled in {time.monotonic() - started:.1f} s; this run's {len(infos)} jobs: {run_counts(infos)}")
+        console.print(
+            f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}"
+        )
+        console.print(
+            f"settled in {time.monotonic() - started:.1f} s; this run's {len(infos)} jobs: {run_counts(infos)}"
+        )
         console.print(f"look further (the demo's jobs are in namespace {s.settings.namespace!r}):")
         for command in suggested_commands(s.settings.namespace, infos[-2].id, bool(audit)):
             console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
@@ -112,14 +123,25 @@ def run_counts(infos: list[JobInfo]) -> str:
 
 
 def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:
-    table = Table("job", "topic", "run at (zone)", "state", "attempts", "last error", "audit (Postgres)",
-                  title="What happened")
+    table = Table(
+        "job",
+        "topic",
+        "run at (zone)",
+        "state",
+        "attempts",
+        "last error",
+        "audit (Postgres)",
+        title="What happened",
+    )
     for info in infos:
         error = info.last_error or {}
         status, rows = audit.get(info.id, ("-", 0))
         table.add_row(
-            info.id, info.topic, f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
-            info.state.value, f"{info.attempts}/{info.max_attempts}",
+            info.id,
+            info.topic,
+            f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
+            info.state.value,
+            f"{info.attempts}/{info.max_attempts}",
             f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
             f"{status}, {rows} attempt rows",
         )

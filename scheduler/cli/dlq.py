@@ -29,10 +29,19 @@ def _doc(dl: JobInfo) -> dict[str, Any]:
         when = datetime.fromisoformat(str(failed_at).replace("Z", "+00:00")) if failed_at else None
     except ValueError:
         when = None
-    return {"id": dl.id, "topic": dl.topic, "payload": dl.payload, "metadata": dict(m),
-            "source_topic": m.get("source_topic"), "source_job_id": m.get("source_job_id"),
-            "failed_at": when, "attempts": m.get("attempts"), "error_type": m.get("error_type"),
-            "error": m.get("error"), "created_at": dl.created_at}
+    return {
+        "id": dl.id,
+        "topic": dl.topic,
+        "payload": dl.payload,
+        "metadata": dict(m),
+        "source_topic": m.get("source_topic"),
+        "source_job_id": m.get("source_job_id"),
+        "failed_at": when,
+        "attempts": m.get("attempts"),
+        "error_type": m.get("error_type"),
+        "error": m.get("error"),
+        "created_at": dl.created_at,
+    }
 
 
 async def _all_ids(s: Scheduler, topic: str) -> list[str]:
@@ -46,7 +55,9 @@ async def _all_ids(s: Scheduler, topic: str) -> list[str]:
             return ids
 
 
-async def _chosen(s: Scheduler, topic: str, ids: tuple[str, ...], all_: bool, verb: str, yes: bool) -> list[str]:
+async def _chosen(
+    s: Scheduler, topic: str, ids: tuple[str, ...], all_: bool, verb: str, yes: bool
+) -> list[str]:
     """The dead letters to act on: the given ids (each must be held on `topic`), or every one with --all
     (after a confirmation unless --yes)."""
     if bool(ids) == all_:
@@ -71,12 +82,24 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @dlq.command("list")
     @click.argument("topic")
-    @click.option("--limit", type=click.IntRange(1, 1_000), default=100, show_default=True, help="Dead letters per page.")
+    @click.option(
+        "--limit",
+        type=click.IntRange(1, 1_000),
+        default=100,
+        show_default=True,
+        help="Dead letters per page.",
+    )
     @click.option("--cursor", default=None, help="Cursor printed by the previous page.")
-    @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"items": [...], "cursor": ...} instead of a table.')
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON object {"items": [...], "cursor": ...} instead of a table.',
+    )
     @click.pass_obj
-    def dlq_list(settings: Settings, topic: str, limit: int, cursor: str | None, as_json: bool) -> None:
+    def dlq_list(
+        settings: Settings, topic: str, limit: int, cursor: str | None, as_json: bool
+    ) -> None:
         """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is printed;
         `horae dlq topics` lists the dead-letter topics)."""
 
@@ -88,20 +111,37 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items([_doc(dl) for dl in page.items], page.cursor)
             return
-        table = Table("id", "source topic", "source job", "failed at", "attempts", "error",
-                      title=f"dead letters of {topic}")
+        table = Table(
+            "id",
+            "source topic",
+            "source job",
+            "failed at",
+            "attempts",
+            "error",
+            title=f"dead letters of {topic}",
+        )
         for dl in page.items:
             d = _doc(dl)
-            table.add_row(dl.id, str(d["source_topic"]), str(d["source_job_id"]), when_text(d["failed_at"]),
-                          str(d["attempts"]), f"{d['error_type']}: {d['error']}")
+            table.add_row(
+                dl.id,
+                str(d["source_topic"]),
+                str(d["source_job_id"]),
+                when_text(d["failed_at"]),
+                str(d["attempts"]),
+                f"{d['error_type']}: {d['error']}",
+            )
         print_table(console, table)
         if page.cursor:
             click.echo(f"next page: --cursor {page.cursor}")
 
     @dlq.command("topics")
-    @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"items": [{"topic", "count"}], "cursor": null} (as GET /api/v1/dead-letters) '
-                       'instead of a table.')
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON object {"items": [{"topic", "count"}], "cursor": null} (as GET /api/v1/dead-letters) '
+        "instead of a table.",
+    )
     @click.pass_obj
     def dlq_topics(settings: Settings, as_json: bool) -> None:
         """The dead-letter topics and how many dead letters wait in each (the TOPIC of `dlq list`)."""
@@ -116,7 +156,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items(rows)
             return
-        table = Table("dead-letter topic", "dead letters", title=f"dead-letter topics in {settings.namespace}")
+        table = Table(
+            "dead-letter topic", "dead letters", title=f"dead-letter topics in {settings.namespace}"
+        )
         for row in rows:
             table.add_row(row["topic"], str(row["count"]))
         print_table(console, table)
@@ -152,10 +194,17 @@ def _bulk_command(dlq: click.Group, run: Run, verb: str) -> None:
     @dlq.command(verb, help=_HELP[verb])
     @click.argument("topic")
     @click.argument("ids", nargs=-1)
-    @click.option("--all", "all_", is_flag=True, help=f"{verb.capitalize()} every dead letter of TOPIC (asks first).")
+    @click.option(
+        "--all",
+        "all_",
+        is_flag=True,
+        help=f"{verb.capitalize()} every dead letter of TOPIC (asks first).",
+    )
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
     @click.pass_obj
-    def command(settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool) -> None:
+    def command(
+        settings: Settings, topic: str, ids: tuple[str, ...], all_: bool, yes: bool
+    ) -> None:
         async def main() -> None:
             async with Scheduler(settings=settings) as s:
                 chosen = await _chosen(s, topic, ids, all_, verb.capitalize(), yes)

@@ -25,11 +25,11 @@ except ImportError as exc:  # a module of the user's shadows one of them (horae/
 
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
-from scheduler.core.config import Settings, load_settings
-from scheduler.observe.health import HealthServer, bind_host, worker_readiness
 from scheduler.cli.common import HoraeGroup, echo_items, no_relay, print_table, when_text
-from scheduler.observe.logs import configure_logging
+from scheduler.core.config import Settings, load_settings
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.observe.health import HealthServer, bind_host, worker_readiness
+from scheduler.observe.logs import configure_logging
 from scheduler.observe.telemetry import setup_telemetry
 
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -48,26 +48,54 @@ def _load_app(spec: str | None) -> ListenerRegistry:
     if attr:
         registry = getattr(module, attr)
         if not isinstance(registry, ListenerRegistry):
-            raise click.BadParameter(f"{spec} is a {type(registry).__name__}, not a ListenerRegistry", param_hint="--app")
+            raise click.BadParameter(
+                f"{spec} is a {type(registry).__name__}, not a ListenerRegistry", param_hint="--app"
+            )
         return registry
     return default_registry
 
 
 @click.group(cls=HoraeGroup)
 @click.version_option(package_name="horae", prog_name="horae", message="%(prog)s %(version)s")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="TOML config file.")
-@click.option("--redis-url", envvar="HORAE_REDIS_URL", default=None, help="Redis URL (default: embedded server).")
-@click.option("--database-url", envvar="HORAE_DATABASE_URL", default=None, help="PostgreSQL URL (default: embedded).")
-@click.option("--namespace", envvar="HORAE_NAMESPACE", default=None, help="Key namespace (default: horae).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML config file.",
+)
+@click.option(
+    "--redis-url",
+    envvar="HORAE_REDIS_URL",
+    default=None,
+    help="Redis URL (default: embedded server).",
+)
+@click.option(
+    "--database-url",
+    envvar="HORAE_DATABASE_URL",
+    default=None,
+    help="PostgreSQL URL (default: embedded).",
+)
+@click.option(
+    "--namespace", envvar="HORAE_NAMESPACE", default=None, help="Key namespace (default: horae)."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None, redis_url: str | None, database_url: str | None,
-        namespace: str | None, verbose: bool) -> None:
+def cli(
+    ctx: click.Context,
+    config_path: str | None,
+    redis_url: str | None,
+    database_url: str | None,
+    namespace: str | None,
+    verbose: bool,
+) -> None:
     """horae: delayed and cron jobs on Redis, with retries and an audit trail.
 
     Errors are one line on stderr: exit status 2 for a usage error, 1 for a runtime one."""
     ctx.meta["horae.verbose"] = verbose
-    ctx.obj = load_settings(config_path, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    ctx.obj = load_settings(
+        config_path, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
     configure_logging(logging.DEBUG if verbose else logging.INFO, ctx.obj.telemetry.json_logs)
 
 
@@ -78,43 +106,103 @@ def _run(coro: Any) -> Any:
 
 @cli.command()
 @click.option("--app", default=None, help="module[:registry] whose @on_event listeners to run.")
-@click.option("--concurrency", type=click.IntRange(1, 10_000), default=None,
-              help="Attempts at once, 1..10000 (default from config).")
-@click.option("--topics", default=None,
-              help="Comma-separated topics to serve (default: those --app has listeners for, "
-                   "plus topics no worker served).")
-@click.option("--all-topics", is_flag=True, default=False,
-              help="Claim every topic (jobs of a topic no worker served complete as no_listener; a known "
-                   "topic's jobs wait for a worker with its listeners).")
-@click.option("--grace", type=click.FloatRange(0), default=None, help="Seconds in-flight attempts may finish on stop.")
-@click.option("--metrics-port", type=click.IntRange(1, 65_535), default=None, help="Serve Prometheus metrics on this port.")
-@click.option("--metrics-host", default=None,
-              help="Address of the metrics port (default [telemetry] metrics_host: loopback, 0.0.0.0 in a container).")
-@click.option("--health-port", type=click.IntRange(1, 65_535), default=None,
-              help="Serve GET /healthz and /readyz on this port (default [worker] health_port; 0 = off).")
-@click.option("--health-host", default=None,
-              help="Address of the health port (default [worker] health_host: loopback, 0.0.0.0 in a container).")
-@click.option("--nightly", is_flag=True, default=False,
-              help="Also schedule and run the nightly analytics report (cron horae.audit.nightly in this "
-                   "namespace); or [analytics] nightly = true.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Attempts at once, 1..10000 (default from config).",
+)
+@click.option(
+    "--topics",
+    default=None,
+    help="Comma-separated topics to serve (default: those --app has listeners for, "
+    "plus topics no worker served).",
+)
+@click.option(
+    "--all-topics",
+    is_flag=True,
+    default=False,
+    help="Claim every topic (jobs of a topic no worker served complete as no_listener; a known "
+    "topic's jobs wait for a worker with its listeners).",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(0),
+    default=None,
+    help="Seconds in-flight attempts may finish on stop.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65_535),
+    default=None,
+    help="Serve Prometheus metrics on this port.",
+)
+@click.option(
+    "--metrics-host",
+    default=None,
+    help="Address of the metrics port (default [telemetry] metrics_host: loopback, 0.0.0.0 in a container).",
+)
+@click.option(
+    "--health-port",
+    type=click.IntRange(1, 65_535),
+    default=None,
+    help="Serve GET /healthz and /readyz on this port (default [worker] health_port; 0 = off).",
+)
+@click.option(
+    "--health-host",
+    default=None,
+    help="Address of the health port (default [worker] health_host: loopback, 0.0.0.0 in a container).",
+)
+@click.option(
+    "--nightly",
+    is_flag=True,
+    default=False,
+    help="Also schedule and run the nightly analytics report (cron horae.audit.nightly in this "
+    "namespace); or [analytics] nightly = true.",
+)
 @click.pass_obj
-def worker(settings: Settings, app: str | None, concurrency: int | None, topics: str | None,
-           all_topics: bool, grace: float | None, metrics_port: int | None, metrics_host: str | None,
-           health_port: int | None, health_host: str | None, nightly: bool) -> None:
+def worker(
+    settings: Settings,
+    app: str | None,
+    concurrency: int | None,
+    topics: str | None,
+    all_topics: bool,
+    grace: float | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
+    health_port: int | None,
+    health_host: str | None,
+    nightly: bool,
+) -> None:
     """Run a worker until SIGINT/SIGTERM or `horae workers drain ID`, then stop gracefully: /readyz
     turns 503 at once, then running attempts get --grace seconds ([worker] grace_s) to finish."""
     registry = _load_app(app)
     if all_topics and topics:
         _refuse("--topics and --all-topics exclude each other")
-    if not all_topics and not topics and not [t for t in registry.topics() if t != SCHEDULE_FAILED_TOPIC]:
-        _refuse("the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic")
+    if (
+        not all_topics
+        and not topics
+        and not [t for t in registry.topics() if t != SCHEDULE_FAILED_TOPIC]
+    ):
+        _refuse(
+            "the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic"
+        )
     nightly = nightly or settings.analytics.nightly
     if nightly and not (settings.audit.enabled and settings.audit.relay):
-        _refuse("the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)")
+        _refuse(
+            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)"
+        )
     telemetry = setup_telemetry(settings.telemetry, metrics_port, metrics_host)
     port = settings.worker.health_port if health_port is None else health_port
-    health = HealthServer(bind_host(settings.worker.health_host if health_host is None else health_host), port,
-                          option="--health-port ([worker] health_port)") if port else None
+    health = (
+        HealthServer(
+            bind_host(settings.worker.health_host if health_host is None else health_host),
+            port,
+            option="--health-port ([worker] health_port)",
+        )
+        if port
+        else None
+    )
     topic_list = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
 
     async def main() -> None:
@@ -143,8 +231,9 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
                 from audit.analytics.nightly import install_nightly
 
                 click.echo(await install_nightly(s), err=True)
-            async with s.worker(concurrency=concurrency, topics=topic_list, grace=grace,
-                                all_topics=all_topics) as w:
+            async with s.worker(
+                concurrency=concurrency, topics=topic_list, grace=grace, all_topics=all_topics
+            ) as w:
 
                 def drained(reason: str) -> None:  # `horae workers drain`: the SIGTERM path, exit 0
                     if health is not None:
@@ -154,10 +243,15 @@ def worker(settings: Settings, app: str | None, concurrency: int | None, topics:
                 w.on_drain = drained
                 if health is not None:
                     health.ready = worker_readiness(s.workers, w.id, [settings.redis_url])
-                    click.echo(f"health on http://{health.host}:{health.port}/healthz and /readyz", err=True)
+                    click.echo(
+                        f"health on http://{health.host}:{health.port}/healthz and /readyz",
+                        err=True,
+                    )
                 if telemetry.metrics_port:
-                    click.echo(f"metrics on http://{telemetry.metrics_host}:{telemetry.metrics_port}/metrics",
-                               err=True)
+                    click.echo(
+                        f"metrics on http://{telemetry.metrics_host}:{telemetry.metrics_port}/metrics",
+                        err=True,
+                    )
                 click.echo(f"worker {w.id} running (Ctrl-C to stop)", err=True)
                 await stop.wait()
 
@@ -197,8 +291,12 @@ def cron() -> None:
 
 
 @cron.command("list")
-@click.option("--json", "as_json", is_flag=True,
-              help='One JSON object {"items": [...], "cursor": null} of the schedules instead of a table.')
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='One JSON object {"items": [...], "cursor": null} of the schedules instead of a table.',
+)
 @click.pass_obj
 def cron_list(settings: Settings, as_json: bool) -> None:
     """Every schedule with its next run in its own zone and in UTC ("declared: in code" for one
@@ -211,15 +309,32 @@ def cron_list(settings: Settings, as_json: bool) -> None:
         if as_json:
             echo_items(crons)
             return
-        table = Table("name", "cron", "zone", "topic", "next run (zone)", "next run (UTC)", "last run (UTC)",
-                      "misfire", "paused", "declared", title=f"cron schedules in {settings.namespace}")
+        table = Table(
+            "name",
+            "cron",
+            "zone",
+            "topic",
+            "next run (zone)",
+            "next run (UTC)",
+            "last run (UTC)",
+            "misfire",
+            "paused",
+            "declared",
+            title=f"cron schedules in {settings.namespace}",
+        )
         for c in crons:
             nxt = c.next_run_at
             table.add_row(
-                c.name, c.trigger, c.tz, c.topic,
+                c.name,
+                c.trigger,
+                c.tz,
+                c.topic,
                 nxt.astimezone(ZoneInfo(c.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
-                when_text(nxt), when_text(c.last_run_at),
-                c.misfire, "yes" if c.paused else "no", "in code" if c.declared else "no",
+                when_text(nxt),
+                when_text(c.last_run_at),
+                c.misfire,
+                "yes" if c.paused else "no",
+                "in code" if c.declared else "no",
             )
         print_table(console, table)
 
@@ -232,11 +347,22 @@ def cron_list(settings: Settings, as_json: bool) -> None:
 @click.option("--topic", required=True, help="The topic of each tick's job.")
 @click.option("--tz", default="UTC", show_default=True, help="IANA zone the expression is read in.")
 @click.option("--payload", default="null", help="JSON payload of each tick.")
-@click.option("--misfire", type=click.Choice(["coalesce", "skip", "all"]), default=None,
-              help="Ticks missed while down: one run (coalesce, the default), none (skip), each (all).")
+@click.option(
+    "--misfire",
+    type=click.Choice(["coalesce", "skip", "all"]),
+    default=None,
+    help="Ticks missed while down: one run (coalesce, the default), none (skip), each (all).",
+)
 @click.pass_obj
-def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str, payload: str,
-             misfire: str | None) -> None:
+def cron_add(
+    settings: Settings,
+    name: str,
+    expression: str,
+    topic: str,
+    tz: str,
+    payload: str,
+    misfire: str | None,
+) -> None:
     """Create or update the schedule NAME with a cron EXPRESSION."""
     try:
         body = json.loads(payload)
@@ -245,15 +371,19 @@ def cron_add(settings: Settings, name: str, expression: str, topic: str, tz: str
 
     async def main() -> None:
         async with Scheduler(settings=settings) as s:
-            info = await s.schedule_cron(name, expression, topic=topic, tz=tz, payload=body, misfire=misfire)
+            info = await s.schedule_cron(
+                name, expression, topic=topic, tz=tz, payload=body, misfire=misfire
+            )
         click.echo(f"{info.name}: next run {info.next_run_at:%Y-%m-%d %H:%M:%S} UTC")
 
     _run(main())
 
 
-_CRON_HELP = {"remove": "Delete the schedule NAME (the jobs it created stay).",
-              "pause": "Pause the schedule NAME: no ticks fire until it is resumed.",
-              "resume": "Resume the schedule NAME from its next tick (ticks passed while paused do not run)."}
+_CRON_HELP = {
+    "remove": "Delete the schedule NAME (the jobs it created stay).",
+    "pause": "Pause the schedule NAME: no ticks fire until it is resumed.",
+    "resume": "Resume the schedule NAME from its next tick (ticks passed while paused do not run).",
+}
 
 
 def _cron_action(verb: str) -> Any:
@@ -269,7 +399,9 @@ def _cron_action(verb: str) -> Any:
 
         changed = _run(main())
         if verb == "remove" and not changed:
-            raise click.ClickException(f"no cron schedule named {name!r} in namespace {settings.namespace!r}")
+            raise click.ClickException(
+                f"no cron schedule named {name!r} in namespace {settings.namespace!r}"
+            )
         click.echo(f"{name}: {verb + 'd' if changed else 'unchanged'}")
 
     return command
@@ -292,8 +424,13 @@ def services_start(settings: Settings) -> None:
     from scheduler.core.datadir import data_dir_of
     from scheduler.ops.servers import resolve_services
 
-    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings),
-                            need_database=settings.audit.enabled, appendfsync=settings.redis_appendfsync)
+    urls = resolve_services(
+        settings.redis_url,
+        settings.database_url,
+        data_dir_of(settings),
+        need_database=settings.audit.enabled,
+        appendfsync=settings.redis_appendfsync,
+    )
     click.echo(urls.describe())
 
 
@@ -328,17 +465,20 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--defaults", is_flag=True,
-              help="Print the annotated settings file instead: every setting, its default and what it means "
-                   "(a starting point for horae.toml).")
+@click.option(
+    "--defaults",
+    is_flag=True,
+    help="Print the annotated settings file instead: every setting, its default and what it means "
+    "(a starting point for horae.toml).",
+)
 @click.pass_context
 def config_show(ctx: click.Context, defaults: bool) -> None:
     """Every setting's effective value, one line each, with its source: default, file PATH,
     environment VAR or option; passwords and tokens masked. Nothing is started."""
     import os
 
-    from scheduler.core.config import setting_sources
     from scheduler.cli.config_show import annotated_defaults, data_dir_default, show_lines
+    from scheduler.core.config import setting_sources
     from scheduler.core.datadir import config_file
 
     if defaults:
@@ -346,9 +486,16 @@ def config_show(ctx: click.Context, defaults: bool) -> None:
         return
     root = ctx.find_root()
     path = root.params.get("config_path")
-    options = {"redis_url": "--redis-url", "database_url": "--database-url", "namespace": "--namespace"}
-    given = {name: f"option {flag}" for name, flag in options.items()
-             if root.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    options = {
+        "redis_url": "--redis-url",
+        "database_url": "--database-url",
+        "namespace": "--namespace",
+    }
+    given = {
+        name: f"option {flag}"
+        for name, flag in options.items()
+        if root.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
     sources = setting_sources(path, os.environ, given)
     for line in show_lines(ctx.obj, sources, data_dir_default(config_file(path, os.environ))):
         click.echo(line)
@@ -360,9 +507,15 @@ def _resolved_settings(ctx: click.Context) -> Settings:
     from scheduler.ops.servers import resolve_services
 
     settings: Settings = ctx.find_root().obj
-    urls = resolve_services(settings.redis_url, settings.database_url, data_dir_of(settings),
-                            appendfsync=settings.redis_appendfsync)
-    return settings.model_copy(update={"redis_url": urls.redis_url, "database_url": urls.database_url})
+    urls = resolve_services(
+        settings.redis_url,
+        settings.database_url,
+        data_dir_of(settings),
+        appendfsync=settings.redis_appendfsync,
+    )
+    return settings.model_copy(
+        update={"redis_url": urls.redis_url, "database_url": urls.database_url}
+    )
 
 
 def _register_extensions() -> None:
@@ -370,7 +523,6 @@ def _register_extensions() -> None:
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
     from console.cli import register as register_console
-
     from scheduler.cli.dlq import register as register_dlq
     from scheduler.cli.jobs import register as register_jobs
     from scheduler.cli.partitions import register as register_partitions

@@ -23,13 +23,18 @@ Run = Callable[[Any], Any]
 async def _opened(settings: Settings) -> AsyncIterator[tuple[Any, Callable[[], int]]]:
     """The namespace's MigrationStore and the Redis server's clock."""
     from scheduler.core.clock import SystemClock
-    from scheduler.store.connection import redis_client
     from scheduler.core.datadir import data_dir_of
-    from scheduler.ops.servers import resolve_services
     from scheduler.ops.migrate_store import MigrationStore
+    from scheduler.ops.servers import resolve_services
+    from scheduler.store.connection import redis_client
 
-    urls = await asyncio.to_thread(resolve_services, settings.redis_url, settings.database_url,
-                                   data_dir_of(settings), need_database=False)
+    urls = await asyncio.to_thread(
+        resolve_services,
+        settings.redis_url,
+        settings.database_url,
+        data_dir_of(settings),
+        need_database=False,
+    )
     redis = redis_client(urls.redis_url, settings)
     store = MigrationStore(redis, settings.namespace)
     try:
@@ -49,15 +54,29 @@ async def _record(settings: Settings, redis: Any, by: str, summary: Any) -> None
     from audit.options import RelayOptions
     from audit.reader import AuditTrail
 
-    detail = {"from": summary.old, "to": summary.new, "jobs": sum(summary.jobs.values()),
-              "schedules": sum(summary.schedules.values())}
+    detail = {
+        "from": summary.old,
+        "to": summary.new,
+        "jobs": sum(summary.jobs.values()),
+        "schedules": sum(summary.schedules.values()),
+    }
     try:
-        async with AuditTrail(redis, settings.namespace, settings.database_url,
-                              RelayOptions.from_settings(settings.audit, partitions=summary.new)) as trail:
-            await trail.record_action(by, "operator", "partitions.migrate", settings.namespace, "done", detail)
+        async with AuditTrail(
+            redis,
+            settings.namespace,
+            settings.database_url,
+            RelayOptions.from_settings(settings.audit, partitions=summary.new),
+        ) as trail:
+            await trail.record_action(
+                by, "operator", "partitions.migrate", settings.namespace, "done", detail
+            )
     except Exception as exc:  # noqa: BLE001 - any failure of the audit leaves the migration done
-        click.echo(mask_urls(f"warning: the audit did not record the migration ({type(exc).__name__}: {exc})"),
-                   err=True)
+        click.echo(
+            mask_urls(
+                f"warning: the audit did not record the migration ({type(exc).__name__}: {exc})"
+            ),
+            err=True,
+        )
 
 
 def register(cli: click.Group, run: Run) -> None:
@@ -81,9 +100,16 @@ def register(cli: click.Group, run: Run) -> None:
             click.echo(line)
 
     @partitions.command("migrate")
-    @click.option("--to", "to", required=True, type=click.IntRange(1, MAX_PARTITIONS),
-                  help=f"The new partition count (1..{MAX_PARTITIONS}; 1: the unpartitioned layout).")
-    @click.option("--dry-run", is_flag=True, help="Only print what would move and what would refuse the run.")
+    @click.option(
+        "--to",
+        "to",
+        required=True,
+        type=click.IntRange(1, MAX_PARTITIONS),
+        help=f"The new partition count (1..{MAX_PARTITIONS}; 1: the unpartitioned layout).",
+    )
+    @click.option(
+        "--dry-run", is_flag=True, help="Only print what would move and what would refuse the run."
+    )
     @click.pass_obj
     def migrate(settings: Settings, to: int, dry_run: bool) -> None:
         """Move every job, schedule and topic configuration to the partitions of a new count.
@@ -97,7 +123,9 @@ def register(cli: click.Group, run: Run) -> None:
         async def main() -> list[str]:
             async with _opened(settings) as (store, now_ms):
                 by = run_by()
-                summary = await Migration(store, to, by, now_ms, click.echo, GROUP).run(dry_run=dry_run)
+                summary = await Migration(store, to, by, now_ms, click.echo, GROUP).run(
+                    dry_run=dry_run
+                )
                 if not dry_run:
                     await _record(settings, store.redis, by, summary)
                 return summary.lines("would move" if dry_run else "moved")

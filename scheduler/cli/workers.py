@@ -23,8 +23,12 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add `workers` and `workers drain` to the `horae` command."""
 
     @cli.group("workers", invoke_without_command=True)
-    @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"items": [...], "cursor": null} of the live workers.')
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON object {"items": [...], "cursor": null} of the live workers.',
+    )
     @click.pass_context
     def workers(ctx: click.Context, as_json: bool) -> None:
         """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat and
@@ -41,12 +45,29 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items(infos)
             return
-        table = Table("id", "host", "pid", "topics", "concurrency", "running", "last heartbeat (UTC)", "state",
-                      title=f"live workers in {settings.namespace}")
+        table = Table(
+            "id",
+            "host",
+            "pid",
+            "topics",
+            "concurrency",
+            "running",
+            "last heartbeat (UTC)",
+            "state",
+            title=f"live workers in {settings.namespace}",
+        )
         for w in infos:
             topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
-            table.add_row(w.id, w.host, str(w.pid), Text(topics), str(w.concurrency), str(w.running),
-                          when_text(w.last_heartbeat), w.state)
+            table.add_row(
+                w.id,
+                w.host,
+                str(w.pid),
+                Text(topics),
+                str(w.concurrency),
+                str(w.running),
+                when_text(w.last_heartbeat),
+                w.state,
+            )
         print_table(console, table)
 
     @workers.command("drain")
@@ -62,6 +83,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 return await s.drain_worker(worker_id)
 
         if not run(main()):
-            raise click.ClickException(f"no live worker {worker_id!r} in namespace {settings.namespace!r} "
-                                       f"(`horae workers` lists them)")
-        click.echo(f"{worker_id}: drain requested (it stops claiming at its next heartbeat, then exits)")
+            raise click.ClickException(
+                f"no live worker {worker_id!r} in namespace {settings.namespace!r} "
+                f"(`horae workers` lists them)"
+            )
+        click.echo(
+            f"{worker_id}: drain requested (it stops claiming at its next heartbeat, then exits)"
+        )

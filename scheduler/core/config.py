@@ -40,7 +40,9 @@ class RetrySettings(_Section):
     @model_validator(mode="after")
     def _cap_not_below_delay(self) -> RetrySettings:
         if self.max_delay_ms < self.delay_ms:
-            raise ValueError(f"max_delay_ms ({self.max_delay_ms}) must be >= delay_ms ({self.delay_ms})")
+            raise ValueError(
+                f"max_delay_ms ({self.max_delay_ms}) must be >= delay_ms ({self.delay_ms})"
+            )
         return self
 
 
@@ -53,7 +55,9 @@ class RetentionSettings(_Section):
     cancelled_age_s: int = Field(604_800, ge=0)
     prune_interval_s: float = Field(60.0, gt=0)
     dead_letter_age_s: int = Field(2_592_000, ge=0)  # dead letters older than this are dropped
-    dead_letter_max: int = Field(10_000, ge=0)  # per dead-letter topic; the oldest beyond it are dropped
+    dead_letter_max: int = Field(
+        10_000, ge=0
+    )  # per dead-letter topic; the oldest beyond it are dropped
 
 
 class WorkerSettings(_Section):
@@ -67,7 +71,9 @@ class WorkerSettings(_Section):
     recover_interval_s: float = Field(1.0, gt=0)
     local_handoff: bool = True
     registry_ttl_ms: int = Field(30_000, ge=100)
-    partitions: str = ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
+    partitions: str = (
+        ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
+    )
     # /healthz and /readyz of `horae worker` (scheduler/observe/health.py; 0 = not served) and their address
     # ("" = loopback, or every interface in a container: health.bind_host).
     health_port: int = Field(0, ge=0, le=65_535)
@@ -105,7 +111,9 @@ class CronSettings(_Section):
 class LimitsSettings(_Section):
     """Input limits checked at scheduling (nothing is written when one is exceeded)."""
 
-    json_bytes: int = Field(524_288, ge=1_024, le=67_108_864)  # a payload's or metadata's JSON, each
+    json_bytes: int = Field(
+        524_288, ge=1_024, le=67_108_864
+    )  # a payload's or metadata's JSON, each
 
 
 class TelemetrySettings(_Section):
@@ -120,8 +128,15 @@ class TelemetrySettings(_Section):
     json_logs: bool = False
     # Which traces are recorded (the SDK's samplers); "" = OTEL_TRACES_SAMPLER / _ARG, else
     # parentbased_always_on. An unsampled job still carries its traceparent (flags 00).
-    sampler: Literal["", "always_on", "always_off", "traceidratio", "parentbased_always_on",
-                     "parentbased_always_off", "parentbased_traceidratio"] = ""
+    sampler: Literal[
+        "",
+        "always_on",
+        "always_off",
+        "traceidratio",
+        "parentbased_always_on",
+        "parentbased_always_off",
+        "parentbased_traceidratio",
+    ] = ""
     sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
@@ -129,7 +144,9 @@ class AnalyticsSettings(_Section):
     """The nightly PySpark failure report (`horae report`, extra `horae[analytics]`)."""
 
     report_dir: str = "reports"
-    dataset_uri: str = ""  # "" = <data_dir>/analytics; any URI pyarrow and Spark read (s3a://, hdfs://)
+    dataset_uri: str = (
+        ""  # "" = <data_dir>/analytics; any URI pyarrow and Spark read (s3a://, hdfs://)
+    )
     master: str = "local[*]"
     zone: str = "UTC"
     baseline_days: int = Field(7, ge=1, le=366)
@@ -141,7 +158,9 @@ class AnalyticsSettings(_Section):
     jdbc_partitions: int = Field(4, ge=1)
     spark_jars: str = ""
     spark_conf: dict[str, str] = Field(default_factory=dict)
-    nightly: bool = False  # `horae worker` schedules horae.audit.nightly and runs it (or `--nightly`)
+    nightly: bool = (
+        False  # `horae worker` schedules horae.audit.nightly and runs it (or `--nightly`)
+    )
     nightly_cron: str = "30 2 * * *"
     nightly_tz: str = "UTC"
     nightly_timeout_s: float = Field(7200.0, gt=0)
@@ -229,8 +248,10 @@ def _host_entry(value: Any) -> str:
     except ValueError:
         port_ok = False
     if parts is None or not parts.hostname or not port_ok:
-        raise ValueError(f"allowed_hosts entry {value!r} is not a host name or address with an optional port "
-                         "(like console.example.com, console.example.com:8443, 10.0.0.5, [fd00::5]:8080)")
+        raise ValueError(
+            f"allowed_hosts entry {value!r} is not a host name or address with an optional port "
+            "(like console.example.com, console.example.com:8443, 10.0.0.5, [fd00::5]:8080)"
+        )
     return text
 
 
@@ -241,8 +262,10 @@ def _network_entry(value: Any) -> str:
     try:
         return str(ipaddress.ip_network(str(value).strip(), strict=False))
     except ValueError:
-        raise ValueError(f"trusted_proxies entry {value!r} is not an IP address or CIDR "
-                         "(like 10.0.0.5, 10.0.0.0/8, fd00::/8)") from None
+        raise ValueError(
+            f"trusted_proxies entry {value!r} is not an IP address or CIDR "
+            "(like 10.0.0.5, 10.0.0.0/8, fd00::/8)"
+        ) from None
 
 
 class ClusterSettings(_Section):
@@ -266,7 +289,9 @@ class Settings(_Section):
     redis_url: str | None = None
     database_url: str | None = None
     namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    data_dir: str = ""  # "" = .horae/ next to the config file, else the working tree's own dir (datadir.py)
+    data_dir: str = (
+        ""  # "" = .horae/ next to the config file, else the working tree's own dir (datadir.py)
+    )
     redis_max_connections: int = Field(64, ge=2, le=10_000)
     # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
     # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
@@ -383,13 +408,19 @@ def load_settings(
         return with_url_layout(Settings.model_validate(data))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"
+            for err in exc.errors()
         )
-        raise ConfigError(f"invalid configuration ({file if found else 'defaults/env'}): {problems}") from exc
+        raise ConfigError(
+            f"invalid configuration ({file if found else 'defaults/env'}): {problems}"
+        ) from exc
 
 
-def setting_sources(path: str | Path | None = None, env: Mapping[str, str] | None = None,
-                    given: Mapping[str, str] | None = None) -> dict[str, str]:
+def setting_sources(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    given: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Where each setting load_settings(path, env, ...) would not take from the defaults
     comes from, by dotted name (`worker.concurrency`, `redis_url`): "file PATH",
     "environment VAR", or the label `given` has for it (e.g. "option --redis-url"), the
@@ -408,7 +439,7 @@ def setting_sources(path: str | Path | None = None, env: Mapping[str, str] | Non
         if name in _TOP_ENV and value:
             sources[_TOP_ENV[name]] = f"environment {name}"
         elif name.startswith("HORAE_") and "__" in name:
-            section, _, key = name[len("HORAE_"):].lower().partition("__")
+            section, _, key = name[len("HORAE_") :].lower().partition("__")
             sources[f"{section}.{key}"] = f"environment {name}"
     sources.update(given or {})
     return sources
@@ -419,7 +450,11 @@ def _leaf_names(data: Mapping[str, Any]) -> Iterator[str]:
     setting, such as analytics.spark_conf, counts as one)."""
     for key, value in data.items():
         field = Settings.model_fields.get(key)
-        section = field is not None and isinstance(field.annotation, type) and issubclass(field.annotation, _Section)
+        section = (
+            field is not None
+            and isinstance(field.annotation, type)
+            and issubclass(field.annotation, _Section)
+        )
         if section and isinstance(value, Mapping):
             yield from (f"{key}.{inner}" for inner in value)
         else:

@@ -35,8 +35,8 @@ and its wall reading map one to one; the rules below only concern the edges.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -121,8 +121,9 @@ def _next_fire_cached(spec: Trigger, after_ms: int) -> int:
     return next_fire(spec, after_ms)
 
 
-def plan_ticks(spec: Trigger, expected_next_ms: int, now_ms: int, misfire: str, cap: int,
-               grace_ms: int) -> tuple[list[int], int]:
+def plan_ticks(
+    spec: Trigger, expected_next_ms: int, now_ms: int, misfire: str, cap: int, grace_ms: int
+) -> tuple[list[int], int]:
     """Which due ticks to run now, and the schedule's next fire after now.
 
     `expected_next_ms` (<= now) is the first tick not yet fired. A tick later

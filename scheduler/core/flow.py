@@ -39,10 +39,15 @@ def check_int(field: str, value: object, low: int, high: int) -> int:
         InvalidFlowOption: naming `field`, the value and the range.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidFlowOption(f"{field} must be an integer from {low:,} to {high:,}; "
-                                f"got {shown(value)} ({type(value).__name__})", field=field)
+        raise InvalidFlowOption(
+            f"{field} must be an integer from {low:,} to {high:,}; "
+            f"got {shown(value)} ({type(value).__name__})",
+            field=field,
+        )
     if not low <= value <= high:
-        raise InvalidFlowOption(f"{field} must be from {low:,} to {high:,}; got {value:,}", field=field)
+        raise InvalidFlowOption(
+            f"{field} must be from {low:,} to {high:,}; got {value:,}", field=field
+        )
     return value
 
 
@@ -58,8 +63,10 @@ def duration_ms(value: object, field: str, low_ms: int, high_ms: int) -> int:
         raise InvalidFlowOption(str(exc), field=field) from exc
     ms = round(seconds * 1000)
     if not low_ms <= ms <= high_ms:
-        raise InvalidFlowOption(f"{field} must be from {_ms_text(low_ms)} to {_ms_text(high_ms)}; got {shown(value)}",
-                                field=field)
+        raise InvalidFlowOption(
+            f"{field} must be from {_ms_text(low_ms)} to {_ms_text(high_ms)}; got {shown(value)}",
+            field=field,
+        )
     return ms
 
 
@@ -78,8 +85,11 @@ def parse_priority(value: object, field: str = "priority") -> int:
             value = int(value.strip())
         except ValueError:
             names = ", ".join(f"{k} ({v})" for k, v in PRIORITY_ALIASES.items())
-            raise InvalidFlowOption(f"{field} must be an integer from {MIN_PRIORITY:,} to {MAX_PRIORITY:,} "
-                                    f"or one of {names}; got {shown(value)}", field=field) from None
+            raise InvalidFlowOption(
+                f"{field} must be an integer from {MIN_PRIORITY:,} to {MAX_PRIORITY:,} "
+                f"or one of {names}; got {shown(value)}",
+                field=field,
+            ) from None
     return check_int(field, value, MIN_PRIORITY, MAX_PRIORITY)
 
 
@@ -97,8 +107,10 @@ class RateLimit:
         ms = duration_ms(self.per, "rate_limit.per", MIN_RATE_PER_MS, MAX_RATE_PER_MS)
         object.__setattr__(self, "per", timedelta(milliseconds=ms))
         if not isinstance(self.per_key, bool):
-            raise InvalidFlowOption(f"rate_limit.per_key must be True or False; got {shown(self.per_key)}",
-                                    field="rate_limit.per_key")
+            raise InvalidFlowOption(
+                f"rate_limit.per_key must be True or False; got {shown(self.per_key)}",
+                field="rate_limit.per_key",
+            )
 
     def per_ms(self) -> int:
         """The window in milliseconds (as stored: `rl_per`)."""
@@ -120,16 +132,28 @@ class Dedupe:
     def __post_init__(self) -> None:
         key = self.key
         if not isinstance(key, str) or not key or len(key) > MAX_DEDUPE_KEY or "\x00" in key:
-            text = shown(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
-            raise InvalidFlowOption(f"dedupe.key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
-                                    f"without NUL; got {text}", field="dedupe.key")
+            text = (
+                shown(key)
+                if not isinstance(key, str) or len(key) <= 60
+                else f"{key[:60]!r}... ({len(key):,} chars)"
+            )
+            raise InvalidFlowOption(
+                f"dedupe.key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
+                f"without NUL; got {text}",
+                field="dedupe.key",
+            )
         if self.mode not in DEDUPE_MODES:
-            raise InvalidFlowOption(f"dedupe.mode must be one of {', '.join(DEDUPE_MODES)}; got {shown(self.mode)}",
-                                    field="dedupe.mode")
+            raise InvalidFlowOption(
+                f"dedupe.mode must be one of {', '.join(DEDUPE_MODES)}; got {shown(self.mode)}",
+                field="dedupe.mode",
+            )
         if self.window is None:
             if self.mode == "debounce":
-                raise InvalidFlowOption("dedupe.window is required with mode 'debounce' (how long to wait for a "
-                                        "later job); got None", field="dedupe.window")
+                raise InvalidFlowOption(
+                    "dedupe.window is required with mode 'debounce' (how long to wait for a "
+                    "later job); got None",
+                    field="dedupe.window",
+                )
             return
         ms = duration_ms(self.window, "dedupe.window", 1, MAX_DEDUPE_WINDOW_MS)
         object.__setattr__(self, "window", timedelta(milliseconds=ms))

@@ -35,7 +35,9 @@ class IntervalSpec:
 
     def next_fire(self, after_ms: int) -> int:
         """The first tick instant strictly after `after_ms` (epoch ms)."""
-        slot = after_ms // self.every_ms * self.every_ms  # the slot holding after_ms: earlier ones fired before it
+        slot = (
+            after_ms // self.every_ms * self.every_ms
+        )  # the slot holding after_ms: earlier ones fired before it
         fire = slot + self.offset(slot)
         if fire > after_ms:
             return fire
@@ -52,6 +54,8 @@ def parse_interval(every_ms: int, jitter_ms: int, seed: str) -> IntervalSpec:
     if every_ms < 1000:
         raise InvalidCron(f"every must be at least 1s; got {every_ms} ms", field="every")
     if not 0 <= jitter_ms <= every_ms:
-        raise InvalidCron(f"jitter must be between 0 and the interval ({every_ms} ms); got {jitter_ms} ms",
-                          field="jitter")
+        raise InvalidCron(
+            f"jitter must be between 0 and the interval ({every_ms} ms); got {jitter_ms} ms",
+            field="jitter",
+        )
     return IntervalSpec(every_ms, jitter_ms, seed)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from listeners.durations import format_duration
 from scheduler.core.outbox import (
@@ -194,7 +195,9 @@ class Settlement:
     error: ErrorRecord | None = None  # None: the attempt completes the job
     retry_at_ms: int = -1  # fail only: -1 = terminal
     require_expired: bool = False  # fail only: lease recovery
-    rejection: ErrorRecord | None = None  # complete only: why the schema refused the payload (invalid_payload)
+    rejection: ErrorRecord | None = (
+        None  # complete only: why the schema refused the payload (invalid_payload)
+    )
     # The worker's clock when the listeners started and finished (None: unknown, as for a lost
     # worker): the attempt's finished time and duration even when it is settled late (Redis down).
     started_ms: int | None = None
@@ -208,7 +211,10 @@ class Settlement:
     @property
     def times(self) -> tuple[int | str, int | str]:
         """(start ms, end ms) as the settling scripts take them ("" for unknown)."""
-        return ("" if self.started_ms is None else self.started_ms, "" if self.ended_ms is None else self.ended_ms)
+        return (
+            "" if self.started_ms is None else self.started_ms,
+            "" if self.ended_ms is None else self.ended_ms,
+        )
 
     @property
     def rejection_json(self) -> str:
@@ -226,7 +232,11 @@ def dead_letter_args(s: Settlement) -> tuple[str, str, str]:
     (all "" while the job will retry, so a retry carries nothing extra)."""
     if s.retry_at_ms >= 0 or s.error is None:
         return "", "", ""
-    return new_job_id(), str(s.error.get("type", "")), str(s.error.get("message", ""))[:DEAD_LETTER_ERROR_CHARS]
+    return (
+        new_job_id(),
+        str(s.error.get("type", "")),
+        str(s.error.get("message", ""))[:DEAD_LETTER_ERROR_CHARS],
+    )
 
 
 @dataclass(frozen=True)
@@ -272,7 +282,9 @@ class NewCron:
     trace: str = ""
     every_ms: int = 0  # an interval schedule's, else 0
     jitter_ms: int = 0
-    declared: bool = False  # kept by workers from an @on_event declaration (never set by schedule_cron)
+    declared: bool = (
+        False  # kept by workers from an @on_event declaration (never set by schedule_cron)
+    )
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,9 @@ from __future__ import annotations
 
 import re
 import traceback as _traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Mapping, TypedDict
+from typing import Any, Final, Literal, TypedDict
 
 SCHEDULED: Final = "scheduled"
 ATTEMPT_STARTED: Final = "attempt_started"
@@ -120,7 +121,9 @@ ATTEMPT_FAILED_OUTCOME: Final = "failed"
 TIMED_OUT: Final = "timed_out"
 WORKER_LOST: Final = "worker_lost"
 INVALID_PAYLOAD: Final = "invalid_payload"
-Outcome = Literal["succeeded", "no_listener", "failed", "timed_out", "worker_lost", "invalid_payload"]
+Outcome = Literal[
+    "succeeded", "no_listener", "failed", "timed_out", "worker_lost", "invalid_payload"
+]
 # The outcomes that complete the job (complete.lua); invalid_payload carries its refusal.
 SUCCESS_OUTCOMES: Final = (SUCCEEDED, NO_LISTENER, INVALID_PAYLOAD)
 FAILED_OUTCOMES: Final = (ATTEMPT_FAILED_OUTCOME, TIMED_OUT, WORKER_LOST)
@@ -154,8 +157,12 @@ def error_record(type_: str, message: str, traceback: str = "") -> ErrorRecord:
 
 
 # horae's own dispatch code: its frames tell an operator nothing about the listener's failure.
-_OWN_FRAMES = ("listeners/dispatch.py", "scheduler/worker/attempt.py", "scheduler/worker/process_pool.py",
-               "scheduler/worker/process_child.py")
+_OWN_FRAMES = (
+    "listeners/dispatch.py",
+    "scheduler/worker/attempt.py",
+    "scheduler/worker/process_pool.py",
+    "scheduler/worker/process_child.py",
+)
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
 
 

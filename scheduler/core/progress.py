@@ -50,7 +50,9 @@ def clip(text: str, field: str) -> str:
         InvalidProgress: `text` is not a str.
     """
     if not isinstance(text, str):
-        raise InvalidProgress(f"{field} must be a str, got {type(text).__name__} {text!r:.80}", field=field)
+        raise InvalidProgress(
+            f"{field} must be a str, got {type(text).__name__} {text!r:.80}", field=field
+        )
     data = text.encode("utf-8", "replace")  # a lone surrogate cannot be sent: it becomes "?"
     if len(data) <= TEXT_BYTES:
         return data.decode()
@@ -64,8 +66,10 @@ def check_percent(percent: object) -> float:
         InvalidProgress: not a number (bool included), not finite, or outside 0..100.
     """
     if isinstance(percent, bool) or not isinstance(percent, (int, float)):
-        raise InvalidProgress(f"percent must be a number from 0 to 100, got {type(percent).__name__} "
-                              f"{percent!r:.80}", field="percent")
+        raise InvalidProgress(
+            f"percent must be a number from 0 to 100, got {type(percent).__name__} {percent!r:.80}",
+            field="percent",
+        )
     if not math.isfinite(percent) or not 0 <= percent <= 100:
         raise InvalidProgress(f"percent must be from 0 to 100, got {percent!r}", field="percent")
     return int(percent) if float(percent).is_integer() else float(percent)

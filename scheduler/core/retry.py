@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from scheduler.core.errors import DoNotRetry, Retry, RetryPolicyInvalid, shown
 
@@ -39,7 +39,9 @@ def _check_int(field: str, value: object, low: int, high: int) -> int:
             field=field,
         )
     if not low <= value <= high:
-        raise RetryPolicyInvalid(f"{field} must be from {low:,} to {high:,}; got {value:,}", field=field)
+        raise RetryPolicyInvalid(
+            f"{field} must be from {low:,} to {high:,}; got {value:,}", field=field
+        )
     return value
 
 
@@ -58,7 +60,8 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.type not in BACKOFF_TYPES:
             raise RetryPolicyInvalid(
-                f"backoff.type must be one of {', '.join(BACKOFF_TYPES)}; got {shown(self.type)}", field="backoff.type"
+                f"backoff.type must be one of {', '.join(BACKOFF_TYPES)}; got {shown(self.type)}",
+                field="backoff.type",
             )
         _check_int("backoff.delay", self.delay_ms, MIN_DELAY_MS, MAX_DELAY_MS)
         _check_int("backoff.max_delay", self.max_delay_ms, MIN_MAX_DELAY_MS, MAX_MAX_DELAY_MS)
@@ -120,8 +123,9 @@ class RetryPolicy:
                 field="backoff",
             )
 
-    def decide(self, attempt: int, exc: BaseException | None = None,
-               rand: Rand = random.random) -> RetryDecision | None:
+    def decide(
+        self, attempt: int, exc: BaseException | None = None, rand: Rand = random.random
+    ) -> RetryDecision | None:
         """After attempt number `attempt` failed with `exc`: retry when, or None for terminal.
 
         A listener's Retry(delay=seconds) picks its own delay (no jitter), clamped into
@@ -146,8 +150,15 @@ class RetryPolicy:
     def to_dict(self) -> dict[str, Any]:
         """The plain form: {"attempts": n, "backoff": {"type": t, "delay": ms, "max_delay": ms, "jitter": j}}."""
         b = self.backoff
-        return {"attempts": self.attempts,
-                "backoff": {"type": b.type, "delay": b.delay_ms, "max_delay": b.max_delay_ms, "jitter": b.jitter}}
+        return {
+            "attempts": self.attempts,
+            "backoff": {
+                "type": b.type,
+                "delay": b.delay_ms,
+                "max_delay": b.max_delay_ms,
+                "jitter": b.jitter,
+            },
+        }
 
 
 def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPolicy) -> RetryPolicy:
@@ -168,7 +179,9 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
         )
     unknown = set(value) - {"attempts", "backoff"}
     if unknown:
-        raise RetryPolicyInvalid(f"retry has unknown keys {sorted(unknown)}; allowed: attempts, backoff", field="retry")
+        raise RetryPolicyInvalid(
+            f"retry has unknown keys {sorted(unknown)}; allowed: attempts, backoff", field="retry"
+        )
     backoff_raw = value.get("backoff", None)
     if backoff_raw is None:
         backoff = default.backoff
@@ -176,18 +189,22 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
         extra = set(backoff_raw) - set(BACKOFF_KEYS)
         if extra:
             raise RetryPolicyInvalid(
-                f"retry.backoff has unknown keys {sorted(extra)}; allowed: {', '.join(BACKOFF_KEYS)}", field="backoff"
+                f"retry.backoff has unknown keys {sorted(extra)}; allowed: {', '.join(BACKOFF_KEYS)}",
+                field="backoff",
             )
         d = default.backoff
         backoff = Backoff(
-            backoff_raw.get("type", d.type), backoff_raw.get("delay", d.delay_ms),
-            backoff_raw.get("max_delay", d.max_delay_ms), backoff_raw.get("jitter", d.jitter),
+            backoff_raw.get("type", d.type),
+            backoff_raw.get("delay", d.delay_ms),
+            backoff_raw.get("max_delay", d.max_delay_ms),
+            backoff_raw.get("jitter", d.jitter),
         )
     elif isinstance(backoff_raw, Backoff):
         backoff = backoff_raw
     else:
         raise RetryPolicyInvalid(
             f'retry.backoff must be a mapping {{"type": ..., "delay": ms, "max_delay": ms, "jitter": ...}}; '
-            f'got {shown(backoff_raw)}', field="backoff"
+            f"got {shown(backoff_raw)}",
+            field="backoff",
         )
     return RetryPolicy(attempts=value.get("attempts", default.attempts), backoff=backoff)

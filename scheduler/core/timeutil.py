@@ -7,7 +7,7 @@ ambiguous one (fall-back overlap) runs at its first occurrence.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from listeners.durations import DurationError, duration_seconds
@@ -17,20 +17,23 @@ from scheduler.core.errors import InvalidDelay, InvalidTimezone, shown
 def zone(name: str) -> ZoneInfo:
     """The ZoneInfo for an IANA name (tzdata package as fallback for system files)."""
     if not isinstance(name, str) or not name:
-        raise InvalidTimezone(f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(name)}",
-                              field="tz")
+        raise InvalidTimezone(
+            f"tz must be an IANA time zone name such as 'Europe/Berlin'; got {shown(name)}",
+            field="tz",
+        )
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidTimezone(
-            f"tz {shown(name)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')", field="tz"
+            f"tz {shown(name)} is not a known IANA time zone (examples: 'UTC', 'Europe/Berlin')",
+            field="tz",
         ) from exc
 
 
 def _first_instant_after_gap(wall: datetime, tz: ZoneInfo) -> datetime:
     """The transition instant closing the gap that `wall` falls in (UTC)."""
-    lo = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)  # offset before the gap
-    hi = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    lo = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)  # offset before the gap
+    hi = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
     lo, hi = min(lo, hi), max(lo, hi)
     after = hi.astimezone(tz).utcoffset()
     while hi - lo > timedelta(seconds=1):
@@ -45,7 +48,7 @@ def _first_instant_after_gap(wall: datetime, tz: ZoneInfo) -> datetime:
 def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
     """Map a naive wall time in `tz` to an aware UTC instant (gap → after it, overlap → first)."""
     aware = wall.replace(tzinfo=tz, fold=0)
-    as_utc = aware.astimezone(timezone.utc)
+    as_utc = aware.astimezone(UTC)
     if as_utc.astimezone(tz).replace(tzinfo=None) != wall:  # it does not exist on the wall clock
         return _first_instant_after_gap(wall, tz)
     return as_utc
@@ -54,15 +57,20 @@ def wall_to_utc(wall: datetime, tz: ZoneInfo) -> datetime:
 def resolve_run_at(run_at: datetime, tz: str) -> datetime:
     """An aware datetime is used as is; a naive one is wall time in `tz`. Returns aware UTC."""
     if not isinstance(run_at, datetime):
-        raise InvalidDelay(f"run_at must be a datetime; got {shown(run_at)} ({type(run_at).__name__})", field="run_at")
+        raise InvalidDelay(
+            f"run_at must be a datetime; got {shown(run_at)} ({type(run_at).__name__})",
+            field="run_at",
+        )
     zinfo = zone(tz)
     try:
         if run_at.tzinfo is not None and run_at.utcoffset() is not None:
-            return run_at.astimezone(timezone.utc)
+            return run_at.astimezone(UTC)
         return wall_to_utc(run_at, zinfo)
     except OverflowError:
-        raise InvalidDelay(f"run_at {run_at.isoformat()} in {tz} falls outside the years 1..9999 in UTC",
-                           field="run_at") from None
+        raise InvalidDelay(
+            f"run_at {run_at.isoformat()} in {tz} falls outside the years 1..9999 in UTC",
+            field="run_at",
+        ) from None
 
 
 def parse_duration(value: timedelta | float | int | str, field: str = "delay") -> float:
@@ -79,7 +87,7 @@ def parse_duration(value: timedelta | float | int | str, field: str = "delay") -
         raise InvalidDelay(str(exc), field=field) from None
 
 
-_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ms_to_utc(ms: int) -> datetime:
@@ -94,8 +102,8 @@ def rfc3339(value: datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def utc_to_ms(when: datetime) -> int:

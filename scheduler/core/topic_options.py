@@ -21,11 +21,18 @@ from typing import Any, Literal
 from scheduler.core.errors import InvalidFlowOption, ScheduleError, shown
 from scheduler.core.flow import RateLimit, check_int, duration_ms, parse_priority
 from scheduler.core.retry import Backoff, RetryPolicy, parse_retry
-from scheduler.store.scripts import JOB_DEFAULTS
 from scheduler.core.validation import check_dead_letter, check_topic
+from scheduler.store.scripts import JOB_DEFAULTS
 
 Policy = Literal["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"]
-POLICIES: tuple[str, ...] = ("standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo")
+POLICIES: tuple[str, ...] = (
+    "standard",
+    "short",
+    "singleton",
+    "stately",
+    "exclusive",
+    "key_strict_fifo",
+)
 MAX_TIMEOUT_MS = 30 * 86_400_000  # 30 days
 MAX_CONCURRENCY = 1_000_000
 MAX_WARNING_SIZE = 1_000_000_000
@@ -55,7 +62,9 @@ class TopicOptions:
     dead_letter: str | None = None
 
 
-def check_topic_options(name: str, options: TopicOptions, default_retry: RetryPolicy) -> TopicOptions:
+def check_topic_options(
+    name: str, options: TopicOptions, default_retry: RetryPolicy
+) -> TopicOptions:
     """`options` of topic `name`, normalised: retry a RetryPolicy (omitted keys of the mapping
     form from `default_retry`), timeout a timedelta of whole ms, priority_default an int.
 
@@ -66,22 +75,33 @@ def check_topic_options(name: str, options: TopicOptions, default_retry: RetryPo
     """
     check_topic(name)
     if not isinstance(options, TopicOptions):
-        raise ScheduleError(f"options must be TopicOptions; got {type(options).__name__}", field="options")
+        raise ScheduleError(
+            f"options must be TopicOptions; got {type(options).__name__}", field="options"
+        )
     o = options
     if o.policy not in POLICIES:
-        raise InvalidFlowOption(f"policy must be one of {', '.join(POLICIES)}; got {shown(o.policy)}", field="policy")
+        raise InvalidFlowOption(
+            f"policy must be one of {', '.join(POLICIES)}; got {shown(o.policy)}", field="policy"
+        )
     if o.rate_limit is not None and not isinstance(o.rate_limit, RateLimit):
-        raise InvalidFlowOption(f"rate_limit must be a RateLimit(max, per, per_key) or None; got {shown(o.rate_limit)} "
-                                f"({type(o.rate_limit).__name__})", field="rate_limit")
+        raise InvalidFlowOption(
+            f"rate_limit must be a RateLimit(max, per, per_key) or None; got {shown(o.rate_limit)} "
+            f"({type(o.rate_limit).__name__})",
+            field="rate_limit",
+        )
     return replace(
         o,
         retry=None if o.retry is None else parse_retry(o.retry, default_retry),
-        timeout=None if o.timeout is None else timedelta(milliseconds=duration_ms(o.timeout, "timeout", 1,
-                                                                                  MAX_TIMEOUT_MS)),
-        concurrency=None if o.concurrency is None else check_int("concurrency", o.concurrency, 1, MAX_CONCURRENCY),
+        timeout=None
+        if o.timeout is None
+        else timedelta(milliseconds=duration_ms(o.timeout, "timeout", 1, MAX_TIMEOUT_MS)),
+        concurrency=None
+        if o.concurrency is None
+        else check_int("concurrency", o.concurrency, 1, MAX_CONCURRENCY),
         priority_default=parse_priority(o.priority_default, "priority_default"),
-        warning_size=None if o.warning_size is None else check_int("warning_size", o.warning_size, 1,
-                                                                   MAX_WARNING_SIZE),
+        warning_size=None
+        if o.warning_size is None
+        else check_int("warning_size", o.warning_size, 1, MAX_WARNING_SIZE),
         dead_letter=None if o.dead_letter is None else check_dead_letter(name, o.dead_letter),
     )
 
@@ -94,8 +114,13 @@ def topic_fields(options: TopicOptions) -> dict[str, str]:
         stored["dead_letter"] = o.dead_letter
     if isinstance(o.retry, RetryPolicy):
         b = o.retry.backoff
-        stored.update(max=str(o.retry.attempts), btype=b.type, bdelay=str(b.delay_ms), bmax=str(b.max_delay_ms),
-                      bjit=b.jitter)
+        stored.update(
+            max=str(o.retry.attempts),
+            btype=b.type,
+            bdelay=str(b.delay_ms),
+            bmax=str(b.max_delay_ms),
+            bjit=b.jitter,
+        )
     if isinstance(o.timeout, timedelta):
         stored["timeout"] = str(o.timeout // timedelta(milliseconds=1))
     if o.rate_limit is not None:
@@ -113,6 +138,7 @@ def topic_fields(options: TopicOptions) -> dict[str, str]:
 
 def topic_options(stored: Mapping[str, str]) -> TopicOptions:
     """The normalised TopicOptions of a stored configuration hash."""
+
     def num(field: str) -> int | None:
         value = stored.get(field)
         return int(value) if value not in (None, "") else None
@@ -120,16 +146,25 @@ def topic_options(stored: Mapping[str, str]) -> TopicOptions:
     retry = None
     if num("max") is not None:
         d = JOB_DEFAULTS  # a field missing beside `max` reads as the job hash reads it
-        retry = RetryPolicy(int(stored["max"]), Backoff(
-            stored.get("btype") or d["btype"], int(stored.get("bdelay") or d["bdelay"]),  # type: ignore[arg-type]
-            int(stored.get("bmax") or d["bmax"]), stored.get("bjit") or d["bjit"]))  # type: ignore[arg-type]
+        retry = RetryPolicy(
+            int(stored["max"]),
+            Backoff(
+                stored.get("btype") or d["btype"],
+                int(stored.get("bdelay") or d["bdelay"]),  # type: ignore[arg-type]
+                int(stored.get("bmax") or d["bmax"]),
+                stored.get("bjit") or d["bjit"],
+            ),
+        )  # type: ignore[arg-type]
     timeout, rl_max, rl_per = num("timeout"), num("rl_max"), num("rl_per")
     return TopicOptions(
         policy=stored.get("policy") or "standard",  # type: ignore[arg-type]  # written by check_topic_options
         retry=retry,
         timeout=None if timeout is None else timedelta(milliseconds=timeout),
-        rate_limit=(None if rl_max is None or rl_per is None
-                    else RateLimit(rl_max, timedelta(milliseconds=rl_per), stored.get("rl_key") == "1")),
+        rate_limit=(
+            None
+            if rl_max is None or rl_per is None
+            else RateLimit(rl_max, timedelta(milliseconds=rl_per), stored.get("rl_key") == "1")
+        ),
         concurrency=num("concurrency"),
         priority_default=num("prio") or 0,
         warning_size=num("warn"),
@@ -145,8 +180,12 @@ def describe(name: str, options: TopicOptions) -> dict[str, Any]:
         "name": name,
         "policy": o.policy,
         "retry": o.retry.to_dict() if isinstance(o.retry, RetryPolicy) else None,
-        "timeout_ms": o.timeout // timedelta(milliseconds=1) if isinstance(o.timeout, timedelta) else None,
-        "rate_limit": None if rl is None else {"max": rl.max, "per_ms": rl.per_ms(), "per_key": rl.per_key},
+        "timeout_ms": o.timeout // timedelta(milliseconds=1)
+        if isinstance(o.timeout, timedelta)
+        else None,
+        "rate_limit": None
+        if rl is None
+        else {"max": rl.max, "per_ms": rl.per_ms(), "per_key": rl.per_key},
         "concurrency": o.concurrency,
         "priority_default": o.priority_default,
         "warning_size": o.warning_size,

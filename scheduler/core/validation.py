@@ -36,7 +36,9 @@ MAX_TIMEOUT_MS = 30 * 86_400_000  # an attempt's timeout: 30 days at most
 # What PostgreSQL (the audit) cannot store in text or jsonb: NUL, and UTF-16 surrogates
 # that are not a pair (Python strings may hold them; UTF-8 cannot encode them).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_JSON_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u([0-9a-f]{4})")  # a \uXXXX escape, not an escaped backslash
+_JSON_ESCAPE = re.compile(
+    r"(?<!\\)(?:\\\\)*\\u([0-9a-f]{4})"
+)  # a \uXXXX escape, not an escaped backslash
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
@@ -48,8 +50,11 @@ def check_text(value: str, field: str, error: type[ScheduleError] = ScheduleErro
     """
     bad = _UNSTORABLE.search(value)
     if bad is not None:
-        raise error(f"{field} must not contain NUL or an unpaired surrogate (U+{ord(bad.group()):04X} at "
-                    f"position {bad.start()}); got {shown(value)}", field=field)
+        raise error(
+            f"{field} must not contain NUL or an unpaired surrogate (U+{ord(bad.group()):04X} at "
+            f"position {bad.start()}); got {shown(value)}",
+            field=field,
+        )
     return value
 
 
@@ -62,9 +67,13 @@ def check_topic(topic: object, field: str = "topic") -> str:
     if not isinstance(topic, str) or not topic.strip():
         raise InvalidTopic(f"{field} must be a non-empty string; got {shown(topic)}", field=field)
     if len(topic) > MAX_TOPIC_LEN:
-        raise InvalidTopic(f"{field} must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field=field)
+        raise InvalidTopic(
+            f"{field} must be at most {MAX_TOPIC_LEN} characters; got {len(topic)}", field=field
+        )
     if topic == SCHEDULE_FAILED_TOPIC:
-        raise InvalidTopic(f"{field} {shown(topic)} is reserved for terminal-failure events", field=field)
+        raise InvalidTopic(
+            f"{field} {shown(topic)} is reserved for terminal-failure events", field=field
+        )
     return check_text(topic, field, InvalidTopic)
 
 
@@ -87,8 +96,11 @@ def check_job_refs(ids: object, field: str) -> list[str]:
         InvalidJobId: naming `field` (not an iterable, or a string) or the item (`field[3]`).
     """
     if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
-        raise InvalidJobId(f"{field} must be a list (or another iterable) of job ids, not one string; "
-                           f"got {shown(ids)}", field=field)
+        raise InvalidJobId(
+            f"{field} must be a list (or another iterable) of job ids, not one string; "
+            f"got {shown(ids)}",
+            field=field,
+        )
     return [check_job_ref(job_id, f"{field}[{i}]") for i, job_id in enumerate(ids)]
 
 
@@ -116,7 +128,9 @@ def check_dead_letter(topic: str, dead_letter: object) -> str:
     except InvalidTopic as exc:
         raise InvalidTopic(f"dead_letter: {exc}", field="dead_letter") from exc
     if name == topic:
-        raise InvalidTopic(f"topic {shown(topic)} cannot be its own dead-letter topic", field="dead_letter")
+        raise InvalidTopic(
+            f"topic {shown(topic)} cannot be its own dead-letter topic", field="dead_letter"
+        )
     return name
 
 
@@ -126,9 +140,14 @@ def check_job_id(job_id: object) -> str | None:
     Raises:
         InvalidJobId: not a non-empty string of at most MAX_ID_LEN characters.
     """
-    if job_id is not None and (not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN):
-        raise InvalidJobId(f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
-                           f"got {shown(job_id)}", field="job_id")
+    if job_id is not None and (
+        not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LEN
+    ):
+        raise InvalidJobId(
+            f"job_id must be a non-empty string of at most {MAX_ID_LEN} characters; "
+            f"got {shown(job_id)}",
+            field="job_id",
+        )
     return None if job_id is None else check_text(job_id, "job_id", InvalidJobId)
 
 
@@ -141,11 +160,15 @@ def check_metadata(metadata: object) -> Mapping[str, Any] | None:
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping):
-        raise InvalidPayload(f"metadata must be a mapping (JSON object); got {shown(metadata)}", field="metadata")
+        raise InvalidPayload(
+            f"metadata must be a mapping (JSON object); got {shown(metadata)}", field="metadata"
+        )
     for key in metadata:  # (nested objects: to_json, after the size check)
         if not isinstance(key, str):
-            raise InvalidPayload(f"metadata: key {shown(key)} is not a string (JSON object keys are strings)",
-                                 field="metadata")
+            raise InvalidPayload(
+                f"metadata: key {shown(key)} is not a string (JSON object keys are strings)",
+                field="metadata",
+            )
     return metadata
 
 
@@ -162,12 +185,18 @@ def check_keys(value: object, field: str) -> None:
         if isinstance(item, Mapping):
             for key, inner in item.items():
                 if not isinstance(key, str):
-                    raise InvalidPayload(f"{path}: key {shown(key)} is not a string (JSON object keys are "
-                                         "strings)", field=field)
+                    raise InvalidPayload(
+                        f"{path}: key {shown(key)} is not a string (JSON object keys are strings)",
+                        field=field,
+                    )
                 if isinstance(inner, (Mapping, list, tuple)):
                     todo.append((inner, f"{path}.{key}"))
         elif isinstance(item, (list, tuple)):
-            todo += [(inner, f"{path}[{i}]") for i, inner in enumerate(item) if isinstance(inner, (Mapping, list, tuple))]
+            todo += [
+                (inner, f"{path}[{i}]")
+                for i, inner in enumerate(item)
+                if isinstance(inner, (Mapping, list, tuple))
+            ]
 
 
 def check_cron_name(name: object) -> str:
@@ -177,8 +206,10 @@ def check_cron_name(name: object) -> str:
         InvalidCron: not a non-empty string of at most MAX_ID_LEN characters.
     """
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
-        raise InvalidCron(f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {shown(name)}",
-                          field="name")
+        raise InvalidCron(
+            f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {shown(name)}",
+            field="name",
+        )
     return check_text(name, "name", InvalidCron)
 
 
@@ -189,7 +220,9 @@ def check_misfire(mode: str) -> str:
         InvalidCron: any other value.
     """
     if mode not in MISFIRE_MODES:
-        raise InvalidCron(f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(mode)}", field="misfire")
+        raise InvalidCron(
+            f"misfire must be one of {', '.join(MISFIRE_MODES)}; got {shown(mode)}", field="misfire"
+        )
     return mode
 
 
@@ -207,19 +240,33 @@ def to_json(value: Any, field: str, max_bytes: int = MAX_JSON_BYTES) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{field} must be JSON-serializable: {exc}", field=field) from exc
     except RecursionError:
-        raise InvalidPayload(f"{field} is nested too deeply to serialize as JSON", field=field) from None
+        raise InvalidPayload(
+            f"{field} is nested too deeply to serialize as JSON", field=field
+        ) from None
     if len(text) > max_bytes:
-        raise InvalidPayload(f"{field} is {len(text):,} bytes as JSON; at most {max_bytes:,} are allowed "
-                             f"([limits] json_bytes)", field=field)
+        raise InvalidPayload(
+            f"{field} is {len(text):,} bytes as JSON; at most {max_bytes:,} are allowed "
+            f"([limits] json_bytes)",
+            field=field,
+        )
     # walked only when it has more brackets than levels allowed: the common case costs two counts
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and (depth := json_depth(text)) > MAX_JSON_DEPTH:
-        raise InvalidPayload(f"{field} nests arrays and objects {depth} deep; at most {MAX_JSON_DEPTH} levels "
-                             "are allowed", field=field)
+    if (
+        text.count("[") + text.count("{") > MAX_JSON_DEPTH
+        and (depth := json_depth(text)) > MAX_JSON_DEPTH
+    ):
+        raise InvalidPayload(
+            f"{field} nests arrays and objects {depth} deep; at most {MAX_JSON_DEPTH} levels "
+            "are allowed",
+            field=field,
+        )
     if "{" in text:  # some object (or a brace in a string): its keys must have been strings
         check_keys(value, field)
     if "\\u" in text and (bad := _unstorable_escape(text)) is not None:
-        raise InvalidPayload(f"{field} must not contain NUL or an unpaired surrogate in its strings "
-                             f"(found \\u{bad} in the JSON)", field=field)
+        raise InvalidPayload(
+            f"{field} must not contain NUL or an unpaired surrogate in its strings "
+            f"(found \\u{bad} in the JSON)",
+            field=field,
+        )
     return text
 
 
@@ -261,7 +308,9 @@ def check_payload(payload_json: str, validate: Validator | None) -> None:
     try:
         parse_payload(validate, json.loads(payload_json))
     except PayloadRejected as exc:
-        raise InvalidPayload(f"payload refused by the topic's schema: {exc}", field="payload") from exc
+        raise InvalidPayload(
+            f"payload refused by the topic's schema: {exc}", field="payload"
+        ) from exc
 
 
 MAX_KEY_LEN = 512
@@ -274,8 +323,10 @@ def check_run_at_ms(ms: int, field: str) -> int:
         InvalidDelay: naming `field` (a delay that large is not a delay).
     """
     if ms > MAX_RUN_AT_MS:
-        raise InvalidDelay(f"{field} must be no later than 9999-12-31T23:59:59.999Z; got {ms:,} ms since 1970",
-                           field=field)
+        raise InvalidDelay(
+            f"{field} must be no later than 9999-12-31T23:59:59.999Z; got {ms:,} ms since 1970",
+            field=field,
+        )
     return ms
 
 
@@ -288,9 +339,15 @@ def check_key(key: object) -> str:
     if key is None:
         return ""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
-        text = shown(key) if not isinstance(key, str) or len(key) <= 60 else f"{key[:60]!r}... ({len(key):,} chars)"
-        raise ScheduleError(f"key must be a non-empty string of at most {MAX_KEY_LEN} characters; "
-                            f"got {text}", field="key")
+        text = (
+            shown(key)
+            if not isinstance(key, str) or len(key) <= 60
+            else f"{key[:60]!r}... ({len(key):,} chars)"
+        )
+        raise ScheduleError(
+            f"key must be a non-empty string of at most {MAX_KEY_LEN} characters; got {text}",
+            field="key",
+        )
     return check_text(key, "key")
 
 
@@ -305,19 +362,39 @@ def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]
         fields["priority"] = str(parse_priority(priority))
     if dedupe is not None:
         if not isinstance(dedupe, Dedupe):
-            raise ScheduleError(f"dedupe must be a Dedupe(key, window=, mode=); got {shown(dedupe)}", field="dedupe")
+            raise ScheduleError(
+                f"dedupe must be a Dedupe(key, window=, mode=); got {shown(dedupe)}", field="dedupe"
+            )
         check_text(dedupe.key, "dedupe.key")
         window = dedupe.window_ms()
-        fields.update(dedupe_key=dedupe.key, dedupe_window_ms="" if window is None else str(window),
-                      dedupe_mode=dedupe.mode)
+        fields.update(
+            dedupe_key=dedupe.key,
+            dedupe_window_ms="" if window is None else str(window),
+            dedupe_mode=dedupe.mode,
+        )
     return fields
 
 
 def build_job(
-    topic: object, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: object, timeout: Any,
-    job_id: object, cron: str, *, default_retry: RetryPolicy, default_timeout_ms: int, now_ms: int = 0,
-    validate: Validator | None = None, key: object = None, dedupe: object = None, priority: object = None,
-    max_json_bytes: int = MAX_JSON_BYTES, due_by_ms: int | None = None,
+    topic: object,
+    run_at_ms: int,
+    tz: str,
+    payload: Any,
+    retry: Any,
+    metadata: object,
+    timeout: Any,
+    job_id: object,
+    cron: str,
+    *,
+    default_retry: RetryPolicy,
+    default_timeout_ms: int,
+    now_ms: int = 0,
+    validate: Validator | None = None,
+    key: object = None,
+    dedupe: object = None,
+    priority: object = None,
+    max_json_bytes: int = MAX_JSON_BYTES,
+    due_by_ms: int | None = None,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
@@ -343,8 +420,10 @@ def build_job(
     meta = check_metadata(metadata)
     timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
     if timeout_s <= 0 or timeout_s * 1000 > MAX_TIMEOUT_MS:
-        raise InvalidDelay(f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
-                           field="timeout")
+        raise InvalidDelay(
+            f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
+            field="timeout",
+        )
     check_run_at_ms(run_at_ms, "run_at")
     given_id = check_job_id(job_id)
     flow = flow_fields(key, dedupe, priority)
@@ -353,7 +432,9 @@ def build_job(
     return NewJob(
         id=given_id or new_job_id(),
         topic=topic,
-        due_ms=now_ms if run_at_ms <= max(now_ms, due_by_ms or 0) else run_at_ms,  # a past time runs at once
+        due_ms=now_ms
+        if run_at_ms <= max(now_ms, due_by_ms or 0)
+        else run_at_ms,  # a past time runs at once
         run_at_ms=run_at_ms,
         tz=tz,
         payload_json=payload_json,

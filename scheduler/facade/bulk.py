@@ -12,27 +12,51 @@ from opentelemetry.trace import Span, Tracer
 
 from scheduler.core.errors import InvalidDelay, InvalidJobId, ScheduleError, shown
 from scheduler.core.job import NewJob
-from scheduler.observe.metrics import Metrics
-from scheduler.facade.scheduling import observe
 from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
-from scheduler.observe.tracing import current_traceparent, is_noop, producer_span
 from scheduler.core.validation import check_run_at_ms
+from scheduler.facade.scheduling import observe
+from scheduler.observe.metrics import Metrics
+from scheduler.observe.tracing import current_traceparent, is_noop, producer_span
 
 if TYPE_CHECKING:
     from scheduler.store.redis import RedisStore
 
 # The keys an item may hold: schedule_at's keywords, plus schedule_in's `delay`.
-ITEM_KEYS = ("topic", "run_at", "delay", "tz", "payload", "retry", "metadata", "timeout", "job_id", "key", "dedupe",
-             "priority")
+ITEM_KEYS = (
+    "topic",
+    "run_at",
+    "delay",
+    "tz",
+    "payload",
+    "retry",
+    "metadata",
+    "timeout",
+    "job_id",
+    "key",
+    "dedupe",
+    "priority",
+)
 _KNOWN = frozenset(ITEM_KEYS)
 
 
 class BuildJob(Protocol):
     """Validate one request and build its job (the facade's, with its defaults and schemas)."""
 
-    def __call__(self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any,
-                 timeout: Any, job_id: str | None, *, key: Any = None, dedupe: Any = None,
-                 priority: Any = None) -> NewJob: ...
+    def __call__(
+        self,
+        topic: Any,
+        run_at_ms: int,
+        tz: str,
+        payload: Any,
+        retry: Any,
+        metadata: Any,
+        timeout: Any,
+        job_id: str | None,
+        *,
+        key: Any = None,
+        dedupe: Any = None,
+        priority: Any = None,
+    ) -> NewJob: ...
 
 
 def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int) -> list[NewJob]:
@@ -47,8 +71,11 @@ def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int)
             twice in the call is refused the same way.
     """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
-        raise ScheduleError(f"items must be a list (an iterable) of mappings of schedule_at's keywords; got "
-                            f"{type(items).__name__}", field="items")
+        raise ScheduleError(
+            f"items must be a list (an iterable) of mappings of schedule_at's keywords; got "
+            f"{type(items).__name__}",
+            field="items",
+        )
     jobs: list[NewJob] = []
     first_of: dict[str, int] = {}  # a caller's job_id -> the item that gave it first
     for index, item in enumerate(items):
@@ -56,19 +83,28 @@ def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int)
         if item.get("job_id") is not None:
             earlier = first_of.setdefault(job.id, index)
             if earlier != index:
-                raise _at(index, InvalidJobId(f"job_id {shown(job.id)} is also items[{earlier}]'s", field="job_id"))
+                raise _at(
+                    index,
+                    InvalidJobId(
+                        f"job_id {shown(job.id)} is also items[{earlier}]'s", field="job_id"
+                    ),
+                )
         jobs.append(job)
     return jobs
 
 
 def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob:
     if not isinstance(item, Mapping):
-        raise ScheduleError(f"items[{index}]: must be a mapping of schedule_at's keywords; got {shown(item)}",
-                            field=f"items[{index}]")
+        raise ScheduleError(
+            f"items[{index}]: must be a mapping of schedule_at's keywords; got {shown(item)}",
+            field=f"items[{index}]",
+        )
     for key in item:
         if key not in _KNOWN:
-            raise ScheduleError(f"items[{index}].{key}: unknown key {shown(key)} (known: {', '.join(ITEM_KEYS)})",
-                                field=f"items[{index}].{key}")
+            raise ScheduleError(
+                f"items[{index}].{key}: unknown key {shown(key)} (known: {', '.join(ITEM_KEYS)})",
+                field=f"items[{index}].{key}",
+            )
     try:
         tz = item.get("tz", "UTC")
         if item.get("run_at") is not None:
@@ -76,13 +112,24 @@ def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob
                 raise InvalidDelay("give run_at or delay, not both", field="delay")
             run_at_ms = utc_to_ms(resolve_run_at(item["run_at"], tz))
         elif item.get("delay") is not None:
-            run_at_ms = check_run_at_ms(now_ms + int(min(parse_duration(item["delay"], "delay"), 1e16) * 1000),
-                                        "delay")
+            run_at_ms = check_run_at_ms(
+                now_ms + int(min(parse_duration(item["delay"], "delay"), 1e16) * 1000), "delay"
+            )
         else:
             run_at_ms = now_ms
-        return build(item.get("topic"), run_at_ms, tz, item.get("payload"), item.get("retry"),
-                     item.get("metadata"), item.get("timeout"), item.get("job_id"), key=item.get("key"),
-                     dedupe=item.get("dedupe"), priority=item.get("priority"))
+        return build(
+            item.get("topic"),
+            run_at_ms,
+            tz,
+            item.get("payload"),
+            item.get("retry"),
+            item.get("metadata"),
+            item.get("timeout"),
+            item.get("job_id"),
+            key=item.get("key"),
+            dedupe=item.get("dedupe"),
+            priority=item.get("priority"),
+        )
     except ScheduleError as exc:
         raise _at(index, exc) from exc
 
@@ -93,8 +140,9 @@ def _at(index: int, exc: ScheduleError) -> ScheduleError:
     return type(exc)(f"{field}: {exc}", field=field)
 
 
-async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: Sequence[NewJob],
-                     now_ms: int) -> list[str]:
+async def store_jobs(
+    store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: Sequence[NewJob], now_ms: int
+) -> list[str]:
     """Store built jobs (RedisStore.enqueue_many) under one PRODUCER span for the call, not
     one per job (its cost would be most of a job's); every job keeps that span's context
     as its trace, so its attempts join the call's trace. Returns the ids in order (a
@@ -102,8 +150,11 @@ async def store_jobs(store: RedisStore, tracer: Tracer, metrics: Metrics, jobs: 
     if not jobs:
         return []
     topics = {job.topic for job in jobs}
-    span: AbstractContextManager[Span | None] = nullcontext() if is_noop(tracer) else producer_span(
-        tracer, next(iter(topics)) if len(topics) == 1 else "(multiple)", "send")
+    span: AbstractContextManager[Span | None] = (
+        nullcontext()
+        if is_noop(tracer)
+        else producer_span(tracer, next(iter(topics)) if len(topics) == 1 else "(multiple)", "send")
+    )
     with span:
         trace = current_traceparent()
         if trace:

@@ -15,10 +15,10 @@ from scheduler.core.errors import InvalidCron, ScheduleError, shown
 from scheduler.core.interval import IntervalSpec, parse_interval
 from scheduler.core.job import CronInfo, NewCron, NewJob
 from scheduler.core.retry import RetryPolicy
-from scheduler.store.scripts import PauseCode, ScriptCode
+from scheduler.core.validation import check_cron_name, check_misfire
 from scheduler.facade.scheduling import Host
 from scheduler.observe.tracing import CRON_NAME, current_traceparent, producer_span
-from scheduler.core.validation import check_cron_name, check_misfire
+from scheduler.store.scripts import PauseCode, ScriptCode
 
 # (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, *, key=, priority=)
 # -> a checked NewJob.
@@ -83,15 +83,40 @@ class CronSchedules:
         check_cron_name(name)
         mode = check_misfire(misfire or host.settings.cron.misfire)
         spec = parse_cron(cron, tz)
-        meta = {**dict(metadata or {}), "cron": name} if isinstance(metadata, Mapping) or metadata is None else metadata
-        job = self._build(topic, 0, tz, payload, retry, meta, timeout, f"cron:{name}", name, key=key,
-                          priority=priority, dedupe=dedupe)
+        meta = (
+            {**dict(metadata or {}), "cron": name}
+            if isinstance(metadata, Mapping) or metadata is None
+            else metadata
+        )
+        job = self._build(
+            topic,
+            0,
+            tz,
+            payload,
+            retry,
+            meta,
+            timeout,
+            f"cron:{name}",
+            name,
+            key=key,
+            priority=priority,
+            dedupe=dedupe,
+        )
         if job.dedupe_mode == "debounce":
-            raise ScheduleError("dedupe mode 'debounce' is not supported on cron schedules (a tick's time is "
-                                "fixed); use mode 'throttle'", field="dedupe.mode")
-        if await self.upsert(Planned(name, spec, mode, job), declared=False) == ScriptCode.OTHER_ORIGIN:
-            raise InvalidCron(f"schedule {name!r} is declared beside a listener (@on_event(..., cron= or every=)) "
-                              "and kept by its workers: change it in the code, or use another name", field="name")
+            raise ScheduleError(
+                "dedupe mode 'debounce' is not supported on cron schedules (a tick's time is "
+                "fixed); use mode 'throttle'",
+                field="dedupe.mode",
+            )
+        if (
+            await self.upsert(Planned(name, spec, mode, job), declared=False)
+            == ScriptCode.OTHER_ORIGIN
+        ):
+            raise InvalidCron(
+                f"schedule {name!r} is declared beside a listener (@on_event(..., cron= or every=)) "
+                "and kept by its workers: change it in the code, or use another name",
+                field="name",
+            )
         info = await host.store.get_cron(name)
         assert info is not None
         return info
@@ -105,10 +130,22 @@ class CronSchedules:
         """
         check_cron_name(decl.name)
         mode = check_misfire(decl.misfire or self._host.settings.cron.misfire)
-        spec: Trigger = (parse_interval(decl.every_ms, decl.jitter_ms, decl.name) if decl.every_ms
-                         else parse_cron(decl.cron, decl.tz))
-        job = self._build(decl.topic, 0, decl.tz, decl.payload, None, {"cron": decl.name}, None, f"cron:{decl.name}",
-                          decl.name)
+        spec: Trigger = (
+            parse_interval(decl.every_ms, decl.jitter_ms, decl.name)
+            if decl.every_ms
+            else parse_cron(decl.cron, decl.tz)
+        )
+        job = self._build(
+            decl.topic,
+            0,
+            decl.tz,
+            decl.payload,
+            None,
+            {"cron": decl.name},
+            None,
+            f"cron:{decl.name}",
+            decl.name,
+        )
         return Planned(decl.name, spec, mode, job)
 
     async def upsert(self, plan: Planned, declared: bool) -> int:
@@ -121,10 +158,20 @@ class CronSchedules:
             expr, every, jitter = spec.expr, 0, 0
         with producer_span(host.tracer, plan.job.topic, "create", {CRON_NAME: plan.name}):
             now = host.clock.now_ms()
-            return await host.store.upsert_cron(NewCron(
-                plan.name, expr, plan.misfire, next_fire(spec, now), plan.job, current_traceparent(), every, jitter,
-                declared,
-            ), now)
+            return await host.store.upsert_cron(
+                NewCron(
+                    plan.name,
+                    expr,
+                    plan.misfire,
+                    next_fire(spec, now),
+                    plan.job,
+                    current_traceparent(),
+                    every,
+                    jitter,
+                    declared,
+                ),
+                now,
+            )
 
     async def set_paused(self, name: str, paused: bool) -> bool:
         """Pause or resume a schedule; a resumed one fires from its next tick after now.
@@ -141,7 +188,12 @@ class CronSchedules:
             raise InvalidCron(f"no cron schedule named {shown(name)}", field="name")
         now = host.clock.now_ms()
         ms = timedelta(milliseconds=1)
-        spec = trigger_of(info.cron, info.tz, (info.every or timedelta()) // ms, (info.jitter or timedelta()) // ms,
-                          name)
+        spec = trigger_of(
+            info.cron,
+            info.tz,
+            (info.every or timedelta()) // ms,
+            (info.jitter or timedelta()) // ms,
+            name,
+        )
         next_ms = next_fire(spec, now)
         return await host.store.set_cron_paused(name, paused, next_ms, now) == PauseCode.CHANGED

@@ -15,11 +15,11 @@ from typing import Protocol
 
 from scheduler.core.clock import Clock
 from scheduler.core.errors import ScheduleError, shown
-from scheduler.observe.metrics import Metrics
-from scheduler.store.scripts import CancelCode, OperationCode
-from scheduler.store.redis import RedisStore
 from scheduler.core.timeutil import resolve_run_at, utc_to_ms
 from scheduler.core.validation import check_actor, check_job_ref, check_job_refs
+from scheduler.observe.metrics import Metrics
+from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import CancelCode, OperationCode
 
 # cancel_many sends this many cancel scripts at a time (pipelined on the store's connection).
 CANCEL_BATCH = 500
@@ -87,7 +87,9 @@ class JobOperations:
         """Run a failed or cancelled job again now, with a fresh attempt budget (a dead letter
         waits in its dead-letter set again, for a listener of that topic)."""
         job_id, actor = check_job_ref(job_id), self.actor(actor)
-        code = await self._host.store.retry_job(job_id, self._host.clock.now_ms(), self.actor(actor))
+        code = await self._host.store.retry_job(
+            job_id, self._host.clock.now_ms(), self.actor(actor)
+        )
         return code == OperationCode.RETRIED
 
     async def delete(self, job_id: str, actor: str | None = None) -> bool:
@@ -95,12 +97,17 @@ class JobOperations:
         job_id = check_job_ref(job_id)
         store, now, who = self._host.store, self._host.clock.now_ms(), self.actor(actor)
         held = await store.held_dead_letter_topic(job_id)
-        if held is not None and await store.delete_dead_letter(job_id, held, now, who) == OperationCode.DELETED:
+        if (
+            held is not None
+            and await store.delete_dead_letter(job_id, held, now, who) == OperationCode.DELETED
+        ):
             return True
         code = await store.delete_job(job_id, now, who)
         return code == OperationCode.DELETED
 
-    async def reschedule(self, job_id: str, run_at: datetime, tz: str = "UTC", actor: str | None = None) -> bool:
+    async def reschedule(
+        self, job_id: str, run_at: datetime, tz: str = "UTC", actor: str | None = None
+    ) -> bool:
         """Move a scheduled or retrying job to `run_at` (resolved as schedule_at does; past = now);
         not a dead letter (held, never due)."""
         job_id, actor = check_job_ref(job_id), self.actor(actor)
@@ -108,7 +115,9 @@ class JobOperations:
         h = self._host
         if await h.store.held_dead_letter_topic(job_id) is not None:
             return False
-        code = await h.store.reschedule_job(job_id, run_at_ms, tz, h.clock.now_ms(), self.actor(actor))
+        code = await h.store.reschedule_job(
+            job_id, run_at_ms, tz, h.clock.now_ms(), self.actor(actor)
+        )
         return code == OperationCode.RESCHEDULED
 
     async def cancel(self, job_id: str, actor: str | None = None) -> bool:
@@ -120,9 +129,11 @@ class JobOperations:
         who, unique = self.actor(actor), list(dict.fromkeys(check_job_refs(ids, "ids")))
         cancelled = 0
         for start in range(0, len(unique), CANCEL_BATCH):
-            now, batch = self._host.clock.now_ms(), unique[start:start + CANCEL_BATCH]
+            now, batch = self._host.clock.now_ms(), unique[start : start + CANCEL_BATCH]
             codes = await asyncio.gather(*(self._host.store.cancel(i, now, who) for i in batch))
-            cancelled += sum(1 for c in codes if c in (CancelCode.CANCELLED, CancelCode.CANCELLED_RUNNING))
+            cancelled += sum(
+                1 for c in codes if c in (CancelCode.CANCELLED, CancelCode.CANCELLED_RUNNING)
+            )
         if cancelled:
             self._host.metrics.cancelled.add(cancelled)
         return cancelled

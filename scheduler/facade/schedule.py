@@ -9,19 +9,19 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.clock import caller_now_ms
-from scheduler.facade.bulk import build_jobs, store_jobs
 from scheduler.core.flow import Dedupe
 from scheduler.core.job import ScheduleResult
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.core.validation import check_run_at_ms
+from scheduler.facade.bulk import build_jobs, store_jobs
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from scheduler.core.clock import Clock
-    from scheduler.observe.metrics import Metrics
     from scheduler.facade.scheduling import Scheduling
+    from scheduler.observe.metrics import Metrics
     from scheduler.store.redis import RedisStore
 
 Retry = RetryPolicy | Mapping[str, Any] | None
@@ -57,9 +57,20 @@ class ScheduleCalls:
         """schedule_at, saying what happened: `created` False when nothing was stored, with
         `job_id` the job holding the slot and `reason` why (ScheduleResult)."""
         when = resolve_run_at(run_at, tz)
-        return await self._scheduling.enqueue(topic, utc_to_ms(when), tz, payload, retry, metadata, timeout,
-                                              job_id, dead_letter=dead_letter, key=key, dedupe=dedupe,
-                                              priority=priority)
+        return await self._scheduling.enqueue(
+            topic,
+            utc_to_ms(when),
+            tz,
+            payload,
+            retry,
+            metadata,
+            timeout,
+            job_id,
+            dead_letter=dead_letter,
+            key=key,
+            dedupe=dedupe,
+            priority=priority,
+        )
 
     async def schedule_at(
         self,
@@ -101,9 +112,20 @@ class ScheduleCalls:
         Raises:
             ScheduleError: a subclass naming the field; nothing is stored.
         """
-        result = await self.schedule(topic, run_at, tz, payload=payload, retry=retry, metadata=metadata,
-                                     timeout=timeout, job_id=job_id, dead_letter=dead_letter, key=key,
-                                     dedupe=dedupe, priority=priority)
+        result = await self.schedule(
+            topic,
+            run_at,
+            tz,
+            payload=payload,
+            retry=retry,
+            metadata=metadata,
+            timeout=timeout,
+            job_id=job_id,
+            dead_letter=dead_letter,
+            key=key,
+            dedupe=dedupe,
+            priority=priority,
+        )
         return result.job_id
 
     async def schedule_in(
@@ -126,8 +148,20 @@ class ScheduleCalls:
         other keywords as schedule_at's."""
         seconds = parse_duration(delay, "delay")
         due = check_run_at_ms(self.clock.now_ms() + int(min(seconds, 1e16) * 1000), "delay")
-        result = await self._scheduling.enqueue(topic, due, tz, payload, retry, metadata, timeout, job_id,
-                                                dead_letter=dead_letter, key=key, dedupe=dedupe, priority=priority)
+        result = await self._scheduling.enqueue(
+            topic,
+            due,
+            tz,
+            payload,
+            retry,
+            metadata,
+            timeout,
+            job_id,
+            dead_letter=dead_letter,
+            key=key,
+            dedupe=dedupe,
+            priority=priority,
+        )
         return result.job_id
 
     async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -139,6 +173,11 @@ class ScheduleCalls:
             StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
         """
         now = self.clock.now_ms()
-        jobs = build_jobs(items, partial(self._scheduling.build_job, cron="", now_ms=now,
-                                         due_by_ms=caller_now_ms(self.clock)), now)
+        jobs = build_jobs(
+            items,
+            partial(
+                self._scheduling.build_job, cron="", now_ms=now, due_by_ms=caller_now_ms(self.clock)
+            ),
+            now,
+        )
         return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from opentelemetry.trace import Tracer
 
 from listeners import ListenerRegistry
-from scheduler.facade import operations
 from scheduler.core.clock import caller_now_ms
 from scheduler.core.config import Settings
 from scheduler.core.flow import Dedupe
 from scheduler.core.job import NewJob, ScheduleResult
-from scheduler.observe.metrics import Metrics
-from scheduler.store.bulk import Enqueued
 from scheduler.core.retry import RetryPolicy
+from scheduler.core.validation import build_job, check_dead_letter
+from scheduler.facade import operations
+from scheduler.observe.metrics import Metrics
 from scheduler.observe.tracing import (
     JOB_RUN_AT,
     JOB_TZ,
@@ -30,7 +30,7 @@ from scheduler.observe.tracing import (
     producer_span,
     traceparent_of,
 )
-from scheduler.core.validation import build_job, check_dead_letter
+from scheduler.store.bulk import Enqueued
 
 if TYPE_CHECKING:
     from scheduler.worker.loop import Worker
@@ -57,23 +57,61 @@ class Scheduling:
         self._workers = workers
 
     def build_job(
-        self, topic: Any, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, cron: str, *, now_ms: int = 0, due_by_ms: int | None = None, **flow: Any,
+        self,
+        topic: Any,
+        run_at_ms: int,
+        tz: str,
+        payload: Any,
+        retry: Any,
+        metadata: Any,
+        timeout: Any,
+        job_id: str | None,
+        cron: str,
+        *,
+        now_ms: int = 0,
+        due_by_ms: int | None = None,
+        **flow: Any,
     ) -> NewJob:
         """Validate everything before anything is written (defaults from settings; the
         payload against the topic's schema when this process's registry has one; `flow`:
         key, dedupe, priority)."""
         host = self._host
         validate = host.registry.validator(topic) if isinstance(topic, str) else None
-        return build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron,
-                         default_retry=host.default_retry, default_timeout_ms=host.settings.worker.timeout_ms,
-                         now_ms=now_ms, validate=validate, max_json_bytes=host.settings.limits.json_bytes,
-                         due_by_ms=due_by_ms, **flow)
+        return build_job(
+            topic,
+            run_at_ms,
+            tz,
+            payload,
+            retry,
+            metadata,
+            timeout,
+            job_id,
+            cron,
+            default_retry=host.default_retry,
+            default_timeout_ms=host.settings.worker.timeout_ms,
+            now_ms=now_ms,
+            validate=validate,
+            max_json_bytes=host.settings.limits.json_bytes,
+            due_by_ms=due_by_ms,
+            **flow,
+        )
 
     async def enqueue(
-        self, topic: str, run_at_ms: int, tz: str, payload: Any, retry: Any, metadata: Any, timeout: Any,
-        job_id: str | None, *, cron: str = "", dead_letter: str | None = None, key: str | None = None,
-        dedupe: Dedupe | None = None, priority: int | str | None = None,
+        self,
+        topic: str,
+        run_at_ms: int,
+        tz: str,
+        payload: Any,
+        retry: Any,
+        metadata: Any,
+        timeout: Any,
+        job_id: str | None,
+        *,
+        cron: str = "",
+        dead_letter: str | None = None,
+        key: str | None = None,
+        dedupe: Dedupe | None = None,
+        priority: int | str | None = None,
     ) -> ScheduleResult:
         """Build the job and store it (or hand it to a local worker when due now): the path of
         Scheduler.schedule_at and schedule_in, whose keywords these are.
@@ -104,15 +142,37 @@ class Scheduling:
         """
         host = self._host
         now = host.clock.now_ms()
-        job = self.build_job(topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, now_ms=now,
-                             due_by_ms=caller_now_ms(host.clock), key=key, dedupe=dedupe, priority=priority)
+        job = self.build_job(
+            topic,
+            run_at_ms,
+            tz,
+            payload,
+            retry,
+            metadata,
+            timeout,
+            job_id,
+            cron,
+            now_ms=now,
+            due_by_ms=caller_now_ms(host.clock),
+            key=key,
+            dedupe=dedupe,
+            priority=priority,
+        )
         if dead_letter is not None:
             job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
         # No SDK: skip the no-op span, but still keep a caller's propagated context. The span
         # is not made current: nothing but our own store call runs under it.
-        scope = nullcontext() if is_noop(host.tracer) else producer_span(
-            host.tracer, job.topic, "send", lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz},
-            current=False)
+        scope = (
+            nullcontext()
+            if is_noop(host.tracer)
+            else producer_span(
+                host.tracer,
+                job.topic,
+                "send",
+                lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz},
+                current=False,
+            )
+        )
         with scope as span:
             trace = current_traceparent() if span is None else traceparent_of(span)
             if trace:
@@ -153,5 +213,9 @@ def observe(metrics: Metrics, topic: str, done: Enqueued) -> None:
         now = time.monotonic()
         if now - _warned.get(topic, -60.0) >= 60.0:
             _warned[topic] = now
-            log.warning("topic %s has %d jobs waiting or retrying, over its warning_size", topic, done.waiting,
-                        extra={"event": "topic_warning_size", "topic": topic, "waiting": done.waiting})
+            log.warning(
+                "topic %s has %d jobs waiting or retrying, over its warning_size",
+                topic,
+                done.waiting,
+                extra={"event": "topic_warning_size", "topic": topic, "waiting": done.waiting},
+            )

@@ -9,13 +9,24 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from scheduler.core.clock import Clock
-from scheduler.core.errors import DeadLetterNotFound, ScheduleError, TopicInUse, TopicPolicyLocked, shown
+from scheduler.core.errors import (
+    DeadLetterNotFound,
+    ScheduleError,
+    TopicInUse,
+    TopicPolicyLocked,
+    shown,
+)
 from scheduler.core.job import JobInfo, JobPage, NewJob
 from scheduler.core.retry import RetryPolicy
-from scheduler.store.scripts import OperationCode, ScriptCode, TopicCode
-from scheduler.store.redis import RedisStore
-from scheduler.core.topic_options import TopicOptions, check_topic_options, topic_fields, topic_options
+from scheduler.core.topic_options import (
+    TopicOptions,
+    check_topic_options,
+    topic_fields,
+    topic_options,
+)
 from scheduler.core.validation import check_job_ref, check_topic
+from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import OperationCode, ScriptCode, TopicCode
 
 __all__ = ["TopicOptions", "Topics"]
 
@@ -45,7 +56,9 @@ class Host(Protocol):
     default_retry: RetryPolicy  # what a retry mapping's omitted keys mean
 
 
-BuildReplay = Callable[[str, int, Any, Any], NewJob]  # (source topic, now ms, payload, metadata) -> the new job
+BuildReplay = Callable[
+    [str, int, Any, Any], NewJob
+]  # (source topic, now ms, payload, metadata) -> the new job
 
 
 class Topics:
@@ -67,7 +80,10 @@ class Topics:
         if code == TopicCode.POLICY_LOCKED:
             raise TopicPolicyLocked(
                 f"topic {name!r} has policy {before!r}; a topic's policy cannot change (got {checked.policy!r}): "
-                f"delete the topic to choose another", old=before, new=checked.policy)
+                f"delete the topic to choose another",
+                old=before,
+                new=checked.policy,
+            )
 
     async def get(self, name: str) -> TopicOptions | None:
         """The stored options of a topic, or None."""
@@ -90,17 +106,23 @@ class Topics:
         if not force:
             counts = await self._host.store.stats(name)
             if any(counts.values()):
-                raise TopicInUse(f"topic {name!r} still has jobs ({counts}); pass force=True to delete it anyway",
-                                 field="name")
+                raise TopicInUse(
+                    f"topic {name!r} still has jobs ({counts}); pass force=True to delete it anyway",
+                    field="name",
+                )
         return await self._host.store.remove_topic(name)
 
-    async def dead_letters(self, topic: str, limit: int = 100, cursor: str | None = None) -> JobPage:
+    async def dead_letters(
+        self, topic: str, limit: int = 100, cursor: str | None = None
+    ) -> JobPage:
         """A page of the dead letters held on `topic`, oldest first."""
         check_topic(topic)
         if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
             raise ScheduleError(f"limit must be 1..{MAX_PAGE}; got {limit!r}", field="limit")
         if cursor is not None and not isinstance(cursor, str):
-            raise ScheduleError(f"cursor must be a string from an earlier page; got {shown(cursor)}", field="cursor")
+            raise ScheduleError(
+                f"cursor must be a string from an earlier page; got {shown(cursor)}", field="cursor"
+            )
         after = _decode_cursor(cursor) if cursor is not None else None
         store = self._host.store
         ids = await store.dead_letter_ids(topic, after, limit + 1)
@@ -111,7 +133,11 @@ class Topics:
 
     async def _dead_letter(self, job_id: str) -> JobInfo:
         info = await self._host.store.get_job(job_id)
-        if info is None or "source_job_id" not in info.metadata or "source_topic" not in info.metadata:
+        if (
+            info is None
+            or "source_job_id" not in info.metadata
+            or "source_topic" not in info.metadata
+        ):
             raise DeadLetterNotFound(f"no dead letter {job_id!r}", field="job_id")
         return info
 
@@ -130,8 +156,10 @@ class Topics:
         job = build(str(dl.metadata["source_topic"]), now, dl.payload, meta)
         code = await h.store.replay_dead_letter(dl, job, now, self._actor(actor))
         if code != OperationCode.REPLAYED:
-            raise DeadLetterNotFound(f"dead letter {job_id!r} cannot be replayed ({ScriptCode(code).name})",
-                                     field="job_id")
+            raise DeadLetterNotFound(
+                f"dead letter {job_id!r} cannot be replayed ({ScriptCode(code).name})",
+                field="job_id",
+            )
         return job.id
 
     async def purge(self, topic: str, actor: str | None = None) -> int:
@@ -143,6 +171,7 @@ class Topics:
             if not ids:
                 return removed
             now = h.clock.now_ms()
-            codes = await asyncio.gather(*(h.store.delete_dead_letter(i, topic, now, who) for i, _ in ids))
+            codes = await asyncio.gather(
+                *(h.store.delete_dead_letter(i, topic, now, who) for i, _ in ids)
+            )
             removed += sum(1 for c in codes if c == OperationCode.DELETED)
-

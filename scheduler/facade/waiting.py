@@ -11,9 +11,9 @@ from datetime import timedelta
 from scheduler.core.errors import InvalidJobId, JobNotFound, SchedulerError, WaitTimeout
 from scheduler.core.job import JobInfo
 from scheduler.core.outbox import TERMINAL_STATUSES
-from scheduler.store.redis import RedisStore
 from scheduler.core.timeutil import parse_duration
 from scheduler.core.validation import check_job_id
+from scheduler.store.redis import RedisStore
 from scheduler.store.wire import Subscription
 
 Timeout = timedelta | float | int | str | None
@@ -70,10 +70,15 @@ class Waiters:
         try:
             return list(await asyncio.gather(*tasks))
         except _Expired as exc:
-            late = [i for i, t in zip(ids, tasks) if not t.done() or isinstance(t.exception(), _Expired)]
-            raise WaitTimeout(f"job {ids[0]!r} not finished after {seconds:g} s" if len(ids) == 1 else
-                              f"{len(late)} of {len(ids)} jobs not finished after {seconds:g} s "
-                              f"(the first: {late[0]!r})") from exc
+            late = [
+                i for i, t in zip(ids, tasks) if not t.done() or isinstance(t.exception(), _Expired)
+            ]
+            raise WaitTimeout(
+                f"job {ids[0]!r} not finished after {seconds:g} s"
+                if len(ids) == 1
+                else f"{len(late)} of {len(ids)} jobs not finished after {seconds:g} s "
+                f"(the first: {late[0]!r})"
+            ) from exc
         finally:
             for task in tasks:
                 task.cancel()
@@ -89,7 +94,9 @@ class Waiters:
             if state is None:
                 raise JobNotFound(f"no job {job_id!r}", field="job_id")
             info = await self._read(job_id) if state in TERMINAL_STATUSES else None
-            while info is None or not info.state.terminal:  # (a finished job retried meanwhile goes on)
+            while (
+                info is None or not info.state.terminal
+            ):  # (a finished job retried meanwhile goes on)
                 try:
                     async with asyncio.timeout_at(deadline):
                         await event.wait()
@@ -110,8 +117,10 @@ class Waiters:
     async def _read(self, job_id: str) -> JobInfo:
         info = await self._store.get_job(job_id)
         if info is None:
-            raise JobNotFound(f"job {job_id!r} was removed (deleted, or dropped by retention) while waited for",
-                              field="job_id")
+            raise JobNotFound(
+                f"job {job_id!r} was removed (deleted, or dropped by retention) while waited for",
+                field="job_id",
+            )
         return info
 
     async def _subscribe(self) -> None:
@@ -152,8 +161,10 @@ class _Expired(Exception):
 
 def _listed(job_ids: Iterable[str]) -> list[str]:
     if isinstance(job_ids, str):  # a single id would wait for each of its characters
-        raise InvalidJobId(f"job_ids must be a list of job ids, got the str {job_ids!r} (wait() takes one)",
-                           field="job_ids")
+        raise InvalidJobId(
+            f"job_ids must be a list of job ids, got the str {job_ids!r} (wait() takes one)",
+            field="job_ids",
+        )
     return list(job_ids)
 
 

@@ -33,7 +33,9 @@ _MAX_REQUEST_BYTES = 8_192
 _CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 
 
-def in_container(env: Mapping[str, str] | None = None, markers: Sequence[str] = _CONTAINER_MARKERS) -> bool:
+def in_container(
+    env: Mapping[str, str] | None = None, markers: Sequence[str] = _CONTAINER_MARKERS
+) -> bool:
     """Whether this process runs in a container (Docker, Podman, Kubernetes, systemd-nspawn)."""
     env = os.environ if env is None else env
     if env.get("KUBERNETES_SERVICE_HOST") or env.get("container"):
@@ -41,8 +43,11 @@ def in_container(env: Mapping[str, str] | None = None, markers: Sequence[str] = 
     return any(Path(marker).exists() for marker in markers)
 
 
-def bind_host(configured: str, env: Mapping[str, str] | None = None,
-              markers: Sequence[str] = _CONTAINER_MARKERS) -> str:
+def bind_host(
+    configured: str,
+    env: Mapping[str, str] | None = None,
+    markers: Sequence[str] = _CONTAINER_MARKERS,
+) -> str:
     """The address a health or metrics port listens on: the configured one, else loopback
     (nothing outside the machine sees it), or every interface in a container (where the
     kubelet and Prometheus reach it through the pod's address)."""
@@ -51,8 +56,11 @@ def bind_host(configured: str, env: Mapping[str, str] | None = None,
     return "0.0.0.0" if in_container(env, markers) else "127.0.0.1"
 
 
-async def first_failure(checks: Sequence[tuple[str, Check]], urls: Sequence[str | None] = (),
-                        timeout_s: float = CHECK_TIMEOUT_S) -> str | None:
+async def first_failure(
+    checks: Sequence[tuple[str, Check]],
+    urls: Sequence[str | None] = (),
+    timeout_s: float = CHECK_TIMEOUT_S,
+) -> str | None:
     """Run the named checks in order; the first failure as `name: why` (an exception or a
     timeout counts as a failure; passwords of `urls` masked), None when all pass."""
     for name, check in checks:
@@ -71,7 +79,9 @@ class HealthServer:
     """Serves /healthz and /readyz on host:port until close(). `ready` is set once the
     process can say (before: 503 "starting"); `drain()` turns readiness 503 for good."""
 
-    def __init__(self, host: str, port: int, ready: Check | None = None, *, option: str = "--health-port") -> None:
+    def __init__(
+        self, host: str, port: int, ready: Check | None = None, *, option: str = "--health-port"
+    ) -> None:
         self.host, self.port, self.ready, self.option = host, port, ready, option
         self.draining: str | None = None
         self._server: asyncio.Server | None = None
@@ -85,11 +95,17 @@ class HealthServer:
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.port)
         except OSError as exc:
-            raise ConfigError(f"cannot serve health checks on {self.host}:{self.port} ({exc.strerror or exc}): "
-                              f"give {self.option} a free port and the host an address of this machine") from exc
+            raise ConfigError(
+                f"cannot serve health checks on {self.host}:{self.port} ({exc.strerror or exc}): "
+                f"give {self.option} a free port and the host an address of this machine"
+            ) from exc
         self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("health checks on http://%s:%d/healthz and /readyz", self.host, self.port,
-                 extra={"event": "health_serving"})
+        log.info(
+            "health checks on http://%s:%d/healthz and /readyz",
+            self.host,
+            self.port,
+            extra={"event": "health_serving"},
+        )
 
     def drain(self, reason: str) -> None:
         """From now on /readyz answers 503 with `reason` (the process is stopping)."""
@@ -120,14 +136,21 @@ class HealthServer:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _REQUEST_TIMEOUT_S)
             status, body = await self._answer(head[:_MAX_REQUEST_BYTES])
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+        ):
             status, body = 400, {"status": "error", "reason": "not an HTTP request"}
         try:
             method = head.split(b" ", 1)[0]
             data = json.dumps(body).encode()
-            writer.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                         b"Cache-Control: no-store\r\nConnection: close\r\n\r\n"
-                         % (status, _REASONS[status], len(data)))
+            writer.write(
+                b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                b"Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+                % (status, _REASONS[status], len(data))
+            )
             if method != b"HEAD":
                 writer.write(data)
             await writer.drain()
@@ -152,12 +175,20 @@ class HealthServer:
         return await self.readiness()
 
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-            503: b"Service Unavailable"}
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    503: b"Service Unavailable",
+}
 
 
-def worker_readiness(live_workers: Callable[[], Awaitable[Sequence[object]]], worker_id: str,
-                     urls: Sequence[str | None] = ()) -> Check:
+def worker_readiness(
+    live_workers: Callable[[], Awaitable[Sequence[object]]],
+    worker_id: str,
+    urls: Sequence[str | None] = (),
+) -> Check:
     """A worker's readiness: Redis answers (the registry read) and the registry lists this
     worker (its heartbeat advertised it, so other workers leave its topics to it)."""
 

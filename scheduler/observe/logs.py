@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from opentelemetry import trace
 
@@ -27,12 +27,16 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "time": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(
+                timespec="milliseconds"
+            ),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
-        out.update({k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")})
+        out.update(
+            {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+        )
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
@@ -43,8 +47,11 @@ def configure_logging(level: int = logging.INFO, json_logs: bool = False) -> Non
     handler = logging.StreamHandler()
     handler.addFilter(TraceContextFilter())
     handler.setFormatter(
-        JsonFormatter() if json_logs
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(trace_id)s %(span_id)s]: %(message)s")
+        JsonFormatter()
+        if json_logs
+        else logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s [%(trace_id)s %(span_id)s]: %(message)s"
+        )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

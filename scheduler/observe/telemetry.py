@@ -48,8 +48,9 @@ def wanted(settings: TelemetrySettings) -> bool:
     return settings.exporter != "none" or settings.metrics_port != 0
 
 
-def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None,
-                    metrics_host: str | None = None) -> Telemetry:
+def setup_telemetry(
+    settings: TelemetrySettings, metrics_port: int | None = None, metrics_host: str | None = None
+) -> Telemetry:
     """Set the global tracer and meter providers for the configured exporter, once per process
     (a later call returns the installed providers, whatever its settings).
 
@@ -76,18 +77,26 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise ConfigError(f"telemetry exporter {exporter!r} needs the SDK: pip install 'horae[otel]' ({exc})") from exc
+        raise ConfigError(
+            f"telemetry exporter {exporter!r} needs the SDK: pip install 'horae[otel]' ({exc})"
+        ) from exc
 
     if isinstance(metrics.get_meter_provider(), MeterProvider):
-        log.warning("an OpenTelemetry SDK is already installed in this process: [telemetry] exporter %r "
-                    "not installed (the application's own exporters get horae's metrics)", exporter)
+        log.warning(
+            "an OpenTelemetry SDK is already installed in this process: [telemetry] exporter %r "
+            "not installed (the application's own exporters get horae's metrics)",
+            exporter,
+        )
         return Telemetry()
     resource = Resource.create({"service.name": settings.service_name})
     tracer_provider = TracerProvider(resource=resource, sampler=sampler_of(settings))
     readers: list[Any] = []
     out = Telemetry(tracer_provider=tracer_provider)
     if exporter == "console":
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            PeriodicExportingMetricReader,
+        )
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         tracer_provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
@@ -108,15 +117,19 @@ def setup_telemetry(settings: TelemetrySettings, metrics_port: int | None = None
         try:
             out._servers.append(start_http_server(port or 9464, addr=host))
         except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on {host}:{port or 9464} ({exc}): give each process "
-                              "its own [telemetry] metrics_port (HORAE_TELEMETRY__METRICS_PORT) and a "
-                              "metrics_host of this machine") from exc
+            raise ConfigError(
+                f"cannot serve metrics on {host}:{port or 9464} ({exc}): give each process "
+                "its own [telemetry] metrics_port (HORAE_TELEMETRY__METRICS_PORT) and a "
+                "metrics_host of this machine"
+            ) from exc
         out.metrics_host = host
         readers.append(PrometheusMetricReader())
         out.metrics_port = port or 9464
     from scheduler.observe.metrics import histogram_views
 
-    out.meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=histogram_views())
+    out.meter_provider = MeterProvider(
+        resource=resource, metric_readers=readers, views=histogram_views()
+    )
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(out.meter_provider)
     _installed = out
@@ -132,20 +145,31 @@ def sampler_of(settings: TelemetrySettings) -> Any:
     from opentelemetry.sdk.trace import sampling
 
     ratio = settings.sample_ratio
-    root: Any = (sampling.TraceIdRatioBased(ratio) if settings.sampler.endswith("traceidratio") else
-                 sampling.ALWAYS_OFF if settings.sampler.endswith("always_off") else sampling.ALWAYS_ON)
+    root: Any = (
+        sampling.TraceIdRatioBased(ratio)
+        if settings.sampler.endswith("traceidratio")
+        else sampling.ALWAYS_OFF
+        if settings.sampler.endswith("always_off")
+        else sampling.ALWAYS_ON
+    )
     return sampling.ParentBased(root) if settings.sampler.startswith("parentbased_") else root
 
 
 def _otlp(settings: TelemetrySettings) -> tuple[Any, Any]:
     endpoint = settings.otlp_endpoint or None
     if settings.otlp_protocol == "http":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetric
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpan
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter as HttpMetric,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpan,
+        )
 
         base = endpoint.rstrip("/") if endpoint else None
-        return (HttpSpan(endpoint=f"{base}/v1/traces" if base else None),
-                HttpMetric(endpoint=f"{base}/v1/metrics" if base else None))
+        return (
+            HttpSpan(endpoint=f"{base}/v1/traces" if base else None),
+            HttpMetric(endpoint=f"{base}/v1/metrics" if base else None),
+        )
     from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 

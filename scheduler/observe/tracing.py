@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from scheduler.core.traceparent import parse_traceparent
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
@@ -28,6 +27,8 @@ from opentelemetry.trace import (
     TraceFlags,
     Tracer,
 )
+
+from scheduler.core.traceparent import parse_traceparent
 
 TRACER_NAME: Final = "horae"
 
@@ -66,7 +67,9 @@ def is_noop(tracer: Tracer) -> bool:
     """
     if isinstance(tracer, trace.NoOpTracer):
         return True
-    return isinstance(tracer, trace.ProxyTracer) and isinstance(getattr(tracer, "_tracer", None), trace.NoOpTracer)
+    return isinstance(tracer, trace.ProxyTracer) and isinstance(
+        getattr(tracer, "_tracer", None), trace.NoOpTracer
+    )
 
 
 def traceparent_of(span: Span) -> str:
@@ -87,7 +90,9 @@ def span_context_of(value: str) -> SpanContext | None:
     parsed = parse_traceparent(value)
     if parsed is None:
         return None
-    return SpanContext(parsed.trace_id, parsed.span_id, is_remote=True, trace_flags=TraceFlags(parsed.flags))
+    return SpanContext(
+        parsed.trace_id, parsed.span_id, is_remote=True, trace_flags=TraceFlags(parsed.flags)
+    )
 
 
 @lru_cache(maxsize=256)
@@ -117,7 +122,9 @@ class SpanScope:
 
     __slots__ = ("span", "_record", "_token")
 
-    def __init__(self, span: Span, record: type[BaseException] | None, current: bool = True) -> None:
+    def __init__(
+        self, span: Span, record: type[BaseException] | None, current: bool = True
+    ) -> None:
         self.span = span
         self._record = record
         self._token: object = current  # whether to attach; once attached, the token to detach
@@ -127,8 +134,12 @@ class SpanScope:
             self._token = otel_context.attach(trace.set_span_in_context(self.span))
         return self.span
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._token:
             otel_context.detach(self._token)  # type: ignore[arg-type]
         if exc is not None and self._record is not None and isinstance(exc, self._record):
@@ -137,9 +148,15 @@ class SpanScope:
         self.span.end()
 
 
-def producer_span(tracer: Tracer, topic: str, operation: str = "send",
-                  attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
-                  new_trace: bool = False, link_to: str = "", current: bool = True) -> SpanScope:
+def producer_span(
+    tracer: Tracer,
+    topic: str,
+    operation: str = "send",
+    attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+    new_trace: bool = False,
+    link_to: str = "",
+    current: bool = True,
+) -> SpanScope:
     """PRODUCER span of a scheduling call; a cron tick passes new_trace and links to its schedule.
 
     A failing call (an Exception) records it and sets ERROR, as start_as_current_span would.
@@ -149,22 +166,35 @@ def producer_span(tracer: Tracer, topic: str, operation: str = "send",
     """
     linked = span_context_of(link_to) if link_to else None
     links = (Link(linked),) if linked is not None else ()
-    span = tracer.start_span(f"schedule {topic}", context=_EMPTY if new_trace else None, kind=SpanKind.PRODUCER,
-                             links=links)
+    span = tracer.start_span(
+        f"schedule {topic}",
+        context=_EMPTY if new_trace else None,
+        kind=SpanKind.PRODUCER,
+        links=links,
+    )
     if span.is_recording():
         extra = attributes() if callable(attributes) else attributes
-        span.set_attributes({
-            MESSAGING_SYSTEM: SYSTEM_NAME,
-            MESSAGING_OPERATION_TYPE: operation,
-            MESSAGING_OPERATION_NAME: "schedule",
-            MESSAGING_DESTINATION: topic,
-            **(extra or {}),
-        })
+        span.set_attributes(
+            {
+                MESSAGING_SYSTEM: SYSTEM_NAME,
+                MESSAGING_OPERATION_TYPE: operation,
+                MESSAGING_OPERATION_NAME: "schedule",
+                MESSAGING_DESTINATION: topic,
+                **(extra or {}),
+            }
+        )
     return SpanScope(span, Exception, current)
 
 
-def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, attempt: int, max_attempts: int,
-                 lateness_ms: int) -> SpanScope:
+def attempt_span(
+    tracer: Tracer,
+    topic: str,
+    traceparent: str,
+    job_id: str,
+    attempt: int,
+    max_attempts: int,
+    lateness_ms: int,
+) -> SpanScope:
     """CONSUMER span of one attempt, child of the job's stored producer context.
 
     Exceptions are not recorded here: the worker sets the outcome and status itself.
@@ -174,8 +204,15 @@ def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, atte
     """
     name, parent = f"process {topic}", context_from(traceparent)
     if parent is not None and traceparent[54] in _ODD_HEX:  # the flags' sampled bit
-        return SpanScope(tracer.start_span(name, context=parent, kind=SpanKind.CONSUMER, attributes=_attempt_attributes(
-            topic, job_id, attempt, max_attempts, lateness_ms)), None)
+        return SpanScope(
+            tracer.start_span(
+                name,
+                context=parent,
+                kind=SpanKind.CONSUMER,
+                attributes=_attempt_attributes(topic, job_id, attempt, max_attempts, lateness_ms),
+            ),
+            None,
+        )
     span = tracer.start_span(name, context=parent, kind=SpanKind.CONSUMER)
     if span.is_recording():
         span.set_attributes(_attempt_attributes(topic, job_id, attempt, max_attempts, lateness_ms))
@@ -185,8 +222,9 @@ def attempt_span(tracer: Tracer, topic: str, traceparent: str, job_id: str, atte
 _ODD_HEX: Final = frozenset("13579bdf")
 
 
-def _attempt_attributes(topic: str, job_id: str, attempt: int, max_attempts: int,
-                        lateness_ms: int) -> dict[str, Any]:
+def _attempt_attributes(
+    topic: str, job_id: str, attempt: int, max_attempts: int, lateness_ms: int
+) -> dict[str, Any]:
     return {
         MESSAGING_SYSTEM: SYSTEM_NAME,
         MESSAGING_OPERATION_TYPE: "process",

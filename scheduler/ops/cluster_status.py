@@ -13,8 +13,8 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from scheduler.store.cluster_url import ClusterAddress, parse_cluster_url
 from scheduler.core.keys import Keys
+from scheduler.store.cluster_url import ClusterAddress, parse_cluster_url
 from scheduler.store.partitions import LEGACY_KEYS
 
 PROBE_TIMEOUT_S = 3.0
@@ -52,9 +52,15 @@ class ClusterNodeView:
 
 def _client(address: ClusterAddress, host: str, port: int) -> redis.Redis:
     """One node's client; no retries: a dead node is reported at once, not after redis-py's backoff."""
-    return redis.Redis(host=host, port=port, socket_connect_timeout=PROBE_TIMEOUT_S,
-                       socket_timeout=PROBE_TIMEOUT_S, retry=Retry(NoBackoff(), 0), decode_responses=True,
-                       **address.client_kwargs())
+    return redis.Redis(
+        host=host,
+        port=port,
+        socket_connect_timeout=PROBE_TIMEOUT_S,
+        socket_timeout=PROBE_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=True,
+        **address.client_kwargs(),
+    )
 
 
 def _probe(address: ClusterAddress, host: str, port: int) -> str:
@@ -81,7 +87,9 @@ def parse_nodes(text: str, seed_host: str) -> list[ClusterNodeView]:
         hostport = endpoint.split("@", 1)[0]
         ip, _, port = hostport.rpartition(":")
         ip = ip or seed_host
-        view = ClusterNodeView(f"{ip}:{port}", hostname or ip, int(port), frozenset(fields[2].split(",")))
+        view = ClusterNodeView(
+            f"{ip}:{port}", hostname or ip, int(port), frozenset(fields[2].split(","))
+        )
         for item in fields[8:]:
             if item.startswith("["):  # a slot being migrated or imported: still its owner's
                 continue
@@ -121,13 +129,17 @@ def _is_node(host: str, port: int, nodes: list[ClusterNodeView]) -> bool:
     return any(n.port == port and names & {n.host, n.address.rpartition(":")[0]} for n in nodes)
 
 
-def _partitions(address: ClusterAddress, nodes: list[ClusterNodeView], namespace: str, configured: int) -> str:
+def _partitions(
+    address: ClusterAddress, nodes: list[ClusterNodeView], namespace: str, configured: int
+) -> str:
     """What `{ns}:meta` on its slot's master says of the namespace's partition count."""
     keys = Keys(namespace)
     slot = key_slot(keys.meta.encode())
     owner = next((n for n in nodes if n.master and any(a <= slot <= b for a, b in n.slots)), None)
     if owner is None or not owner.up:
-        where = f"its master {owner.address} is not reachable" if owner else "no master serves its slot"
+        where = (
+            f"its master {owner.address} is not reachable" if owner else "no master serves its slot"
+        )
         return f"namespace {namespace!r}: partition count unknown ({where})"
     try:
         with _client(address, owner.host, owner.port) as client:
@@ -156,17 +168,25 @@ def cluster_status_lines(url: str, namespace: str, configured_partitions: int) -
         return [f"cluster unreachable (no seed node answered: {exc})"]
     for node in nodes:
         node.probe = _probe(address, node.host, node.port)
-    strangers = {f"{h}:{p}": _probe(address, h, p) for h, p in address.nodes if not _is_node(h, p, nodes)}
-    seeds = [f"redis seed {name}: {probe}, not a node of the cluster" for name, probe in strangers.items()]
+    strangers = {
+        f"{h}:{p}": _probe(address, h, p) for h, p in address.nodes if not _is_node(h, p, nodes)
+    }
+    seeds = [
+        f"redis seed {name}: {probe}, not a node of the cluster"
+        for name, probe in strangers.items()
+    ]
     masters = [n for n in nodes if n.master]
     replicas = [n for n in nodes if not n.master]
     covered = sum(b - a + 1 for n in masters if n.up for a, b in n.slots)
-    summary = (f"cluster_state {info.get('cluster_state', '?')}, "
-               f"{sum(n.up for n in masters)}/{len(masters)} masters up, "
-               f"{sum(n.up for n in replicas)}/{len(replicas)} replicas up, "
-               f"{covered}/{SLOTS} slots covered; {_partitions(address, nodes, namespace, configured_partitions)}")
-    down = [n.address for n in nodes if not n.up] + [f"{name} (seed)" for name, probe in strangers.items()
-                                                      if probe != "reachable"]
+    summary = (
+        f"cluster_state {info.get('cluster_state', '?')}, "
+        f"{sum(n.up for n in masters)}/{len(masters)} masters up, "
+        f"{sum(n.up for n in replicas)}/{len(replicas)} replicas up, "
+        f"{covered}/{SLOTS} slots covered; {_partitions(address, nodes, namespace, configured_partitions)}"
+    )
+    down = [n.address for n in nodes if not n.up] + [
+        f"{name} (seed)" for name, probe in strangers.items() if probe != "reachable"
+    ]
     if down:
         summary += "; not reachable: " + ", ".join(down)
     return [summary, *(n.describe() for n in nodes), *seeds]

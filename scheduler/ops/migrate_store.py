@@ -12,10 +12,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
-from scheduler.store.cluster import make_wire
 from scheduler.core.errors import StorageError
 from scheduler.core.keys import Keys
 from scheduler.ops.migration_plan import glob_escape
+from scheduler.store.cluster import make_wire
 from scheduler.store.partitions import MIGRATION_FIELDS
 from scheduler.store.scripts import Scripts
 from scheduler.store.wire import as_map
@@ -32,13 +32,17 @@ class MigrationStore:
         self.wire = make_wire(redis, True)
         self.meta_key = Keys(namespace).meta
         self.lock_key = Keys(namespace).prefix + "migrate_lock"
-        self._scripts = Scripts(audit=True)  # (copy and drop write no event: the flag changes nothing)
+        self._scripts = Scripts(
+            audit=True
+        )  # (copy and drop write no event: the flag changes nothing)
 
     async def call(self, *command: Any) -> Any:
         try:
             return await self.wire.call(*command)
         except RedisError as exc:
-            raise StorageError(f"redis {command[0]} {command[1] if len(command) > 1 else ''} failed: {exc}") from exc
+            raise StorageError(
+                f"redis {command[0]} {command[1] if len(command) > 1 else ''} failed: {exc}"
+            ) from exc
 
     async def many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
         try:
@@ -52,8 +56,13 @@ class MigrationStore:
 
     async def begin(self, old: int, new: int, started: str, by: str) -> None:
         """Record the migration (every connecting process is refused meanwhile: connection.py)."""
-        await self.call("HSET", self.meta_key, "partitions", old, *[x for pair in zip(
-            MIGRATION_FIELDS, (old, new, started, by)) for x in pair])
+        await self.call(
+            "HSET",
+            self.meta_key,
+            "partitions",
+            old,
+            *[x for pair in zip(MIGRATION_FIELDS, (old, new, started, by)) for x in pair],
+        )
 
     async def finish(self, new: int) -> None:
         await self.call("HSET", self.meta_key, "partitions", new)
@@ -62,7 +71,9 @@ class MigrationStore:
     async def count_moved(self, n: int) -> None:
         await self.call("HINCRBY", self.meta_key, "migration_moved", n)
 
-    async def lock(self, by: str, ttl_ms: int, dead: Callable[[str], bool]) -> tuple[str, int] | None:
+    async def lock(
+        self, by: str, ttl_ms: int, dead: Callable[[str], bool]
+    ) -> tuple[str, int] | None:
         """Take (or, ours, keep) the migration lock, also from a holder `dead` says is gone; None
         when taken, else the holder and its ms left."""
         if await self.call("SET", self.lock_key, by, "NX", "PX", ttl_ms) is not None:
@@ -87,9 +98,13 @@ class MigrationStore:
             kwargs["target_nodes"] = self.redis.get_node_from_key(tag.due)
         out: list[str] = []
         try:
-            async for key in self.redis.scan_iter(match=glob_escape(tag.prefix) + "*", count=1000, **kwargs):
-                text = key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else str(key)
-                out.append(text[len(tag.prefix):])
+            async for key in self.redis.scan_iter(
+                match=glob_escape(tag.prefix) + "*", count=1000, **kwargs
+            ):
+                text = (
+                    key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else str(key)
+                )
+                out.append(text[len(tag.prefix) :])
         except RedisError as exc:
             raise StorageError(f"redis SCAN of {tag.prefix}* failed: {exc}") from exc
         return out
@@ -111,7 +126,9 @@ class MigrationStore:
         mine = next((g for g in groups if g.get("name") == group), None)
         if mine is None:
             return int(await self.call("XLEN", tag.outbox))
-        after = await self.call("XRANGE", tag.outbox, "(" + str(mine["last-delivered-id"]), "+", "COUNT", 100_000)
+        after = await self.call(
+            "XRANGE", tag.outbox, "(" + str(mine["last-delivered-id"]), "+", "COUNT", 100_000
+        )
         return int(mine["pending"]) + len(after)
 
     # ------------------------------------------------------------------ moves
@@ -122,24 +139,43 @@ class MigrationStore:
         except RedisError as exc:
             raise StorageError(f"script {name} on {keys[0]} failed: {exc}") from exc
 
-    async def copy(self, entry: str, counts: str, payload: str, logs: str, fields: dict[str, str], ops: Ops,
-                   count: str | None = None, big_payload: str | None = None, lines: Sequence[str] = ()) -> int:
+    async def copy(
+        self,
+        entry: str,
+        counts: str,
+        payload: str,
+        logs: str,
+        fields: dict[str, str],
+        ops: Ops,
+        count: str | None = None,
+        big_payload: str | None = None,
+        lines: Sequence[str] = (),
+    ) -> int:
         """copy_entry.lua: a CopyCode, or ScriptCode.CONFLICT."""
-        doc: dict[str, Any] = {"fields": [x for kv in fields.items() for x in kv], "ops": [list(o) for _, o in ops]}
+        doc: dict[str, Any] = {
+            "fields": [x for kv in fields.items() for x in kv],
+            "ops": [list(o) for _, o in ops],
+        }
         if count is not None:
             doc["count"] = count
         if big_payload is not None:
             doc["payload"] = big_payload
         if lines:
             doc["logs"] = list(lines)
-        return await self._script("copy_entry", [entry, counts, payload, logs, *(k for k, _ in ops)], doc)
+        return await self._script(
+            "copy_entry", [entry, counts, payload, logs, *(k for k, _ in ops)], doc
+        )
 
-    async def drop(self, entry: str, counts: str, payload: str, logs: str, ops: Ops, count: str | None = None) -> int:
+    async def drop(
+        self, entry: str, counts: str, payload: str, logs: str, ops: Ops, count: str | None = None
+    ) -> int:
         """drop_entry.lua: a DropCode."""
         doc: dict[str, Any] = {"ops": [list(o) for _, o in ops]}
         if count is not None:
             doc["count"] = count
-        return await self._script("drop_entry", [entry, counts, payload, logs, *(k for k, _ in ops)], doc)
+        return await self._script(
+            "drop_entry", [entry, counts, payload, logs, *(k for k, _ in ops)], doc
+        )
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete keys one command each (each its own slot on a cluster; they share one tag)."""

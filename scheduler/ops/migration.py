@@ -15,17 +15,31 @@ from dataclasses import dataclass, field
 
 from scheduler.core.errors import MigrationRefused
 from scheduler.core.keys import Keys
-from scheduler.ops.migration_checks import problems, read_layout
-from scheduler.ops.migration_plan import (Router, all_tags, flow_key, job_ops, job_sets, leftover_key, parse_flow,
-                                      schedule_ops, tags)
-from scheduler.store.partitions import topic_wide_limit
 from scheduler.core.procutil import pid_alive
-from scheduler.store.scripts import ScriptCode
-from scheduler.ops.migrate_store import MigrationStore
 from scheduler.core.timeutil import ms_to_utc, rfc3339
+from scheduler.ops.migrate_store import MigrationStore
+from scheduler.ops.migration_checks import problems, read_layout
+from scheduler.ops.migration_plan import (
+    Router,
+    all_tags,
+    flow_key,
+    job_ops,
+    job_sets,
+    leftover_key,
+    parse_flow,
+    schedule_ops,
+    tags,
+)
+from scheduler.store.partitions import topic_wide_limit
+from scheduler.store.scripts import ScriptCode
 from scheduler.store.wire import as_map
 
-POLICY_SLOTS = {"short": ("w",), "singleton": ("r",), "stately": ("w", "r", "t"), "exclusive": ("x",)}  # _flow.lua
+POLICY_SLOTS = {
+    "short": ("w",),
+    "singleton": ("r",),
+    "stately": ("w", "r", "t"),
+    "exclusive": ("x",),
+}  # _flow.lua
 BATCH = 200
 
 
@@ -42,15 +56,26 @@ class Summary:
     def lines(self, verb: str) -> list[str]:
         """One line per partition pair: "<verb> 12 jobs {ns}: -> {ns|3}:"."""
         out = [f"{verb} {n} jobs {src} -> {dst}" for (src, dst), n in sorted(self.jobs.items())]
-        out += [f"{verb} {n} schedules {src} -> {dst}" for (src, dst), n in sorted(self.schedules.items())]
+        out += [
+            f"{verb} {n} schedules {src} -> {dst}"
+            for (src, dst), n in sorted(self.schedules.items())
+        ]
         return out or [f"{verb} nothing"]
 
 
 class Migration:
     """One run of the migration of `store`'s namespace to `new` partitions."""
 
-    def __init__(self, store: MigrationStore, new: int, by: str, now_ms: Callable[[], int],
-                 say: Callable[[str], None], outbox_group: str, lock_ttl_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        store: MigrationStore,
+        new: int,
+        by: str,
+        now_ms: Callable[[], int],
+        say: Callable[[str], None],
+        outbox_group: str,
+        lock_ttl_ms: int = 10_000,
+    ) -> None:
         self.store, self.new, self.by, self.now_ms, self.say = store, new, by, now_ms, say
         self.outbox_group, self.lock_ttl_ms = outbox_group, lock_ttl_ms
         self.ns = store.namespace
@@ -67,7 +92,8 @@ class Migration:
             raise MigrationRefused(
                 f"namespace {self.ns!r}: a migration from partitions={lay.counts[0]} to partitions={lay.counts[1]} "
                 f"is in progress (started {lay.started} by {lay.by}); finish it first with "
-                f"`horae partitions migrate --to {lay.counts[1]}`")
+                f"`horae partitions migrate --to {lay.counts[1]}`"
+            )
         old = lay.counts[0] if lay.counts is not None else lay.partitions
         summary = Summary(old=old, new=self.new)
         if lay.counts is None and old == self.new:
@@ -83,20 +109,27 @@ class Migration:
                     self.say("would refuse: " + line)
                 return summary
             if found:
-                raise MigrationRefused(f"namespace {self.ns!r} cannot move from partitions={old} to "
-                                       f"partitions={self.new} now: " + "; ".join(found))
+                raise MigrationRefused(
+                    f"namespace {self.ns!r} cannot move from partitions={old} to "
+                    f"partitions={self.new} now: " + "; ".join(found)
+                )
             if lay.counts is None:
                 await self.store.begin(old, self.new, _iso(self.now_ms()), self.by)
-                self.say(f"migration of {self.ns!r} from partitions={old} to partitions={self.new} recorded")
+                self.say(
+                    f"migration of {self.ns!r} from partitions={old} to partitions={self.new} recorded"
+                )
             else:
-                self.say(f"resuming the migration of {self.ns!r} from partitions={old} to partitions={self.new}")
+                self.say(
+                    f"resuming the migration of {self.ns!r} from partitions={old} to partitions={self.new}"
+                )
             await self._counters(old)
             router = await self._walk(old, summary, dry=False)
             if summary.conflicts:
                 raise MigrationRefused(
                     f"{len(summary.conflicts)} job(s) or schedule(s) exist under the same name on two partitions "
                     f"with different contents (left where they are): {', '.join(summary.conflicts[:10])}; "
-                    "delete one of each and run the command again")
+                    "delete one of each and run the command again"
+                )
             await self._sweep(old, router)
             await self._clear(old)
             await self.store.finish(self.new)
@@ -111,8 +144,10 @@ class Migration:
         its host, else when it expires)."""
         held = await self.store.lock(self.by, self.lock_ttl_ms, dead_here)
         if held is not None:
-            raise MigrationRefused(f"namespace {self.ns!r}: another migration run ({held[0]}) holds the migration "
-                                   f"lock for {held[1] / 1000:.1f} s more; let it finish, or run again once it expired")
+            raise MigrationRefused(
+                f"namespace {self.ns!r}: another migration run ({held[0]}) holds the migration "
+                f"lock for {held[1] / 1000:.1f} s more; let it finish, or run again once it expired"
+            )
 
     # ------------------------------------------------------------------ steps
     async def _counters(self, old: int) -> None:
@@ -120,18 +155,33 @@ class Migration:
         FIFO place repeats one of a job that moves there."""
         every, new_tags = all_tags(self.ns, old, self.new), tags(self.ns, self.new)
         for name in ("lease_seq", "seq"):
-            values = dict(zip((k.prefix for k in every), await self.store.many([("GET", k.prefix + name)
-                                                                                 for k in every])))
+            values = dict(
+                zip(
+                    (k.prefix for k in every),
+                    await self.store.many([("GET", k.prefix + name) for k in every]),
+                )
+            )
             top = max((int(v) for v in values.values() if v is not None), default=0)
-            await self.store.many([("SET", k.prefix + name, top) for k in new_tags
-                                   if int(values[k.prefix] or 0) < top])
+            await self.store.many(
+                [
+                    ("SET", k.prefix + name, top)
+                    for k in new_tags
+                    if int(values[k.prefix] or 0) < top
+                ]
+            )
 
     async def _topics(self, old: int, dry: bool) -> Router:
         """Every topic's configuration on every new partition, with its home recomputed for the new
         count (dropped for 1); the router of the new layout."""
         every, new_tags = all_tags(self.ns, old, self.new), tags(self.ns, self.new)
-        names = sorted(set().union(*[set(m) for m in await self.store.many([("SMEMBERS", k.topic_names)
-                                                                            for k in every])]))
+        names = sorted(
+            set().union(
+                *[
+                    set(m)
+                    for m in await self.store.many([("SMEMBERS", k.topic_names) for k in every])
+                ]
+            )
+        )
         configs: dict[str, dict[str, str]] = {}
         for name in names:
             for k, h in zip(every, await self.store.hashes([k.topic(name) for k in every])):
@@ -148,8 +198,11 @@ class Migration:
                 if home is not None and self.new > 1:
                     fields["home"] = str(home)
                 for k in new_tags:
-                    commands += [("DEL", k.topic(name)), ("HSET", k.topic(name), *[x for kv in fields.items() for x in kv]),
-                                 ("SADD", k.topic_names, name)]
+                    commands += [
+                        ("DEL", k.topic(name)),
+                        ("HSET", k.topic(name), *[x for kv in fields.items() for x in kv]),
+                        ("SADD", k.topic_names, name),
+                    ]
             await self.store.many(commands)  # (DEL then HSET in one pipeline per node: in order)
             await self._known_topics(every, new_tags)
         return router
@@ -160,11 +213,17 @@ class Migration:
         latest: dict[str, str] = {}
         for memory in await self.store.hashes([k.known_topics for k in every]):
             for topic, mark in memory.items():
-                if topic not in latest or int(mark.split("|", 1)[0]) > int(latest[topic].split("|", 1)[0]):
+                if topic not in latest or int(mark.split("|", 1)[0]) > int(
+                    latest[topic].split("|", 1)[0]
+                ):
                     latest[topic] = mark
         if latest:
-            await self.store.many([("HSET", k.known_topics, *[x for kv in latest.items() for x in kv])
-                                   for k in new_tags])
+            await self.store.many(
+                [
+                    ("HSET", k.known_topics, *[x for kv in latest.items() for x in kv])
+                    for k in new_tags
+                ]
+            )
 
     async def _walk(self, old: int, summary: Summary, dry: bool) -> Router:
         """Move (dry: count) every job and schedule not where the new count puts it; the router."""
@@ -174,19 +233,32 @@ class Migration:
             if not dry:
                 await self._lock()
             keys = await self.store.scan(tag)
-            await self._schedules(tag, [s[5:] for s in keys if s.startswith("cron:")], router, new_tags, summary, dry)
+            await self._schedules(
+                tag, [s[5:] for s in keys if s.startswith("cron:")], router, new_tags, summary, dry
+            )
             windowed: dict[str, str] = {}
             dd = [(s, f) for s in keys if (f := parse_flow(s)) is not None and f.kind == "dd"]
-            for (s, f), holder in zip(dd, await self.store.many([("GET", tag.prefix + s) for s, _ in dd])):
+            for (s, f), holder in zip(
+                dd, await self.store.many([("GET", tag.prefix + s) for s, _ in dd])
+            ):
                 if holder is not None:
-                    windowed[holder] = f.key  # (a dedupe key held by the job: routes it like its key)
+                    windowed[holder] = (
+                        f.key
+                    )  # (a dedupe key held by the job: routes it like its key)
             ids = sorted(s[2:] for s in keys if s.startswith("j:"))
             for i in range(0, len(ids), BATCH):
-                await self._jobs(tag, ids[i:i + BATCH], windowed, router, new_tags, summary, dry)
+                await self._jobs(tag, ids[i : i + BATCH], windowed, router, new_tags, summary, dry)
         return router
 
-    async def _schedules(self, tag: Keys, names: Sequence[str], router: Router, new_tags: Sequence[Keys],
-                         summary: Summary, dry: bool) -> None:
+    async def _schedules(
+        self,
+        tag: Keys,
+        names: Sequence[str],
+        router: Router,
+        new_tags: Sequence[Keys],
+        summary: Summary,
+        dry: bool,
+    ) -> None:
         for name, h in zip(names, await self.store.hashes([tag.cron(n) for n in names])):
             target = new_tags[router.schedule(name, h.get("topic", ""))]
             if not h or target.prefix == tag.prefix:
@@ -194,9 +266,12 @@ class Migration:
             summary.schedules[(tag.prefix, target.prefix)] += 1
             if dry:
                 continue
-            score, declared = await self.store.many([("ZSCORE", tag.crons_due, name),
-                                                     ("SISMEMBER", tag.crons_declared, name)])
-            copy, drop = schedule_ops(tag, target, name, None if score is None else str(score), bool(int(declared)))
+            score, declared = await self.store.many(
+                [("ZSCORE", tag.crons_due, name), ("SISMEMBER", tag.crons_declared, name)]
+            )
+            copy, drop = schedule_ops(
+                tag, target, name, None if score is None else str(score), bool(int(declared))
+            )
             there = target.cron(name)
             code = await self.store.copy(there, target.counts, there, there, h, copy)
             if code == ScriptCode.CONFLICT:
@@ -206,13 +281,23 @@ class Migration:
             await self.store.drop(here, tag.counts, here, here, drop)
             await self.store.count_moved(1)
 
-    async def _jobs(self, tag: Keys, ids: Sequence[str], windowed: dict[str, str], router: Router,
-                    new_tags: Sequence[Keys], summary: Summary, dry: bool) -> None:
+    async def _jobs(
+        self,
+        tag: Keys,
+        ids: Sequence[str],
+        windowed: dict[str, str],
+        router: Router,
+        new_tags: Sequence[Keys],
+        summary: Summary,
+        dry: bool,
+    ) -> None:
         movers = []
         for job_id, h in zip(ids, await self.store.hashes([tag.job(i) for i in ids])):
             if not h:
                 continue
-            target = new_tags[router.job(job_id, h, "" if h.get("dd") else windowed.get(job_id, ""))]
+            target = new_tags[
+                router.job(job_id, h, "" if h.get("dd") else windowed.get(job_id, ""))
+            ]
             if target.prefix != tag.prefix:
                 movers.append((job_id, h, target))
                 summary.jobs[(tag.prefix, target.prefix)] += 1
@@ -237,21 +322,34 @@ class Migration:
         for job_id, h, target, sets, ks, dd, start in plans:
             r = replies[start:]
             scores = {s: str(v) for s, v in zip(sets, r) if v is not None}
-            payload, lines, rest = r[len(sets)], r[len(sets) + 1], r[len(sets) + 2:]
+            payload, lines, rest = r[len(sets)], r[len(sets) + 1], r[len(sets) + 2 :]
             marks: list[tuple[str, str, str]] = []
             if ks:
-                marks += [("h", ks, slot) for slot, holder in as_map(rest[0]).items() if holder == job_id]
+                marks += [
+                    ("h", ks, slot) for slot, holder in as_map(rest[0]).items() if holder == job_id
+                ]
                 rest = rest[1:]
             if dd and rest[0] == job_id:
                 marks.append(("x", dd, str(rest[1]) if int(rest[1]) > 0 else ""))
             copy, drop = job_ops(tag, target, job_id, h, scores, marks)
             count = f"{h.get('topic', '')}|{h.get('state', '')}"
-            code = await self.store.copy(target.job(job_id), target.counts, target.payload(job_id),
-                                         target.logs(job_id), h, copy, count, payload, lines or ())
+            code = await self.store.copy(
+                target.job(job_id),
+                target.counts,
+                target.payload(job_id),
+                target.logs(job_id),
+                h,
+                copy,
+                count,
+                payload,
+                lines or (),
+            )
             if code == ScriptCode.CONFLICT:
                 summary.conflicts.append(f"job {job_id!r} ({tag.prefix} and {target.prefix})")
                 continue
-            await self.store.drop(tag.job(job_id), tag.counts, tag.payload(job_id), tag.logs(job_id), drop, count)
+            await self.store.drop(
+                tag.job(job_id), tag.counts, tag.payload(job_id), tag.logs(job_id), drop, count
+            )
             moved += 1
         await self.store.count_moved(moved)
         await self._lock()
@@ -270,15 +368,26 @@ class Migration:
                     if target.prefix != tag.prefix:
                         await self._merge_rate(key, target.prefix + suffix)
                 elif f is not None or suffix.startswith("pk:"):
-                    await self._drop_departed(tag, key, "ZRANGE" if f is None or f.kind == "ff" else
-                                              "HGETALL" if f.kind == "ks" else "GET")
+                    await self._drop_departed(
+                        tag,
+                        key,
+                        "ZRANGE"
+                        if f is None or f.kind == "ff"
+                        else "HGETALL"
+                        if f.kind == "ks"
+                        else "GET",
+                    )
                 elif suffix.startswith("fifo_blocked:"):
-                    topic = suffix[len("fifo_blocked:"):]
+                    topic = suffix[len("fifo_blocked:") :]
                     for member in await self.store.call("SMEMBERS", key):
                         target = new_tags[router.flow(topic, member)]
                         if target.prefix != tag.prefix:
-                            await self.store.many([("SADD", target.fifo_blocked(topic), member),
-                                                   ("SREM", key, member)])
+                            await self.store.many(
+                                [
+                                    ("SADD", target.fifo_blocked(topic), member),
+                                    ("SREM", key, member),
+                                ]
+                            )
 
     async def _merge_rate(self, key: str, there: str) -> None:
         """A rate limit's state (a GCRA arrival time) onto its new partition: the later one wins."""
@@ -291,8 +400,15 @@ class Migration:
         """Remove from a flow mark the jobs no longer on `tag` (a FIFO place, a parked job, a
         policy slot, a dedupe key): their copies went with them."""
         reply = await self.store.call(read, key, *((0, -1) if read == "ZRANGE" else ()))
-        holders = (list(as_map(reply).items()) if read == "HGETALL" else [(m, m) for m in reply] if read == "ZRANGE"
-                   else [("", reply)] if reply is not None else [])
+        holders = (
+            list(as_map(reply).items())
+            if read == "HGETALL"
+            else [(m, m) for m in reply]
+            if read == "ZRANGE"
+            else [("", reply)]
+            if reply is not None
+            else []
+        )
         here = await self.store.many([("EXISTS", tag.job(h)) for _, h in holders])
         for (field_, holder), exists in zip(holders, here):
             if int(exists):
@@ -313,8 +429,10 @@ class Migration:
             keys = await self.store.scan(tag)
             left = [s for s in keys if s.startswith(("j:", "cron:"))]
             if left:
-                raise MigrationRefused(f"partition {tag.prefix} still holds {len(left)} jobs or schedules "
-                                       f"(e.g. {left[0]!r}); run the command again")
+                raise MigrationRefused(
+                    f"partition {tag.prefix} still holds {len(left)} jobs or schedules "
+                    f"(e.g. {left[0]!r}); run the command again"
+                )
             await self.store.delete([tag.prefix + s for s in keys if leftover_key(s)])
 
 

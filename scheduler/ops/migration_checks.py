@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.worker.advertise import live_workers
 from scheduler.core.keys import Keys
-from scheduler.ops.migration_plan import all_tags, tags
 from scheduler.ops.migrate_store import MigrationStore
+from scheduler.ops.migration_plan import all_tags, tags
 from scheduler.store.wire import as_map
+from scheduler.worker.advertise import live_workers
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,19 @@ async def read_layout(store: MigrationStore) -> Layout:
     """The layout in `{ns}:meta`; a namespace without one is unpartitioned (1)."""
     meta = await store.meta()
     to, frm = meta.get("migrating_to"), meta.get("migrating_from")
-    return Layout(int(meta.get("partitions") or 1), int(to) if to else None, int(frm) if frm else None,
-                  meta.get("migration_started", ""), meta.get("migration_by", ""), int(meta.get("migration_moved") or 0))
+    return Layout(
+        int(meta.get("partitions") or 1),
+        int(to) if to else None,
+        int(frm) if frm else None,
+        meta.get("migration_started", ""),
+        meta.get("migration_by", ""),
+        int(meta.get("migration_moved") or 0),
+    )
 
 
-async def problems(store: MigrationStore, old: int, new: int, now_ms: int, outbox_group: str) -> list[str]:
+async def problems(
+    store: MigrationStore, old: int, new: int, now_ms: int, outbox_group: str
+) -> list[str]:
     """Why the migration from `old` to `new` partitions cannot run now (empty: it can), each naming
     the counts and what to do."""
     found: list[str] = []
@@ -49,18 +57,26 @@ async def problems(store: MigrationStore, old: int, new: int, now_ms: int, outbo
         entries.update(as_map(flat))
     live = live_workers(entries, now_ms)
     if live:
-        names = ", ".join(f"{w.id} ({w.host} pid {w.pid})" for w in live[:5]) + (" ..." if len(live) > 5 else "")
-        found.append(f"{len(live)} live worker(s) still beat: {names}; stop every worker of the namespace (their "
-                     "heartbeat lapses within its TTL after a kill)")
+        names = ", ".join(f"{w.id} ({w.host} pid {w.pid})" for w in live[:5]) + (
+            " ..." if len(live) > 5 else ""
+        )
+        found.append(
+            f"{len(live)} live worker(s) still beat: {names}; stop every worker of the namespace (their "
+            "heartbeat lapses within its TTL after a kill)"
+        )
     running = sum(int(n) for n in await store.many([("ZCARD", k.active) for k in every]))
     if running:
-        found.append(f"{running} job(s) are leased (running): let their workers finish and stop them first")
+        found.append(
+            f"{running} job(s) are leased (running): let their workers finish and stop them first"
+        )
     unrelayed = 0
     for k in every:
         unrelayed += await store.unrelayed(k, outbox_group)
     if unrelayed:
-        found.append(f"{unrelayed} audit outbox event(s) are not relayed yet: run `horae audit relay` (or a worker "
-                     "with the relay on) until `horae audit lag` says pending 0")
+        found.append(
+            f"{unrelayed} audit outbox event(s) are not relayed yet: run `horae audit relay` (or a worker "
+            "with the relay on) until `horae audit lag` says pending 0"
+        )
     return found
 
 
@@ -73,12 +89,17 @@ async def status_lines(store: MigrationStore, configured: int) -> list[str]:
     """`horae partitions status`: the stored count, this process's, the migration in progress and
     the jobs each partition holds."""
     lay = await read_layout(store)
-    lines = [f"namespace: {store.namespace}", f"stored partitions: {lay.partitions}",
-             f"configured partitions: {configured}"]
+    lines = [
+        f"namespace: {store.namespace}",
+        f"stored partitions: {lay.partitions}",
+        f"configured partitions: {configured}",
+    ]
     if lay.counts is not None:
         frm, to = lay.counts
-        lines.append(f"migration: {frm} -> {to} in progress, started {lay.started} by {lay.by}, "
-                     f"{lay.moved} jobs and schedules moved; finish it with `horae partitions migrate --to {to}`")
+        lines.append(
+            f"migration: {frm} -> {to} in progress, started {lay.started} by {lay.by}, "
+            f"{lay.moved} jobs and schedules moved; finish it with `horae partitions migrate --to {to}`"
+        )
         shown = all_tags(store.namespace, frm, to)
     else:
         lines.append("migration: none")

@@ -16,9 +16,27 @@ FLOW_KINDS = ("ks", "ff", "dd", "rl")
 _FLOW = re.compile(r"^(ks|ff|dd|rl):(\d+):")
 # Keys of a tag that hold nothing of a job or schedule: what a partition the namespace no longer
 # has is cleared of once its jobs and schedules left (besides the per-topic and per-key ones).
-PARTITION_KEYS = ("due", "due:levels", "active", "completed", "failed", "cancelled", "lease_seq", "seq", "counts",
-                  "outbox", "crons", "cron_names", "crons_declared", "topic_names", "dlq_topics", "workers",
-                  "served", "topics_known", "unpark")
+PARTITION_KEYS = (
+    "due",
+    "due:levels",
+    "active",
+    "completed",
+    "failed",
+    "cancelled",
+    "lease_seq",
+    "seq",
+    "counts",
+    "outbox",
+    "crons",
+    "cron_names",
+    "crons_declared",
+    "topic_names",
+    "dlq_topics",
+    "workers",
+    "served",
+    "topics_known",
+    "unpark",
+)
 PER_NAME_KINDS = ("due:p:", "topic:", "fifo_blocked:", "dlq:", "pk:")
 
 
@@ -55,7 +73,7 @@ def parse_flow(suffix: str) -> FlowKey | None:
     if m is None:
         return None
     start, n = m.end(), int(m.group(2))
-    topic, rest = suffix[start:start + n], suffix[start + n:]
+    topic, rest = suffix[start : start + n], suffix[start + n :]
     if len(topic) != n or not rest.startswith(":"):
         return None
     return FlowKey(m.group(1), topic, rest[1:])
@@ -83,7 +101,9 @@ class Router:
         home = self.home(fields.get("topic", ""))
         if home is not None:
             return home
-        return partition_of(job_routing(job_id, fields.get("key", ""), fields.get("dd", "") or dedupe), self.count)
+        return partition_of(
+            job_routing(job_id, fields.get("key", ""), fields.get("dd", "") or dedupe), self.count
+        )
 
     def schedule(self, name: str, topic: str) -> int:
         """A schedule's partition: its topic's home, else by its name (store_partitioned.upsert_cron)."""
@@ -100,8 +120,15 @@ class Router:
 def job_sets(tag: Keys, job_id: str, fields: Mapping[str, str]) -> list[str]:
     """Every sorted set of `tag` a job may be a member of (its scores are read, then copied)."""
     topic = fields.get("topic", "")
-    sets = [tag.due, tag.completed, tag.failed, tag.cancelled, tag.active, tag.dead_letters(topic),
-            f"{tag.prefix}pk:{topic}"]
+    sets = [
+        tag.due,
+        tag.completed,
+        tag.failed,
+        tag.cancelled,
+        tag.active,
+        tag.dead_letters(topic),
+        f"{tag.prefix}pk:{topic}",
+    ]
     prio = fields.get("prio", "")
     if prio not in ("", "0"):
         sets.append(f"{tag.due}:p:{prio}")
@@ -112,11 +139,17 @@ def job_sets(tag: Keys, job_id: str, fields: Mapping[str, str]) -> list[str]:
 
 def retarget(key: str, source: Keys, target: Keys) -> str:
     """A key of `source` renamed to the same key on `target`."""
-    return target.prefix + key[len(source.prefix):]
+    return target.prefix + key[len(source.prefix) :]
 
 
-def job_ops(source: Keys, target: Keys, job_id: str, fields: Mapping[str, str], scores: Mapping[str, str],
-            marks: Sequence[tuple[str, str, str]]) -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
+def job_ops(
+    source: Keys,
+    target: Keys,
+    job_id: str,
+    fields: Mapping[str, str],
+    scores: Mapping[str, str],
+    marks: Sequence[tuple[str, str, str]],
+) -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
     """The ops of copy_entry.lua and drop_entry.lua for one job: (key, [kind, a, b]) each.
 
     Args:
@@ -131,14 +164,16 @@ def job_ops(source: Keys, target: Keys, job_id: str, fields: Mapping[str, str], 
     drop: list[tuple[str, list[str]]] = []
     for key, score in scores.items():
         there = retarget(key, source, target)
-        suffix = key[len(source.prefix):]
-        if suffix.startswith("pk:"):  # parked: claim looks at the topic again at once, as after a release
+        suffix = key[len(source.prefix) :]
+        if suffix.startswith(
+            "pk:"
+        ):  # parked: claim looks at the topic again at once, as after a release
             copy.append((there, ["z", score, job_id]))
             copy.append((target.prefix + "unpark", ["u", "0", topic]))
         else:
             copy.append((there, ["z", score, job_id]))
             if suffix.startswith("due:p:"):
-                prio = suffix[len("due:p:"):]
+                prio = suffix[len("due:p:") :]
                 copy.append((target.due + ":levels", ["z", prio, prio]))
             if suffix.startswith("dlq:"):
                 copy.append((target.dead_letter_topics, ["s", topic, ""]))
@@ -154,8 +189,9 @@ def job_ops(source: Keys, target: Keys, job_id: str, fields: Mapping[str, str], 
     return copy, drop
 
 
-def schedule_ops(source: Keys, target: Keys, name: str, next_ms: str | None,
-                 declared: bool) -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
+def schedule_ops(
+    source: Keys, target: Keys, name: str, next_ms: str | None, declared: bool
+) -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[str]]]]:
     """The ops of copy_entry.lua and drop_entry.lua for one schedule: its names set, its place
     among the active ones (`next_ms`: its score there; None when paused) and the declared set."""
     copy = [(target.cron_names, ["s", name, ""])]
@@ -172,4 +208,8 @@ def schedule_ops(source: Keys, target: Keys, name: str, next_ms: str | None,
 def leftover_key(suffix: str) -> bool:
     """Whether a key of a tag the new layout drops (after its jobs and schedules moved) is one
     of the namespace's own kinds, so clearing it is safe: anything else is left alone."""
-    return (suffix in PARTITION_KEYS or suffix.startswith(PER_NAME_KINDS) or parse_flow(suffix) is not None)
+    return (
+        suffix in PARTITION_KEYS
+        or suffix.startswith(PER_NAME_KINDS)
+        or parse_flow(suffix) is not None
+    )

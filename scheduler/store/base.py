@@ -12,25 +12,36 @@ from redis.exceptions import RedisError
 
 from scheduler.core.errors import StorageError
 from scheduler.core.keys import Keys
-from scheduler.store.scripts import Scripts
 from scheduler.store.cluster import ClusterWire, make_wire
+from scheduler.store.scripts import Scripts
 from scheduler.store.wire import Subscription, WireConnection
 
 
 class StoreBase:
     """The connection, keys and scripts of one namespace; RedisStore's other parts build on it."""
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, audit: bool = True,
-                 wire: WireConnection | ClusterWire | None = None, replicas: int = 0,
-                 replica_timeout_ms: int = 1000, partition: int | None = None) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        namespace: str,
+        audit: bool = True,
+        wire: WireConnection | ClusterWire | None = None,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+        partition: int | None = None,
+    ) -> None:
         self.redis = redis  # the owner's client: the wire connects where its URL says
-        self.keys = Keys(namespace, partition)  # partition: one of a partitioned namespace's (store_partitioned.py)
+        self.keys = Keys(
+            namespace, partition
+        )  # partition: one of a partitioned namespace's (store_partitioned.py)
         self._scripts = Scripts(audit)
         # Script calls and reads share one pipelined connection (none of them blocks).
         # Replies come back as str (hiredis decodes them): keys, fields and values are text.
         # On a Redis Cluster (a RedisCluster client) the wire routes each command to its slot's node.
         # replicas > 0 (durability="replicated"): each script call waits for that many replicas.
-        self.wire = wire if wire is not None else make_wire(redis, True, replicas, replica_timeout_ms)
+        self.wire = (
+            wire if wire is not None else make_wire(redis, True, replicas, replica_timeout_ms)
+        )
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         script = self._scripts[name]
@@ -54,7 +65,8 @@ class StoreBase:
             return StorageError(
                 f"redis {what} refused by the server's ACL for namespace {ns!r} ({text}): the Redis user "
                 f"needs keys ~{self.keys.prefix}* and channels &{self.keys.prefix}* and the commands "
-                "of the README's Security section")
+                "of the README's Security section"
+            )
         return StorageError(f"redis {what} failed: {text}")
 
     async def aclose(self) -> None:
@@ -63,7 +75,9 @@ class StoreBase:
 
     async def subscribe_wake(self, on_wake: Callable[[], None]) -> Subscription:
         """Call `on_wake()` on every wake-up message, and after a lost subscription is back."""
-        sub = Subscription(self.wire.pubsub_endpoint, [self.keys.wake], lambda channel, data: on_wake())
+        sub = Subscription(
+            self.wire.pubsub_endpoint, [self.keys.wake], lambda channel, data: on_wake()
+        )
         try:
             await sub.start()
         except RedisError as exc:

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
 from scheduler.core.errors import KeyRequired
 from scheduler.core.job import NewJob, ScheduleResult
-from scheduler.store.scripts import EnqueueCode, ScriptCode
 from scheduler.store.base import StoreBase
+from scheduler.store.scripts import EnqueueCode, ScriptCode
 
 # enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
 # their replies at once. Big enough that a write costs little per job and Redis never
@@ -31,7 +31,9 @@ class Enqueued:
 
     result: ScheduleResult
     waiting: int = 0
-    home: int | None = None  # not stored: the topic lives on this partition (store_partitioned re-sends)
+    home: int | None = (
+        None  # not stored: the topic lives on this partition (store_partitioned re-sends)
+    )
 
 
 def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
@@ -48,30 +50,70 @@ def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
     if code == ScriptCode.WRONG_PARTITION:
         return Enqueued(ScheduleResult(job.id, False, "wrong_partition"), home=int(reply[1]))
     if code == ScriptCode.KEY_REQUIRED:
-        raise KeyRequired(f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
-                          field="key")
+        raise KeyRequired(
+            f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
+            field="key",
+        )
     return Enqueued(ScheduleResult(job.id, False, "duplicate_id"))
 
 
 class BulkStore(StoreBase):
     """enqueue.lua's call shape and the pipelined batches of enqueue_many."""
 
-    def _enqueue_call(self, job: NewJob, now_ms: int, worker_id: str,
-                      lease_ms: int) -> tuple[list[str], list[Any]]:
+    def _enqueue_call(
+        self, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
+    ) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
         k = self.keys
         return (
-            [k.job(job.id), k.due, k.outbox, k.counts, k.wake, k.active, k.topic(job.topic), k.lease_seq],
-            [job.id, now_ms, job.due_ms, job.topic, job.payload_json, job.metadata_json, job.tz,
-             job.run_at_ms, job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms,
-             job.trace, job.cron, worker_id, lease_ms, job.backoff_max_delay_ms, job.backoff_jitter,
-             job.dead_letter, job.key, job.priority, job.dedupe_key, job.dedupe_window_ms, job.dedupe_mode,
-             "1" if job.retry_given else "0", "1" if job.timeout_given else "0",
-             "" if self.keys.partition is None else str(self.keys.partition)],
+            [
+                k.job(job.id),
+                k.due,
+                k.outbox,
+                k.counts,
+                k.wake,
+                k.active,
+                k.topic(job.topic),
+                k.lease_seq,
+            ],
+            [
+                job.id,
+                now_ms,
+                job.due_ms,
+                job.topic,
+                job.payload_json,
+                job.metadata_json,
+                job.tz,
+                job.run_at_ms,
+                job.max_attempts,
+                job.backoff_type,
+                job.backoff_delay_ms,
+                job.timeout_ms,
+                job.trace,
+                job.cron,
+                worker_id,
+                lease_ms,
+                job.backoff_max_delay_ms,
+                job.backoff_jitter,
+                job.dead_letter,
+                job.key,
+                job.priority,
+                job.dedupe_key,
+                job.dedupe_window_ms,
+                job.dedupe_mode,
+                "1" if job.retry_given else "0",
+                "1" if job.timeout_given else "0",
+                "" if self.keys.partition is None else str(self.keys.partition),
+            ],
         )
 
-    async def enqueue_many(self, jobs: Sequence[NewJob], now_ms: int, batch: int = ENQUEUE_BATCH,
-                           in_flight: int = ENQUEUE_IN_FLIGHT) -> list[Enqueued]:
+    async def enqueue_many(
+        self,
+        jobs: Sequence[NewJob],
+        now_ms: int,
+        batch: int = ENQUEUE_BATCH,
+        in_flight: int = ENQUEUE_IN_FLIGHT,
+    ) -> list[Enqueued]:
         """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
         usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
         replies (Redis runs one while the next is packed). One reply per job, in order.
@@ -86,7 +128,9 @@ class BulkStore(StoreBase):
             for start in range(0, len(jobs), batch):
                 if len(pending) >= in_flight:
                     created += await pending.popleft()
-                pending.append(asyncio.ensure_future(self._enqueue_batch(jobs[start:start + batch], now_ms)))
+                pending.append(
+                    asyncio.ensure_future(self._enqueue_batch(jobs[start : start + batch], now_ms))
+                )
             while pending:
                 created += await pending.popleft()
         finally:

@@ -65,7 +65,7 @@ class _Slots:
         if start >= 0:
             end = text.find("}", start + 1)
             if end > start + 1:
-                tag = text[start + 1:end]
+                tag = text[start + 1 : end]
                 cached = self._tag_slots.get(tag)
                 if cached is None:
                     cached = self._tag_slots[tag] = key_slot(tag.encode())
@@ -79,7 +79,7 @@ class _Slots:
         for row in reply:
             start, end, master, *replicas = row
             addr = (str(master[0]) or seed_host, int(master[1]))
-            owner[int(start):int(end) + 1] = [addr] * (int(end) - int(start) + 1)
+            owner[int(start) : int(end) + 1] = [addr] * (int(end) - int(start) + 1)
             if addr not in masters:
                 masters.append(addr)
             for node in (master, *replicas):
@@ -92,8 +92,13 @@ class _Slots:
 class ClusterWire:
     """Pipelined connections to every master of a cluster, each command sent to its slot's owner."""
 
-    def __init__(self, seeds: Sequence[Endpoint], decode: bool = False, replicas: int = 0,
-                 replica_timeout_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        seeds: Sequence[Endpoint],
+        decode: bool = False,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
         if not seeds:
             raise ValueError("a cluster needs at least one seed node")
         self.endpoint = seeds[0]  # credentials and TLS every node shares
@@ -112,8 +117,9 @@ class ClusterWire:
     def _conn(self, addr: Addr) -> WireConnection:
         conn = self._conns.get(addr)
         if conn is None:
-            conn = self._conns[addr] = WireConnection(self._endpoint(addr), self.decode, self.replicas,
-                                                      self.replica_timeout_ms)
+            conn = self._conns[addr] = WireConnection(
+                self._endpoint(addr), self.decode, self.replicas, self.replica_timeout_ms
+            )
         return conn
 
     def pubsub_endpoint(self) -> Endpoint:
@@ -150,7 +156,9 @@ class ClusterWire:
             return self._slots.masters[0]
         addr = self._slots.owner[self._slots.slot(key)]
         if addr is None:
-            raise ResponseError(f"CLUSTERDOWN hash slot {self._slots.slot(key)} is not served by any node")
+            raise ResponseError(
+                f"CLUSTERDOWN hash slot {self._slots.slot(key)} is not served by any node"
+            )
         return addr
 
     async def call(self, *args: Any, raw: bool = False) -> Any:
@@ -165,8 +173,12 @@ class ClusterWire:
         replies = await asyncio.gather(*(self._conn(a).call(*args) for a in self._slots.masters))
         return replies[0]
 
-    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = (),
-                        return_exceptions: bool = False) -> list[Any]:
+    async def call_many(
+        self,
+        commands: Sequence[tuple[Any, ...]],
+        raw: Sequence[bool] = (),
+        return_exceptions: bool = False,
+    ) -> list[Any]:
         """Several commands, each to its slot's owner (one pipelined write per node), replies in
         order; redirections are followed command by command.
 
@@ -187,17 +199,32 @@ class ClusterWire:
             groups: dict[Addr, list[int]] = {}
             for i in todo:
                 groups.setdefault(asking.get(i) or self._addr_of(commands[i]), []).append(i)
-            replies = await asyncio.gather(*(self._send(addr, [commands[i] for i in idx], [flags[i] for i in idx],
-                                                        [i in asking for i in idx])
-                                             for addr, idx in groups.items()), return_exceptions=True)
+            replies = await asyncio.gather(
+                *(
+                    self._send(
+                        addr,
+                        [commands[i] for i in idx],
+                        [flags[i] for i in idx],
+                        [i in asking for i in idx],
+                    )
+                    for addr, idx in groups.items()
+                ),
+                return_exceptions=True,
+            )
             todo, asking, pause = [], {}, False
             for (addr, idx), group in zip(groups.items(), replies):
                 if isinstance(group, BaseException):
                     if isinstance(group, (RedisConnectionError, OSError)):
                         self._stale = True
                     raise group
-                broken = next((r for r in group if isinstance(r, BaseException)
-                               and not isinstance(r, ResponseError)), None)
+                broken = next(
+                    (
+                        r
+                        for r in group
+                        if isinstance(r, BaseException) and not isinstance(r, ResponseError)
+                    ),
+                    None,
+                )
                 if broken is not None:  # the node's connection broke: its replies are unknown
                     self._stale = True
                     raise broken
@@ -220,15 +247,18 @@ class ClusterWire:
             if pause:
                 await asyncio.sleep(BUSY_PAUSE_S)
         else:
-            raise ResponseError(f"CLUSTERDOWN still redirected after {MAX_REDIRECTS} tries: {results}")
+            raise ResponseError(
+                f"CLUSTERDOWN still redirected after {MAX_REDIRECTS} tries: {results}"
+            )
         if not return_exceptions:
             for reply in results:
                 if isinstance(reply, ResponseError):
                     raise reply
         return results
 
-    async def _send(self, addr: Addr, commands: list[tuple[Any, ...]], raw: list[bool],
-                    ask: list[bool]) -> list[Any]:
+    async def _send(
+        self, addr: Addr, commands: list[tuple[Any, ...]], raw: list[bool], ask: list[bool]
+    ) -> list[Any]:
         if not any(ask):
             return await self._conn(addr).call_many(commands, raw, return_exceptions=True)
         sent: list[tuple[Any, ...]] = []
@@ -280,8 +310,9 @@ def _redirect(reply: Any) -> tuple[str, int, Addr] | None:
 Wire = WireConnection | ClusterWire  # what make_wire returns: the one interface both offer
 
 
-def make_wire(redis: Any, decode: bool = True, replicas: int = 0,
-              replica_timeout_ms: int = 1000) -> WireConnection | ClusterWire:
+def make_wire(
+    redis: Any, decode: bool = True, replicas: int = 0, replica_timeout_ms: int = 1000
+) -> WireConnection | ClusterWire:
     """The fast-path connection to where a redis-py client connects: a ClusterWire for a
     RedisCluster client (its startup nodes as seeds, its TLS settings for every node), else
     one WireConnection."""
@@ -290,11 +321,20 @@ def make_wire(redis: Any, decode: bool = True, replicas: int = 0,
     if isinstance(redis, RedisCluster):
         kwargs = redis.nodes_manager.connection_kwargs
         context = _tls_context(kwargs)
-        seeds = [Endpoint(host=n.host, port=int(n.port), ssl=context, username=kwargs.get("username"),
-                          password=kwargs.get("password"))
-                 for n in redis.nodes_manager.startup_nodes.values()]
+        seeds = [
+            Endpoint(
+                host=n.host,
+                port=int(n.port),
+                ssl=context,
+                username=kwargs.get("username"),
+                password=kwargs.get("password"),
+            )
+            for n in redis.nodes_manager.startup_nodes.values()
+        ]
         return ClusterWire(seeds, decode, replicas, replica_timeout_ms)
-    return WireConnection(Endpoint.of_pool(redis.connection_pool), decode, replicas, replica_timeout_ms)
+    return WireConnection(
+        Endpoint.of_pool(redis.connection_pool), decode, replicas, replica_timeout_ms
+    )
 
 
 def _tls_context(kwargs: dict[str, Any]) -> ssl.SSLContext | None:

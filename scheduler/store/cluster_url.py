@@ -19,8 +19,14 @@ _PLAIN_SCHEMES = ("redis", "rediss")
 _TLS_SCHEMES = ("rediss+cluster", "rediss")
 # The TLS options of a standalone rediss:// URL (redis-py's names) that a cluster URL takes too;
 # one set of them applies to every node, the seeds and the nodes found later alike.
-TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname",
-               "ssl_ciphers")
+TLS_OPTIONS = (
+    "ssl_ca_certs",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+    "ssl_ciphers",
+)
 _CERT_REQS = ("none", "optional", "required")
 _BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
@@ -59,8 +65,10 @@ def parse_cluster_url(url: str) -> ClusterAddress:
     """
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in CLUSTER_SCHEMES + _PLAIN_SCHEMES:
-        raise ConfigError(f"redis_url scheme {scheme!r}: a cluster needs redis+cluster://host:port[,host:port...] "
-                          "or, with TLS, rediss+cluster://host:port[,host:port...]")
+        raise ConfigError(
+            f"redis_url scheme {scheme!r}: a cluster needs redis+cluster://host:port[,host:port...] "
+            "or, with TLS, rediss+cluster://host:port[,host:port...]"
+        )
     tls = scheme.lower() in _TLS_SCHEMES
     options = _tls_options(rest.partition("?")[2], tls)
     rest = rest.split("/", 1)[0].split("?", 1)[0]
@@ -74,7 +82,9 @@ def parse_cluster_url(url: str) -> ClusterAddress:
     for part in hosts.split(","):
         host, colon, port = part.strip().rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"redis_url node {part.strip()!r}: each node must be host:port with a port 1..65535")
+            raise ConfigError(
+                f"redis_url node {part.strip()!r}: each node must be host:port with a port 1..65535"
+            )
         nodes.append((host.strip("[]"), int(port)))
     return ClusterAddress(tuple(nodes), username, password, tls, options)
 
@@ -90,13 +100,19 @@ def _tls_options(query: str, tls: bool) -> tuple[tuple[str, str | bool], ...]:
         if name == "partitions":
             continue
         if name not in TLS_OPTIONS:
-            raise ConfigError(f"redis_url option {name!r}: a cluster URL takes partitions=N and, with "
-                              f"rediss+cluster://, {', '.join(TLS_OPTIONS)}")
+            raise ConfigError(
+                f"redis_url option {name!r}: a cluster URL takes partitions=N and, with "
+                f"rediss+cluster://, {', '.join(TLS_OPTIONS)}"
+            )
         if not tls:
-            raise ConfigError(f"redis_url option {name!r} is a TLS option: use rediss+cluster:// to speak TLS "
-                              "to the cluster")
+            raise ConfigError(
+                f"redis_url option {name!r} is a TLS option: use rediss+cluster:// to speak TLS "
+                "to the cluster"
+            )
         if name == "ssl_cert_reqs" and value.lower() not in _CERT_REQS:
-            raise ConfigError(f"redis_url ssl_cert_reqs={value!r}: must be one of {', '.join(_CERT_REQS)}")
+            raise ConfigError(
+                f"redis_url ssl_cert_reqs={value!r}: must be one of {', '.join(_CERT_REQS)}"
+            )
         if name == "ssl_check_hostname":
             if value.lower() not in _BOOLS:
                 raise ConfigError(f"redis_url ssl_check_hostname={value!r}: must be true or false")
@@ -113,8 +129,11 @@ def cluster_client(url: str, max_connections: int) -> object:
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 
     address = parse_cluster_url(url)
-    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
-                        max_connections=max_connections, **address.client_kwargs())
+    return RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
+        max_connections=max_connections,
+        **address.client_kwargs(),
+    )
 
 
 def url_partitions(url: str | None) -> int | None:
@@ -145,9 +164,13 @@ def with_url_layout(settings: Settings) -> Settings:
     if n is None or n == settings.cluster.partitions:
         return settings
     if settings.cluster.partitions != 1:
-        raise ConfigError(f"redis_url says partitions={n} but [cluster] partitions={settings.cluster.partitions}: "
-                          "give the count in one place")
-    return settings.model_copy(update={"cluster": settings.cluster.model_copy(update={"partitions": n})})
+        raise ConfigError(
+            f"redis_url says partitions={n} but [cluster] partitions={settings.cluster.partitions}: "
+            "give the count in one place"
+        )
+    return settings.model_copy(
+        update={"cluster": settings.cluster.model_copy(update={"partitions": n})}
+    )
 
 
 def redis_client(url: str, max_connections: int = 64) -> Any:

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 import redis.asyncio as aioredis
 
 from scheduler.core.clock import Clock, SystemClock
-from scheduler.store.cluster_url import cluster_client, is_cluster_url
 from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import StorageError
 from scheduler.core.procutil import scrub
+from scheduler.store.cluster_url import cluster_client, is_cluster_url
+from scheduler.store.partitioned import PartitionedStore
 from scheduler.store.partitions import MIGRATION_FIELDS, layout_error, migration_error
 from scheduler.store.redis import RedisStore
-from scheduler.store.partitioned import PartitionedStore
 
 if TYPE_CHECKING:
     from scheduler.ops.servers import ServiceUrls
@@ -33,7 +33,9 @@ class Connection:
     store: RedisStore | PartitionedStore
 
 
-async def open_connection(settings: Settings, clock: Clock | None, *, need_database: bool) -> Connection:
+async def open_connection(
+    settings: Settings, clock: Clock | None, *, need_database: bool
+) -> Connection:
     """Resolve the servers and connect to Redis.
 
     Args:
@@ -51,7 +53,11 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
 
     s = settings
     urls = await asyncio.to_thread(
-        resolve_services, s.redis_url, s.database_url, data_dir_of(s), need_database=need_database,
+        resolve_services,
+        s.redis_url,
+        s.database_url,
+        data_dir_of(s),
+        need_database=need_database,
         appendfsync=s.redis_appendfsync,
     )
     redis = redis_client(urls.redis_url, s)
@@ -62,7 +68,9 @@ async def open_connection(settings: Settings, clock: Clock | None, *, need_datab
             clock = system
     except Exception as exc:
         await redis.aclose()
-        raise StorageError(scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)) from None
+        raise StorageError(
+            scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)
+        ) from None
     try:
         store = await _store(redis, s)
     except BaseException:
@@ -77,18 +85,31 @@ async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | Partitioned
     c = s.cluster
     replicas = c.wait_replicas if c.durability == "replicated" else 0
     if c.partitions > 1:
-        parted = PartitionedStore(redis, s.namespace, c.partitions, audit=s.audit.enabled, replicas=replicas,
-                                  replica_timeout_ms=c.wait_timeout_ms)
+        parted = PartitionedStore(
+            redis,
+            s.namespace,
+            c.partitions,
+            audit=s.audit.enabled,
+            replicas=replicas,
+            replica_timeout_ms=c.wait_timeout_ms,
+        )
         try:
             await parted.check_layout()
         except BaseException:
             await parted.aclose()
             raise
         return parted
-    store = RedisStore(redis, s.namespace, audit=s.audit.enabled, replicas=replicas,
-                       replica_timeout_ms=c.wait_timeout_ms)
+    store = RedisStore(
+        redis,
+        s.namespace,
+        audit=s.audit.enabled,
+        replicas=replicas,
+        replica_timeout_ms=c.wait_timeout_ms,
+    )
     try:
-        stored, *migration = await store.wire.call("HMGET", store.keys.meta, "partitions", *MIGRATION_FIELDS)
+        stored, *migration = await store.wire.call(
+            "HMGET", store.keys.meta, "partitions", *MIGRATION_FIELDS
+        )
     except Exception:  # noqa: BLE001
         # Not readable (no such ACL right, TLS refused, a blip): the caller's first call meets
         # the same error and says it as it always did (naming the ACL keys, the CA to give);
@@ -110,5 +131,7 @@ def redis_client(url: str, s: Settings) -> aioredis.Redis:
     free connection instead of failing past its size."""
     if is_cluster_url(url) or s.cluster.enabled:
         return cluster_client(url, s.redis_max_connections)  # type: ignore[return-value]
-    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=s.redis_max_connections, timeout=30)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=s.redis_max_connections, timeout=30
+    )
     return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it

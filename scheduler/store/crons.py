@@ -11,8 +11,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from scheduler.core.job import CronFire, CronInfo, NewCron
-from scheduler.store.base import StoreBase
 from scheduler.core.timeutil import ms_to_utc
+from scheduler.store.base import StoreBase
 from scheduler.store.wire import as_map
 
 
@@ -24,18 +24,44 @@ class CronStore(StoreBase):
         """Create or update a schedule: UpsertCode (1 created, 2 rescheduled, 0 updated in
         place) or ScriptCode.OTHER_ORIGIN (-12: the name is a schedule of the other origin)."""
         k, job = self.keys, cron.job
-        return int(await self._run(
-            "upsert_cron", [k.cron(cron.name), k.crons_due, k.cron_names, k.wake, k.crons_declared],
-            [cron.name, now_ms, cron.expr, job.tz, job.topic, job.payload_json, job.metadata_json,
-             job.max_attempts, job.backoff_type, job.backoff_delay_ms, job.timeout_ms, cron.misfire, cron.next_ms,
-             cron.trace, job.backoff_max_delay_ms, job.backoff_jitter, job.key, job.priority, job.dedupe_key,
-             job.dedupe_window_ms, cron.every_ms or "", cron.jitter_ms or "", "1" if cron.declared else "0"],
-        ))
+        return int(
+            await self._run(
+                "upsert_cron",
+                [k.cron(cron.name), k.crons_due, k.cron_names, k.wake, k.crons_declared],
+                [
+                    cron.name,
+                    now_ms,
+                    cron.expr,
+                    job.tz,
+                    job.topic,
+                    job.payload_json,
+                    job.metadata_json,
+                    job.max_attempts,
+                    job.backoff_type,
+                    job.backoff_delay_ms,
+                    job.timeout_ms,
+                    cron.misfire,
+                    cron.next_ms,
+                    cron.trace,
+                    job.backoff_max_delay_ms,
+                    job.backoff_jitter,
+                    job.key,
+                    job.priority,
+                    job.dedupe_key,
+                    job.dedupe_window_ms,
+                    cron.every_ms or "",
+                    cron.jitter_ms or "",
+                    "1" if cron.declared else "0",
+                ],
+            )
+        )
 
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
         """Schedules whose next fire is due, with their fields (O(due), not O(all))."""
         try:
-            names = await self.wire.call("ZRANGEBYSCORE", self.keys.crons_due, "-inf", now_ms, "LIMIT", 0, limit)
+            names = await self.wire.call(
+                "ZRANGEBYSCORE", self.keys.crons_due, "-inf", now_ms, "LIMIT", 0, limit
+            )
             rows = await self._cron_rows(names)
         except RedisError as exc:
             raise self.storage_error("read of due crons", exc) from exc
@@ -62,21 +88,35 @@ class CronStore(StoreBase):
             args += [f.name, f.expected_next_ms, f.new_next_ms, len(f.ticks)]
             for tick, job_id, trace in f.ticks:
                 args += [tick, job_id, trace]
-        return [int(c) for c in await self._run("fire_crons", [k.crons_due, k.due, k.outbox, k.counts, k.wake], args)]
+        return [
+            int(c)
+            for c in await self._run(
+                "fire_crons", [k.crons_due, k.due, k.outbox, k.counts, k.wake], args
+            )
+        ]
 
     async def set_cron_paused(self, name: str, paused: bool, next_ms: int, now_ms: int) -> int:
         """Pause or resume; 1 changed, 0 unchanged, ScriptCode.NOT_FOUND."""
         k = self.keys
-        return int(await self._run(
-            "set_cron_paused", [k.cron(name), k.crons_due, k.wake], [name, "1" if paused else "0", next_ms, now_ms]
-        ))
+        return int(
+            await self._run(
+                "set_cron_paused",
+                [k.cron(name), k.crons_due, k.wake],
+                [name, "1" if paused else "0", next_ms, now_ms],
+            )
+        )
 
     async def remove_cron(self, name: str, declared_topic: str = "") -> bool:
         """Delete a schedule; False when there was none. With `declared_topic`, only a declared
         schedule of that topic (a worker removing one gone from its code)."""
         k = self.keys
-        deleted = int(await self._run("remove_cron", [k.cron(name), k.crons_due, k.cron_names, k.crons_declared],
-                                      [name, declared_topic]))
+        deleted = int(
+            await self._run(
+                "remove_cron",
+                [k.cron(name), k.crons_due, k.cron_names, k.crons_declared],
+                [name, declared_topic],
+            )
+        )
         return deleted > 0  # remove_cron.lua replies with the number of schedules deleted
 
     async def get_cron(self, name: str) -> CronInfo | None:
@@ -115,11 +155,16 @@ class CronStore(StoreBase):
 def _cron_info(f: dict[str, str]) -> CronInfo:
     paused = f.get("paused") == "1"
     return CronInfo(
-        name=f["name"], cron=f["expr"], tz=f["tz"], topic=f["topic"],
+        name=f["name"],
+        cron=f["expr"],
+        tz=f["tz"],
+        topic=f["topic"],
         next_run_at=None if paused else ms_to_utc(int(f["next"])),
         paused=paused,
         last_run_at=ms_to_utc(int(f["last_run"])) if f.get("last_run") else None,
-        misfire=f["misfire"], payload=json.loads(f["payload"]), metadata=json.loads(f["meta"]),
+        misfire=f["misfire"],
+        payload=json.loads(f["payload"]),
+        metadata=json.loads(f["meta"]),
         max_attempts=int(f["max"]),
         every=timedelta(milliseconds=int(f["every"])) if f.get("every") else None,
         jitter=timedelta(milliseconds=int(f["jit"])) if f.get("jit") else None,

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from listeners.shown import shown
 from scheduler.core.errors import ScheduleError
 from scheduler.core.job import JobPage, JobState
-from listeners.shown import shown
 from scheduler.core.timeutil import utc_to_ms
 from scheduler.core.validation import check_topic
 
@@ -36,8 +36,12 @@ WORK_PER_ITEM = 10
 # names its set, not a place in a list.
 GROUPS = ("waiting", "active", "completed", "failed", "cancelled")
 GROUP_OF_STATE = {
-    JobState.SCHEDULED: "waiting", JobState.RETRYING: "waiting", JobState.RUNNING: "active",
-    JobState.COMPLETED: "completed", JobState.FAILED: "failed", JobState.CANCELLED: "cancelled",
+    JobState.SCHEDULED: "waiting",
+    JobState.RETRYING: "waiting",
+    JobState.RUNNING: "active",
+    JobState.COMPLETED: "completed",
+    JobState.FAILED: "failed",
+    JobState.CANCELLED: "cancelled",
 }
 # States whose set holds other states too, so each member's state field is read:
 # scheduled and retrying share the due set; a job cancelled while its attempt runs
@@ -93,17 +97,33 @@ class Cursor:
             ScheduleError: field "cursor", for anything `encode` cannot have produced.
         """
         if not isinstance(text, str) or not text:
-            raise ScheduleError(f"cursor must be a string from an earlier page; got {text!r}", field="cursor")
+            raise ScheduleError(
+                f"cursor must be a string from an earlier page; got {text!r}", field="cursor"
+            )
         try:
             value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
         except (binascii.Error, ValueError) as exc:  # (json's errors are ValueErrors)
-            raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor") from exc
-        start = isinstance(value, list) and len(value) == 3 and isinstance(value[0], str) \
-            and partition_token(value[0])[0] is not None and partition_token(value[0])[1] == "" \
-            and value[1:] == ["", ""]  # a partitioned listing's next partition, from its start
-        if not start and (not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str)
-                          or not _token(partition_token(value[0])[1]) or not isinstance(value[1], str)
-                          or not _finite(value[1]) or not isinstance(value[2], str) or not value[2]):
+            raise ScheduleError(
+                f"cursor {text!r} is not one this API returned", field="cursor"
+            ) from exc
+        start = (
+            isinstance(value, list)
+            and len(value) == 3
+            and isinstance(value[0], str)
+            and partition_token(value[0])[0] is not None
+            and partition_token(value[0])[1] == ""
+            and value[1:] == ["", ""]
+        )  # a partitioned listing's next partition, from its start
+        if not start and (
+            not isinstance(value, list)
+            or len(value) != 3
+            or not isinstance(value[0], str)
+            or not _token(partition_token(value[0])[1])
+            or not isinstance(value[1], str)
+            or not _finite(value[1])
+            or not isinstance(value[2], str)
+            or not value[2]
+        ):
             raise ScheduleError(f"cursor {text!r} is not one this API returned", field="cursor")
         return cls(value[0], value[1], value[2])
 
@@ -139,7 +159,9 @@ def check_limit(limit: object) -> int:
         ScheduleError: field "limit", unless an int in 1..MAX_LIMIT.
     """
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-        raise ScheduleError(f"limit must be an int from 1 to {MAX_LIMIT}; got {limit!r}", field="limit")
+        raise ScheduleError(
+            f"limit must be an int from 1 to {MAX_LIMIT}; got {limit!r}", field="limit"
+        )
     return limit
 
 
@@ -155,8 +177,9 @@ def check_state(state: object) -> JobState | None:
         for member in JobState:
             if state in (member.value, member.name):
                 return member
-    raise ScheduleError(f"state must be one of {', '.join(s.value for s in JobState)}; got {state!r}",
-                        field="state")
+    raise ScheduleError(
+        f"state must be one of {', '.join(s.value for s in JobState)}; got {state!r}", field="state"
+    )
 
 
 @dataclass(frozen=True)
@@ -172,8 +195,14 @@ class Walk:
     highest: str = ""
 
     @classmethod
-    def of(cls, topic: object, state: object, key: object = None, since: object = None,
-           until: object = None) -> Walk:
+    def of(
+        cls,
+        topic: object,
+        state: object,
+        key: object = None,
+        since: object = None,
+        until: object = None,
+    ) -> Walk:
         """The walk of a request (state None: every set in a fixed order).
 
         Raises:
@@ -182,15 +211,19 @@ class Walk:
         kept = check_state(state)
         name = "" if topic is None else check_topic(topic)
         if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
-            raise ScheduleError(f"key must be a non-empty string of at most 512 characters; got {shown(key)}",
-                                field="key")
+            raise ScheduleError(
+                f"key must be a non-empty string of at most 512 characters; got {shown(key)}",
+                field="key",
+            )
         lowest, highest = _bound("since", since), _bound("until", until)
         if lowest and highest and int(lowest) > int(highest):
             raise ScheduleError(f"since ({since}) must not be after until ({until})", field="since")
         extra = {"key": key or "", "lowest": lowest, "highest": highest}
         if kept is None:
             return cls(GROUPS, "", name, **extra)
-        return cls((GROUP_OF_STATE[kept],), kept.value if kept in FILTERED_STATES else "", name, **extra)
+        return cls(
+            (GROUP_OF_STATE[kept],), kept.value if kept in FILTERED_STATES else "", name, **extra
+        )
 
     def start(self, cursor: str | None) -> Cursor | None:
         """The decoded cursor, checked to belong to this walk's sets."""
@@ -213,9 +246,16 @@ class Walk:
         return sorted(tokens, key=set_order)
 
 
-async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str | None, limit: int,
-                    cursor: str | None, key: str | None = None, since: datetime | None = None,
-                    until: datetime | None = None) -> JobPage:
+async def list_jobs(
+    store: RedisStore,
+    topic: str | None,
+    state: JobState | str | None,
+    limit: int,
+    cursor: str | None,
+    key: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> JobPage:
     """One page of jobs (Scheduler.jobs): state sets in a fixed order, each by time then id.
 
     Checks first, then one script call for the ids and one pipelined read of the jobs.
@@ -244,8 +284,10 @@ async def list_jobs(store: RedisStore, topic: str | None, state: JobState | str 
     ids, following = await store.list_job_ids(walk, after, size, size * WORK_PER_ITEM)
     infos = await store.get_jobs(ids)
     # A job pruned between the two reads is left out (it is past retention).
-    return JobPage([info for info in infos if info is not None],
-                   following.encode() if following is not None else None)
+    return JobPage(
+        [info for info in infos if info is not None],
+        following.encode() if following is not None else None,
+    )
 
 
 class _TopicSource(Protocol):
@@ -257,5 +299,7 @@ class _TopicSource(Protocol):
 async def every_topic(s: _TopicSource) -> list[str]:
     """Every topic that has jobs, a configuration or memory (a worker served it within [worker]
     topic_memory), sorted: the one list `horae topics list` and the console show."""
-    configured, counts, known = await asyncio.gather(s.list_topics(), s.stats_by_topic(), s.known_topics())
+    configured, counts, known = await asyncio.gather(
+        s.list_topics(), s.stats_by_topic(), s.known_topics()
+    )
     return sorted(set(configured) | set(counts) | {t.topic for t in known})

@@ -19,12 +19,20 @@ from redis.exceptions import RedisError
 from scheduler.core.errors import InvalidFlowOption, StorageError
 from scheduler.core.job import CronInfo, JobInfo, NewCron, NewJob
 from scheduler.core.keys import Keys
-from scheduler.store.listing import Cursor, Walk, partition_token
-from scheduler.store.partitions import (LEGACY_KEYS, MIGRATION_FIELDS, job_routing, layout_error, migration_error,
-                                  partition_of, topic_home, topic_wide_limit)
-from scheduler.store.scripts import DrainCode, ScriptCode, TopicCode
-from scheduler.store.redis import RedisStore
 from scheduler.store.bulk import Enqueued
+from scheduler.store.listing import Cursor, Walk, partition_token
+from scheduler.store.partitions import (
+    LEGACY_KEYS,
+    MIGRATION_FIELDS,
+    job_routing,
+    layout_error,
+    migration_error,
+    partition_of,
+    topic_home,
+    topic_wide_limit,
+)
+from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import DrainCode, ScriptCode, TopicCode
 from scheduler.store.wire import Subscription
 
 HOME_HINT_S = 10.0
@@ -34,12 +42,27 @@ _SEP = "|"  # a listing cursor's set token is "<partition>|<the partition's toke
 class PartitionedStore:
     """The stores of every partition of one namespace, sharing one wire."""
 
-    def __init__(self, redis: aioredis.Redis, namespace: str, partitions: int, audit: bool = True,
-                 replicas: int = 0, replica_timeout_ms: int = 1000) -> None:
-        first = RedisStore(redis, namespace, audit=audit, replicas=replicas, replica_timeout_ms=replica_timeout_ms,
-                           partition=0)
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        namespace: str,
+        partitions: int,
+        audit: bool = True,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
+        first = RedisStore(
+            redis,
+            namespace,
+            audit=audit,
+            replicas=replicas,
+            replica_timeout_ms=replica_timeout_ms,
+            partition=0,
+        )
         self.parts: list[RedisStore] = [first] + [
-            RedisStore(redis, namespace, audit=audit, wire=first.wire, partition=p) for p in range(1, partitions)]
+            RedisStore(redis, namespace, audit=audit, wire=first.wire, partition=p)
+            for p in range(1, partitions)
+        ]
         self.redis, self.wire, self.count = redis, first.wire, partitions
         self.keys = Keys(namespace)  # the namespace's own tag: meta only (each part has its keys)
         # topic -> (home partition, until monotonic s): where enqueue.lua last sent a pinned topic's
@@ -52,11 +75,15 @@ class PartitionedStore:
         namespace that already holds data in the unpartitioned layout, and one being migrated."""
         meta = self.keys.meta
         try:
-            stored, *migration = await self.wire.call("HMGET", meta, "partitions", *MIGRATION_FIELDS)
+            stored, *migration = await self.wire.call(
+                "HMGET", meta, "partitions", *MIGRATION_FIELDS
+            )
             if migration[1] is not None:
                 raise migration_error(self.keys.namespace, migration)
             if stored is None:
-                legacy = await self.wire.call_many([("EXISTS", f"{self.keys.prefix}{k}") for k in LEGACY_KEYS])
+                legacy = await self.wire.call_many(
+                    [("EXISTS", f"{self.keys.prefix}{k}") for k in LEGACY_KEYS]
+                )
                 if any(int(x) for x in legacy):
                     raise layout_error(self.keys.namespace, 1, self.count)
                 await self.wire.call("HSETNX", meta, "partitions", self.count)
@@ -97,7 +124,9 @@ class PartitionedStore:
         try:
             if int(await self.wire.call("EXISTS", self.parts[home].keys.job(job_id))):
                 return self.parts[home]
-            found = await self.wire.call_many([("EXISTS", self.parts[p].keys.job(job_id)) for p in order[1:]])
+            found = await self.wire.call_many(
+                [("EXISTS", self.parts[p].keys.job(job_id)) for p in order[1:]]
+            )
         except RedisError as exc:
             raise self.storage_error(f"read of job {job_id}", exc) from exc
         return next((self.parts[p] for p, f in zip(order[1:], found) if int(f)), None)
@@ -118,23 +147,34 @@ class PartitionedStore:
         """Each partition's jobs in its own pipelined batches, all partitions at once; replies in
         order. Jobs refused for their topic's home partition are sent there in a second round."""
         out = await self._enqueue_grouped(jobs, [self.partition_for(j) for j in jobs], now_ms, kw)
-        moved = [i for i, done in enumerate(out) if done.home is not None and 0 <= done.home < self.count]
+        moved = [
+            i for i, done in enumerate(out) if done.home is not None and 0 <= done.home < self.count
+        ]
         for i in moved:
             self.learn_home(jobs[i].topic, out[i].home)  # type: ignore[arg-type]
         if moved:
-            again = await self._enqueue_grouped([jobs[i] for i in moved], [out[i].home for i in moved],  # type: ignore[misc]
-                                                now_ms, kw)
+            again = await self._enqueue_grouped(
+                [jobs[i] for i in moved],
+                [out[i].home for i in moved],  # type: ignore[misc]
+                now_ms,
+                kw,
+            )
             for i, done in zip(moved, again):
                 out[i] = done
         return out
 
-    async def _enqueue_grouped(self, jobs: Sequence[NewJob], where: Sequence[int], now_ms: int,
-                               kw: dict[str, Any]) -> list[Enqueued]:
+    async def _enqueue_grouped(
+        self, jobs: Sequence[NewJob], where: Sequence[int], now_ms: int, kw: dict[str, Any]
+    ) -> list[Enqueued]:
         groups: dict[int, list[int]] = {}
         for i, p in enumerate(where):
             groups.setdefault(p, []).append(i)
-        done = await asyncio.gather(*(self.parts[p].enqueue_many([jobs[i] for i in idx], now_ms, **kw)
-                                      for p, idx in groups.items()))
+        done = await asyncio.gather(
+            *(
+                self.parts[p].enqueue_many([jobs[i] for i in idx], now_ms, **kw)
+                for p, idx in groups.items()
+            )
+        )
         out: list[Enqueued | None] = [None] * len(jobs)
         for idx, replies in zip(groups.values(), done):
             for i, reply in zip(idx, replies):
@@ -148,25 +188,41 @@ class PartitionedStore:
         return list(await asyncio.gather(*(self.get_job(j) for j in job_ids)))
 
     async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
-        return await self._on_job(job_id, lambda s: s.cancel(job_id, now_ms, actor),  # type: ignore[no-any-return]
-                                  int(ScriptCode.NOT_FOUND))
+        return await self._on_job(
+            job_id,
+            lambda s: s.cancel(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            int(ScriptCode.NOT_FOUND),
+        )
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
-        return await self._on_job(job_id, lambda s: s.retry_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
-                                  int(ScriptCode.NOT_FOUND))
+        return await self._on_job(
+            job_id,
+            lambda s: s.retry_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            int(ScriptCode.NOT_FOUND),
+        )
 
     async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
-        return await self._on_job(job_id, lambda s: s.delete_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
-                                  int(ScriptCode.NOT_FOUND))
+        return await self._on_job(
+            job_id,
+            lambda s: s.delete_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            int(ScriptCode.NOT_FOUND),
+        )
 
-    async def reschedule_job(self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str) -> int:
+    async def reschedule_job(
+        self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
+    ) -> int:
         return await self._on_job(  # type: ignore[no-any-return]
-            job_id, lambda s: s.reschedule_job(job_id, run_at_ms, tz, now_ms, actor), int(ScriptCode.NOT_FOUND))
+            job_id,
+            lambda s: s.reschedule_job(job_id, run_at_ms, tz, now_ms, actor),
+            int(ScriptCode.NOT_FOUND),
+        )
 
     async def watch_job(self, job_id: str) -> str | None:
         return await self._on_job(job_id, lambda s: s.watch_job(job_id), None)  # type: ignore[no-any-return]
 
-    async def subscribe_done(self, on_message: Callable[[bytes | None, bytes | None], None]) -> Subscription:
+    async def subscribe_done(
+        self, on_message: Callable[[bytes | None, bytes | None], None]
+    ) -> Subscription:
         """One subscription to every partition's done channel."""
         channels = [p.keys.done for p in self.parts]
         sub = Subscription(self.wire.pubsub_endpoint, channels, on_message)
@@ -194,8 +250,9 @@ class PartitionedStore:
                     row[state] = row.get(state, 0) + n
         return dict(sorted(merged.items()))
 
-    async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
-                           budget: int) -> tuple[list[str], Cursor | None]:
+    async def list_job_ids(
+        self, walk: Walk, after: Cursor | None, limit: int, budget: int
+    ) -> tuple[list[str], Cursor | None]:
         """One page of a listing: partition after partition (each in its own order)."""
         part, inner = 0, None
         if after is not None:
@@ -204,7 +261,9 @@ class PartitionedStore:
             inner = Cursor(token, after.score, after.id) if at is not None and token else None
         ids: list[str] = []
         while part < self.count and len(ids) < limit:
-            got, following = await self.parts[part].list_job_ids(walk, inner, limit - len(ids), budget)
+            got, following = await self.parts[part].list_job_ids(
+                walk, inner, limit - len(ids), budget
+            )
             ids += got
             if following is not None:
                 return ids, Cursor(f"{part}{_SEP}{following.set}", following.score, following.id)
@@ -284,14 +343,19 @@ class PartitionedStore:
 
     async def _refuse_if_spread(self, name: str, home: int) -> None:
         counts = await asyncio.gather(*(p.stats(name) for p in self.parts))
-        elsewhere = sum(c.get(s, 0) for i, c in enumerate(counts) if i != home
-                        for s in ("scheduled", "running", "retrying"))
+        elsewhere = sum(
+            c.get(s, 0)
+            for i, c in enumerate(counts)
+            if i != home
+            for s in ("scheduled", "running", "retrying")
+        )
         if elsewhere:
             raise InvalidFlowOption(
                 f"topic {name!r}: a topic-wide limit (concurrency, or a rate limit not per key) makes the topic "
                 f"live on one partition ({home} of {self.count}), but {elsewhere} of its jobs wait or run on "
                 "others; set the limit before scheduling, or let them finish first (README: Scaling out)",
-                field="concurrency")
+                field="concurrency",
+            )
 
     async def get_topic(self, name: str) -> dict[str, str] | None:
         return await self.parts[0].get_topic(name)
@@ -307,7 +371,9 @@ class PartitionedStore:
         rows = await asyncio.gather(*(p.blocked_keys(topic) for p in self.parts))
         return sorted({k for part in rows for k in part})
 
-    async def dead_letter_ids(self, topic: str, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
+    async def dead_letter_ids(
+        self, topic: str, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[str, int]]:
         """The oldest `limit` dead letters after (ms, id) over every partition, merged by (ms, id)."""
         rows = await asyncio.gather(*(p.dead_letter_ids(topic, after, limit) for p in self.parts))
         merged = heapq.merge(*([(ms, i) for i, ms in part] for part in rows))
@@ -320,16 +386,24 @@ class PartitionedStore:
     async def dead_letter_count(self, topic: str) -> int:
         return sum(await asyncio.gather(*(p.dead_letter_count(topic) for p in self.parts)))
 
-    async def replay_dead_letter(self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str) -> int:
+    async def replay_dead_letter(
+        self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str
+    ) -> int:
         return await self._on_job(  # type: ignore[no-any-return]
-            dead_letter.id, lambda s: s.replay_dead_letter(dead_letter, job, now_ms, actor), int(ScriptCode.NOT_FOUND))
+            dead_letter.id,
+            lambda s: s.replay_dead_letter(dead_letter, job, now_ms, actor),
+            int(ScriptCode.NOT_FOUND),
+        )
 
     async def held_dead_letter_topic(self, job_id: str) -> str | None:
         return await self._on_job(job_id, lambda s: s.held_dead_letter_topic(job_id), None)  # type: ignore[no-any-return]
 
     async def delete_dead_letter(self, job_id: str, topic: str, now_ms: int, actor: str) -> int:
         return await self._on_job(  # type: ignore[no-any-return]
-            job_id, lambda s: s.delete_dead_letter(job_id, topic, now_ms, actor), int(ScriptCode.NOT_FOUND))
+            job_id,
+            lambda s: s.delete_dead_letter(job_id, topic, now_ms, actor),
+            int(ScriptCode.NOT_FOUND),
+        )
 
     async def worker_entries(self) -> dict[str, str]:
         """Every partition's registry (a worker advertises on each partition it serves)."""
@@ -346,7 +420,9 @@ class PartitionedStore:
 
     async def forget_topics(self, topics: Sequence[str], now_ms: int, memory_ms: int = -1) -> int:
         """On every partition (each keeps the topics its workers served); the most any one forgot."""
-        return max(await asyncio.gather(*(p.forget_topics(topics, now_ms, memory_ms) for p in self.parts)))
+        return max(
+            await asyncio.gather(*(p.forget_topics(topics, now_ms, memory_ms) for p in self.parts))
+        )
 
     async def known_topics(self, now_ms: int, memory_ms: int, scan: int) -> list[list[str]]:
         """Every partition's rows (topic_memory.merge_rows merges a topic's)."""

@@ -37,10 +37,14 @@ def parse_subset(text: str, count: int) -> tuple[int, ...]:
         try:
             first, last = int(low), int(high) if dash else int(low)
         except ValueError:
-            raise ConfigError(f"worker.partitions={text!r}: give partition numbers like 0,2,5 or 0-3") from None
+            raise ConfigError(
+                f"worker.partitions={text!r}: give partition numbers like 0,2,5 or 0-3"
+            ) from None
         if not 0 <= first <= last < count:
-            raise ConfigError(f"worker.partitions={text!r}: {part.strip()!r} is outside 0..{count - 1} "
-                              f"(the namespace has {count} partitions)")
+            raise ConfigError(
+                f"worker.partitions={text!r}: {part.strip()!r} is outside 0..{count - 1} "
+                f"(the namespace has {count} partitions)"
+            )
         chosen.update(range(first, last + 1))
     return tuple(sorted(chosen))
 
@@ -62,11 +66,17 @@ def layout_error(namespace: str, stored: int, configured: int) -> ConfigError:
         f"namespace {namespace!r} has partitions={stored} but this process is configured with "
         f"partitions={configured}: every process of a namespace must use its stored count; to change "
         f"it, stop every worker and producer and run `horae partitions migrate --to {configured}` "
-        f"(README: Scaling out)")
+        f"(README: Scaling out)"
+    )
 
 
 # Fields of `{ns}:meta` while a migration runs (scheduler/ops/migration.py); `partitions` keeps the old count.
-MIGRATION_FIELDS: Sequence[str] = ("migrating_from", "migrating_to", "migration_started", "migration_by")
+MIGRATION_FIELDS: Sequence[str] = (
+    "migrating_from",
+    "migrating_to",
+    "migration_started",
+    "migration_by",
+)
 
 
 def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError:
@@ -77,7 +87,8 @@ def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError
         f"namespace {namespace!r} is being migrated from partitions={old} to partitions={new} "
         f"(started {started} by {by}): no process may use it until the migration is finished; finish it "
         f"by running `horae partitions migrate --to {new}` again (it resumes where it stopped), then "
-        f"start every process with partitions={new} (README: Scaling out)")
+        f"start every process with partitions={new} (README: Scaling out)"
+    )
 
 
 LEGACY_KEYS: Sequence[str] = ("due", "active", "outbox", "crons", "counts", "completed", "failed")

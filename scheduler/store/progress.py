@@ -8,8 +8,8 @@ from collections.abc import Callable
 from redis.exceptions import RedisError
 
 from scheduler.core.progress import LOG_LINES
-from scheduler.store.scripts import ScriptCode
 from scheduler.store.base import StoreBase
+from scheduler.store.scripts import ScriptCode
 from scheduler.store.wire import Subscription
 
 
@@ -25,7 +25,11 @@ class ProgressStore(StoreBase):
         """Append one entry (`progress.log_entry`'s form) to the job's log, keeping the last
         LOG_LINES, if `token` still holds its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST."""
         k = self.keys
-        return int(await self._run("append_log", [k.job(job_id), k.logs(job_id)], [token, entry, LOG_LINES]))
+        return int(
+            await self._run(
+                "append_log", [k.job(job_id), k.logs(job_id)], [token, entry, LOG_LINES]
+            )
+        )
 
     async def watch_job(self, job_id: str) -> str | None:
         """Flag the job as waited for (its end is then published on the done channel) and
@@ -35,7 +39,9 @@ class ProgressStore(StoreBase):
             return None
         return str(reply)
 
-    async def subscribe_done(self, on_message: Callable[[bytes | None, bytes | None], None]) -> Subscription:
+    async def subscribe_done(
+        self, on_message: Callable[[bytes | None, bytes | None], None]
+    ) -> Subscription:
         """Call `on_message(channel, job id)` for every waited job that ends or is removed, and
         `on_message(None, None)` after a lost subscription is back (messages may be lost)."""
         sub = Subscription(self.wire.pubsub_endpoint, [self.keys.done], on_message)

@@ -10,15 +10,17 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from scheduler.core.job import JobInfo, JobState
-from scheduler.store.listing import Cursor, Walk, set_order
 from scheduler.core.progress import parse_log, parse_progress
-from scheduler.store.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
-from scheduler.store.base import StoreBase
 from scheduler.core.timeutil import ms_to_utc
+from scheduler.store.base import StoreBase
+from scheduler.store.listing import Cursor, Walk, set_order
+from scheduler.store.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
 from scheduler.store.wire import as_map
 
 
-def _payload(fields: dict[str, str], chunks: list[bytes | None], separate: str | None) -> str | None:
+def _payload(
+    fields: dict[str, str], chunks: list[bytes | None], separate: str | None
+) -> str | None:
     """A job's payload JSON: its hash's chunk fields p1..p8 (taken out of `fields`), or,
     when too big to inline, its separate string key (layout and reasons: lua/_lib.lua).
 
@@ -46,9 +48,14 @@ class ReadStore(StoreBase):
         key = self.keys.job(job_id)
         try:
             flat, chunks, separate, logs = await self.wire.call_many(
-                [("HGETALL", key), ("HMGET", key, *PAYLOAD_CHUNK_FIELDS), ("GET", self.keys.payload(job_id)),
-                 ("LRANGE", self.keys.logs(job_id), 0, -1)],
-                raw=(False, True, False, False))
+                [
+                    ("HGETALL", key),
+                    ("HMGET", key, *PAYLOAD_CHUNK_FIELDS),
+                    ("GET", self.keys.payload(job_id)),
+                    ("LRANGE", self.keys.logs(job_id), 0, -1),
+                ],
+                raw=(False, True, False, False),
+            )
         except RedisError as exc:
             raise self.storage_error(f"read of job {job_id}", exc) from exc
         if not flat:
@@ -92,7 +99,9 @@ class ReadStore(StoreBase):
         keeps <topic>|<state> fields only; the totals are their sums."""
         try:
             if topic is not None:
-                values = await self.wire.call("HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState))
+                values = await self.wire.call(
+                    "HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState)
+                )
                 one = {s.value: int(v or 0) for s, v in zip(JobState, values)}
                 return self._apart(one, (await self._held_dead_letters([topic])).get(topic, 0))
             counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
@@ -101,7 +110,9 @@ class ReadStore(StoreBase):
         totals = {s.value: 0 for s in JobState}
         for name, value in counts.items():
             _, sep, state = name.rpartition("|")
-            if sep and state in totals:  # (a bare <state> field is an older layout's total: not summed)
+            if (
+                sep and state in totals
+            ):  # (a bare <state> field is an older layout's total: not summed)
                 totals[state] += int(value)
         held = await self._held_dead_letters(None)
         return self._apart(totals, sum(held.values()))
@@ -111,10 +122,14 @@ class ReadStore(StoreBase):
         None: every dead-letter topic)."""
         try:
             if topics is None:
-                topics = sorted(str(t) for t in await self.wire.call("SMEMBERS", self.keys.dead_letter_topics))
+                topics = sorted(
+                    str(t) for t in await self.wire.call("SMEMBERS", self.keys.dead_letter_topics)
+                )
             if not topics:
                 return {}
-            sizes = await self.wire.call_many([("ZCARD", self.keys.dead_letters(t)) for t in topics])
+            sizes = await self.wire.call_many(
+                [("ZCARD", self.keys.dead_letters(t)) for t in topics]
+            )
         except RedisError as exc:
             raise self.storage_error("read of dead-letter counts", exc) from exc
         return {t: int(n) for t, n in zip(topics, sizes)}
@@ -140,16 +155,18 @@ class ReadStore(StoreBase):
         held = await self._held_dead_letters(None)
         return {t: self._apart(c, held.get(t, 0)) for t, c in sorted(out.items())}
 
-    async def list_job_ids(self, walk: Walk, after: Cursor | None, limit: int,
-                           budget: int) -> tuple[list[str], Cursor | None]:
+    async def list_job_ids(
+        self, walk: Walk, after: Cursor | None, limit: int, budget: int
+    ) -> tuple[list[str], Cursor | None]:
         """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
         members examined), and the next page's cursor (None: the walk is over)."""
         k = self.keys
         levels, parked = [], []
         if "waiting" in walk.groups:
             try:
-                levels, parked = await self.wire.call_many([("ZRANGE", f"{k.due}:levels", 0, -1),
-                                                            ("ZRANGE", f"{k.prefix}unpark", 0, -1)])
+                levels, parked = await self.wire.call_many(
+                    [("ZRANGE", f"{k.due}:levels", 0, -1), ("ZRANGE", f"{k.prefix}unpark", 0, -1)]
+                )
             except RedisError as exc:
                 raise self.storage_error("read of the listing's sets", exc) from exc
         tokens = walk.sets([str(p) for p in levels], [str(t) for t in parked])
@@ -162,12 +179,25 @@ class ReadStore(StoreBase):
         if not tokens:
             return [], None
         res = await self._run(
-            "list_jobs", [self._set_key(t) for t in tokens],
-            [k.job_prefix, "1" if exact else "0", after.score if exact and after else "",
-             after.id if exact and after else "", limit, budget, walk.state, walk.topic, walk.key,
-             walk.lowest, walk.highest],
+            "list_jobs",
+            [self._set_key(t) for t in tokens],
+            [
+                k.job_prefix,
+                "1" if exact else "0",
+                after.score if exact and after else "",
+                after.id if exact and after else "",
+                limit,
+                budget,
+                walk.state,
+                walk.topic,
+                walk.key,
+                walk.lowest,
+                walk.highest,
+            ],
         )
-        following = Cursor(tokens[int(res[0]) - 1], str(res[1]), res[2]) if int(res[0]) > 0 else None
+        following = (
+            Cursor(tokens[int(res[0]) - 1], str(res[1]), res[2]) if int(res[0]) > 0 else None
+        )
         return list(res[3:]), following
 
     def _set_key(self, token: str) -> str:
@@ -177,7 +207,12 @@ class ReadStore(StoreBase):
             return k.due if token == "due" else f"{k.due}:{token}"
         if token.startswith("pk:"):
             return f"{k.prefix}{token}"
-        return {"active": k.active, "completed": k.completed, "failed": k.failed, "cancelled": k.cancelled}[token]
+        return {
+            "active": k.active,
+            "completed": k.completed,
+            "failed": k.failed,
+            "cancelled": k.cancelled,
+        }[token]
 
     async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
         """get_job of each id, all pipelined on the connection at once; in order."""

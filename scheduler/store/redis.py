@@ -11,17 +11,28 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from scheduler.core.job import ClaimedJob, NewJob, Settlement, dead_letter_args
-from scheduler.store.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
+from scheduler.core.timeutil import ms_to_utc, rfc3339
 from scheduler.store.base import StoreBase
 from scheduler.store.bulk import BulkStore, Enqueued, enqueued
 from scheduler.store.crons import CronStore
 from scheduler.store.progress import ProgressStore
 from scheduler.store.reads import ReadStore
+from scheduler.store.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
 from scheduler.store.topics import TopicStore
-from scheduler.core.timeutil import ms_to_utc, rfc3339
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
-LEASE_FIELDS = ("topic", "token", "attempts", "worker", "meta", "max", "btype", "bdelay", "bmax", "bjit")
+LEASE_FIELDS = (
+    "topic",
+    "token",
+    "attempts",
+    "worker",
+    "meta",
+    "max",
+    "btype",
+    "bdelay",
+    "bmax",
+    "bjit",
+)
 
 
 class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, StoreBase):
@@ -32,8 +43,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         done, _ = await self.enqueue_for(job, now_ms, "", 0)
         return done
 
-    async def enqueue_for(self, job: NewJob, now_ms: int, worker_id: str,
-                          lease_ms: int) -> tuple[Enqueued, ClaimedJob | None]:
+    async def enqueue_for(
+        self, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
+    ) -> tuple[Enqueued, ClaimedJob | None]:
         """Store a new job and, when it is due now and no other job is, lease it to
         `worker_id` in the same call (the caller's own worker: no wake-up, no claim).
 
@@ -44,16 +56,34 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         if int(res[0]) != EnqueueCode.LEASED:
             return done, None
         return done, ClaimedJob(
-            id=job.id, attempt=int(res[1]), token=res[2], topic=job.topic, payload_json=job.payload_json,
-            metadata_json=job.metadata_json, run_at_ms=job.run_at_ms, due_ms=job.due_ms,
-            max_attempts=job.max_attempts, backoff_type=job.backoff_type, backoff_delay_ms=job.backoff_delay_ms,
-            backoff_max_delay_ms=job.backoff_max_delay_ms, backoff_jitter=job.backoff_jitter,
-            timeout_ms=job.timeout_ms, trace=job.trace, cron=job.cron,
+            id=job.id,
+            attempt=int(res[1]),
+            token=res[2],
+            topic=job.topic,
+            payload_json=job.payload_json,
+            metadata_json=job.metadata_json,
+            run_at_ms=job.run_at_ms,
+            due_ms=job.due_ms,
+            max_attempts=job.max_attempts,
+            backoff_type=job.backoff_type,
+            backoff_delay_ms=job.backoff_delay_ms,
+            backoff_max_delay_ms=job.backoff_max_delay_ms,
+            backoff_jitter=job.backoff_jitter,
+            timeout_ms=job.timeout_ms,
+            trace=job.trace,
+            cron=job.cron,
         )
 
     async def claim(
-        self, now_ms: int, limit: int, lease_ms: int, worker_id: str, topics: Sequence[str] = (),
-        unserved: bool = False, listened: Sequence[str] = (), memory_ms: int = 0,
+        self,
+        now_ms: int,
+        limit: int,
+        lease_ms: int,
+        worker_id: str,
+        topics: Sequence[str] = (),
+        unserved: bool = False,
+        listened: Sequence[str] = (),
+        memory_ms: int = 0,
     ) -> tuple[list[ClaimedJob], int | None, int | None]:
         """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
         and with `unserved` also of topics no live worker serves; but never, unless it is one of
@@ -63,10 +93,31 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         nothing waits)."""
         k = self.keys
         raw = await self._run(
-            "claim", [k.due, k.active, k.outbox, k.counts, k.crons_due, k.served, k.dead_letter_topics, k.lease_seq,
-                      k.known_topics],
-            [now_ms, limit, lease_ms, worker_id, k.job_prefix, "1" if unserved else "0", k.dead_letter_prefix,
-             memory_ms, len(listened), *listened, *topics],
+            "claim",
+            [
+                k.due,
+                k.active,
+                k.outbox,
+                k.counts,
+                k.crons_due,
+                k.served,
+                k.dead_letter_topics,
+                k.lease_seq,
+                k.known_topics,
+            ],
+            [
+                now_ms,
+                limit,
+                lease_ms,
+                worker_id,
+                k.job_prefix,
+                "1" if unserved else "0",
+                k.dead_letter_prefix,
+                memory_ms,
+                len(listened),
+                *listened,
+                *topics,
+            ],
         )
         next_due, next_cron = int(raw[0]), int(raw[1])
         jobs = []
@@ -74,15 +125,29 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
             f = raw[i : i + CLAIM_FIELDS]  # str (the wire decodes), numbers as str or int
             jobs.append(
                 ClaimedJob(
-                    id=f[0], attempt=int(f[1]), token=f[2], topic=f[3], payload_json=f[4], metadata_json=f[5],
-                    run_at_ms=int(f[6]), due_ms=int(f[7]), max_attempts=int(f[8]), backoff_type=f[9],
-                    backoff_delay_ms=int(f[10]), timeout_ms=int(f[11]), trace=f[12], cron=f[13],
-                    backoff_max_delay_ms=int(f[14]), backoff_jitter=f[15],
+                    id=f[0],
+                    attempt=int(f[1]),
+                    token=f[2],
+                    topic=f[3],
+                    payload_json=f[4],
+                    metadata_json=f[5],
+                    run_at_ms=int(f[6]),
+                    due_ms=int(f[7]),
+                    max_attempts=int(f[8]),
+                    backoff_type=f[9],
+                    backoff_delay_ms=int(f[10]),
+                    timeout_ms=int(f[11]),
+                    trace=f[12],
+                    cron=f[13],
+                    backoff_max_delay_ms=int(f[14]),
+                    backoff_jitter=f[15],
                 )
             )
         return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)
 
-    async def complete(self, items: Sequence[Settlement], now_ms: int, keep_completed: int) -> list[int]:
+    async def complete(
+        self, items: Sequence[Settlement], now_ms: int, keep_completed: int
+    ) -> list[int]:
         """Settle successful attempts in one call; one result code per item. `now_ms` is when
         it is written; each attempt's own end (Settlement.ended_ms) is its finished time."""
         if not items:
@@ -91,47 +156,108 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
             args += [s.job_id, s.token, s.outcome, s.rejection_json, *s.times]
-        return [int(c) for c in await self._run("complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts, k.done],
-                                                  args)]
+        return [
+            int(c)
+            for c in await self._run(
+                "complete", [k.active, k.completed, k.cancelled, k.outbox, k.counts, k.done], args
+            )
+        ]
 
     async def fail(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
         """Settle failed (or lease-expired) attempts in one call; one result code per item."""
         if not items:
             return []
         k = self.keys
-        args: list[Any] = [now_ms, k.job_prefix, k.topic_prefix, k.dead_letter_prefix, rfc3339(ms_to_utc(now_ms))]
+        args: list[Any] = [
+            now_ms,
+            k.job_prefix,
+            k.topic_prefix,
+            k.dead_letter_prefix,
+            rfc3339(ms_to_utc(now_ms)),
+        ]
         for s in items:
-            args += [s.job_id, s.token, "1" if s.require_expired else "0", s.outcome, s.error_json, s.retry_at_ms,
-                     *dead_letter_args(s), *s.times]
-        keys = [k.active, k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake, k.dead_letter_topics, k.done]
+            args += [
+                s.job_id,
+                s.token,
+                "1" if s.require_expired else "0",
+                s.outcome,
+                s.error_json,
+                s.retry_at_ms,
+                *dead_letter_args(s),
+                *s.times,
+            ]
+        keys = [
+            k.active,
+            k.due,
+            k.failed,
+            k.cancelled,
+            k.outbox,
+            k.counts,
+            k.wake,
+            k.dead_letter_topics,
+            k.done,
+        ]
         return [int(c) for c in await self._run("fail", keys, args)]
 
     async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
         """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED).
         `actor` is recorded in the `cancelled` event ("" for none)."""
         k = self.keys
-        return int(await self._run("cancel", [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts, k.done],
-                                   [job_id, now_ms, actor, k.dead_letter_prefix]))
+        return int(
+            await self._run(
+                "cancel",
+                [k.job(job_id), k.due, k.cancelled, k.outbox, k.counts, k.done],
+                [job_id, now_ms, actor, k.dead_letter_prefix],
+            )
+        )
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Run a failed or cancelled job again, due now; OperationCode.RETRIED or a ScriptCode."""
         k = self.keys
-        return int(await self._run("retry_job", [k.job(job_id), k.due, k.failed, k.cancelled, k.outbox, k.counts,
-                                                 k.wake], [job_id, now_ms, actor, k.dead_letter_prefix]))
+        return int(
+            await self._run(
+                "retry_job",
+                [k.job(job_id), k.due, k.failed, k.cancelled, k.outbox, k.counts, k.wake],
+                [job_id, now_ms, actor, k.dead_letter_prefix],
+            )
+        )
 
     async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Remove a job that is not running; OperationCode.DELETED or a ScriptCode."""
         k = self.keys
-        return int(await self._run("delete_job", [k.job(job_id), k.due, k.completed, k.failed, k.cancelled,
-                                                  k.outbox, k.counts, k.done], [job_id, now_ms, actor]))
+        return int(
+            await self._run(
+                "delete_job",
+                [
+                    k.job(job_id),
+                    k.due,
+                    k.completed,
+                    k.failed,
+                    k.cancelled,
+                    k.outbox,
+                    k.counts,
+                    k.done,
+                ],
+                [job_id, now_ms, actor],
+            )
+        )
 
-    async def reschedule_job(self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str) -> int:
+    async def reschedule_job(
+        self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
+    ) -> int:
         """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""
         k = self.keys
-        return int(await self._run("reschedule_job", [k.job(job_id), k.due, k.outbox, k.wake],
-                                   [job_id, now_ms, run_at_ms, tz, actor]))
+        return int(
+            await self._run(
+                "reschedule_job",
+                [k.job(job_id), k.due, k.outbox, k.wake],
+                [job_id, now_ms, run_at_ms, tz, actor],
+            )
+        )
 
-    async def extend_leases(self, leases: Sequence[tuple[str, str]], now_ms: int, lease_ms: int) -> int:
+    async def extend_leases(
+        self, leases: Sequence[tuple[str, str]], now_ms: int, lease_ms: int
+    ) -> int:
         """Heartbeat for running attempts; returns how many leases were lost."""
         if not leases:
             return 0
@@ -148,7 +274,11 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         args: list[Any] = [now_ms, k.job_prefix, k.dead_letter_prefix]
         for job_id, token in leases:
             args += [job_id, token]
-        return int(await self._run("release", [k.active, k.due, k.cancelled, k.outbox, k.counts, k.wake], args))
+        return int(
+            await self._run(
+                "release", [k.active, k.due, k.cancelled, k.outbox, k.counts, k.wake], args
+            )
+        )
 
     async def held_by(self, worker_id: str) -> list[tuple[str, str]]:
         """(id, token) of every running job leased to `worker_id`: after a claim whose reply
@@ -156,30 +286,51 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         only running jobs, so this read stays small)."""
         try:
             ids = await self.wire.call("ZRANGE", self.keys.active, 0, -1)
-            rows = await self.wire.call_many([("HMGET", self.keys.job(i), "worker", "token") for i in ids])
+            rows = await self.wire.call_many(
+                [("HMGET", self.keys.job(i), "worker", "token") for i in ids]
+            )
         except RedisError as exc:
             raise self.storage_error("read of held leases", exc) from exc
-        return [(job_id, token) for job_id, (worker, token) in zip(ids, rows) if worker == worker_id and token]
+        return [
+            (job_id, token)
+            for job_id, (worker, token) in zip(ids, rows)
+            if worker == worker_id and token
+        ]
 
-    async def prune(self, now_ms: int, completed_age_ms: int, failed_age_ms: int, cancelled_age_ms: int,
-                    limit: int = 500) -> int:
+    async def prune(
+        self,
+        now_ms: int,
+        completed_age_ms: int,
+        failed_age_ms: int,
+        cancelled_age_ms: int,
+        limit: int = 500,
+    ) -> int:
         """Delete finished jobs past their retention; returns how many."""
         k = self.keys
-        return int(await self._run(
-            "prune", [k.completed, k.failed, k.cancelled, k.counts],
-            [now_ms, k.job_prefix, completed_age_ms, failed_age_ms, cancelled_age_ms, limit],
-        ))
+        return int(
+            await self._run(
+                "prune",
+                [k.completed, k.failed, k.cancelled, k.counts],
+                [now_ms, k.job_prefix, completed_age_ms, failed_age_ms, cancelled_age_ms, limit],
+            )
+        )
 
     async def expired_leases(self, now_ms: int, limit: int = 100) -> list[dict[str, str]]:
         """Running jobs whose lease passed (their worker is gone), with what recovery needs."""
         try:
-            ids = await self.wire.call("ZRANGEBYSCORE", self.keys.active, "-inf", now_ms, "LIMIT", 0, limit)
-            rows = await self.wire.call_many([("HMGET", self.keys.job(i), *LEASE_FIELDS) for i in ids])
+            ids = await self.wire.call(
+                "ZRANGEBYSCORE", self.keys.active, "-inf", now_ms, "LIMIT", 0, limit
+            )
+            rows = await self.wire.call_many(
+                [("HMGET", self.keys.job(i), *LEASE_FIELDS) for i in ids]
+            )
         except RedisError as exc:
             raise self.storage_error("read of expired leases", exc) from exc
         out = []
         for job_id, row in zip(ids, rows):
             if row[0] is not None:  # no topic: the job's hash is gone
                 stored = {name: v for name, v in zip(LEASE_FIELDS, row) if v is not None}
-                out.append({**JOB_DEFAULTS, **stored, "id": job_id})  # fields left out hold their default
+                out.append(
+                    {**JOB_DEFAULTS, **stored, "id": job_id}
+                )  # fields left out hold their default
         return out

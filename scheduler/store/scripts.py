@@ -13,11 +13,35 @@ from importlib import resources
 from types import MappingProxyType
 
 SCRIPT_NAMES = (
-    "enqueue", "claim", "complete", "fail", "cancel", "extend_leases", "release", "prune",
-    "upsert_cron", "fire_crons", "set_cron_paused", "remove_cron", "list_jobs",
-    "retry_job", "delete_job", "reschedule_job", "advertise_worker", "forget_worker",
-    "replay_dead_letter", "delete_dead_letter", "prune_dead_letters", "put_topic",
-    "watch_job", "set_progress", "append_log", "copy_entry", "drop_entry", "known_topics", "forget_topic",
+    "enqueue",
+    "claim",
+    "complete",
+    "fail",
+    "cancel",
+    "extend_leases",
+    "release",
+    "prune",
+    "upsert_cron",
+    "fire_crons",
+    "set_cron_paused",
+    "remove_cron",
+    "list_jobs",
+    "retry_job",
+    "delete_job",
+    "reschedule_job",
+    "advertise_worker",
+    "forget_worker",
+    "replay_dead_letter",
+    "delete_dead_letter",
+    "prune_dead_letters",
+    "put_topic",
+    "watch_job",
+    "set_progress",
+    "append_log",
+    "copy_entry",
+    "drop_entry",
+    "known_topics",
+    "forget_topic",
     "request_drain",
 )
 
@@ -29,10 +53,20 @@ CLAIM_FIELDS = 16
 # into each script from this table), store.py and store_reads.py from this table.
 # A storage format, not a policy: never change a value, or jobs already stored without
 # the field would change meaning (the retry policy's own defaults may change).
-JOB_DEFAULTS: Mapping[str, str] = MappingProxyType({
-    "meta": "{}", "tz": "UTC", "max": "5", "btype": "exponential", "bdelay": "30000", "trace": "", "cron": "",
-    "bmax": "3600000", "bjit": "none", "dlq": "",
-})
+JOB_DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {
+        "meta": "{}",
+        "tz": "UTC",
+        "max": "5",
+        "btype": "exponential",
+        "bdelay": "30000",
+        "trace": "",
+        "cron": "",
+        "bmax": "3600000",
+        "bjit": "none",
+        "dlq": "",
+    }
+)
 
 # Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
 # into each script as CHUNK_FIELDS, so Lua and store_reads.py read the same names.
@@ -52,8 +86,12 @@ class ScriptCode(IntEnum):
     DUPLICATE = -10
     KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
     OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
-    WRONG_PARTITION = -13  # the job's topic lives on another partition (a topic-wide limit): re-sent there
-    CONFLICT = -14  # a partition migration meets another job (or schedule) of the same name on the target
+    WRONG_PARTITION = (
+        -13
+    )  # the job's topic lives on another partition (a topic-wide limit): re-sent there
+    CONFLICT = (
+        -14
+    )  # a partition migration meets another job (or schedule) of the same name on the target
 
 
 class SettleCode(IntEnum):
@@ -164,14 +202,24 @@ def script_source(name: str, audit: bool = True) -> str:
     nothing for the outbox. Every process of a namespace must use the same setting.
     """
     lua = resources.files("scheduler.store") / "lua"
-    values = "".join((
-        f"local AUDIT = {'true' if audit else 'false'}\n",
-        "local DEFAULTS = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items()) + " }\n",
-        "local CHUNK_FIELDS = { " + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS) + " }\n",
-        f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n",
-    ))
+    values = "".join(
+        (
+            f"local AUDIT = {'true' if audit else 'false'}\n",
+            "local DEFAULTS = { "
+            + ", ".join(f"{k} = {json.dumps(v)}" for k, v in JOB_DEFAULTS.items())
+            + " }\n",
+            "local CHUNK_FIELDS = { "
+            + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS)
+            + " }\n",
+            f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n",
+        )
+    )
     body = (lua / f"{name}.lua").read_text()
-    blocks = _blocks(values) + _blocks((lua / "_lib.lua").read_text()) + _blocks((lua / "_flow.lua").read_text())
+    blocks = (
+        _blocks(values)
+        + _blocks((lua / "_lib.lua").read_text())
+        + _blocks((lua / "_flow.lua").read_text())
+    )
     return "".join(text for _, text in _used(blocks, body)) + "\n" + body
 
 
@@ -190,7 +238,11 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         if start:
             blocks.append((start.group(1), "".join(comments) + line))
             comments = []
-        elif blocks and not comments and (line[:1] in (" ", "\t", "\n", "}") or line.startswith("end")):
+        elif (
+            blocks
+            and not comments
+            and (line[:1] in (" ", "\t", "\n", "}") or line.startswith("end"))
+        ):
             blocks[-1] = (blocks[-1][0], blocks[-1][1] + line)
         else:
             comments.append(line)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.observe.metrics import Metrics
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.core.validation import check_topic
+from scheduler.observe.metrics import Metrics
 
 log = logging.getLogger("horae.worker")
 
@@ -40,7 +40,9 @@ class KnownTopic:
 
 def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
     """KnownTopics from lua/known_topics.lua's rows (one per topic per partition: merged), by topic."""
-    merged: dict[str, tuple[int, str, str, int, int, int]] = {}  # topic -> last, worker, app, till, count, oldest
+    merged: dict[
+        str, tuple[int, str, str, int, int, int]
+    ] = {}  # topic -> last, worker, app, till, count, oldest
     for topic, value, till_s, count_s, oldest_s in rows:
         last_s, _, rest = value.partition("|")
         worker, _, app = rest.partition("|")
@@ -53,8 +55,15 @@ def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
             oldest = cur[5] if oldest < 0 or 0 <= cur[5] < oldest else oldest
         merged[topic] = (last, worker, app, till, count, oldest)
     return [
-        KnownTopic(topic, ms_to_utc(last), worker, app, till > 0, 0 if till > 0 else count,
-                   None if till > 0 or oldest < 0 else ms_to_utc(oldest))
+        KnownTopic(
+            topic,
+            ms_to_utc(last),
+            worker,
+            app,
+            till > 0,
+            0 if till > 0 else count,
+            None if till > 0 or oldest < 0 else ms_to_utc(oldest),
+        )
         for topic, (last, worker, app, till, count, oldest) in sorted(merged.items())
     ]
 
@@ -86,7 +95,9 @@ class UnservedWatch:
         """Prune the memory, then report; returns the topics whose jobs wait for a worker."""
         await self.store.forget_topics([], now_ms, self.memory_ms)
         known = await known_topics(self.store, now_ms, self.memory_ms)
-        self.metrics.unserved = {t.topic: t.waiting for t in known}  # 0 while served: no series goes stale
+        self.metrics.unserved = {
+            t.topic: t.waiting for t in known
+        }  # 0 while served: no series goes stale
         waiting = [t for t in known if not t.served]
         now = time.monotonic()
         for t in waiting:
@@ -95,8 +106,13 @@ class UnservedWatch:
                 log.warning(
                     "topic %r: %d due jobs wait for a worker since %s; no live worker serves it (last served %s "
                     "by %s, %s); `horae topics forget %s` lets them complete as no_listener",
-                    t.topic, t.waiting, t.waiting_since.isoformat() if t.waiting_since else "-",
-                    t.last_served.isoformat(), t.app or "-", t.worker, t.topic,
+                    t.topic,
+                    t.waiting,
+                    t.waiting_since.isoformat() if t.waiting_since else "-",
+                    t.last_served.isoformat(),
+                    t.app or "-",
+                    t.worker,
+                    t.topic,
                     extra={"event": "topic_unserved", "topic": t.topic},
                 )
         return waiting

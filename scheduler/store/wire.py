@@ -43,11 +43,40 @@ from redis.exceptions import ResponseError
 log = logging.getLogger("horae.wire")
 
 # Commands that only read: safe to send again when a connection broke before the reply.
-READ_ONLY = frozenset({
-    "GET", "MGET", "EXISTS", "HGET", "HMGET", "HGETALL", "HLEN", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE",
-    "ZSCORE", "ZCOUNT", "ZCARD", "ZRANK", "LRANGE", "SMEMBERS", "SISMEMBER", "SCARD", "XRANGE", "XREVRANGE", "XLEN",
-    "XINFO", "XPENDING", "INFO", "PING", "TIME", "TTL", "PTTL", "TYPE", "DBSIZE",
-})
+READ_ONLY = frozenset(
+    {
+        "GET",
+        "MGET",
+        "EXISTS",
+        "HGET",
+        "HMGET",
+        "HGETALL",
+        "HLEN",
+        "ZRANGE",
+        "ZRANGEBYSCORE",
+        "ZREVRANGE",
+        "ZSCORE",
+        "ZCOUNT",
+        "ZCARD",
+        "ZRANK",
+        "LRANGE",
+        "SMEMBERS",
+        "SISMEMBER",
+        "SCARD",
+        "XRANGE",
+        "XREVRANGE",
+        "XLEN",
+        "XINFO",
+        "XPENDING",
+        "INFO",
+        "PING",
+        "TIME",
+        "TTL",
+        "PTTL",
+        "TYPE",
+        "DBSIZE",
+    }
+)
 
 
 class NotReplicated(ResponseError):
@@ -56,11 +85,14 @@ class NotReplicated(ResponseError):
 
 def _redirected(reply: Any) -> bool:
     """A Redis Cluster reply saying the command did not run here (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)."""
-    return isinstance(reply, ResponseError) and str(reply).startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
+    return isinstance(reply, ResponseError) and str(reply).startswith(
+        ("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN")
+    )
 
 
 def _read_only(commands: Sequence[Sequence[Any]]) -> bool:
     return all(str(c[0]).upper() in READ_ONLY for c in commands)
+
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -74,7 +106,9 @@ class Endpoint:
     path: str | None = None  # a unix socket instead of host:port
     ssl: ssl.SSLContext | None = None
     username: str | None = None
-    password: str | None = field(default=None, repr=False)  # never in a repr, a log line or an error
+    password: str | None = field(
+        default=None, repr=False
+    )  # never in a repr, a log line or an error
     db: int = 0
 
     @classmethod
@@ -90,7 +124,9 @@ class Endpoint:
         """The commands that make a fresh connection this endpoint's (AUTH, SELECT)."""
         out: list[tuple[Any, ...]] = []
         if self.password is not None:
-            out.append(("AUTH", self.username, self.password) if self.username else ("AUTH", self.password))
+            out.append(
+                ("AUTH", self.username, self.password) if self.username else ("AUTH", self.password)
+            )
         if self.db:
             out.append(("SELECT", self.db))
         return out
@@ -107,10 +143,15 @@ class _Pipe(asyncio.Protocol):
     def __init__(self, on_push: Callable[[Any], None] | None = None, decode: bool = False) -> None:
         self.transport: asyncio.Transport | None = None
         self._decode = decode
-        self._reader = (hiredis.Reader(replyError=ResponseError, encoding="utf-8", errors="replace") if decode
-                        else hiredis.Reader(replyError=ResponseError))
+        self._reader = (
+            hiredis.Reader(replyError=ResponseError, encoding="utf-8", errors="replace")
+            if decode
+            else hiredis.Reader(replyError=ResponseError)
+        )
         self._waiting: deque[asyncio.Future[Any]] = deque()
-        self._raw: set[asyncio.Future[Any]] = set()  # waiters that want bytes from a decoding reader
+        self._raw: set[asyncio.Future[Any]] = (
+            set()
+        )  # waiters that want bytes from a decoding reader
         self._reading_bytes = False  # the reader's mode: switched only between replies
         self._on_push = on_push  # subscription mode: every reply goes here, none is awaited
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -120,7 +161,9 @@ class _Pipe(asyncio.Protocol):
 
     def _parse_next_as_bytes(self, as_bytes: bool) -> None:
         if as_bytes != self._reading_bytes:
-            self._reader.set_encoding(None if as_bytes else "utf-8", None if as_bytes else "replace")
+            self._reader.set_encoding(
+                None if as_bytes else "utf-8", None if as_bytes else "replace"
+            )
             self._reading_bytes = as_bytes
 
     def data_received(self, data: bytes) -> None:
@@ -131,7 +174,12 @@ class _Pipe(asyncio.Protocol):
             reply = self._reader.gets()
             if reply is False:
                 return
-            if self._on_push is not None and type(reply) is list and reply and reply[0] == b"message":
+            if (
+                self._on_push is not None
+                and type(reply) is list
+                and reply
+                and reply[0] == b"message"
+            ):
                 self._on_push(reply)  # a published message: nobody awaits it
                 continue
             waiter = self._waiting.popleft()
@@ -160,7 +208,9 @@ class _Pipe(asyncio.Protocol):
         self.transport.write(_pack(args))
         return self._waiter(raw)
 
-    def request_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool]) -> list[asyncio.Future[Any]]:
+    def request_many(
+        self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool]
+    ) -> list[asyncio.Future[Any]]:
         """Send several commands in one write; a future per reply, in order."""
         if self.transport is None or self.transport.is_closing():
             raise RedisConnectionError("connection to Redis is closed")
@@ -175,7 +225,9 @@ class _Pipe(asyncio.Protocol):
         return waiter
 
 
-async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None, decode: bool = False) -> _Pipe:
+async def _open(
+    endpoint: Endpoint, on_push: Callable[[Any], None] | None = None, decode: bool = False
+) -> _Pipe:
     loop = asyncio.get_running_loop()
 
     def factory() -> _Pipe:
@@ -186,14 +238,17 @@ async def _open(endpoint: Endpoint, on_push: Callable[[Any], None] | None = None
             if endpoint.path is not None:
                 _, pipe = await loop.create_unix_connection(factory, endpoint.path)
             else:
-                _, pipe = await loop.create_connection(factory, endpoint.host, endpoint.port, ssl=endpoint.ssl)
+                _, pipe = await loop.create_connection(
+                    factory, endpoint.host, endpoint.port, ssl=endpoint.ssl
+                )
             for command in endpoint.handshake():
                 await pipe.request(command)
     except ssl.SSLCertVerificationError as exc:
         raise RedisConnectionError(
             f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: its TLS certificate was refused "
             f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
-            "(or rediss+cluster://) URL and connect by a name the certificate holds") from exc
+            "(or rediss+cluster://) URL and connect by a name the certificate holds"
+        ) from exc
     except (OSError, TimeoutError) as exc:
         raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
     except ResponseError:
@@ -217,7 +272,9 @@ def _pack(args: tuple[Any, ...]) -> bytes:
     try:
         packed: bytes = hiredis.pack_command(args)
     except UnicodeEncodeError:
-        raw: tuple[Any, ...] = tuple(a.encode("utf-8", "surrogatepass") if isinstance(a, str) else a for a in args)
+        raw: tuple[Any, ...] = tuple(
+            a.encode("utf-8", "surrogatepass") if isinstance(a, str) else a for a in args
+        )
         packed = hiredis.pack_command(raw)
     return packed
 
@@ -228,8 +285,13 @@ class WireConnection:
     `decode`: bulk replies come back as str (UTF-8, invalid bytes replaced), not bytes.
     """
 
-    def __init__(self, endpoint: Endpoint, decode: bool = False, replicas: int = 0,
-                 replica_timeout_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        decode: bool = False,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
         self.endpoint = endpoint
         self.decode = decode
         # durability="replicated": every script call is followed, on this connection, by
@@ -268,8 +330,12 @@ class WireConnection:
             pipe = await self._connect()
         return await pipe.request(args, raw)
 
-    async def call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = (),
-                        return_exceptions: bool = False) -> list[Any]:
+    async def call_many(
+        self,
+        commands: Sequence[tuple[Any, ...]],
+        raw: Sequence[bool] = (),
+        return_exceptions: bool = False,
+    ) -> list[Any]:
         """Several commands in one write (see _call_many); all read-only ones are sent
         again once on a new connection when the connection broke. `return_exceptions`:
         an error reply is returned in its place instead of raised (the cluster wire
@@ -281,8 +347,12 @@ class WireConnection:
                 raise
             return await self._call_many(commands, raw, return_exceptions)
 
-    async def _call_many(self, commands: Sequence[tuple[Any, ...]], raw: Sequence[bool] = (),
-                         return_exceptions: bool = False) -> list[Any]:
+    async def _call_many(
+        self,
+        commands: Sequence[tuple[Any, ...]],
+        raw: Sequence[bool] = (),
+        return_exceptions: bool = False,
+    ) -> list[Any]:
         """Send several commands in one write and return their replies, in order.
 
         Args:
@@ -301,12 +371,21 @@ class WireConnection:
         flags = [*raw, *[False] * (len(commands) - len(raw))]
         wait = self.replicas > 0 and any(str(c[0]).upper() == "EVALSHA" for c in commands)
         if wait:
-            commands, flags = [*commands, ("WAIT", self.replicas, self.replica_timeout_ms)], [*flags, False]
-        replies = list(await asyncio.gather(*pipe.request_many(commands, flags), return_exceptions=return_exceptions))
+            commands, flags = (
+                [*commands, ("WAIT", self.replicas, self.replica_timeout_ms)],
+                [*flags, False],
+            )
+        replies = list(
+            await asyncio.gather(
+                *pipe.request_many(commands, flags), return_exceptions=return_exceptions
+            )
+        )
         if wait:
             acked = replies.pop()
             # A node that redirected every script (now a replica) ran nothing: its WAIT error must not hide the MOVED.
-            if not all(_redirected(r) for c, r in zip(commands, replies) if str(c[0]).upper() == "EVALSHA"):
+            if not all(
+                _redirected(r) for c, r in zip(commands, replies) if str(c[0]).upper() == "EVALSHA"
+            ):
                 self._check_replicated(acked)
         return replies
 
@@ -317,7 +396,8 @@ class WireConnection:
             raise NotReplicated(
                 f"NOTREPLICATED the write reached the master but only {acked} of {self.replicas} replica(s) "
                 f"acknowledged it within {self.replica_timeout_ms} ms (durability=replicated): a failover now "
-                "could lose it")
+                "could lose it"
+            )
 
     async def _connect(self) -> _Pipe:
         # Callers that find no connection share one attempt (no stampede of sockets).
@@ -353,8 +433,12 @@ class Subscription:
     connection is reopened (with backoff) and reported as `on_message(None, None)`,
     because messages sent meanwhile are lost (pub/sub is at most once)."""
 
-    def __init__(self, endpoint: Endpoint | Callable[[], Endpoint], channels: Sequence[str],
-                 on_message: Callable[[bytes | None, bytes | None], None]) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint | Callable[[], Endpoint],
+        channels: Sequence[str],
+        on_message: Callable[[bytes | None, bytes | None], None],
+    ) -> None:
         # A callable is asked again on every (re)connection: on a cluster, any node will do
         # (classic PUBLISH reaches every node), and a dead one is left for the next.
         self.endpoint, self.channels, self.on_message = endpoint, list(channels), on_message
@@ -370,7 +454,9 @@ class Subscription:
         self._task = asyncio.create_task(self._keep(), name="horae-wake-subscription")
 
     async def _subscribe(self) -> None:
-        pipe = await _open(self.endpoint() if callable(self.endpoint) else self.endpoint, self._push)
+        pipe = await _open(
+            self.endpoint() if callable(self.endpoint) else self.endpoint, self._push
+        )
         for channel in self.channels:  # each SUBSCRIBE is answered by one confirmation
             await pipe.request(("SUBSCRIBE", channel))
         self._pipe = pipe
@@ -381,7 +467,9 @@ class Subscription:
             if self._pipe is not None:
                 await asyncio.shield(self._pipe.closed)  # (cancelling us must not cancel it)
                 self._pipe = None
-                log.warning("wake-up subscription lost; reconnecting", extra={"event": "wake_error"})
+                log.warning(
+                    "wake-up subscription lost; reconnecting", extra={"event": "wake_error"}
+                )
                 self.on_message(None, None)
             try:
                 await self._subscribe()

@@ -55,7 +55,9 @@ class SteppingClock(FakeClock):
     every claim since the kick took nothing.
     """
 
-    def __init__(self, start_ms: int = 1_800_000_000_000, busy: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self, start_ms: int = 1_800_000_000_000, busy: Callable[[], int] = lambda: 0
+    ) -> None:
         super().__init__(start_ms)
         self.busy_now = busy
         self.waited = False

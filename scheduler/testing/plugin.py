@@ -9,7 +9,7 @@ horae installed loads this module."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,11 +24,13 @@ try:
 except ImportError:  # pragma: no cover - the fixtures say what is missing when used
     pytest_asyncio = None  # type: ignore[assignment]
 
-DEFAULT_START = datetime(2030, 1, 1, tzinfo=timezone.utc)  # a Tuesday
-MARKER = ("horae(raise_errors=True, start=None, audit=True): options of the horae and horae_clock fixtures: "
-          "raise_errors re-raises listener exceptions from advance/run_until_idle; start is the clock's "
-          "first instant (aware datetime or ISO 8601 text, default 2030-01-01T00:00:00Z); audit=False runs "
-          "without PostgreSQL")
+DEFAULT_START = datetime(2030, 1, 1, tzinfo=UTC)  # a Tuesday
+MARKER = (
+    "horae(raise_errors=True, start=None, audit=True): options of the horae and horae_clock fixtures: "
+    "raise_errors re-raises listener exceptions from advance/run_until_idle; start is the clock's "
+    "first instant (aware datetime or ISO 8601 text, default 2030-01-01T00:00:00Z); audit=False runs "
+    "without PostgreSQL"
+)
 # Retention long enough that housekeeping prunes no finished job during a test, and
 # enough completed jobs kept for ran().
 KEEP_S = 100 * 365 * 86_400
@@ -50,8 +52,10 @@ def marker_options(node: pytest.Item) -> Options:
     given: dict[str, Any] = {}
     for mark in reversed(list(node.iter_markers("horae"))):
         if mark.args:
-            raise pytest.UsageError(f"@pytest.mark.horae takes keyword options only "
-                                    f"(raise_errors=, start=, audit=); got {mark.args!r}")
+            raise pytest.UsageError(
+                f"@pytest.mark.horae takes keyword options only "
+                f"(raise_errors=, start=, audit=); got {mark.args!r}"
+            )
         given.update(mark.kwargs)
     return Options(**_checked(given))
 
@@ -61,13 +65,16 @@ def _checked(given: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in given.items():
         if name in ("raise_errors", "audit"):
             if not isinstance(value, bool):
-                raise pytest.UsageError(f"@pytest.mark.horae({name}=...) must be True or False; got {value!r}")
+                raise pytest.UsageError(
+                    f"@pytest.mark.horae({name}=...) must be True or False; got {value!r}"
+                )
             out[name] = value
         elif name == "start":
             out[name] = _start(value)
         else:
-            raise pytest.UsageError(f"@pytest.mark.horae: unknown option {name!r}; "
-                                    "allowed: raise_errors, start, audit")
+            raise pytest.UsageError(
+                f"@pytest.mark.horae: unknown option {name!r}; allowed: raise_errors, start, audit"
+            )
     return out
 
 
@@ -79,18 +86,25 @@ def _start(value: object) -> datetime:
         except ValueError:
             when = None
     if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
-        raise pytest.UsageError(f"@pytest.mark.horae(start=...) must be an aware datetime or ISO 8601 text "
-                                f"with an offset, e.g. '2026-10-31T12:00:00Z'; got {value!r}")
-    return when.astimezone(timezone.utc)
+        raise pytest.UsageError(
+            f"@pytest.mark.horae(start=...) must be an aware datetime or ISO 8601 text "
+            f"with an offset, e.g. '2026-10-31T12:00:00Z'; got {value!r}"
+        )
+    return when.astimezone(UTC)
 
 
 def for_tests(settings: Settings) -> Settings:
     """`settings` as the fixture wants them: no finished job pruned during a test (its clock
     may move years), and an audit relay that stops at once (its idle read blocks 50 ms)."""
-    keep = settings.retention.model_copy(update={
-        "completed_age_s": KEEP_S, "failed_age_s": KEEP_S, "cancelled_age_s": KEEP_S,
-        "dead_letter_age_s": KEEP_S, "completed_count": KEEP_COMPLETED,
-    })
+    keep = settings.retention.model_copy(
+        update={
+            "completed_age_s": KEEP_S,
+            "failed_age_s": KEEP_S,
+            "cancelled_age_s": KEEP_S,
+            "dead_letter_age_s": KEEP_S,
+            "completed_count": KEEP_COMPLETED,
+        }
+    )
     audit = settings.audit.model_copy(update={"block_ms": min(settings.audit.block_ms, 50)})
     return settings.model_copy(update={"retention": keep, "audit": audit})
 
@@ -105,7 +119,9 @@ def horae_settings() -> Settings:
     return for_tests(load_settings())
 
 
-async def _horae(request: pytest.FixtureRequest, horae_settings: Settings) -> AsyncIterator[SchedulerUnderTest]:
+async def _horae(
+    request: pytest.FixtureRequest, horae_settings: Settings
+) -> AsyncIterator[SchedulerUnderTest]:
     """A connected Scheduler on a namespace of its own, with a worker running the listeners
     of the default registry and a clock moved only by `horae_clock`; namespace and audit
     schema are deleted afterwards. Listener errors no advance reported fail the teardown."""
@@ -118,16 +134,21 @@ async def _horae(request: pytest.FixtureRequest, horae_settings: Settings) -> As
         machine = s.time_machine
     left = machine.unreported() if options.raise_errors else []  # the worker has stopped
     if left:
-        raise ExceptionGroup(f"{len(left)} listener error(s) after the last advance/run_until_idle",
-                             [e.exception for e in left])
+        raise ExceptionGroup(
+            f"{len(left)} listener error(s) after the last advance/run_until_idle",
+            [e.exception for e in left],
+        )
 
 
 if pytest_asyncio is not None:
     horae = pytest_asyncio.fixture(_horae, name="horae")
 else:  # pragma: no cover
+
     @pytest.fixture(name="horae")
     def _horae_needs_pytest_asyncio() -> None:
-        pytest.fail("the horae fixtures need pytest-asyncio: pip install 'horae[testing]'", pytrace=False)
+        pytest.fail(
+            "the horae fixtures need pytest-asyncio: pip install 'horae[testing]'", pytrace=False
+        )
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from typing import Any
 
 from listeners import Listener, ListenerRegistry, call_listener, qualified_name
 from scheduler.core.errors import DoNotRetry, Retry
-from scheduler.testing.clocks import SteppingClock
 from scheduler.core.timeutil import ms_to_utc, parse_duration, utc_to_ms
+from scheduler.testing.clocks import SteppingClock
 from scheduler.worker.loop import Worker
 
 # Kicks of the worker within one settle before giving up: a listener that schedules a job
@@ -43,8 +43,22 @@ class RecordingRegistry(ListenerRegistry):
     registered later, and anything a registry learns besides listeners, are seen as they are.
     """
 
-    _OWN = frozenset({"inner", "clock", "errors", "calls", "in_flight", "_wrappers", "listeners", "_wrap",
-                      "_make", "_record", "__class__", "__dict__"})
+    _OWN = frozenset(
+        {
+            "inner",
+            "clock",
+            "errors",
+            "calls",
+            "in_flight",
+            "_wrappers",
+            "listeners",
+            "_wrap",
+            "_make",
+            "_record",
+            "__class__",
+            "__dict__",
+        }
+    )
 
     def __init__(self, inner: ListenerRegistry, clock: SteppingClock) -> None:
         # No super().__init__(): this object holds no listeners of its own.
@@ -96,8 +110,10 @@ class RecordingRegistry(ListenerRegistry):
         job_id = getattr(event, "scheduled_job_id", "?")
         topic = getattr(event, "topic", "?")
         attempt = getattr(event, "attempt", 0)
-        exc.add_note(f"horae: raised by listener {qualified_name(fn)} for job {job_id} "
-                     f"(topic {topic!r}, attempt {attempt}) at {at.isoformat()}")
+        exc.add_note(
+            f"horae: raised by listener {qualified_name(fn)} for job {job_id} "
+            f"(topic {topic!r}, attempt {attempt}) at {at.isoformat()}"
+        )
         self.errors.append(ListenerError(exc, qualified_name(fn), job_id, topic, attempt, at))
 
 
@@ -113,8 +129,15 @@ class TimeMachine:
         settle_timeout: real seconds one settling round may take (listeners included).
     """
 
-    def __init__(self, clock: SteppingClock, worker: Worker, registry: RecordingRegistry, *,
-                 raise_errors: bool = True, settle_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        clock: SteppingClock,
+        worker: Worker,
+        registry: RecordingRegistry,
+        *,
+        raise_errors: bool = True,
+        settle_timeout: float = 60.0,
+    ) -> None:
         self.clock, self.worker, self.registry = clock, worker, registry
         self.raise_errors = raise_errors
         self.settle_timeout = settle_timeout
@@ -157,11 +180,15 @@ class TimeMachine:
             ValueError: `when` is naive or before now.
         """
         if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError(f"when must be an aware datetime (e.g. with tzinfo=timezone.utc); got {when!r}")
+            raise ValueError(
+                f"when must be an aware datetime (e.g. with tzinfo=timezone.utc); got {when!r}"
+            )
         target = utc_to_ms(when)
         if target < self.clock.now_ms():
-            raise ValueError(f"when {when.isoformat()} is before now ({self.now().isoformat()}): "
-                             "the clock only moves forward")
+            raise ValueError(
+                f"when {when.isoformat()} is before now ({self.now().isoformat()}): "
+                "the clock only moves forward"
+            )
         await self._travel(target)
 
     async def run_until_idle(self) -> None:
@@ -193,8 +220,10 @@ class TimeMachine:
         for _ in range(MAX_ROUNDS):
             if await self._round():
                 return
-        raise RuntimeError(f"jobs kept becoming due at {self.now().isoformat()} after {MAX_ROUNDS} rounds "
-                           "(a listener scheduling a job due at once, every time it runs?)")
+        raise RuntimeError(
+            f"jobs kept becoming due at {self.now().isoformat()} after {MAX_ROUNDS} rounds "
+            "(a listener scheduling a job due at once, every time it runs?)"
+        )
 
     async def _round(self) -> bool:
         """One kick and its aftermath; True when no claim it caused took anything, no
@@ -204,8 +233,12 @@ class TimeMachine:
         self.clock.kick()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settle_timeout
-        while not (self.clock.waited and self.clock.waiting and self.worker.active == 0
-                   and self.registry.in_flight == 0):
+        while not (
+            self.clock.waited
+            and self.clock.waiting
+            and self.worker.active == 0
+            and self.registry.in_flight == 0
+        ):
             if loop.time() > deadline:
                 raise TimeoutError(
                     f"the worker did not settle within {self.settle_timeout:g} s at {self.now().isoformat()}: "
@@ -216,15 +249,18 @@ class TimeMachine:
 
     def _raise_new_errors(self) -> None:
         """Re-raise the listener exceptions not reported yet: one as itself, several as a group."""
-        new = self.registry.errors[self._reported:]
+        new = self.registry.errors[self._reported :]
         self._reported = len(self.registry.errors)
         if not self.raise_errors or not new:
             return
         if len(new) == 1:
             raise new[0].exception
-        raise ExceptionGroup(f"{len(new)} listener errors (@pytest.mark.horae(raise_errors=False) lets "
-                             "listeners fail)", [e.exception for e in new])
+        raise ExceptionGroup(
+            f"{len(new)} listener errors (@pytest.mark.horae(raise_errors=False) lets "
+            "listeners fail)",
+            [e.exception for e in new],
+        )
 
     def unreported(self) -> list[ListenerError]:
         """Listener errors raised since the last advance/run_until_idle reported them."""
-        return self.registry.errors[self._reported:]
+        return self.registry.errors[self._reported :]

@@ -17,16 +17,16 @@ from urllib.parse import parse_qsl, urlencode
 
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.store.cluster_url import redis_client
 from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import ConfigError
 from scheduler.core.job import JobInfo, JobState
 from scheduler.core.keys import Keys
 from scheduler.core.procutil import scrub
+from scheduler.core.timeutil import utc_to_ms
+from scheduler.store.cluster_url import redis_client
 from scheduler.testing.clocks import SteppingClock
 from scheduler.testing.time_machine import RecordingRegistry, TimeMachine
-from scheduler.core.timeutil import utc_to_ms
 
 if TYPE_CHECKING:
     from audit.records import AttemptRecord
@@ -64,14 +64,21 @@ class SchedulerUnderTest(Scheduler):
     async def scheduled(self, topic: str | None = None) -> list[JobInfo]:
         """Jobs waiting to run (scheduled, or retrying after a failed attempt), of `topic`
         (None: every topic), the earliest due first."""
-        jobs = [j for j in await self._every_job(topic) if j.state in (JobState.SCHEDULED, JobState.RETRYING)]
+        jobs = [
+            j
+            for j in await self._every_job(topic)
+            if j.state in (JobState.SCHEDULED, JobState.RETRYING)
+        ]
         return sorted(jobs, key=lambda j: (j.next_attempt_at or j.run_at, j.id))
 
     async def ran(self, topic: str | None = None) -> list[JobInfo]:
         """Jobs that made at least one attempt (completed, failed for good, retrying,
         cancelled after running), of `topic`, by run_at: `JobRun`s, whose `attempts`
         counts the attempts and `runs` holds them as the audit recorded them."""
-        jobs = sorted((j for j in await self._every_job(topic) if j.attempts > 0), key=lambda j: (j.run_at, j.id))
+        jobs = sorted(
+            (j for j in await self._every_job(topic) if j.attempts > 0),
+            key=lambda j: (j.run_at, j.id),
+        )
         return [await self._with_runs(j) for j in jobs]
 
     async def failed(self, topic: str | None = None) -> list[JobInfo]:
@@ -126,10 +133,14 @@ async def create_schema(dsn: str, schema: str) -> None:
     try:
         await _on_database(dsn, f'CREATE SCHEMA "{schema}"')
     except Exception as exc:  # noqa: BLE001 - any driver error means the same to the test
-        raise ConfigError(scrub(
-            f"the horae fixture needs the audit database {dsn} ({type(exc).__name__}: {exc}); set "
-            "HORAE_DATABASE_URL (or [database] url in horae.toml), or test without the audit with "
-            "@pytest.mark.horae(audit=False)", dsn)) from None
+        raise ConfigError(
+            scrub(
+                f"the horae fixture needs the audit database {dsn} ({type(exc).__name__}: {exc}); set "
+                "HORAE_DATABASE_URL (or [database] url in horae.toml), or test without the audit with "
+                "@pytest.mark.horae(audit=False)",
+                dsn,
+            )
+        ) from None
 
 
 async def delete_namespace(redis_url: str, namespace: str) -> None:
@@ -151,8 +162,9 @@ async def delete_namespace(redis_url: str, namespace: str) -> None:
 
 
 @asynccontextmanager
-async def scheduler_under_test(base: Settings, options: Options, registry: ListenerRegistry,
-                               default_start: datetime) -> AsyncIterator[SchedulerUnderTest]:
+async def scheduler_under_test(
+    base: Settings, options: Options, registry: ListenerRegistry, default_start: datetime
+) -> AsyncIterator[SchedulerUnderTest]:
     """A connected SchedulerUnderTest with its worker running, on a fresh namespace (and a
     fresh audit schema when the audit is on); both are deleted afterwards.
 
@@ -162,23 +174,31 @@ async def scheduler_under_test(base: Settings, options: Options, registry: Liste
     from scheduler.ops.servers import resolve_services
 
     audit = options.audit and base.audit.enabled
-    urls = await asyncio.to_thread(resolve_services, base.redis_url, base.database_url, data_dir_of(base),
-                                   need_database=audit)
+    urls = await asyncio.to_thread(
+        resolve_services, base.redis_url, base.database_url, data_dir_of(base), need_database=audit
+    )
     suffix = uuid.uuid4().hex[:12]
     namespace, schema = f"horae-test-{suffix}", f"horae_test_{suffix}"
     if audit:
         await create_schema(urls.database_url, schema)
-    settings = base.model_copy(update={
-        "redis_url": urls.redis_url, "namespace": namespace,
-        "database_url": with_search_path(urls.database_url, schema) if audit else base.database_url,
-        "audit": base.audit.model_copy(update={"relay": audit}),
-    })
+    settings = base.model_copy(
+        update={
+            "redis_url": urls.redis_url,
+            "namespace": namespace,
+            "database_url": with_search_path(urls.database_url, schema)
+            if audit
+            else base.database_url,
+            "audit": base.audit.model_copy(update={"relay": audit}),
+        }
+    )
     clock = SteppingClock(utc_to_ms(options.start or default_start))
     recording = RecordingRegistry(registry, clock)
     s = SchedulerUnderTest(settings=settings, listeners=recording, clock=clock)
     try:
         await s.connect()
-        worker = s.make_worker(all_topics=True)  # the namespace's only worker: every topic is its own
+        worker = s.make_worker(
+            all_topics=True
+        )  # the namespace's only worker: every topic is its own
         s.time_machine = TimeMachine(clock, worker, recording, raise_errors=options.raise_errors)
         await worker.start()
         try:
@@ -186,11 +206,18 @@ async def scheduler_under_test(base: Settings, options: Options, registry: Liste
         finally:
             await worker.stop(grace=5)
     finally:
-        await _cleanup(s.close, urls.redis_url, namespace, urls.database_url if audit else None, schema)
+        await _cleanup(
+            s.close, urls.redis_url, namespace, urls.database_url if audit else None, schema
+        )
 
 
-async def _cleanup(close: Callable[[], Awaitable[None]], redis_url: str, namespace: str, dsn: str | None,
-                   schema: str) -> None:
+async def _cleanup(
+    close: Callable[[], Awaitable[None]],
+    redis_url: str,
+    namespace: str,
+    dsn: str | None,
+    schema: str,
+) -> None:
     try:
         await close()
     finally:

@@ -28,7 +28,9 @@ class ClaimFilter:
     listened: tuple[str, ...]
 
     @classmethod
-    def of(cls, listened: Iterable[str], topics: Sequence[str] | None, all_topics: bool) -> ClaimFilter:
+    def of(
+        cls, listened: Iterable[str], topics: Sequence[str] | None, all_topics: bool
+    ) -> ClaimFilter:
         """The filter of a worker with listeners for `listened`.
 
         Args:
@@ -84,14 +86,27 @@ class WorkerInfo:
         return self.state == DRAINING
 
 
-
-def entry_json(topics: Sequence[str], concurrency: int, running: int, all_topics: bool, pid: int,
-               now_ms: int, ttl_ms: int, host: str | None = None, stopping: bool = False) -> str:
+def entry_json(
+    topics: Sequence[str],
+    concurrency: int,
+    running: int,
+    all_topics: bool,
+    pid: int,
+    now_ms: int,
+    ttl_ms: int,
+    host: str | None = None,
+    stopping: bool = False,
+) -> str:
     """The registry entry of a worker (compact JSON ending in `}`: the scripts append a drain
     request to it; layout in lua/advertise_worker.lua). `stopping`: it drains (claims no more)."""
     entry: dict[str, object] = {
-        "host": host if host is not None else socket.gethostname(), "pid": pid, "topics": list(topics),
-        "concurrency": concurrency, "running": running, "heartbeat_ms": now_ms, "ttl_ms": ttl_ms,
+        "host": host if host is not None else socket.gethostname(),
+        "pid": pid,
+        "topics": list(topics),
+        "concurrency": concurrency,
+        "running": running,
+        "heartbeat_ms": now_ms,
+        "ttl_ms": ttl_ms,
         "all_topics": all_topics,
     }
     if stopping:
@@ -109,8 +124,11 @@ def check_worker_id(worker_id: object) -> str:
         ScheduleError: naming worker_id, for anything but a non-empty string.
     """
     if not isinstance(worker_id, str) or not worker_id:
-        raise ScheduleError(f"worker_id must be a non-empty string, a worker's id as `horae workers` lists it; "
-                            f"got {shown(worker_id)}", field="worker_id")
+        raise ScheduleError(
+            f"worker_id must be a non-empty string, a worker's id as `horae workers` lists it; "
+            f"got {shown(worker_id)}",
+            field="worker_id",
+        )
     return worker_id
 
 
@@ -128,13 +146,22 @@ def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:
             if int(e["heartbeat_ms"]) + int(e["ttl_ms"]) <= now_ms:
                 continue
             drain_ms = e.get("drain_ms")
-            out.append(WorkerInfo(
-                id=worker_id, host=str(e["host"]), pid=int(e["pid"]), topics=tuple(e["topics"]),
-                concurrency=int(e["concurrency"]), running=int(e["running"]),
-                last_heartbeat=ms_to_utc(int(e["heartbeat_ms"])), all_topics=bool(e["all_topics"]),
-                state=DRAINING if drain_ms is not None or e.get("stopping") is True else RUNNING,
-                drain_requested_at=ms_to_utc(int(drain_ms)) if drain_ms is not None else None,
-            ))
+            out.append(
+                WorkerInfo(
+                    id=worker_id,
+                    host=str(e["host"]),
+                    pid=int(e["pid"]),
+                    topics=tuple(e["topics"]),
+                    concurrency=int(e["concurrency"]),
+                    running=int(e["running"]),
+                    last_heartbeat=ms_to_utc(int(e["heartbeat_ms"])),
+                    all_topics=bool(e["all_topics"]),
+                    state=DRAINING
+                    if drain_ms is not None or e.get("stopping") is True
+                    else RUNNING,
+                    drain_requested_at=ms_to_utc(int(drain_ms)) if drain_ms is not None else None,
+                )
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return out

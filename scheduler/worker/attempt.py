@@ -39,8 +39,8 @@ from scheduler.core.outbox import (
 )
 from scheduler.core.progress import log_entry, progress_text
 from scheduler.core.retry import MIN_DELAY_MS, Backoff, BackoffType, Jitter, Rand, RetryPolicy
-from scheduler.store.scripts import ReportCode
 from scheduler.core.timeutil import ms_to_utc
+from scheduler.store.scripts import ReportCode
 
 log = logging.getLogger("horae.worker")
 
@@ -68,21 +68,32 @@ class AttemptReporter:
     async def progress(self, percent: float, message: str | None = None) -> None:
         """Replace the job's progress. Raises InvalidProgress (nothing written) or LeaseLost."""
         job = self._job
-        self._check(await self._store.set_progress(job.id, job.token, progress_text(job.attempt, percent, message)))
+        self._check(
+            await self._store.set_progress(
+                job.id, job.token, progress_text(job.attempt, percent, message)
+            )
+        )
 
     async def log(self, line: str) -> None:
         """Append a line to the job's log. Raises InvalidProgress (nothing written) or LeaseLost."""
         job = self._job
-        self._check(await self._store.append_log(job.id, job.token, log_entry(job.attempt, self._now_ms(), line)))
+        self._check(
+            await self._store.append_log(
+                job.id, job.token, log_entry(job.attempt, self._now_ms(), line)
+            )
+        )
 
     def _check(self, code: int) -> None:
         if code != ReportCode.RECORDED:
-            raise LeaseLost(f"attempt {self._job.attempt} of job {self._job.id} no longer holds its lease "
-                            "(another worker recovered the job, or the attempt was settled): nothing recorded")
+            raise LeaseLost(
+                f"attempt {self._job.attempt} of job {self._job.id} no longer holds its lease "
+                "(another worker recovered the job, or the attempt was settled): nothing recorded"
+            )
 
 
-def arrival(job: ClaimedJob, validate: Validator | None = None,
-            reporter: Reporter | None = None) -> ScheduleArrivedEvent:
+def arrival(
+    job: ClaimedJob, validate: Validator | None = None, reporter: Reporter | None = None
+) -> ScheduleArrivedEvent:
     """The event every listener of the job's topic receives for this attempt; its payload
     is what `validate` (the topic's schema) parsed, when there is one, and `reporter`
     keeps what its listeners report (event.progress, event.log).
@@ -103,9 +114,14 @@ def arrival(job: ClaimedJob, validate: Validator | None = None,
     )
 
 
-async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Callable[[], int],
-                      call: CallListener = call_listener, validate: Validator | None = None,
-                      reporter: Reporter | None = None) -> Settlement:
+async def run_attempt(
+    job: ClaimedJob,
+    listeners: Sequence[Listener],
+    now_ms: Callable[[], int],
+    call: CallListener = call_listener,
+    validate: Validator | None = None,
+    reporter: Reporter | None = None,
+) -> Settlement:
     """Check the payload, run every listener of the job under its timeout and settle the attempt.
 
     Args:
@@ -130,22 +146,39 @@ async def run_attempt(job: ClaimedJob, listeners: Sequence[Listener], now_ms: Ca
         return refused(job, exc, started, now_ms())
     except Exception as exc:  # noqa: BLE001 - a broken validator fails the attempt, as a listener would
         failure = ListenerFailure(qualified_name(validate) if validate else "?", exc)
-        return settlement(job, DispatchResult(listeners=1, failures=(failure,)), now_ms(), started_ms=started)
+        return settlement(
+            job, DispatchResult(listeners=1, failures=(failure,)), now_ms(), started_ms=started
+        )
     result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
     return settlement(job, result, now_ms(), started_ms=started)
 
 
-def refused(job: ClaimedJob, exc: PayloadRejected, started_ms: int | None = None,
-            ended_ms: int | None = None) -> Settlement:
+def refused(
+    job: ClaimedJob,
+    exc: PayloadRejected,
+    started_ms: int | None = None,
+    ended_ms: int | None = None,
+) -> Settlement:
     """The settlement of an attempt whose payload its topic's schema refused: the job completes
     as invalid_payload (a retry would see the same payload), the refusal recorded with it."""
     rejection = error_record(type(exc.cause).__name__, str(exc))
-    return Settlement(job.id, job.token, INVALID_PAYLOAD, rejection=rejection, started_ms=started_ms,
-                      ended_ms=ended_ms)
+    return Settlement(
+        job.id,
+        job.token,
+        INVALID_PAYLOAD,
+        rejection=rejection,
+        started_ms=started_ms,
+        ended_ms=ended_ms,
+    )
 
 
-def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand = random.random,
-               started_ms: int | None = None) -> Settlement:
+def settlement(
+    job: ClaimedJob,
+    result: DispatchResult,
+    now_ms: int,
+    rand: Rand = random.random,
+    started_ms: int | None = None,
+) -> Settlement:
     """The settlement of a dispatched attempt: succeeded or no_listener; else failed,
     timed_out or worker_lost (the child process of a listener died) with its error record and
     the retry decision (retry_at_ms -1: for good).
@@ -155,19 +188,35 @@ def settlement(job: ClaimedJob, result: DispatchResult, now_ms: int, rand: Rand 
     settlement may reach Redis later (an outage); then it is due at once, the backoff
     having passed since the attempt ended. `rand` draws the backoff's jitter."""
     if result.ok:
-        return Settlement(job.id, job.token, SUCCEEDED if result.listeners else NO_LISTENER,
-                          started_ms=started_ms, ended_ms=now_ms)
+        return Settlement(
+            job.id,
+            job.token,
+            SUCCEEDED if result.listeners else NO_LISTENER,
+            started_ms=started_ms,
+            ended_ms=now_ms,
+        )
     error, exc = failure_record(job, result)
-    backoff = stored_backoff(job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter)
+    backoff = stored_backoff(
+        job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter
+    )
     return Settlement(
-        job.id, job.token, TIMED_OUT if result.timed_out
-        else WORKER_LOST if isinstance(exc, ListenerProcessLost) else ATTEMPT_FAILED_OUTCOME, error,
+        job.id,
+        job.token,
+        TIMED_OUT
+        if result.timed_out
+        else WORKER_LOST
+        if isinstance(exc, ListenerProcessLost)
+        else ATTEMPT_FAILED_OUTCOME,
+        error,
         retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
-        started_ms=started_ms, ended_ms=now_ms,
+        started_ms=started_ms,
+        ended_ms=now_ms,
     )
 
 
-def failure_record(job: ClaimedJob, result: DispatchResult) -> tuple[ErrorRecord, BaseException | None]:
+def failure_record(
+    job: ClaimedJob, result: DispatchResult
+) -> tuple[ErrorRecord, BaseException | None]:
     """The error record of a failed attempt and the exception behind it (None on timeout).
 
     The first failing listener names the error; the others are listed in other_failures.
@@ -188,8 +237,15 @@ def stored_backoff(backoff_type: str, delay_ms: int, max_delay_ms: int, jitter: 
     return Backoff(cast(BackoffType, backoff_type), delay_ms, max_delay_ms, cast(Jitter, jitter))
 
 
-def retry_at(job_id: str, max_attempts: int, backoff: Backoff, attempt: int, exc: BaseException | None,
-             now_ms: int, rand: Rand = random.random) -> int:
+def retry_at(
+    job_id: str,
+    max_attempts: int,
+    backoff: Backoff,
+    attempt: int,
+    exc: BaseException | None,
+    now_ms: int,
+    rand: Rand = random.random,
+) -> int:
     """When the next attempt is due after attempt `attempt` failed with `exc`; -1 when none is.
 
     The policy is the job's stored one; a listener's Retry(delay=) or DoNotRetry decides first.
@@ -202,14 +258,24 @@ def retry_at(job_id: str, max_attempts: int, backoff: Backoff, attempt: int, exc
     if decision.requested_ms is not None:
         log.warning(
             "job %s: Retry(delay=) asked for %s ms, outside %d..%d ms; retrying after %d ms",
-            job_id, f"{decision.requested_ms:g}", MIN_DELAY_MS, backoff.max_delay_ms, decision.delay_ms,
-            extra={"event": "retry_delay_clamped", "job_id": job_id, "requested_ms": decision.requested_ms,
-                   "applied_ms": decision.delay_ms},
+            job_id,
+            f"{decision.requested_ms:g}",
+            MIN_DELAY_MS,
+            backoff.max_delay_ms,
+            decision.delay_ms,
+            extra={
+                "event": "retry_delay_clamped",
+                "job_id": job_id,
+                "requested_ms": decision.requested_ms,
+                "applied_ms": decision.delay_ms,
+            },
         )
     return now_ms + decision.delay_ms
 
 
-def lost_settlement(lease: Mapping[str, str], now_ms: int, rand: Rand = random.random) -> Settlement:
+def lost_settlement(
+    lease: Mapping[str, str], now_ms: int, rand: Rand = random.random
+) -> Settlement:
     """The settlement of an attempt whose lease expired (its worker died): a failed attempt
     (WorkerLost) under the job's retry rules, written only if the lease is still expired.
 
@@ -219,10 +285,17 @@ def lost_settlement(lease: Mapping[str, str], now_ms: int, rand: Rand = random.r
         rand: draws the backoff's jitter.
     """
     attempt = int(lease["attempts"])
-    backoff = stored_backoff(lease["btype"], int(lease["bdelay"]), int(lease["bmax"]), lease["bjit"])
-    error = error_record("WorkerLost", f"worker {lease.get('worker', '?')} lost its lease during attempt {attempt}")
+    backoff = stored_backoff(
+        lease["btype"], int(lease["bdelay"]), int(lease["bmax"]), lease["bjit"]
+    )
+    error = error_record(
+        "WorkerLost", f"worker {lease.get('worker', '?')} lost its lease during attempt {attempt}"
+    )
     return Settlement(
-        lease["id"], lease["token"], WORKER_LOST, error,
+        lease["id"],
+        lease["token"],
+        WORKER_LOST,
+        error,
         retry_at(lease["id"], int(lease["max"]), backoff, attempt, None, now_ms, rand),
         require_expired=True,
     )

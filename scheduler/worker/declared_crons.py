@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from listeners import ListenerRegistry
-from scheduler.facade.crons import CronSchedules, Planned
 from scheduler.core.errors import ConfigError, ScheduleError
-from scheduler.store.scripts import ScriptCode, UpsertCode
+from scheduler.facade.crons import CronSchedules, Planned
 from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import ScriptCode, UpsertCode
 
 log = logging.getLogger("horae.cron")
 
@@ -35,8 +35,9 @@ class DeclaredSync:
     removed: tuple[str, ...] = ()
 
 
-async def sync_declared(crons: CronSchedules, store: RedisStore, registry: ListenerRegistry,
-                        topics: Sequence[str]) -> DeclaredSync:
+async def sync_declared(
+    crons: CronSchedules, store: RedisStore, registry: ListenerRegistry, topics: Sequence[str]
+) -> DeclaredSync:
     """Make the stored declared schedules of `topics` what `registry` declares.
 
     Every declaration is checked before anything is written; the upserts are idempotent
@@ -57,8 +58,10 @@ async def sync_declared(crons: CronSchedules, store: RedisStore, registry: Liste
         try:
             plans.append(crons.plan_declared(decl))
         except ScheduleError as exc:
-            raise ConfigError(f"schedule {decl.name!r} declared beside the listeners of topic {decl.topic!r}: "
-                              f"{exc}") from exc
+            raise ConfigError(
+                f"schedule {decl.name!r} declared beside the listeners of topic {decl.topic!r}: "
+                f"{exc}"
+            ) from exc
     stored = await store.declared_crons()  # name -> topic
     taken = sorted(await store.existing_crons([p.name for p in plans if p.name not in stored]))
     if taken:  # schedule_cron's: refused before anything is written
@@ -70,8 +73,13 @@ async def sync_declared(crons: CronSchedules, store: RedisStore, registry: Liste
         code = await crons.upsert(plan, declared=True)
         if code == ScriptCode.OTHER_ORIGIN:  # created by schedule_cron since we read
             raise _taken(plan.name)
-        (created if code == UpsertCode.CREATED else rescheduled if code == UpsertCode.RESCHEDULED
-         else unchanged).append(plan.name)
+        (
+            created
+            if code == UpsertCode.CREATED
+            else rescheduled
+            if code == UpsertCode.RESCHEDULED
+            else unchanged
+        ).append(plan.name)
     declared_anywhere = {d.name for d in registry.declarations()}
     removed: list[str] = []
     for name, topic in stored.items():
@@ -80,12 +88,19 @@ async def sync_declared(crons: CronSchedules, store: RedisStore, registry: Liste
                 removed.append(name)
     result = DeclaredSync(tuple(created), tuple(rescheduled), tuple(unchanged), tuple(removed))
     if created or rescheduled or removed:
-        log.info("declared schedules: created %s, rescheduled %s, removed %s", created, rescheduled, removed,
-                 extra={"event": "declared_crons_synced"})
+        log.info(
+            "declared schedules: created %s, rescheduled %s, removed %s",
+            created,
+            rescheduled,
+            removed,
+            extra={"event": "declared_crons_synced"},
+        )
     return result
 
 
 def _taken(name: str) -> ConfigError:
-    return ConfigError(f"schedule {name!r} is declared beside a listener, but a schedule of that name was "
-                       "created with schedule_cron: give the declaration another name= (or remove the other "
-                       f"with `horae cron remove {name}`)")
+    return ConfigError(
+        f"schedule {name!r} is declared beside a listener, but a schedule of that name was "
+        "created with schedule_cron: give the declaration another name= (or remove the other "
+        f"with `horae cron remove {name}`)"
+    )

@@ -11,14 +11,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from scheduler.worker.attempt import lost_settlement
 from scheduler.core.clock import Clock
 from scheduler.core.config import RetentionSettings, WorkerSettings
-from scheduler.observe.metrics import Metrics
 from scheduler.core.outbox import WORKER_LOST, ErrorRecord
-from scheduler.store.scripts import ScriptCode, SettleReply, settle_reply
+from scheduler.observe.metrics import Metrics
 from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import ScriptCode, SettleReply, settle_reply
 from scheduler.store.topic_memory import UnservedWatch
+from scheduler.worker.attempt import lost_settlement
 
 log = logging.getLogger("horae.worker")
 
@@ -32,9 +32,17 @@ OnFailure = Callable[[str, str, int, ErrorRecord, Any, SettleReply], None]
 class Housekeeping:
     """The heartbeat and housekeeping loops of one worker, and the recovery and pruning they run."""
 
-    def __init__(self, store: RedisStore, clock: Clock, settings: WorkerSettings, retention: RetentionSettings,
-                 metrics: Metrics, leases: Mapping[str, str], on_failure: OnFailure,
-                 advertise: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        store: RedisStore,
+        clock: Clock,
+        settings: WorkerSettings,
+        retention: RetentionSettings,
+        metrics: Metrics,
+        leases: Mapping[str, str],
+        on_failure: OnFailure,
+        advertise: Callable[[], Awaitable[None]],
+    ) -> None:
         self.store, self.clock, self.settings, self.retention = store, clock, settings, retention
         self.metrics = metrics
         self._leases = leases  # the worker's running attempts: job id -> token
@@ -51,12 +59,16 @@ class Housekeeping:
             try:
                 await self._advertise()
             except Exception as exc:  # noqa: BLE001 - next beat tries again
-                log.warning("advertising the worker failed: %s", exc, extra={"event": "heartbeat_error"})
+                log.warning(
+                    "advertising the worker failed: %s", exc, extra={"event": "heartbeat_error"}
+                )
             leases = list(self._leases.items())
             if not leases:
                 continue
             try:
-                lost = await self.store.extend_leases(leases, self.clock.now_ms(), self.settings.lease_ms)
+                lost = await self.store.extend_leases(
+                    leases, self.clock.now_ms(), self.settings.lease_ms
+                )
             except Exception as exc:  # noqa: BLE001 - next beat tries again
                 log.warning("heartbeat failed: %s", exc, extra={"event": "heartbeat_error"})
                 continue
@@ -103,11 +115,20 @@ class Housekeeping:
             attempt = int(row["attempts"])
             self.metrics.attempts.add(1, {"topic": row["topic"], "outcome": WORKER_LOST})
             log.warning(
-                "job %s: attempt %d lost its worker", row["id"], attempt,
+                "job %s: attempt %d lost its worker",
+                row["id"],
+                attempt,
                 extra={"event": "worker_lost", "job_id": row["id"]},
             )
             assert item.error is not None
-            self._on_failure(row["id"], row["topic"], attempt, item.error, json.loads(row.get("meta", "{}")), reply)
+            self._on_failure(
+                row["id"],
+                row["topic"],
+                attempt,
+                item.error,
+                json.loads(row.get("meta", "{}")),
+                reply,
+            )
         return recovered
 
     async def prune(self) -> int:
@@ -118,7 +139,10 @@ class Housekeeping:
         r = self.retention
         while True:
             n = await self.store.prune(
-                self.clock.now_ms(), r.completed_age_s * 1000, r.failed_age_s * 1000, r.cancelled_age_s * 1000,
+                self.clock.now_ms(),
+                r.completed_age_s * 1000,
+                r.failed_age_s * 1000,
+                r.cancelled_age_s * 1000,
                 PRUNE_BATCH,
             )
             total += n
@@ -131,8 +155,13 @@ class Housekeeping:
         r, total = self.retention, 0
         for topic in await self.store.dead_letter_topics():
             while True:
-                n = await self.store.prune_dead_letters(topic, self.clock.now_ms(), r.dead_letter_age_s * 1000,
-                                                        r.dead_letter_max, PRUNE_BATCH)
+                n = await self.store.prune_dead_letters(
+                    topic,
+                    self.clock.now_ms(),
+                    r.dead_letter_age_s * 1000,
+                    r.dead_letter_max,
+                    PRUNE_BATCH,
+                )
                 if n:
                     self.metrics.dead_letters_dropped.add(n, {"topic": topic})
                 total += n

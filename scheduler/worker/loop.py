@@ -19,24 +19,38 @@ from typing import Any
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode, Tracer
 
 from listeners import Listener, ListenerRegistry, ScheduleFailedEvent, dispatch, qualified_name
-from scheduler.worker.advertise import ClaimFilter, entry_json, listener_app
-from scheduler.worker.attempt import AttemptReporter, run_attempt
 from scheduler.core.clock import Clock
 from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.core.errors import ConfigError
-from scheduler.worker.housekeeping import Housekeeping
 from scheduler.core.job import ClaimedJob, NewJob, Settlement
-from scheduler.observe.metrics import Metrics
 from scheduler.core.outbox import SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
-from scheduler.worker.outcomes import log_lost, note_attempt_failed, note_completed, note_failure, note_success
-from scheduler.worker.process_pool import ProcessPool
-from scheduler.store.scripts import ScriptCode, SettleCode, SettleReply
+from scheduler.observe.metrics import Metrics
+from scheduler.observe.tracing import (
+    ATTEMPT_OUTCOME,
+    JOB_ATTEMPT,
+    JOB_ID,
+    attempt_span,
+    get_tracer,
+    is_noop,
+    listener_span,
+)
 from scheduler.store.bulk import Enqueued
-from scheduler.worker.settler import Settler
 from scheduler.store.redis import RedisStore
+from scheduler.store.scripts import ScriptCode, SettleCode, SettleReply
 from scheduler.store.wire import Subscription
+from scheduler.worker.advertise import ClaimFilter, entry_json, listener_app
+from scheduler.worker.attempt import AttemptReporter, run_attempt
+from scheduler.worker.housekeeping import Housekeeping
+from scheduler.worker.outcomes import (
+    log_lost,
+    note_attempt_failed,
+    note_completed,
+    note_failure,
+    note_success,
+)
+from scheduler.worker.process_pool import ProcessPool
+from scheduler.worker.settler import Settler
 from scheduler.worker.ticker import fire_due_crons
-from scheduler.observe.tracing import ATTEMPT_OUTCOME, JOB_ATTEMPT, JOB_ID, attempt_span, get_tracer, is_noop, listener_span
 
 log = logging.getLogger("horae.worker")
 
@@ -102,17 +116,31 @@ class Worker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._settler = Settler(store, clock, retention.completed_count, self.settings.lease_ms / 1000)
-        self.pool = ProcessPool(registry, settings)  # executor="process" listeners; no child until one runs
+        self._settler = Settler(
+            store, clock, retention.completed_count, self.settings.lease_ms / 1000
+        )
+        self.pool = ProcessPool(
+            registry, settings
+        )  # executor="process" listeners; no child until one runs
         self._started = False
-        self._reserved = 0  # slots held for jobs this process is scheduling (see enqueue_local) or claiming
+        self._reserved = (
+            0  # slots held for jobs this process is scheduling (see enqueue_local) or claiming
+        )
         self.shared = shared
         if shared is not None:
             shared.join(self)
         self._unsure = False  # a claim's reply was lost: Redis may hold leases of ours we never saw
         self._subscription: Subscription | None = None
-        self._housekeeping = Housekeeping(store, clock, settings, retention, metrics, self._leases,
-                                          self._after_failure, self._advertise)
+        self._housekeeping = Housekeeping(
+            store,
+            clock,
+            settings,
+            retention,
+            metrics,
+            self._leases,
+            self._after_failure,
+            self._advertise,
+        )
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges,
         # and keeps the schedules declared beside the listeners of the topics served (declared_crons.py).
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
@@ -133,8 +161,10 @@ class Worker:
         """
         self._filter = ClaimFilter.of(self.registry.topics(), self.topics or None, self.all_topics)
         if self._filter.unserved and not self._filter.topics:
-            raise ConfigError("the worker has no listeners: import the module that registers them "
-                              "(horae worker --app), or pass all_topics (--all-topics) to claim every topic")
+            raise ConfigError(
+                "the worker has no listeners: import the module that registers them "
+                "(horae worker --app), or pass all_topics (--all-topics) to claim every topic"
+            )
         self.pool.check(self._filter.listened)
         if self.on_declare is not None:
             await self.on_declare(self._filter.listened)
@@ -177,20 +207,33 @@ class Worker:
         """An operator asked this worker to drain (Scheduler.drain_worker): the SIGTERM path."""
         if self._stopping:
             return
-        log.info("drain requested: stopping", extra={"event": "worker_drain_requested", "worker": self.id})
+        log.info(
+            "drain requested: stopping",
+            extra={"event": "worker_drain_requested", "worker": self.id},
+        )
         if self.on_drain is not None:
             self.on_drain(f"draining: requested by an operator (worker {self.id})")
-        self._stop_task = self._stop_task or asyncio.create_task(self._stop(None), name="horae-stop")
+        self._stop_task = self._stop_task or asyncio.create_task(
+            self._stop(None), name="horae-stop"
+        )
 
     async def _stop(self, grace: float | None) -> None:
-        grace = grace if grace is not None else self.settings.grace_s if self.grace is None else self.grace
+        grace = (
+            grace
+            if grace is not None
+            else self.settings.grace_s
+            if self.grace is None
+            else self.grace
+        )
         self._stopping = True
         self._wake.set()
         self._slot_free.set()
         claim = self._tasks[0] if self._tasks else None
         if claim:
             await asyncio.gather(claim, return_exceptions=True)
-        await self._forget(stopping=True)  # claims no more: its topics fall to other live workers at once
+        await self._forget(
+            stopping=True
+        )  # claims no more: its topics fall to other live workers at once
         running = list(self._running)
         if running:
             await asyncio.wait(running, timeout=grace)
@@ -198,11 +241,15 @@ class Worker:
         for task in unfinished:
             task.cancel()
         await asyncio.gather(*unfinished, return_exceptions=True)
-        leases = [(j.id, self._leases.pop(j.id)) for j in unfinished.values() if j.id in self._leases]
+        leases = [
+            (j.id, self._leases.pop(j.id)) for j in unfinished.values() if j.id in self._leases
+        ]
         await self._settler.stop()
         if leases:
             released = await self.store.release(leases, self.clock.now_ms())
-            log.info("released %d unfinished attempts", released, extra={"event": "worker_released"})
+            log.info(
+                "released %d unfinished attempts", released, extra={"event": "worker_released"}
+            )
         for task in self._tasks[1:]:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -216,16 +263,30 @@ class Worker:
         log.info("worker stopped", extra={"event": "worker_stopped", "worker": self.id})
 
     def _entry(self, now: int, stopping: bool = False) -> str:
-        return entry_json(self._filter.advertised(self.registry.topics()), self.concurrency, len(self._running),
-                          self._filter.all_topics, os.getpid(), now, self.settings.registry_ttl_ms, stopping=stopping)
+        return entry_json(
+            self._filter.advertised(self.registry.topics()),
+            self.concurrency,
+            len(self._running),
+            self._filter.all_topics,
+            os.getpid(),
+            now,
+            self.settings.registry_ttl_ms,
+            stopping=stopping,
+        )
 
     async def _advertise(self) -> None:
         """Write this worker's registry entry: it serves its topics for registry_ttl_ms more (stopping:
         it serves none, listed as draining); act on an operator's drain request."""
         now, ttl, stopping = self.clock.now_ms(), self.settings.registry_ttl_ms, self._stopping
         topics = () if stopping else self._filter.advertised(self.registry.topics())
-        known = [] if stopping else [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]
-        done = await self.store.advertise_worker(self.id, self._entry(now, stopping), topics, now, ttl, known)
+        known = (
+            []
+            if stopping
+            else [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]
+        )
+        done = await self.store.advertise_worker(
+            self.id, self._entry(now, stopping), topics, now, ttl, known
+        )
         if done.drain_ms is not None:
             self._drain_requested()
 
@@ -235,7 +296,9 @@ class Worker:
             now = self.clock.now_ms()
             await self.store.forget_worker(self.id, now, self._entry(now, True) if stopping else "")
         except Exception as exc:  # noqa: BLE001 - its entry expires after registry_ttl_ms anyway
-            log.warning("leaving the worker registry failed: %s", exc, extra={"event": "forget_error"})
+            log.warning(
+                "leaving the worker registry failed: %s", exc, extra={"event": "forget_error"}
+            )
 
     @property
     def active(self) -> int:
@@ -263,7 +326,9 @@ class Worker:
             return None
         leased = None
         try:
-            done, leased = await self.store.enqueue_for(job, now_ms, self.id, self.settings.lease_ms)
+            done, leased = await self.store.enqueue_for(
+                job, now_ms, self.id, self.settings.lease_ms
+            )
         except Exception:
             self._unsure = True  # its lease may have landed
             raise
@@ -319,14 +384,22 @@ class Worker:
                 self._reserved += limit  # (shared slots: no other loop claims them meanwhile)
                 try:
                     jobs, next_due, self._next_cron = await self.store.claim(
-                        self.clock.now_ms(), limit, self.settings.lease_ms, self.id, self._filter.topics,
-                        self._filter.unserved, self._filter.listened, self.settings.topic_memory_ms,
+                        self.clock.now_ms(),
+                        limit,
+                        self.settings.lease_ms,
+                        self.id,
+                        self._filter.topics,
+                        self._filter.unserved,
+                        self._filter.listened,
+                        self.settings.topic_memory_ms,
                     )
                 finally:
                     self._reserved -= limit
                     if self.shared is not None:
                         self.shared.freed()  # slots the claim did not fill are other loops' again
-                self.next_due_ms = min((t for t in (next_due, self._next_cron) if t is not None), default=None)
+                self.next_due_ms = min(
+                    (t for t in (next_due, self._next_cron) if t is not None), default=None
+                )
             except Exception as exc:  # noqa: BLE001 - Redis blips must not kill the worker
                 log.warning("claim failed: %s", exc, extra={"event": "claim_error"})
                 self._unsure = True  # the call may have leased jobs whose reply never came
@@ -337,17 +410,26 @@ class Worker:
             if len(jobs) == limit or self._stopping:
                 continue
             now = self.clock.now_ms()
-            deadline = min(t for t in (next_due, self._next_cron, now + IDLE_RECHECK_MS) if t is not None)
+            deadline = min(
+                t for t in (next_due, self._next_cron, now + IDLE_RECHECK_MS) if t is not None
+            )
             await self.clock.sleep_until(deadline, self._wake)
 
     async def _release_unknown(self) -> None:
         """Give back uncounted (release.lua) the jobs leased to us that we do not run: a claim or
         handoff whose reply was lost. Not while a handoff is in flight (its job is ours): next round."""
-        held, running = await self.store.held_by(self.id), {job.id for job in self._running.values()}
+        held, running = (
+            await self.store.held_by(self.id),
+            {job.id for job in self._running.values()},
+        )
         if not self._reserved:
             unknown = [(job_id, token) for job_id, token in held if job_id not in running]
             if unknown and (n := await self.store.release(unknown, self.clock.now_ms())):
-                log.warning("gave back %d jobs of a claim whose reply was lost", n, extra={"event": "worker_released"})
+                log.warning(
+                    "gave back %d jobs of a claim whose reply was lost",
+                    n,
+                    extra={"event": "worker_released"},
+                )
             self._unsure = False
 
     # ------------------------------------------------------------------- running
@@ -355,9 +437,15 @@ class Worker:
         try:
             await self._attempt(job)
         except Exception as exc:  # noqa: BLE001 - settlement failed for good (Redis down past the lease)
-            log.warning("attempt %d of job %s could not be settled (%s: %s); its lease expires and another "
-                        "worker recovers it", job.attempt, job.id, type(exc).__name__, exc,
-                        extra={"event": "settle_failed", "job_id": job.id, "topic": job.topic})
+            log.warning(
+                "attempt %d of job %s could not be settled (%s: %s); its lease expires and another "
+                "worker recovers it",
+                job.attempt,
+                job.id,
+                type(exc).__name__,
+                exc,
+                extra={"event": "settle_failed", "job_id": job.id, "topic": job.topic},
+            )
         finally:
             self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self.metrics.active_attempts.add(-1)
@@ -380,8 +468,9 @@ class Worker:
         if is_noop(self.tracer):  # no SDK: skip even a no-op span, a real cost on the hot path
             await self._attempt_in_span(job, INVALID_SPAN, lateness_ms)
             return
-        with attempt_span(self.tracer, job.topic, job.trace, job.id, job.attempt, job.max_attempts,
-                          lateness_ms) as span:
+        with attempt_span(
+            self.tracer, job.topic, job.trace, job.id, job.attempt, job.max_attempts, lateness_ms
+        ) as span:
             await self._attempt_in_span(job, span, lateness_ms)
 
     async def _call_traced(self, fn: Listener, event: Any) -> None:
@@ -393,9 +482,14 @@ class Worker:
         started = time.monotonic()
         self.metrics.lateness.record(lateness_ms / 1000, attrs)
         call = self._call_traced if span.is_recording() else self.pool.call_listener
-        settlement = await run_attempt(job, self.registry.listeners(job.topic), self.clock.now_ms, call,
-                                       self.registry.validator(job.topic),
-                                       AttemptReporter(self.store, job, self.clock.now_ms))
+        settlement = await run_attempt(
+            job,
+            self.registry.listeners(job.topic),
+            self.clock.now_ms,
+            call,
+            self.registry.validator(job.topic),
+            AttemptReporter(self.store, job, self.clock.now_ms),
+        )
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
         span.set_attribute(ATTEMPT_OUTCOME, settlement.outcome)
@@ -413,21 +507,40 @@ class Worker:
         elif isinstance(reply, ScriptCode):
             log_lost(job.id, reply)
 
-    async def _settle_failure(self, job: ClaimedJob, settlement: Settlement, error: ErrorRecord,
-                              span: Span) -> None:
+    async def _settle_failure(
+        self, job: ClaimedJob, settlement: Settlement, error: ErrorRecord, span: Span
+    ) -> None:
         span.set_status(Status(StatusCode.ERROR, f"{error['type']}: {error['message']}"))
         reply = await self._settler.settle(settlement)
-        if reply is not SettleCode.FAILED:  # a failure for good is logged at WARNING by note_failure
+        if (
+            reply is not SettleCode.FAILED
+        ):  # a failure for good is logged at WARNING by note_failure
             note_attempt_failed(job, settlement.outcome, error)
         if reply is SettleCode.FAILED:
-            span.add_event(SCHEDULE_FAILED, {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]})
-        self._after_failure(job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply)
+            span.add_event(
+                SCHEDULE_FAILED,
+                {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]},
+            )
+        self._after_failure(
+            job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply
+        )
 
-    def _after_failure(self, job_id: str, topic: str, attempt: int, error: ErrorRecord, metadata: Any,
-                       reply: SettleReply) -> None:
+    def _after_failure(
+        self,
+        job_id: str,
+        topic: str,
+        attempt: int,
+        error: ErrorRecord,
+        metadata: Any,
+        reply: SettleReply,
+    ) -> None:
         """Count a written failure; a job failed for good is delivered on SCHEDULE_FAILED_TOPIC."""
         if note_failure(self.metrics, job_id, topic, attempt, error, reply):
-            self._spawn(self._emit_failed(ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)))
+            self._spawn(
+                self._emit_failed(
+                    ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)
+                )
+            )
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -437,9 +550,13 @@ class Worker:
     async def _emit_failed(self, event: ScheduleFailedEvent) -> None:
         """schedule.failed, fire-and-forget: listener errors are logged, never raised."""
         listeners = self.registry.listeners(SCHEDULE_FAILED_TOPIC)
-        result = await dispatch(listeners, event, self.settings.timeout_ms / 1000, self.pool.call_listener)
+        result = await dispatch(
+            listeners, event, self.settings.timeout_ms / 1000, self.pool.call_listener
+        )
         for failure in result.failures:
             log.error(
-                "schedule.failed listener %s raised: %r", failure.listener, failure.exception,
+                "schedule.failed listener %s raised: %r",
+                failure.listener,
+                failure.exception,
                 extra={"event": "schedule_failed_listener_error", "job_id": event.scheduled_job_id},
             )

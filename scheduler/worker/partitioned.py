@@ -38,8 +38,13 @@ class SharedSlots:
 class PartitionedWorker:
     """The Worker interface over one Worker per served partition (same worker id on each)."""
 
-    def __init__(self, make: Callable[[int, str, SharedSlots], Worker], partitions: Sequence[int],
-                 route: Callable[[NewJob], int], concurrency: int) -> None:
+    def __init__(
+        self,
+        make: Callable[[int, str, SharedSlots], Worker],
+        partitions: Sequence[int],
+        route: Callable[[NewJob], int],
+        concurrency: int,
+    ) -> None:
         """`make(partition, worker_id, slots)` builds one partition's Worker; `route(job)` is
         the partition a new job goes to (PartitionedStore.partition_for)."""
         self.id = new_worker_id()
@@ -48,7 +53,9 @@ class PartitionedWorker:
         self.slots = SharedSlots(concurrency)
         self.by_partition: dict[int, Worker] = {p: make(p, self.id, self.slots) for p in partitions}
         self.workers = list(self.by_partition.values())
-        for w in self.workers[1:]:  # one pool of listener processes per process ([worker] processes)
+        for w in self.workers[
+            1:
+        ]:  # one pool of listener processes per process ([worker] processes)
             w.pool = self.workers[0].pool.shared()
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
@@ -65,7 +72,11 @@ class PartitionedWorker:
     async def start(self) -> None:
         """The first partition's worker runs the hooks (declared schedules, audit relay), then all start."""
         first = self.workers[0]
-        first.on_declare, first.on_start, first.on_housekeeping = self.on_declare, self.on_start, self.on_housekeeping
+        first.on_declare, first.on_start, first.on_housekeeping = (
+            self.on_declare,
+            self.on_start,
+            self.on_housekeeping,
+        )
         await first.start()
         try:
             await asyncio.gather(*(w.start() for w in self.workers[1:]))
@@ -105,7 +116,9 @@ class PartitionedWorker:
         """Hand a job to the worker of its partition (None: this process does not serve it)."""
         worker = self.by_partition.get(self.route(job))
         done = None if worker is None else await worker.enqueue_local(job, now_ms)
-        return None if done is not None and done.home is not None else done  # its topic lives elsewhere
+        return (
+            None if done is not None and done.home is not None else done
+        )  # its topic lives elsewhere
 
     async def recover_expired(self) -> int:
         return sum(await asyncio.gather(*(w.recover_expired() for w in self.workers)))

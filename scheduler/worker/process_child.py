@@ -31,7 +31,9 @@ from typing import Any
 from listeners.executors import resolve
 
 _HEADER = struct.Struct(">I")
-TRACEBACK_CHARS = 4_000  # of the listener's traceback sent back (the error record keeps its last 2000)
+TRACEBACK_CHARS = (
+    4_000  # of the listener's traceback sent back (the error record keeps its last 2000)
+)
 
 
 # ------------------------------------------------------------------ framing (both sides)
@@ -46,12 +48,14 @@ class _Channel:
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self._in, self._out = read_fd, write_fd
-        self._lock = threading.Lock()  # a listener's threads may report at once: one request at a time
+        self._lock = (
+            threading.Lock()
+        )  # a listener's threads may report at once: one request at a time
 
     def send(self, message: Any) -> None:
         view = memoryview(frame(message))
         while view:
-            view = view[os.write(self._out, view):]
+            view = view[os.write(self._out, view) :]
 
     def receive(self) -> Any:
         """The next message; SystemExit when the worker closed the pipe (it stops, or died)."""
@@ -115,8 +119,10 @@ def error_of(exc: BaseException) -> tuple[bytes | None, str, str, str, str]:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-TRACEBACK_CHARS:]
     data: bytes | None
     try:
-        data = pickle.dumps((type(exc).__module__, type(exc).__qualname__, exc.args, dict(vars(exc))),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(
+            (type(exc).__module__, type(exc).__qualname__, exc.args, dict(vars(exc))),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
     except Exception:  # noqa: BLE001 - any failure: send its name and message instead
         data = None
     return data, type(exc).__name__, type(exc).__module__, str(exc), text
@@ -125,7 +131,9 @@ def error_of(exc: BaseException) -> tuple[bytes | None, str, str, str, str]:
 def _run_one(loop: asyncio.AbstractEventLoop, fn: Any, event: Any) -> None:
     """One listener call: an async listener on this child's loop, a sync one right here (it may
     asyncio.run() its reports: no loop runs while it does)."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)
+    ):
         loop.run_until_complete(fn(event))
         return
     result = fn(event)
@@ -176,8 +184,12 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)  # a listener's print() goes to the worker's stderr, never into the pipe
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the worker decides
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a service manager's SIGTERM too (its grace, then a kill)
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C reaches the process group: the worker decides
+    signal.signal(
+        signal.SIGTERM, signal.SIG_IGN
+    )  # a service manager's SIGTERM too (its grace, then a kill)
     channel = _Channel(read_fd, write_fd)
     spec = channel.receive()
     _die_with_parent(int(spec["parent"]))

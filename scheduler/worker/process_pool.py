@@ -52,7 +52,9 @@ def rebuilt(error: tuple[bytes | None, str, str, str, str], pid: int) -> Excepti
                 exc = cls.__new__(cls, *args)
                 exc.args = args
                 exc.__dict__.update(state)
-    if not isinstance(exc, Exception):  # one of a class of the same name and module, with its message
+    if not isinstance(
+        exc, Exception
+    ):  # one of a class of the same name and module, with its message
         exc = type(name, (Exception,), {"__module__": module})(message)
     exc.add_note(f"raised in listener process {pid}:\n{text.rstrip()}")
     return exc  # type: ignore[no-any-return]
@@ -65,10 +67,14 @@ def sent(fn: Listener, event: Any) -> bytes:
         TypeError: the event does not pickle (a payload model whose class a child cannot import).
     """
     try:
-        return pickle.dumps(dataclasses.replace(event, reporter=None) if hasattr(event, "reporter") else event)
+        return pickle.dumps(
+            dataclasses.replace(event, reporter=None) if hasattr(event, "reporter") else event
+        )
     except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError: one clear error
-        raise TypeError(f"the event of listener {qualified_name(fn)} cannot be sent to a child process "
-                        f"(executor='process'): {type(exc).__name__}: {exc}") from exc
+        raise TypeError(
+            f"the event of listener {qualified_name(fn)} cannot be sent to a child process "
+            f"(executor='process'): {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class _Child:
@@ -103,8 +109,10 @@ class _Child:
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError) as exc:
             code = await self.proc.wait()
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
-            raise ListenerProcessLost(f"the process running listener {qualified_name(fn)} (pid {self.pid}) died "
-                                      f"before it finished: {how}") from exc
+            raise ListenerProcessLost(
+                f"the process running listener {qualified_name(fn)} (pid {self.pid}) died "
+                f"before it finished: {how}"
+            ) from exc
 
     @staticmethod
     async def _report(reporter: Any, message: tuple[Any, ...]) -> BaseException | None:
@@ -166,7 +174,9 @@ class ProcessPool:
         self._checked: set[Listener] = set()
         self._ending: set[asyncio.Task[None]] = set()
         self.recycled = 0  # children replaced after max_jobs_per_child or max_memory_mb_per_child
-        self._users = 1  # the workers sharing it (a PartitionedWorker's loops): the last close() closes it
+        self._users = (
+            1  # the workers sharing it (a PartitionedWorker's loops): the last close() closes it
+        )
 
     def shared(self) -> ProcessPool:
         """This pool, for one more worker of the process (its close() only counts down)."""
@@ -234,8 +244,12 @@ class ProcessPool:
 
     async def _spawn(self) -> _Child:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scheduler.worker.process_child", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE)  # stderr: the worker's own (a listener's prints go there)
+            sys.executable,
+            "-m",
+            "scheduler.worker.process_child",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )  # stderr: the worker's own (a listener's prints go there)
         child = _Child(proc)
         try:
             await child._send({"parent": os.getpid(), "sys_path": list(sys.path)})
@@ -243,8 +257,11 @@ class ProcessPool:
             child.kill()
             self._end(child)
             raise
-        log.info("listener process %d started", proc.pid, extra={"event": "listener_process_started",
-                                                                  "pid": proc.pid})
+        log.info(
+            "listener process %d started",
+            proc.pid,
+            extra={"event": "listener_process_started", "pid": proc.pid},
+        )
         return child
 
     def _release(self, child: _Child) -> None:
@@ -256,14 +273,19 @@ class ProcessPool:
             reason = f"at {child.rss // (1024 * 1024)} MB RSS (max_memory_mb_per_child)"
         if reason:
             self.recycled += 1
-            log.info("listener process %d replaced %s", child.pid, reason,
-                     extra={"event": "listener_process_recycled", "pid": child.pid})
+            log.info(
+                "listener process %d replaced %s",
+                child.pid,
+                reason,
+                extra={"event": "listener_process_recycled", "pid": child.pid},
+            )
             self._end(child, graceful=True)
         else:
             self._idle.append(child)
 
     def _end(self, child: _Child, graceful: bool = False) -> None:
         """Reap a killed child, or stop an idle one, in the background (close() waits for it)."""
+
         async def end() -> None:
             if graceful:
                 await child.stop()

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 from scheduler.core.clock import Clock
 from scheduler.core.job import Settlement
-from scheduler.store.scripts import SettleReply, settle_reply
 from scheduler.store.redis import RedisStore
-
+from scheduler.store.scripts import SettleReply, settle_reply
 
 log = logging.getLogger("horae.worker")
 
@@ -27,7 +26,9 @@ class Settler:
     """Collects settlements and writes them in batches: one script call per batch.
     `retry_for_s`: how long a settlement is retried when Redis fails (its lease)."""
 
-    def __init__(self, store: RedisStore, clock: Clock, keep_completed: int, retry_for_s: float = 30.0) -> None:
+    def __init__(
+        self, store: RedisStore, clock: Clock, keep_completed: int, retry_for_s: float = 30.0
+    ) -> None:
         self._store, self._clock, self._keep = store, clock, keep_completed
         self._retry_for_s = retry_for_s
         self._complete: list[Queued] = []
@@ -49,7 +50,9 @@ class Settler:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
-        (self._complete if item.error is None else self._fail).append((item, fut, loop.time() + self._retry_for_s))
+        (self._complete if item.error is None else self._fail).append(
+            (item, fut, loop.time() + self._retry_for_s)
+        )
         self._ready.set()
         return settle_reply(await fut)
 
@@ -58,8 +61,10 @@ class Settler:
         complete, self._complete = self._complete, []
         fail, self._fail = self._fail, []
         ok = True
-        for batch, write, queue in ((complete, self._write_complete, self._complete),
-                                    (fail, self._store.fail, self._fail)):
+        for batch, write, queue in (
+            (complete, self._write_complete, self._complete),
+            (fail, self._store.fail, self._fail),
+        ):
             if not batch:
                 continue
             try:
@@ -68,8 +73,13 @@ class Settler:
                 ok = False
                 now = asyncio.get_running_loop().time()
                 if self._failures == 0:
-                    log.warning("settling %d attempts failed (%s: %s); retrying while their leases last",
-                                len(batch), type(exc).__name__, exc, extra={"event": "settle_retry"})
+                    log.warning(
+                        "settling %d attempts failed (%s: %s); retrying while their leases last",
+                        len(batch),
+                        type(exc).__name__,
+                        exc,
+                        extra={"event": "settle_retry"},
+                    )
                 for item in batch:
                     if not final and now < item[2]:
                         queue.append(item)

@@ -25,14 +25,23 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     env = os.environ
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
-    parser.add_argument("--seed", type=int, default=int(env.get("CHAOS_SEED") or random.randrange(1 << 31)))
+    parser.add_argument(
+        "--seed", type=int, default=int(env.get("CHAOS_SEED") or random.randrange(1 << 31))
+    )
     parser.add_argument("--seconds", type=float, default=float(env.get("CHAOS_SECONDS") or 180))
     parser.add_argument("--jobs", type=int, default=int(env.get("CHAOS_JOBS") or 10_000))
-    parser.add_argument("--appendfsync", choices=("always", "everysec"),
-                        default=env.get("CHAOS_APPENDFSYNC") or "everysec")
-    parser.add_argument("--postgres-outage", type=float, default=60.0, help="seconds PostgreSQL is down")
+    parser.add_argument(
+        "--appendfsync",
+        choices=("always", "everysec"),
+        default=env.get("CHAOS_APPENDFSYNC") or "everysec",
+    )
+    parser.add_argument(
+        "--postgres-outage", type=float, default=60.0, help="seconds PostgreSQL is down"
+    )
     args = parser.parse_args()
-    shape = PlanShape(seconds=args.seconds, postgres_outage_s=args.postgres_outage, stops=2, proxy_faults=2)
+    shape = PlanShape(
+        seconds=args.seconds, postgres_outage_s=args.postgres_outage, stops=2, proxy_faults=2
+    )
     options = RunOptions(args.seed, shape, args.jobs, args.appendfsync, drain_s=120.0)
     outcome = asyncio.run(ChaosRun(options, say=lambda line: print(line, flush=True)).run())
     print(outcome.report(), flush=True)

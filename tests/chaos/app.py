@@ -21,7 +21,13 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 
 registry = ListenerRegistry()
 
-OK, FAIL_ONCE, DOOMED, SLOW, CRON = "chaos.ok", "chaos.fail_once", "chaos.doomed", "chaos.slow", "chaos.cron"
+OK, FAIL_ONCE, DOOMED, SLOW, CRON = (
+    "chaos.ok",
+    "chaos.fail_once",
+    "chaos.doomed",
+    "chaos.slow",
+    "chaos.cron",
+)
 TOPICS = (OK, FAIL_ONCE, DOOMED, SLOW, CRON)
 # The topic only the "solo" worker serves (`--app tests.chaos.app:solo_registry`), restarted by
 # the plan's rolling restarts: its jobs must wait for it, never complete as no_listener.
@@ -41,7 +47,13 @@ def _record(event: ScheduleArrivedEvent, what: str) -> None:
     if _fd is None:
         path = os.path.join(os.environ["CHAOS_RUNS_DIR"], f"runs-{os.getpid()}.jsonl")
         _fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    line = {"j": event.scheduled_job_id, "a": event.attempt, "p": os.getpid(), "e": what, "t": real_ms()}
+    line = {
+        "j": event.scheduled_job_id,
+        "a": event.attempt,
+        "p": os.getpid(),
+        "e": what,
+        "t": real_ms(),
+    }
     os.write(_fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
 
 

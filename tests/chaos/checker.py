@@ -22,7 +22,9 @@ from scheduler.core.keys import Keys
 TERMINAL = {"completed", "failed", "cancelled"}
 LOSS_WINDOW_MS = 1_000  # everysec: what a SIGKILL may take, the last second
 ACK_SLACK_MS = 250  # the producer notes an acknowledgement a little after Redis wrote it
-CLOCK_SLACK_MS = 100  # one host; the workers' clocks are calibrated to Redis TIME within a round trip
+CLOCK_SLACK_MS = (
+    100  # one host; the workers' clocks are calibrated to Redis TIME within a round trip
+)
 
 
 @dataclass
@@ -46,7 +48,9 @@ class RunFacts:
     crons: dict[str, tuple[int, int]]  # name -> (created ms, paused ms)
     redis_kills_ms: list[int]
     runs_dir: Path
-    coalesced: dict[str, tuple[int, int]] = field(default_factory=dict)  # misfire="coalesce": name -> (created, paused)
+    coalesced: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # misfire="coalesce": name -> (created, paused)
 
 
 @dataclass
@@ -64,19 +68,35 @@ class Verdict:
         lines = ["invariants:"]
         for name in INVARIANTS:
             found = self.violations.get(name, [])
-            lines.append(f"  {'FAIL' if found else 'ok  '} {name}: {len(found)} violations"
-                         + (f", e.g. {found[:3]}" if found else ""))
-        lines.append(f"  jobs lost in the last second before a Redis SIGKILL (appendfsync everysec): "
-                     f"{len(self.lost_last_second)}" + (f" {self.lost_last_second[:5]}" if self.lost_last_second else ""))
+            lines.append(
+                f"  {'FAIL' if found else 'ok  '} {name}: {len(found)} violations"
+                + (f", e.g. {found[:3]}" if found else "")
+            )
+        lines.append(
+            f"  jobs lost in the last second before a Redis SIGKILL (appendfsync everysec): "
+            f"{len(self.lost_last_second)}"
+            + (f" {self.lost_last_second[:5]}" if self.lost_last_second else "")
+        )
         lines.append("figures: " + ", ".join(f"{k} {v}" for k, v in sorted(self.figures.items())))
         return "\n".join(lines)
 
 
-INVARIANTS = ("every job terminal", "every listener run is an attempt row", "no job completed twice",
-              "cancel wins", "each cron tick once", "no run before its time", "audit equals redis",
-              "outbox acknowledged", "nothing acknowledged was lost", "no known topic completed as no_listener",
-              "coalesced ticks as documented")
-KNOWN_TOPIC_PREFIX = "chaos."  # every topic of the run has a worker with listeners for it (tests/chaos/app.py)
+INVARIANTS = (
+    "every job terminal",
+    "every listener run is an attempt row",
+    "no job completed twice",
+    "cancel wins",
+    "each cron tick once",
+    "no run before its time",
+    "audit equals redis",
+    "outbox acknowledged",
+    "nothing acknowledged was lost",
+    "no known topic completed as no_listener",
+    "coalesced ticks as documented",
+)
+KNOWN_TOPIC_PREFIX = (
+    "chaos."  # every topic of the run has a worker with listeners for it (tests/chaos/app.py)
+)
 
 
 def read_runs(runs_dir: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -92,7 +112,10 @@ def read_runs(runs_dir: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
 
 async def read_redis(redis: aioredis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
     """Every job hash of the namespace: id -> state, attempts, topic, run_at."""
-    ids = [k.decode()[len(keys.job_prefix):] async for k in redis.scan_iter(match=keys.job_prefix + "*", count=1000)]
+    ids = [
+        k.decode()[len(keys.job_prefix) :]
+        async for k in redis.scan_iter(match=keys.job_prefix + "*", count=1000)
+    ]
     pipe = redis.pipeline(transaction=False)
     for job_id in ids:
         pipe.hmget(keys.job(job_id), "state", "attempts", "topic", "run_at")
@@ -100,7 +123,12 @@ async def read_redis(redis: aioredis.Redis, keys: Keys) -> dict[str, dict[str, s
     for job_id, row in zip(ids, await pipe.execute()):
         state, attempts, topic, run_at = (v.decode() if v is not None else None for v in row)
         if state is not None:
-            out[job_id] = {"state": state, "attempts": attempts or "0", "topic": topic or "", "run_at": run_at or "0"}
+            out[job_id] = {
+                "state": state,
+                "attempts": attempts or "0",
+                "topic": topic or "",
+                "run_at": run_at or "0",
+            }
     return out
 
 
@@ -111,11 +139,17 @@ async def check(facts: RunFacts, redis: aioredis.Redis, database_url: str) -> Ve
     runs = read_runs(facts.runs_dir)
     conn = await asyncpg.connect(database_url)
     try:
-        audit = {r["id"]: r for r in await conn.fetch("SELECT id, status, attempts FROM schedule_audit")}
-        attempt_rows = {(r["job_id"], r["attempt_no"]): r["outcome"]
-                        for r in await conn.fetch("SELECT job_id, attempt_no, outcome FROM schedule_attempts")}
-        events = await conn.fetch("SELECT job_id, event_type, attempt_no, (extract(epoch FROM ts) * 1000)::bigint "
-                                  "AS ts_ms FROM schedule_events")
+        audit = {
+            r["id"]: r for r in await conn.fetch("SELECT id, status, attempts FROM schedule_audit")
+        }
+        attempt_rows = {
+            (r["job_id"], r["attempt_no"]): r["outcome"]
+            for r in await conn.fetch("SELECT job_id, attempt_no, outcome FROM schedule_attempts")
+        }
+        events = await conn.fetch(
+            "SELECT job_id, event_type, attempt_no, (extract(epoch FROM ts) * 1000)::bigint "
+            "AS ts_ms FROM schedule_events"
+        )
     finally:
         await conn.close()
     by_job: dict[str, list[Any]] = defaultdict(list)
@@ -131,10 +165,16 @@ async def check(facts: RunFacts, redis: aioredis.Redis, database_url: str) -> Ve
         v.figures["listener runs"] += 1
         if (job_id, attempt) not in attempt_rows:
             v.violations["every listener run is an attempt row"].append(f"{job_id}#{attempt}")
-        start = min(r["t"] for r in records if r["e"] == "start") if any(r["e"] == "start" for r in records) else 0
+        start = (
+            min(r["t"] for r in records if r["e"] == "start")
+            if any(r["e"] == "start" for r in records)
+            else 0
+        )
         run_at = int(jobs.get(job_id, {}).get("run_at", 0))
         if start and run_at and start < run_at - CLOCK_SLACK_MS:
-            v.violations["no run before its time"].append(f"{job_id}#{attempt} {run_at - start} ms early")
+            v.violations["no run before its time"].append(
+                f"{job_id}#{attempt} {run_at - start} ms early"
+            )
     for job_id, evs in by_job.items():
         done = [e for e in evs if e["event_type"] == "completed"]
         if len(done) > 1:
@@ -142,22 +182,32 @@ async def check(facts: RunFacts, redis: aioredis.Redis, database_url: str) -> Ve
         for e in done:
             key = (job_id, e["attempt_no"])
             if jobs.get(job_id, {}).get("topic", "").startswith("chaos.") and not any(
-                    r["e"] == "end" for r in runs.get(key, [])):
-                v.violations["no job completed twice"].append(f"{job_id}#{e['attempt_no']} completed, no run ended")
+                r["e"] == "end" for r in runs.get(key, [])
+            ):
+                v.violations["no job completed twice"].append(
+                    f"{job_id}#{e['attempt_no']} completed, no run ended"
+                )
     _check_cancel(v, facts, jobs, by_job)
     _check_crons(v, facts, jobs)
     _check_coalesced(v, facts, jobs, runs, by_job)
     for (job_id, attempt), out in attempt_rows.items():
-        if out == "no_listener" and jobs.get(job_id, {}).get("topic", "").startswith(KNOWN_TOPIC_PREFIX):
+        if out == "no_listener" and jobs.get(job_id, {}).get("topic", "").startswith(
+            KNOWN_TOPIC_PREFIX
+        ):
             v.violations["no known topic completed as no_listener"].append(
-                f"{job_id}#{attempt} ({jobs[job_id]['topic']})")
+                f"{job_id}#{attempt} ({jobs[job_id]['topic']})"
+            )
     v.figures["solo jobs"] = sum(1 for j in jobs.values() if j["topic"] == "chaos.solo")
     for job_id, job in jobs.items():
         row = audit.get(job_id)
         if row is None or (row["status"], row["attempts"]) != (job["state"], int(job["attempts"])):
             got = None if row is None else (row["status"], row["attempts"])
-            v.violations["audit equals redis"].append(f"{job_id} redis {(job['state'], job['attempts'])} pg {got}")
-    for job_id in set(audit) - set(jobs) - set(v.lost_last_second):  # a counted loss keeps its audit row
+            v.violations["audit equals redis"].append(
+                f"{job_id} redis {(job['state'], job['attempts'])} pg {got}"
+            )
+    for job_id in (
+        set(audit) - set(jobs) - set(v.lost_last_second)
+    ):  # a counted loss keeps its audit row
         v.violations["audit equals redis"].append(f"{job_id} in the audit only")
     v.figures["audit rows"] = len(audit)
     v.figures["attempt rows"] = len(attempt_rows)
@@ -171,15 +221,21 @@ def _check_loss(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) ->
     when acknowledged within the last second before a SIGKILL of Redis."""
     for job_id, rec in facts.jobs.items():
         if rec.acked_ms and job_id not in jobs:
-            in_window = any(k - LOSS_WINDOW_MS - ACK_SLACK_MS <= rec.acked_ms <= k for k in facts.redis_kills_ms)
+            in_window = any(
+                k - LOSS_WINDOW_MS - ACK_SLACK_MS <= rec.acked_ms <= k for k in facts.redis_kills_ms
+            )
             if facts.appendfsync == "everysec" and in_window:
                 v.lost_last_second.append(job_id)
             else:
-                v.violations["nothing acknowledged was lost"].append(f"{job_id} acked at {rec.acked_ms}")
+                v.violations["nothing acknowledged was lost"].append(
+                    f"{job_id} acked at {rec.acked_ms}"
+                )
     v.figures["jobs scheduled"] = sum(1 for r in facts.jobs.values() if r.acked_ms)
 
 
-def _check_cancel(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]], by_job: dict[str, list[Any]]) -> None:
+def _check_cancel(
+    v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]], by_job: dict[str, list[Any]]
+) -> None:
     """A job whose cancel returned True ends cancelled, and no attempt of it starts after that."""
     for job_id, rec in facts.jobs.items():
         if not rec.cancel_ms:
@@ -188,11 +244,16 @@ def _check_cancel(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]], 
         state = jobs.get(job_id, {}).get("state")
         if state is not None and state != "cancelled":
             v.violations["cancel wins"].append(f"{job_id} ended {state}")
-        late = [e for e in by_job.get(job_id, []) if e["event_type"] == "attempt_started"
-                and e["ts_ms"] > rec.cancel_ms + CLOCK_SLACK_MS]
+        late = [
+            e
+            for e in by_job.get(job_id, [])
+            if e["event_type"] == "attempt_started" and e["ts_ms"] > rec.cancel_ms + CLOCK_SLACK_MS
+        ]
         if late:
-            v.violations["cancel wins"].append(f"{job_id} attempt {late[0]['attempt_no']} started "
-                                               f"{late[0]['ts_ms'] - rec.cancel_ms} ms after the cancel")
+            v.violations["cancel wins"].append(
+                f"{job_id} attempt {late[0]['attempt_no']} started "
+                f"{late[0]['ts_ms'] - rec.cancel_ms} ms after the cancel"
+            )
 
 
 def _check_crons(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) -> None:
@@ -214,8 +275,13 @@ def _check_crons(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) -
                 bad.append(f"cron:{name}:{t} {jobs[f'cron:{name}:{t}']['state']}")
 
 
-def _check_coalesced(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]],
-                     runs: dict[tuple[str, int], list[dict[str, Any]]], by_job: dict[str, list[Any]]) -> None:
+def _check_coalesced(
+    v: Verdict,
+    facts: RunFacts,
+    jobs: dict[str, dict[str, str]],
+    runs: dict[tuple[str, int], list[dict[str, Any]]],
+    by_job: dict[str, list[Any]],
+) -> None:
     """misfire="coalesce" (README: Recurring schedules; cron.plan_ticks): when firing resumes after a
     gap, one job stands for all the ticks missed, id'd by the first of them, and the schedule goes on
     from the next tick after now. So ticks are on the schedule's grid; a tick followed by a gap was
@@ -228,15 +294,27 @@ def _check_coalesced(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]
         if not ticks:
             bad.append(f"{name}: no tick at all")
             continue
-        if ticks[0] > created + 2_000 or ticks[-1] > paused + 1_000 or [t for t in ticks if t % 1000]:
-            bad.append(f"{name}: ticks {ticks[0]}..{ticks[-1]} off the grid or outside {created}..{paused}")
+        if (
+            ticks[0] > created + 2_000
+            or ticks[-1] > paused + 1_000
+            or [t for t in ticks if t % 1000]
+        ):
+            bad.append(
+                f"{name}: ticks {ticks[0]}..{ticks[-1]} off the grid or outside {created}..{paused}"
+            )
         for a, b in zip(ticks, ticks[1:]):
             if b - a == 1000:
                 continue
             v.figures["coalesced gaps"] += 1
-            fired = [e["ts_ms"] for e in by_job.get(f"cron:{name}:{a}", []) if e["event_type"] == "scheduled"]
+            fired = [
+                e["ts_ms"]
+                for e in by_job.get(f"cron:{name}:{a}", [])
+                if e["event_type"] == "scheduled"
+            ]
             if not fired or min(fired) < b - 1000 - CLOCK_SLACK_MS:
-                bad.append(f"{name}: ticks {a + 1000}..{b - 1000} have no run (tick {a} fired at {fired[:1]})")
+                bad.append(
+                    f"{name}: ticks {a + 1000}..{b - 1000} have no run (tick {a} fired at {fired[:1]})"
+                )
         for t in ticks:
             job_id = f"cron:{name}:{t}"
             attempts = range(1, int(jobs[job_id]["attempts"]) + 1)

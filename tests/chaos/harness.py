@@ -58,13 +58,15 @@ class Outcome:
         return self.verdict.total() == 0 and not self.producer_errors and not self.fault_errors
 
     def report(self) -> str:
-        return "\n".join([
-            "faults injected: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())),
-            self.verdict.report(),
-            f"producer errors: {len(self.producer_errors)} {self.producer_errors[:3]}",
-            f"faults that could not be injected: {len(self.fault_errors)} {self.fault_errors[:3]}",
-            f"violations: {self.verdict.total()}; wall time {self.wall_s:.1f} s",
-        ])
+        return "\n".join(
+            [
+                "faults injected: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())),
+                self.verdict.report(),
+                f"producer errors: {len(self.producer_errors)} {self.producer_errors[:3]}",
+                f"faults that could not be injected: {len(self.fault_errors)} {self.fault_errors[:3]}",
+                f"violations: {self.verdict.total()}; wall time {self.wall_s:.1f} s",
+            ]
+        )
 
 
 class Workers:
@@ -74,7 +76,9 @@ class Workers:
         self.root, self.env, self.skewed = root, env, skewed
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.stopped: set[str] = set()
-        self.held: set[str] = set()  # stopped on purpose (a rolling restart): not started again by supervise
+        self.held: set[str] = (
+            set()
+        )  # stopped on purpose (a rolling restart): not started again by supervise
         self.starts: Counter[str] = Counter()
         self._logs: list[IO[bytes]] = []
 
@@ -84,10 +88,30 @@ class Workers:
         self._logs.append(log)
         env = {**self.env, "CHAOS_CLOCK_OFFSET_S": str(P.SKEW_S if name == self.skewed else 0)}
         # the solo worker is the only one of its topic; a short grace: a rolling restart releases its attempts
-        app, grace = ("tests.chaos.app:solo_registry", "0.2") if name == P.SOLO else ("tests.chaos.app:registry", "5")
+        app, grace = (
+            ("tests.chaos.app:solo_registry", "0.2")
+            if name == P.SOLO
+            else ("tests.chaos.app:registry", "5")
+        )
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.worker", "worker", "--app", app, "--concurrency", "20", "--grace", grace],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "tests.chaos.worker",
+                "worker",
+                "--app",
+                app,
+                "--concurrency",
+                "20",
+                "--grace",
+                grace,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     async def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -95,7 +119,9 @@ class Workers:
             path = self.root / f"worker-{name}-{self.starts[name]}.log"
             while READY_LINE not in path.read_text(errors="replace"):
                 if time.monotonic() > deadline or self.procs[name].poll() is not None:
-                    raise AssertionError(f"worker {name} not ready:\n{path.read_text(errors='replace')[-3000:]}")
+                    raise AssertionError(
+                        f"worker {name} not ready:\n{path.read_text(errors='replace')[-3000:]}"
+                    )
                 await asyncio.sleep(0.1)
 
     async def supervise(self) -> None:
@@ -125,8 +151,12 @@ class Workers:
     def log_counts(self) -> Counter[str]:
         """How often the workers met a lost reply, by what their logs say (evidence that the
         faults hit script calls, not only idle connections)."""
-        marks = {"claims given back": "gave back", "settlement retries": "retrying while their leases last",
-                 "late results refused (LEASE_LOST)": "ignored: LEASE_LOST", "claim errors": "claim failed"}
+        marks = {
+            "claims given back": "gave back",
+            "settlement retries": "retrying while their leases last",
+            "late results refused (LEASE_LOST)": "ignored: LEASE_LOST",
+            "claim errors": "claim failed",
+        }
         text = "".join(p.read_text(errors="replace") for p in self.root.glob("worker-*.log"))
         return Counter({name: text.count(mark) for name, mark in marks.items()})
 
@@ -160,7 +190,9 @@ class ChaosRun:
         try:
             await asyncio.to_thread(self.redis.start)
             self.pg = await asyncio.to_thread(ChaosPostgres, self.root)
-            async with asyncio.timeout(self.o.shape.seconds + 2 * self.o.drain_s + 120):  # never hang a build
+            async with asyncio.timeout(
+                self.o.shape.seconds + 2 * self.o.drain_s + 120
+            ):  # never hang a build
                 outcome = await self._run_with_servers(started)
         finally:
             await asyncio.to_thread(self.redis.close)
@@ -174,20 +206,29 @@ class ChaosRun:
 
     async def _run_with_servers(self, started: float) -> Outcome:
         assert self.pg is not None
-        self.proxies = {"redis": FaultProxy("redis", "127.0.0.1", self.redis.port),
-                        "postgres": FaultProxy("postgres", "127.0.0.1", self.pg.port)}
+        self.proxies = {
+            "redis": FaultProxy("redis", "127.0.0.1", self.redis.port),
+            "postgres": FaultProxy("postgres", "127.0.0.1", self.pg.port),
+        }
         for proxy in self.proxies.values():
             await proxy.start()
         lease_ms = int(self.o.shape.lease_s * 1000)
         env = child_env()
-        env.update({
-            "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "HORAE_NAMESPACE": self.namespace,
-            "HORAE_REDIS_URL": f"redis://127.0.0.1:{self.proxies['redis'].port}/0",
-            "HORAE_DATABASE_URL": self.pg.url(self.proxies["postgres"].port),
-            "HORAE_WORKER__LEASE_MS": str(lease_ms), "HORAE_WORKER__RECOVER_INTERVAL_S": "0.25",
-            "HORAE_RETENTION__COMPLETED_COUNT": "10000000", "HORAE_ANALYTICS__NIGHTLY": "false",
-            "HORAE_AUDIT__CLAIM_IDLE_MS": str(lease_ms), "CHAOS_RUNS_DIR": str(self.root / "runs"),
-        })
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "PYTHONUNBUFFERED": "1",
+                "HORAE_NAMESPACE": self.namespace,
+                "HORAE_REDIS_URL": f"redis://127.0.0.1:{self.proxies['redis'].port}/0",
+                "HORAE_DATABASE_URL": self.pg.url(self.proxies["postgres"].port),
+                "HORAE_WORKER__LEASE_MS": str(lease_ms),
+                "HORAE_WORKER__RECOVER_INTERVAL_S": "0.25",
+                "HORAE_RETENTION__COMPLETED_COUNT": "10000000",
+                "HORAE_ANALYTICS__NIGHTLY": "false",
+                "HORAE_AUDIT__CLAIM_IDLE_MS": str(lease_ms),
+                "CHAOS_RUNS_DIR": str(self.root / "runs"),
+            }
+        )
         skewed = next(f.target for f in self.plan if f.kind == P.CLOCK_SKEW)
         workers = Workers(self.root, env, skewed)
         try:
@@ -196,7 +237,9 @@ class ChaosRun:
             workers.spawn(P.SOLO)
             await workers.wait_ready()
             self.faults[P.CLOCK_SKEW] += 1
-            self.say(f"servers and {self.o.shape.workers} workers up after {time.monotonic() - started:.1f} s")
+            self.say(
+                f"servers and {self.o.shape.workers} workers up after {time.monotonic() - started:.1f} s"
+            )
             return await self._load_and_faults(workers, started)
         finally:
             await workers.stop_all()
@@ -207,12 +250,17 @@ class ChaosRun:
     async def _load_and_faults(self, workers: Workers, started: float) -> Outcome:
         assert self.pg is not None
         supervisor = asyncio.create_task(workers.supervise())
-        async with producer(f"redis://127.0.0.1:{self.proxies['redis'].port}/0", self.namespace) as s:
+        async with producer(
+            f"redis://127.0.0.1:{self.proxies['redis'].port}/0", self.namespace
+        ) as s:
             load = Producer(s, self.o.jobs, self.o.shape.seconds - 3, self.o.seed)
             await load.start_crons()
             t0 = time.monotonic()
-            fault_tasks = [asyncio.create_task(self._fault(f, t0, workers)) for f in self.plan
-                           if f.kind != P.CLOCK_SKEW]
+            fault_tasks = [
+                asyncio.create_task(self._fault(f, t0, workers))
+                for f in self.plan
+                if f.kind != P.CLOCK_SKEW
+            ]
             ticker = asyncio.create_task(self._progress(load, workers, t0))
             await load.run()
             self.say(f"all {len(load.records)} jobs acknowledged at t+{time.monotonic() - t0:.1f}s")
@@ -226,24 +274,39 @@ class ChaosRun:
         direct = aioredis.Redis.from_url(self.redis.url)
         try:
             options = RelayOptions.from_settings(AuditSettings())
-            await AuditTrail(direct, self.namespace, self.pg.url(), options).flush(timeout=self.o.drain_s)
+            await AuditTrail(direct, self.namespace, self.pg.url(), options).flush(
+                timeout=self.o.drain_s
+            )
             await workers.stop_all()
-            facts = RunFacts(self.namespace, self.o.appendfsync, load.records, load.crons, self.redis_kills_ms,
-                             self.root / "runs", load.coalesced)
+            facts = RunFacts(
+                self.namespace,
+                self.o.appendfsync,
+                load.records,
+                load.crons,
+                self.redis_kills_ms,
+                self.root / "runs",
+                load.coalesced,
+            )
             verdict = await check(facts, direct, self.pg.url())
         finally:
             await direct.aclose()
-        self.faults["worker_restarts"] = sum(workers.starts.values()) - self.o.shape.workers - 1  # (and solo)
+        self.faults["worker_restarts"] = (
+            sum(workers.starts.values()) - self.o.shape.workers - 1
+        )  # (and solo)
         verdict.figures.update(workers.log_counts())
-        return Outcome(self.faults, verdict, load.errors, self.fault_errors, time.monotonic() - started)
+        return Outcome(
+            self.faults, verdict, load.errors, self.fault_errors, time.monotonic() - started
+        )
 
     async def _progress(self, load: Producer, workers: Workers, t0: float) -> None:
         """A line every 5 s: where the run is (a stuck run shows where it stuck)."""
         while True:
             await asyncio.sleep(5)
             acked = sum(1 for r in load.records.values() if r.acked_ms)
-            self.say(f"  t+{time.monotonic() - t0:5.1f}s acked {acked}/{self.o.jobs}, faults {sum(self.faults.values())}"
-                     f", worker starts {sum(workers.starts.values())}, stopped {sorted(workers.stopped)}")
+            self.say(
+                f"  t+{time.monotonic() - t0:5.1f}s acked {acked}/{self.o.jobs}, faults {sum(self.faults.values())}"
+                f", worker starts {sum(workers.starts.values())}, stopped {sorted(workers.stopped)}"
+            )
 
     async def _drain(self, s: Any) -> None:
         deadline = time.monotonic() + self.o.drain_s
@@ -274,10 +337,16 @@ class ChaosRun:
 
     async def _inject(self, f: P.Fault, workers: Workers) -> None:
         assert self.pg is not None
-        label = f.kind if f.kind in (P.REDIS_KILL, P.POSTGRES_STOP, P.ROLLING_RESTART) or f.target.startswith("w") \
+        label = (
+            f.kind
+            if f.kind in (P.REDIS_KILL, P.POSTGRES_STOP, P.ROLLING_RESTART)
+            or f.target.startswith("w")
             else f"{f.kind}_{f.target}"
+        )
         self.faults[label] += 1
-        if f.kind == P.ROLLING_RESTART:  # SIGTERM (graceful stop), a gap with no worker of its topic, start
+        if (
+            f.kind == P.ROLLING_RESTART
+        ):  # SIGTERM (graceful stop), a gap with no worker of its topic, start
             workers.held.add(f.target)
             try:
                 workers.signal(f.target, signal.SIGTERM)

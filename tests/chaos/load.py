@@ -20,17 +20,42 @@ T = TypeVar("T")
 CRONS = 5
 RETRY = {"attempts": 5, "backoff": {"type": "fixed", "delay": 1000}}
 # kind: (weight, topic, delay range s, payload, retry, cancel after s or None)
-KINDS: dict[str, tuple[int, str, tuple[float, float], dict[str, Any], dict[str, Any], float | None]] = {
+KINDS: dict[
+    str, tuple[int, str, tuple[float, float], dict[str, Any], dict[str, Any], float | None]
+] = {
     "ok": (50, OK, (0, 0), {}, RETRY, None),
     "ok_delayed": (15, OK, (1, 8), {}, RETRY, None),
-    "fail_once": (10, FAIL_ONCE, (0, 0), {}, {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}}, None),
-    "doomed": (5, DOOMED, (0, 0), {}, {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}, None),
+    "fail_once": (
+        10,
+        FAIL_ONCE,
+        (0, 0),
+        {},
+        {"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}},
+        None,
+    ),
+    "doomed": (
+        5,
+        DOOMED,
+        (0, 0),
+        {},
+        {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}},
+        None,
+    ),
     "slow": (4, SLOW, (0, 0), {"sleep": 4.5}, RETRY, None),  # longer than the 3 s lease
     "cancel_waiting": (8, OK, (20, 30), {}, RETRY, 1.0),
     "cancel_running": (8, SLOW, (0, 0), {"sleep": 3.0}, RETRY, 1.0),
-    "solo": (6, SOLO_TOPIC, (0, 2), {"sleep": 0.5}, RETRY, None),  # its only worker restarts now and then
+    "solo": (
+        6,
+        SOLO_TOPIC,
+        (0, 2),
+        {"sleep": 0.5},
+        RETRY,
+        None,
+    ),  # its only worker restarts now and then
 }
-COALESCED = "coal"  # a schedule every second with misfire="coalesce" (checker: one run per gap, never none)
+COALESCED = (
+    "coal"  # a schedule every second with misfire="coalesce" (checker: one run per gap, never none)
+)
 
 
 async def persist(call: Callable[[], Awaitable[T]], stop_at: float = float("inf")) -> T:
@@ -61,9 +86,13 @@ class Producer:
     async def start_crons(self) -> None:
         for i in range(CRONS):
             name = f"tick{i}"
-            await persist(lambda: self.s.schedule_cron(name, "* * * * * *", topic=CRON, misfire="all"))
+            await persist(
+                lambda: self.s.schedule_cron(name, "* * * * * *", topic=CRON, misfire="all")
+            )
             self.crons[name] = (real_ms(), 0)
-        await persist(lambda: self.s.schedule_cron(COALESCED, "* * * * * *", topic=CRON, misfire="coalesce"))
+        await persist(
+            lambda: self.s.schedule_cron(COALESCED, "* * * * * *", topic=CRON, misfire="coalesce")
+        )
         self.coalesced[COALESCED] = (real_ms(), 0)
 
     async def pause_crons(self) -> None:
@@ -93,7 +122,11 @@ class Producer:
         run_at = real_ms() + int(delay * 1000)
         rec = self.records[job_id] = JobRecord(kind, topic, run_at)
         try:
-            await persist(lambda: self.s.schedule_in(topic, delay, payload=payload, retry=retry, job_id=job_id))
+            await persist(
+                lambda: self.s.schedule_in(
+                    topic, delay, payload=payload, retry=retry, job_id=job_id
+                )
+            )
             rec.acked_ms = real_ms()
             if cancel_after is not None:
                 await asyncio.sleep(cancel_after)

@@ -17,8 +17,20 @@ CUT = "cut"  # the proxy drops every connection and refuses new ones for `durati
 DELAY = "delay"  # the proxy delivers every chunk 200 ms late for `duration_s`
 RESET = "reset"  # the proxy resets connections in the middle of a reply for `duration_s`
 CLOCK_SKEW = "clock_skew"  # a worker runs with its clock `SKEW_S` ahead, the whole run
-ROLLING_RESTART = "rolling_restart"  # SIGTERM the only worker of a topic, start it again `duration_s` later
-KINDS = (WORKER_KILL, WORKER_STOP, REDIS_KILL, POSTGRES_STOP, CUT, DELAY, RESET, CLOCK_SKEW, ROLLING_RESTART)
+ROLLING_RESTART = (
+    "rolling_restart"  # SIGTERM the only worker of a topic, start it again `duration_s` later
+)
+KINDS = (
+    WORKER_KILL,
+    WORKER_STOP,
+    REDIS_KILL,
+    POSTGRES_STOP,
+    CUT,
+    DELAY,
+    RESET,
+    CLOCK_SKEW,
+    ROLLING_RESTART,
+)
 SOLO = "solo"  # the worker with the only listener of its topic (tests/chaos/app.py solo_registry)
 SKEW_S = 30.0
 DELAY_S = 0.2
@@ -58,8 +70,10 @@ def make_plan(seed: int, shape: PlanShape) -> list[Fault]:
         ValueError: the run is too short for the faults its shape asks for.
     """
     if shape.seconds < shape.postgres_outage_s + 10 or shape.seconds < 20:
-        raise ValueError(f"seconds={shape.seconds}: a run needs at least max(20, postgres_outage_s + 10) s "
-                         f"(postgres_outage_s={shape.postgres_outage_s})")
+        raise ValueError(
+            f"seconds={shape.seconds}: a run needs at least max(20, postgres_outage_s + 10) s "
+            f"(postgres_outage_s={shape.postgres_outage_s})"
+        )
     rng = random.Random(seed)
     names = [f"w{i}" for i in range(shape.workers)]
     end = shape.seconds - 2.0  # the last second of the run is left quiet
@@ -70,16 +84,27 @@ def make_plan(seed: int, shape: PlanShape) -> list[Fault]:
         t += rng.uniform(2.0, 5.0)
     for i in range(shape.stops):
         at = rng.uniform(0.1, 0.8) * end
-        faults.append(Fault(round(at, 2), WORKER_STOP, rng.choice(names), round(shape.lease_s + 2.0, 2)))
+        faults.append(
+            Fault(round(at, 2), WORKER_STOP, rng.choice(names), round(shape.lease_s + 2.0, 2))
+        )
     for i in range(shape.redis_kills):  # spread over the run: one in each part of it
         part = end / shape.redis_kills
-        faults.append(Fault(round(part * i + rng.uniform(0.25, 0.75) * part, 2), REDIS_KILL, "redis"))
+        faults.append(
+            Fault(round(part * i + rng.uniform(0.25, 0.75) * part, 2), REDIS_KILL, "redis")
+        )
     pg_at = rng.uniform(2.0, end - shape.postgres_outage_s)
     faults.append(Fault(round(pg_at, 2), POSTGRES_STOP, "postgres", shape.postgres_outage_s))
     for target in ("redis", "postgres"):
         for kind, (lo, hi) in ((CUT, (0.5, 2.0)), (DELAY, (2.0, 4.0)), (RESET, (1.0, 2.0))):
             for _ in range(shape.proxy_faults):
-                faults.append(Fault(round(rng.uniform(1.0, end - hi), 2), kind, target, round(rng.uniform(lo, hi), 2)))
+                faults.append(
+                    Fault(
+                        round(rng.uniform(1.0, end - hi), 2),
+                        kind,
+                        target,
+                        round(rng.uniform(lo, hi), 2),
+                    )
+                )
     t = 3.0 + rng.uniform(0, 2)
     while t < end - 4.0:  # the only worker of a topic redeployed every 6 to 12 s, down 0.5 to 3 s
         gap = round(rng.uniform(0.5, 3.0), 2)
@@ -90,9 +115,20 @@ def make_plan(seed: int, shape: PlanShape) -> list[Fault]:
 
 def describe(seed: int, shape: PlanShape, faults: list[Fault]) -> str:
     """The printed plan: how to replay it, then one line per fault and the totals by kind."""
-    counts = Counter(f.kind if f.target not in ("redis", "postgres") or f.kind in (REDIS_KILL, POSTGRES_STOP)
-                     else f"{f.kind}_{f.target}" for f in faults)
-    head = (f"chaos plan: seed {seed}, {shape.seconds:.0f} s, {shape.workers} workers "
-            f"(replay: --seed {seed} --seconds {shape.seconds:.0f})")
-    return "\n".join([head, *(f"  {f.describe()}" for f in faults),
-                      "  totals: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))])
+    counts = Counter(
+        f.kind
+        if f.target not in ("redis", "postgres") or f.kind in (REDIS_KILL, POSTGRES_STOP)
+        else f"{f.kind}_{f.target}"
+        for f in faults
+    )
+    head = (
+        f"chaos plan: seed {seed}, {shape.seconds:.0f} s, {shape.workers} workers "
+        f"(replay: --seed {seed} --seconds {shape.seconds:.0f})"
+    )
+    return "\n".join(
+        [
+            head,
+            *(f"  {f.describe()}" for f in faults),
+            "  totals: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
+        ]
+    )

@@ -74,7 +74,9 @@ class FaultProxy:
             return
         try:
             host, port = self.upstream
-            if host.startswith("/"):  # a server on a unix socket (the embedded PostgreSQL's directory)
+            if host.startswith(
+                "/"
+            ):  # a server on a unix socket (the embedded PostgreSQL's directory)
                 up_reader, up_writer = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
             else:
                 up_reader, up_writer = await asyncio.open_connection(host, port)
@@ -85,10 +87,14 @@ class FaultProxy:
         pair = _Pair(writer, up_writer)
         self._pairs.add(pair)
         self.counts["connections"] += 1
-        pair.tasks = [asyncio.create_task(self._pump(reader, up_writer, pair, replies=False)),
-                      asyncio.create_task(self._pump(up_reader, writer, pair, replies=True))]
+        pair.tasks = [
+            asyncio.create_task(self._pump(reader, up_writer, pair, replies=False)),
+            asyncio.create_task(self._pump(up_reader, writer, pair, replies=True)),
+        ]
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pair: _Pair, replies: bool) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pair: _Pair, replies: bool
+    ) -> None:
         """Copy src to dst; with a delay, a second task writes each chunk when its time comes."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -104,8 +110,13 @@ class FaultProxy:
             self._pairs.discard(pair)
             pair.abort()
 
-    async def _deliver(self, queue: asyncio.Queue[tuple[float, bytes]], dst: asyncio.StreamWriter, pair: _Pair,
-                       replies: bool) -> None:
+    async def _deliver(
+        self,
+        queue: asyncio.Queue[tuple[float, bytes]],
+        dst: asyncio.StreamWriter,
+        pair: _Pair,
+        replies: bool,
+    ) -> None:
         loop = asyncio.get_running_loop()
         while True:
             at, data = await queue.get()
@@ -114,7 +125,9 @@ class FaultProxy:
             if (wait := at - loop.time()) > 0:
                 await asyncio.sleep(wait)
             if replies and self.reset_replies:
-                dst.write(data[: max(1, len(data) // 2)])  # part of a reply, then the connection dies
+                dst.write(
+                    data[: max(1, len(data) // 2)]
+                )  # part of a reply, then the connection dies
                 self.counts["reset_mid_reply"] += 1
                 self._pairs.discard(pair)
                 pair.abort(rst=True)

@@ -85,8 +85,16 @@ class ChaosPostgres:
         self._commands.pg_ctl(args, pgdata=self.pgdata, user=self.server.system_user, timeout=60)
 
     def start(self) -> None:
-        self._ctl(["-w", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}", "-l", str(self.server.log),
-                   "start"])
+        self._ctl(
+            [
+                "-w",
+                "-o",
+                f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}",
+                "-l",
+                str(self.server.log),
+                "start",
+            ]
+        )
 
     def crash(self) -> None:
         self._ctl(["-w", "-m", "immediate", "stop"])

@@ -22,13 +22,30 @@ SECONDS = 45.0  # of load and faults; with start-up, drain and the checks about 
 async def test_chaos_60s_no_invariant_is_broken() -> None:
     seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 31))
     shape = PlanShape(seconds=SECONDS, postgres_outage_s=8.0, stops=1, proxy_faults=1)
-    outcome = await ChaosRun(RunOptions(seed, shape, jobs=1_500, appendfsync="always", drain_s=40.0)).run()
+    outcome = await ChaosRun(
+        RunOptions(seed, shape, jobs=1_500, appendfsync="always", drain_s=40.0)
+    ).run()
     print(outcome.report())
     assert not outcome.producer_errors and not outcome.fault_errors, outcome.report()
     assert outcome.verdict.total() == 0, outcome.report()
     assert outcome.verdict.lost_last_second == [], "appendfsync always: nothing may be lost"
-    for kind in ("worker_kill", "worker_stop", "redis_kill", "postgres_stop", "clock_skew", "cut_redis",
-                 "delay_redis", "reset_redis", "cut_postgres", "delay_postgres", "reset_postgres", "rolling_restart"):
+    for kind in (
+        "worker_kill",
+        "worker_stop",
+        "redis_kill",
+        "postgres_stop",
+        "clock_skew",
+        "cut_redis",
+        "delay_redis",
+        "reset_redis",
+        "cut_postgres",
+        "delay_postgres",
+        "reset_postgres",
+        "rolling_restart",
+    ):
         assert outcome.faults[kind] >= 1, f"no {kind} fault was injected: {outcome.report()}"
     assert outcome.verdict.figures["listener runs"] >= 1_000, outcome.report()
-    assert outcome.verdict.figures["solo jobs"] >= 1 and outcome.verdict.figures["coalesced ticks"] >= 1, outcome.report()
+    assert (
+        outcome.verdict.figures["solo jobs"] >= 1
+        and outcome.verdict.figures["coalesced ticks"] >= 1
+    ), outcome.report()

@@ -26,13 +26,22 @@ def test_the_plan_holds_every_kind_of_fault_in_time() -> None:
     assert kinds[P.REDIS_KILL] == 2 and kinds[P.WORKER_STOP] == 2 and kinds[P.CLOCK_SKEW] == 1
     kills = sorted(f.at_s for f in faults if f.kind == P.WORKER_KILL)
     assert all(2.0 <= b - a <= 5.0 for a, b in zip(kills, kills[1:])), kills  # every 2 to 5 s
-    assert all(f.duration_s > shape.lease_s for f in faults if f.kind == P.WORKER_STOP)  # past the lease
+    assert all(
+        f.duration_s > shape.lease_s for f in faults if f.kind == P.WORKER_STOP
+    )  # past the lease
     outage = next(f for f in faults if f.kind == P.POSTGRES_STOP)
     assert outage.duration_s == 60 and outage.at_s + outage.duration_s <= shape.seconds
-    assert {f.target for f in faults if f.kind in (P.CUT, P.DELAY, P.RESET)} == {"redis", "postgres"}
+    assert {f.target for f in faults if f.kind in (P.CUT, P.DELAY, P.RESET)} == {
+        "redis",
+        "postgres",
+    }
     restarts = sorted((f.at_s, f.duration_s) for f in faults if f.kind == P.ROLLING_RESTART)
-    assert len(restarts) >= 10 and {f.target for f in faults if f.kind == P.ROLLING_RESTART} == {P.SOLO}
-    assert all(a + gap + 6.0 <= b for (a, gap), (b, _) in zip(restarts, restarts[1:])), "one restart at a time"
+    assert len(restarts) >= 10 and {f.target for f in faults if f.kind == P.ROLLING_RESTART} == {
+        P.SOLO
+    }
+    assert all(a + gap + 6.0 <= b for (a, gap), (b, _) in zip(restarts, restarts[1:])), (
+        "one restart at a time"
+    )
 
 
 def test_a_run_too_short_for_its_outage_is_refused() -> None:

@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
 
 from scheduler.store.cluster_url import cluster_client
-from tests.procs import WorkerProcesses, producer
 from tests.cluster.servers import RedisCluster, start_cluster
+from tests.procs import WorkerProcesses, producer
 
 
 @pytest.fixture(scope="session")

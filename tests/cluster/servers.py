@@ -44,12 +44,31 @@ class ClusterTls:
         return options
 
     def server_args(self) -> list[str]:
-        return ["--tls-cluster", "yes", "--tls-replication", "yes", "--tls-auth-clients", "yes",
-                "--tls-cert-file", str(self.node_cert), "--tls-key-file", str(self.node_key),
-                "--tls-ca-cert-file", str(self.ca)]
+        return [
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--tls-auth-clients",
+            "yes",
+            "--tls-cert-file",
+            str(self.node_cert),
+            "--tls-key-file",
+            str(self.node_key),
+            "--tls-ca-cert-file",
+            str(self.ca),
+        ]
 
     def cli_args(self) -> list[str]:
-        return ["--tls", "--cacert", str(self.ca), "--cert", str(self.client_cert), "--key", str(self.client_key)]
+        return [
+            "--tls",
+            "--cacert",
+            str(self.ca),
+            "--cert",
+            str(self.client_cert),
+            "--key",
+            str(self.client_key),
+        ]
 
 
 def tls_binaries() -> tuple[Path, Path]:
@@ -61,8 +80,10 @@ def tls_binaries() -> tuple[Path, Path]:
         cli = Path(server).with_name("redis-cli")
         if cli.exists():
             return Path(server), cli
-    raise RuntimeError("a TLS Redis Cluster needs the machine's redis-server and redis-cli built with TLS "
-                       "(Debian: apt-get install redis-server) or HORAE_TLS_REDIS_SERVER; the embedded one has no TLS")
+    raise RuntimeError(
+        "a TLS Redis Cluster needs the machine's redis-server and redis-cli built with TLS "
+        "(Debian: apt-get install redis-server) or HORAE_TLS_REDIS_SERVER; the embedded one has no TLS"
+    )
 
 
 def binaries() -> tuple[Path, Path]:
@@ -127,14 +148,21 @@ class RedisCluster:
         """The live nodes as seeds (rediss+cluster with the right CA and a client certificate for TLS)."""
         return self.url_for()
 
-    def url_for(self, ca: Path | None = None, client_cert: bool = True, seeds: int = 0, **options: object) -> str:
+    def url_for(
+        self, ca: Path | None = None, client_cert: bool = True, seeds: int = 0, **options: object
+    ) -> str:
         """The seed URL (the first `seeds` live nodes, 0: all) with the TLS options of
         `ClusterTls.query` and further `options` (partitions=N)."""
         live = [n for n in self.nodes if n.proc.poll() is None]
-        seeds_text = ",".join(f"127.0.0.1:{n.port}" for n in live[:seeds or None])
-        query = {**(self.tls.query(ca, client_cert) if self.tls else {}), **{k: str(v) for k, v in options.items()}}
+        seeds_text = ",".join(f"127.0.0.1:{n.port}" for n in live[: seeds or None])
+        query = {
+            **(self.tls.query(ca, client_cert) if self.tls else {}),
+            **{k: str(v) for k, v in options.items()},
+        }
         text = "&".join(f"{k}={quote(v, safe='/')}" for k, v in query.items())
-        return f"{'rediss' if self.tls else 'redis'}+cluster://{seeds_text}" + (f"?{text}" if text else "")
+        return f"{'rediss' if self.tls else 'redis'}+cluster://{seeds_text}" + (
+            f"?{text}" if text else ""
+        )
 
     def node(self, port: int) -> Node:
         return next(n for n in self.nodes if n.port == port)
@@ -160,7 +188,9 @@ class RedisCluster:
         """Start a killed node again on its port and directory: its nodes.conf makes it rejoin,
         as a replica of the master promoted in its place."""
         with open(self.root / str(node.port) / "stderr.log", "ab") as err:
-            node.proc = subprocess.Popen(node.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            node.proc = subprocess.Popen(
+                node.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+            )
 
     def wait_ok(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until every live node says cluster_state:ok and every slot has a live master."""
@@ -184,7 +214,10 @@ class RedisCluster:
         raise RuntimeError(f"Redis Cluster not ok after {timeout}s: {last}\n{self.logs()}")
 
     def logs(self) -> str:
-        return "\n".join(f"--- node {p.name}:\n{p.read_text()[-2000:]}" for p in sorted(self.root.glob("*/redis.log")))
+        return "\n".join(
+            f"--- node {p.name}:\n{p.read_text()[-2000:]}"
+            for p in sorted(self.root.glob("*/redis.log"))
+        )
 
     def stop(self) -> None:
         for n in self.nodes:
@@ -198,7 +231,9 @@ class RedisCluster:
                 n.proc.wait(timeout=10)
 
 
-def start_cluster(root: Path, masters: int = MASTERS, replicas: int = 1, tls: ClusterTls | None = None) -> RedisCluster:
+def start_cluster(
+    root: Path, masters: int = MASTERS, replicas: int = 1, tls: ClusterTls | None = None
+) -> RedisCluster:
     """Start `masters` x (1 + `replicas`) nodes under `root` and join them into a cluster;
     with `tls` they listen on TLS only (`--port 0`, `--tls-port`, `--tls-cluster yes`).
 
@@ -212,20 +247,48 @@ def start_cluster(root: Path, masters: int = MASTERS, replicas: int = 1, tls: Cl
         for port in ports:
             d = root / str(port)
             d.mkdir(parents=True, exist_ok=True)
-            listen = ["--port", "0", "--tls-port", str(port), *tls.server_args()] if tls else ["--port", str(port)]
-            args = [str(server), *listen, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                    "--dir", str(d), "--save", "", "--appendonly", "no", "--logfile", "redis.log",
-                    "--protected-mode", "no", "--cluster-replica-validity-factor", "0"]
+            listen = (
+                ["--port", "0", "--tls-port", str(port), *tls.server_args()]
+                if tls
+                else ["--port", str(port)]
+            )
+            args = [
+                str(server),
+                *listen,
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                str(NODE_TIMEOUT_MS),
+                "--dir",
+                str(d),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--logfile",
+                "redis.log",
+                "--protected-mode",
+                "no",
+                "--cluster-replica-validity-factor",
+                "0",
+            ]
             with open(d / "stderr.log", "wb") as err:  # the child keeps its own descriptor
-                proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                proc = subprocess.Popen(
+                    args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+                )
             cluster.nodes.append(Node(port, proc, args, tls))
         deadline = time.monotonic() + START_TIMEOUT_S
         for n in cluster.nodes:
             while True:
                 if n.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server on port {n.port} exited: "
-                                       f"{(root / str(n.port) / 'stderr.log').read_text()}\n{cluster.logs()}")
+                    raise RuntimeError(
+                        f"redis-server on port {n.port} exited: "
+                        f"{(root / str(n.port) / 'stderr.log').read_text()}\n{cluster.logs()}"
+                    )
                 try:
                     with n.client() as c:
                         c.ping()
@@ -233,14 +296,30 @@ def start_cluster(root: Path, masters: int = MASTERS, replicas: int = 1, tls: Cl
                     break
                 except redis.RedisError:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"redis-server on port {n.port} never answered") from None
+                        raise RuntimeError(
+                            f"redis-server on port {n.port} never answered"
+                        ) from None
                     time.sleep(0.05)
         create = subprocess.run(
-            [str(cli), *(tls.cli_args() if tls else []), "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-             "--cluster-replicas", str(replicas), "--cluster-yes"], capture_output=True, text=True, timeout=60)
+            [
+                str(cli),
+                *(tls.cli_args() if tls else []),
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if create.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed ({create.returncode}):\n{create.stdout}"
-                               f"\n{create.stderr}")
+            raise RuntimeError(
+                f"redis-cli --cluster create failed ({create.returncode}):\n{create.stdout}"
+                f"\n{create.stderr}"
+            )
         cluster.wait_ok()
         if replicas:
             _wait_replicas_synced(cluster)
@@ -266,5 +345,7 @@ def _wait_replicas_synced(cluster: RedisCluster, timeout: float = START_TIMEOUT_
         if counts and all(c >= 1 for c in counts) and links and all(links):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replicas not attached after {timeout}s: {counts} {links}\n{cluster.logs()}")
+            raise RuntimeError(
+                f"replicas not attached after {timeout}s: {counts} {links}\n{cluster.logs()}"
+            )
         time.sleep(0.1)

@@ -18,10 +18,21 @@ from tests.procs import HORAE, ROOT, child_env, producer
 
 def status(url: str, namespace: str, **env: str) -> list[str]:
     """`horae services status` as a real process (its Postgres line is not this test's)."""
-    full = {**child_env(), "HORAE_REDIS_URL": url, "HORAE_NAMESPACE": namespace,
-            "HORAE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", **env}
-    done = subprocess.run([str(HORAE), "services", "status"], cwd=ROOT, env=full, capture_output=True, text=True,
-                          timeout=60)
+    full = {
+        **child_env(),
+        "HORAE_REDIS_URL": url,
+        "HORAE_NAMESPACE": namespace,
+        "HORAE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        **env,
+    }
+    done = subprocess.run(
+        [str(HORAE), "services", "status"],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.splitlines()
 
@@ -31,7 +42,8 @@ def redis_line(lines: list[str]) -> str:
 
 
 async def test_status_reports_the_cluster_its_nodes_and_the_partitions(
-        redis_cluster: RedisCluster, namespace: str) -> None:
+    redis_cluster: RedisCluster, namespace: str
+) -> None:
     url = f"{redis_cluster.url}?partitions=4"
     async with producer(url, namespace):  # records the layout in {ns}:meta
         pass
@@ -39,29 +51,43 @@ async def test_status_reports_the_cluster_its_nodes_and_the_partitions(
     text = "\n".join(lines)
     assert redis_line(lines).endswith(
         ": cluster_state ok, 3/3 masters up, 3/3 replicas up, 16384/16384 slots covered; "
-        f"namespace '{namespace}': 4 partitions"), text
+        f"namespace '{namespace}': 4 partitions"
+    ), text
     for node in redis_cluster.nodes:
-        assert any(line.startswith(f"redis node 127.0.0.1:{node.port}: ") and line.endswith(", reachable")
-                   for line in lines), text
-    assert sum(": master, slots " in line for line in lines) == 3 and sum(": replica, " in line for line in lines) == 3
+        assert any(
+            line.startswith(f"redis node 127.0.0.1:{node.port}: ") and line.endswith(", reachable")
+            for line in lines
+        ), text
+    assert (
+        sum(": master, slots " in line for line in lines) == 3
+        and sum(": replica, " in line for line in lines) == 3
+    )
 
     # The same cluster named by one seed and `[cluster] enabled`: still probed as a cluster; the
     # process configured with 2 partitions is told it would be refused.
     plain = f"redis://127.0.0.1:{redis_cluster.nodes[0].port}/0"
-    lines = await asyncio.to_thread(status, plain, namespace, HORAE_CLUSTER__ENABLED="true",
-                                    HORAE_CLUSTER__PARTITIONS="2")
-    assert (f"namespace '{namespace}': 4 partitions (this process is configured with 2: it would be refused)"
-            in redis_line(lines)), lines
+    lines = await asyncio.to_thread(
+        status, plain, namespace, HORAE_CLUSTER__ENABLED="true", HORAE_CLUSTER__PARTITIONS="2"
+    )
+    assert (
+        f"namespace '{namespace}': 4 partitions (this process is configured with 2: it would be refused)"
+        in redis_line(lines)
+    ), lines
 
 
-async def test_status_names_a_seed_that_is_no_node(redis_cluster: RedisCluster, namespace: str) -> None:
+async def test_status_names_a_seed_that_is_no_node(
+    redis_cluster: RedisCluster, namespace: str
+) -> None:
     url = f"{redis_cluster.url},127.0.0.1:1"
     lines = await asyncio.to_thread(status, url, namespace)
     line = redis_line(lines)
     assert "cluster_state ok" in line and f"namespace '{namespace}': no data yet" in line, lines
     assert line.endswith("; not reachable: 127.0.0.1:1 (seed)"), lines
-    assert any(x.startswith("redis seed 127.0.0.1:1: unreachable (ConnectionError") and
-               x.endswith(", not a node of the cluster") for x in lines), lines
+    assert any(
+        x.startswith("redis seed 127.0.0.1:1: unreachable (ConnectionError")
+        and x.endswith(", not a node of the cluster")
+        for x in lines
+    ), lines
 
 
 @pytest.fixture
@@ -79,10 +105,18 @@ async def test_status_names_a_master_that_is_down(doomed_cluster: RedisCluster) 
     await _cluster_state(doomed_cluster.nodes[0], "fail")  # the others agreed it is gone
     lines = await asyncio.to_thread(status, url, "nobody")
     line, text = redis_line(lines), "\n".join(lines)
-    assert "cluster_state fail, 2/3 masters up, 0/0 replicas up" in line and "slots covered" in line, text
-    assert "16384/16384" not in line and line.endswith(f"; not reachable: 127.0.0.1:{victim.port}"), text
-    assert any(x.startswith(f"redis node 127.0.0.1:{victim.port}: master, slots ") and
-               ", unreachable (ConnectionError" in x and x.endswith("the cluster marks it fail") for x in lines), text
+    assert (
+        "cluster_state fail, 2/3 masters up, 0/0 replicas up" in line and "slots covered" in line
+    ), text
+    assert "16384/16384" not in line and line.endswith(
+        f"; not reachable: 127.0.0.1:{victim.port}"
+    ), text
+    assert any(
+        x.startswith(f"redis node 127.0.0.1:{victim.port}: master, slots ")
+        and ", unreachable (ConnectionError" in x
+        and x.endswith("the cluster marks it fail")
+        for x in lines
+    ), text
 
 
 async def _cluster_state(node: Node, state: str, timeout: float = 30.0) -> None:

@@ -34,7 +34,9 @@ PARTITIONS = 6
 LEASE_MS = 3000
 # The listener's own Redis calls fail while its master is down: the attempt is retried a second later.
 RETRY = {"attempts": 10, "backoff": {"type": "fixed", "delay": 1000}}
-RESTART_AFTER_S = 2.0  # the killed master is started again this long after, once its replica took over
+RESTART_AFTER_S = (
+    2.0  # the killed master is started again this long after, once its replica took over
+)
 
 
 @pytest.fixture
@@ -44,31 +46,42 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClust
     cluster.stop()
 
 
-async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: Path,
-                            durability: str) -> dict[str, object]:
+async def run_with_failover(
+    cluster: RedisCluster, database_url: str, tmp_path: Path, durability: str
+) -> dict[str, object]:
     """Schedule JOBS while 3 workers run them, SIGKILL the master of partition 0 a third of the
     way in; wait until every job in Redis is terminal and the audit flushed; compare."""
     namespace = f"fo-{durability}-{os.getpid()}-{int(time.time())}"
     url = f"{cluster.url}?partitions={PARTITIONS}"
-    env = {"HORAE_AUDIT__RELAY": "true", "HORAE_DATABASE_URL": database_url, "HORAE_WORKER__LEASE_MS": str(LEASE_MS),
-           "HORAE_WORKER__RECOVER_INTERVAL_S": "0.3", "HORAE_RETENTION__COMPLETED_COUNT": str(10 * JOBS),
-           "HORAE_CLUSTER__DURABILITY": durability,
-           # a batch whose XACK the failover lost stays pending: another relay takes it over after this
-           "HORAE_AUDIT__CLAIM_IDLE_MS": "2000"}
+    env = {
+        "HORAE_AUDIT__RELAY": "true",
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_WORKER__LEASE_MS": str(LEASE_MS),
+        "HORAE_WORKER__RECOVER_INTERVAL_S": "0.3",
+        "HORAE_RETENTION__COMPLETED_COUNT": str(10 * JOBS),
+        "HORAE_CLUSTER__DURABILITY": durability,
+        # a batch whose XACK the failover lost stays pending: another relay takes it over after this
+        "HORAE_AUDIT__CLAIM_IDLE_MS": "2000",
+    }
     workers = WorkerProcesses(url, namespace, tmp_path)
     try:
         procs = [workers.spawn(f"w{i}", concurrency=50, grace=5, env=env) for i in range(3)]
         for p in procs:
             await p.wait_ready()
         base = load_settings(env={}, redis_url=url, database_url=database_url, namespace=namespace)
-        settings = base.model_copy(update={"cluster": base.cluster.model_copy(update={"durability": durability})})
+        settings = base.model_copy(
+            update={"cluster": base.cluster.model_copy(update={"durability": durability})}
+        )
         acknowledged: list[str] = []
         victim = cluster.owner_of(Keys(namespace, 0).due)
         async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
             started = time.monotonic()
             killed_at, restarted, last_error = None, False, ""
             for start in range(0, JOBS, 100):
-                batch = [{"topic": COUNT_TOPIC, "job_id": f"j{i}", "retry": RETRY} for i in range(start, min(start + 100, JOBS))]
+                batch = [
+                    {"topic": COUNT_TOPIC, "job_id": f"j{i}", "retry": RETRY}
+                    for i in range(start, min(start + 100, JOBS))
+                ]
                 if killed_at is None and start >= JOBS // 3:
                     cluster.kill(victim)
                     killed_at = time.monotonic()
@@ -83,13 +96,20 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
                         # its writes fail (WAIT) until the dead node is back, as the operator restarts it.
                         # (Only once its replica is promoted: a master without persistence that came
                         # back first would rejoin empty, and its replica would copy the emptiness.)
-                        if durability == "replicated" and killed_at is not None and not restarted \
-                                and time.monotonic() - killed_at > RESTART_AFTER_S and promoted_over(cluster, victim):
+                        if (
+                            durability == "replicated"
+                            and killed_at is not None
+                            and not restarted
+                            and time.monotonic() - killed_at > RESTART_AFTER_S
+                            and promoted_over(cluster, victim)
+                        ):
                             cluster.restart(victim)
                             restarted = True
                 else:
-                    raise AssertionError(f"scheduling failed for 20 s after the failover (restarted: {restarted}): {last_error}"
-                                         f"\n{workers.logs()}")
+                    raise AssertionError(
+                        f"scheduling failed for 20 s after the failover (restarted: {restarted}): {last_error}"
+                        f"\n{workers.logs()}"
+                    )
             scheduled_s = time.monotonic() - started
             cluster.wait_ok(timeout=30)
             promoted = time.monotonic() - (killed_at or started)
@@ -101,11 +121,17 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
                     stats = await s.stats()
                 except StorageError:
                     return None
-                return stats if stats["scheduled"] + stats["running"] + stats["retrying"] == 0 else None
+                return (
+                    stats
+                    if stats["scheduled"] + stats["running"] + stats["retrying"] == 0
+                    else None
+                )
 
             deadline = time.monotonic() + 120
             while (stats := await settled()) is None:
-                assert time.monotonic() < deadline, f"jobs never settled: {await s.stats()}\n{workers.logs()}"
+                assert time.monotonic() < deadline, (
+                    f"jobs never settled: {await s.stats()}\n{workers.logs()}"
+                )
                 await asyncio.sleep(0.2)
             drained_s = time.monotonic() - started
             await s.audit.flush(timeout=60)
@@ -123,13 +149,23 @@ async def run_with_failover(cluster: RedisCluster, database_url: str, tmp_path: 
         mismatched = {j: (v, pg_view.get(j)) for j, v in redis_view.items() if pg_view.get(j) != v}
         runs = await _runs(url, namespace)
         result = {
-            "jobs": JOBS, "acknowledged": len(acknowledged), "lost": len(lost), "stats": stats,
-            "ran_twice": sum(1 for n in runs.values() if n > 1), "never_ran": len(set(redis_view) - set(runs)),
-            "mismatched": len(mismatched), "scheduled_s": round(scheduled_s, 1), "drained_s": round(drained_s, 1),
-            "promoted_after_s": round(promoted, 1), "victim": victim.port, "restarted": restarted,
+            "jobs": JOBS,
+            "acknowledged": len(acknowledged),
+            "lost": len(lost),
+            "stats": stats,
+            "ran_twice": sum(1 for n in runs.values() if n > 1),
+            "never_ran": len(set(redis_view) - set(runs)),
+            "mismatched": len(mismatched),
+            "scheduled_s": round(scheduled_s, 1),
+            "drained_s": round(drained_s, 1),
+            "promoted_after_s": round(promoted, 1),
+            "victim": victim.port,
+            "restarted": restarted,
         }
         print(f"\nfailover ({durability}): {result}")
-        assert not mismatched, f"audit differs from Redis for {len(mismatched)} jobs: {list(mismatched.items())[:5]}"
+        assert not mismatched, (
+            f"audit differs from Redis for {len(mismatched)} jobs: {list(mismatched.items())[:5]}"
+        )
         assert all(state in ("completed", "failed") for state, _ in redis_view.values())
         return result
     finally:
@@ -161,13 +197,15 @@ async def _runs(url: str, namespace: str) -> Counter[str]:
 
 
 async def test_a_master_killed_mid_run_is_replaced_and_every_job_ends(
-        own_cluster: RedisCluster, database_url: str, tmp_path: Path) -> None:
+    own_cluster: RedisCluster, database_url: str, tmp_path: Path
+) -> None:
     result = await run_with_failover(own_cluster, database_url, tmp_path, "async")
     assert result["acknowledged"] == JOBS
 
 
 async def test_with_replicated_durability_no_acknowledged_job_is_lost(
-        own_cluster: RedisCluster, database_url: str, tmp_path: Path) -> None:
+    own_cluster: RedisCluster, database_url: str, tmp_path: Path
+) -> None:
     result = await run_with_failover(own_cluster, database_url, tmp_path, "replicated")
     assert result["lost"] == 0, f"{result['lost']} acknowledged jobs are gone after the failover"
     assert result["never_ran"] == 0

@@ -16,16 +16,26 @@ SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"
 
 
 async def test_a_moved_reply_of_a_replica_is_followed_despite_the_wait_error(
-        redis_cluster: RedisCluster, namespace: str) -> None:
+    redis_cluster: RedisCluster, namespace: str
+) -> None:
     key = "{" + namespace + "}:moved-from-a-replica"
     master = redis_cluster.owner_of(key)
-    replica_port = next(n.port for n in redis_cluster.nodes if n.proc.poll() is None and _master_port(n) == master.port)
-    wire = ClusterWire([Endpoint(port=n.port) for n in redis_cluster.nodes], decode=True, replicas=1)
+    replica_port = next(
+        n.port
+        for n in redis_cluster.nodes
+        if n.proc.poll() is None and _master_port(n) == master.port
+    )
+    wire = ClusterWire(
+        [Endpoint(port=n.port) for n in redis_cluster.nodes], decode=True, replicas=1
+    )
     try:
         sha = await wire.call("SCRIPT", "LOAD", SCRIPT)
         slot = wire._slots.slot(key)
         assert wire._slots.owner[slot] == ("127.0.0.1", master.port)
-        wire._slots.owner[slot] = ("127.0.0.1", replica_port)  # the map of a wire that missed a failover
+        wire._slots.owner[slot] = (
+            "127.0.0.1",
+            replica_port,
+        )  # the map of a wire that missed a failover
         with redis_cluster.node(replica_port).client() as r:
             try:
                 r.execute_command("WAIT", 1, 10)
@@ -34,7 +44,9 @@ async def test_a_moved_reply_of_a_replica_is_followed_despite_the_wait_error(
                 assert "replica" in str(exc)
 
         assert await wire.evalsha(sha, SCRIPT, [key], ["ran"]) == "ran"
-        assert wire._slots.owner[slot] == ("127.0.0.1", master.port), "the MOVED reply updated the map"
+        assert wire._slots.owner[slot] == ("127.0.0.1", master.port), (
+            "the MOVED reply updated the map"
+        )
     finally:
         await wire.aclose()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cluster.servers import RedisCluster
+
 # The very scenarios of test_scenarios.py, collected again here under this module's URL.
 from tests.cluster.test_scenarios import *  # noqa: F401, F403
 from tests.e2e.test_audit_soak import (  # noqa: F401

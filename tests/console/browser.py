@@ -11,8 +11,15 @@ from pathlib import Path
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless as the machine's probe runs it: no sandbox (root), no GPU, and none of the
 # background connections a closed network refuses.
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-               "--no-first-run", "--disable-component-update", "--disable-sync"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def ensure_chromium() -> Path:
@@ -24,13 +31,21 @@ def ensure_chromium() -> Path:
     if CHROMIUM.exists():
         return CHROMIUM
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise RuntimeError(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
+        raise RuntimeError(
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-q", "chromium"]
-    done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+        install, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     if done.returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, timeout=600, check=False)
-        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900, check=False)
+        subprocess.run(
+            ["apt-get", "update", "-q"], env=env, capture_output=True, timeout=600, check=False
+        )
+        done = subprocess.run(
+            install, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
     if done.returncode != 0 or not CHROMIUM.exists():
         raise RuntimeError(f"could not install chromium: {done.stderr[-2000:]}")
     return CHROMIUM

@@ -46,8 +46,14 @@ class Env:
 
 def settings_for(namespace: str, redis_url: str, database_url: str, **console: object) -> object:
     base = load_settings(env={})
-    return base.model_copy(update={"redis_url": redis_url, "database_url": database_url, "namespace": namespace,
-                                   "console": base.console.model_copy(update=console)})
+    return base.model_copy(
+        update={
+            "redis_url": redis_url,
+            "database_url": database_url,
+            "namespace": namespace,
+            "console": base.console.model_copy(update=console),
+        }
+    )
 
 
 @pytest.fixture
@@ -58,7 +64,9 @@ async def env(namespace: str, redis_url: str, database_url: str) -> AsyncIterato
     app = create_app(scheduler=s)
     async with s.worker(concurrency=5):
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:8080"
+        ) as client:
             yield Env(s, client, app)
     await s.close()
 
@@ -70,9 +78,12 @@ async def settle(s: Scheduler, job_id: str, timeout: float = 10) -> None:
 
 
 async def failing_job(s: Scheduler, topic: str = "pay.charge") -> str:
-    job_id = await s.schedule_in(topic, timedelta(0), payload={"fail": True, "note": XSS_PAYLOAD},
-                                 metadata={"who": XSS_PAYLOAD}, retry={"attempts": 1})
+    job_id = await s.schedule_in(
+        topic,
+        timedelta(0),
+        payload={"fail": True, "note": XSS_PAYLOAD},
+        metadata={"who": XSS_PAYLOAD},
+        retry={"attempts": 1},
+    )
     await settle(s, job_id)
     return job_id
-
-

@@ -21,13 +21,16 @@ from tests.console.test_browser import Shots, served
 @pytest.fixture
 async def chromium() -> AsyncIterator[Browser]:
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS)
+        b = await pw.chromium.launch(
+            executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS
+        )
         yield b
         await b.close()
 
 
-async def test_the_api_reference_renders_its_operations_from_this_host_only(env: Env, chromium: Browser,
-                                                                            tmp_path: Path) -> None:
+async def test_the_api_reference_renders_its_operations_from_this_host_only(
+    env: Env, chromium: Browser, tmp_path: Path
+) -> None:
     async with served(create_app(scheduler=env.scheduler)) as url:
         ctx = await chromium.new_context(viewport={"width": 1360, "height": 900})
         page = await ctx.new_page()
@@ -43,8 +46,13 @@ async def test_the_api_reference_renders_its_operations_from_this_host_only(env:
         doc = (await env.client.get("/api/v1/openapi.json")).json()
         # every operation of the document, the new ones included
         assert len(paths) == sum(len(ops) for ops in doc["paths"].values()), paths
-        for expected in ("/api/v1/jobs", "/api/v1/jobs/{job_id}/cancel", "/api/v1/dead-letters",
-                         "/api/v1/dead-letters/{job_id}/replay", "/api/v1/workers"):
+        for expected in (
+            "/api/v1/jobs",
+            "/api/v1/jobs/{job_id}/cancel",
+            "/api/v1/dead-letters",
+            "/api/v1/dead-letters/{job_id}/replay",
+            "/api/v1/workers",
+        ):
             assert expected in [p.replace("\u200b", "") for p in paths], (expected, paths)
         await page.locator(".opblock-summary-path", has_text="/api/v1/dead-letters").first.click()
         await page.wait_for_selector(".opblock-body", timeout=10_000)
@@ -58,7 +66,11 @@ async def test_the_api_reference_renders_its_operations_from_this_host_only(env:
 
 async def test_only_the_bundle_files_the_page_uses_are_served(env: Env) -> None:
     css = await env.client.get("/api/docs/assets/swagger-ui.css")
-    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css") and len(css.content) > 10_000
+    assert (
+        css.status_code == 200
+        and css.headers["content-type"].startswith("text/css")
+        and len(css.content) > 10_000
+    )
     for name in ("swagger-initializer.js", "index.html", "..%2Fpyproject.toml"):
         r = await env.client.get(f"/api/docs/assets/{name}")
         assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND", (name, r.text)

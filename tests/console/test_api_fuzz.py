@@ -65,8 +65,10 @@ async def fuzz_servers(redis_url: str, server_dsn: str) -> AsyncIterator[Servers
 async def _seed(servers: Servers) -> None:
     """A failed job (with attempts in the audit), a completed one, a scheduled one with a key,
     a cron schedule, a configured topic and a dead letter: the reads then return real rows."""
-    s = Scheduler(settings=settings_for(servers.namespace, servers.redis_url, servers.database_url),
-                  listeners=registry())
+    s = Scheduler(
+        settings=settings_for(servers.namespace, servers.redis_url, servers.database_url),
+        listeners=registry(),
+    )
     await s.connect()
     try:
         await s.configure_topic("pay.charge", TopicOptions(dead_letter="pay.charge.dead"))
@@ -74,8 +76,13 @@ async def _seed(servers: Servers) -> None:
             await failing_job(s)
             done = await s.schedule_in("pay.report", timedelta(0), payload={"n": 1}, key="acct-1")
             await settle(s, done)
-        await s.schedule_at("pay.report", datetime.now(UTC) + timedelta(days=30), key="acct-2",
-                            metadata={"who": "seed"}, priority=5)
+        await s.schedule_at(
+            "pay.report",
+            datetime.now(UTC) + timedelta(days=30),
+            key="acct-2",
+            metadata={"who": "seed"},
+            priority=5,
+        )
         await s.schedule_cron("nightly", "0 3 * * *", topic="pay.report", tz="Europe/Paris")
     finally:
         await s.close()
@@ -83,7 +90,9 @@ async def _seed(servers: Servers) -> None:
 
 def _document(**console: object) -> dict[str, Any]:
     """The app's OpenAPI document, built without serving (the tests are made at import)."""
-    return create_app(settings=settings_for("doc", "redis://unused", "postgresql://unused", **console)).openapi()
+    return create_app(
+        settings=settings_for("doc", "redis://unused", "postgresql://unused", **console)
+    ).openapi()
 
 
 TOKENS = {"viewer_token": "v-fuzz", "operator_token": "o-fuzz"}
@@ -119,8 +128,15 @@ def _serve(schema: Any, servers: Servers, **console: object) -> Iterator[None]:
     """The app on the module's namespace and database; its Scheduler connects on the first
     call (the app's lifespan, which lasts until fuzz_servers ends)."""
     # schemathesis's ASGI client names the host "testserver" (as Starlette's TestClient does)
-    schema.app.app = create_app(settings=settings_for(servers.namespace, servers.redis_url, servers.database_url,
-                                                      allowed_hosts=("testserver",), **console))
+    schema.app.app = create_app(
+        settings=settings_for(
+            servers.namespace,
+            servers.redis_url,
+            servers.database_url,
+            allowed_hosts=("testserver",),
+            **console,
+        )
+    )
     yield
 
 
@@ -158,7 +174,10 @@ def check_error_shape(case: Case, response: Any) -> None:
     field = error["field"]
     if field is not None:  # a member, or a path into one (dotted; a member's name may hold a dot)
         members = _members(case)
-        assert any(field == m or field.startswith(f"{m}.") for m in members), (error, sorted(members))
+        assert any(field == m or field.startswith(f"{m}.") for m in members), (
+            error,
+            sorted(members),
+        )
 
 
 def _members(case: Case) -> set[str]:
@@ -168,7 +187,7 @@ def _members(case: Case) -> set[str]:
     if isinstance(case.body, dict):
         names |= set(case.body)
     for body in op.body:
-        props = (body.definition.get("schema") or {})
+        props = body.definition.get("schema") or {}
         names |= set(_properties(op.schema.raw_schema, props))
     return names
 
@@ -203,7 +222,9 @@ def check_accepted(case: Case, response: Any, refusals: tuple[int, ...]) -> None
         return
     if response.status_code == 400 and response.json()["error"]["field"] in SEMANTIC_FIELDS:
         return
-    assert response.status_code in refusals, f"valid request refused: {response.status_code} {response.text}"
+    assert response.status_code in refusals, (
+        f"valid request refused: {response.status_code} {response.text}"
+    )
 
 
 @operator_api.parametrize()
@@ -227,11 +248,15 @@ def test_calls_without_a_token_are_refused_as_documented(case: Case, as_nobody: 
 
 @viewer_api.parametrize()
 @hypothesis.settings(max_examples=EXAMPLES)  # derandomized by the house profile (ci)
-def test_viewer_reads_and_is_refused_every_action_as_documented(case: Case, as_viewer: None) -> None:
+def test_viewer_reads_and_is_refused_every_action_as_documented(
+    case: Case, as_viewer: None
+) -> None:
     """Also checks (schemathesis's ignored_auth) that a call a viewer's token got served is
     refused without a token and with a wrong one."""
     response = case.call_and_validate(headers=VIEWER, excluded_checks=EXCLUDED)
     check_error_shape(case, response)
     check_accepted(case, response, (403, 404))
     if case.method == "POST" and response.status_code < 300:
-        raise AssertionError(f"a viewer acted: {case.method} {case.path} {response.status_code} {response.text}")
+        raise AssertionError(
+            f"a viewer acted: {case.method} {case.path} {response.status_code} {response.text}"
+        )

@@ -31,36 +31,51 @@ def _error(r: httpx.Response, status: int, field: str | None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- durations
 async def test_delay_and_timeout_as_the_library_writes_them(env: Env) -> None:
     before = datetime.now(UTC)
-    r = await env.client.post("/api/v1/jobs", json={"topic": "pay.report", "delay": "1h30m", "timeout": "2s"})
+    r = await env.client.post(
+        "/api/v1/jobs", json={"topic": "pay.report", "delay": "1h30m", "timeout": "2s"}
+    )
     assert r.status_code == 201, r.text
     job = await env.scheduler.get_job(r.json()["job_id"])
     assert job is not None and job.state.value == "scheduled"
     assert before + timedelta(minutes=90) <= job.run_at <= datetime.now(UTC) + timedelta(minutes=90)
     assert job.timeout_ms == 2000
-    seconds = await env.client.post("/api/v1/jobs", json={"topic": "pay.report", "delay": 60, "timeout": 1.5})
+    seconds = await env.client.post(
+        "/api/v1/jobs", json={"topic": "pay.report", "delay": 60, "timeout": 1.5}
+    )
     assert seconds.status_code == 201, seconds.text
     job = await env.scheduler.get_job(seconds.json()["job_id"])
     assert job is not None and job.timeout_ms == 1500
     assert timedelta(seconds=55) <= job.run_at - before <= timedelta(seconds=65)
 
 
-@pytest.mark.parametrize(("body", "status", "field", "says"), [
-    ({"delay": "1s", "delay_s": 1}, 422, "delay_s", "delay or delay_s, not both"),
-    ({"delay": "1s", "run_at": "2030-01-01T00:00:00Z"}, 422, "delay", "run_at or delay, not both"),
-    ({"timeout": "1s", "timeout_s": 1}, 422, "timeout_s", "timeout or timeout_s, not both"),
-    ({"delay": "90"}, 422, "delay", "a duration is required"),
-    ({"delay": "soon"}, 422, "delay", "a duration is required"),
-    ({"delay": -1}, 422, "delay", "seconds must be >= 0"),
-    ({"delay": True}, 422, "delay", "a duration is required"),
-    ({"timeout": 0}, 422, "timeout", "seconds must be > 0"),
-    ({"delay": "30m1h"}, 400, "delay", "largest first"),
-    ({"delay": "4000d"}, 400, "delay", "at most 3650 days"),
-    ({"timeout": "31d"}, 400, "timeout", "at most 30 days"),
-])
-async def test_bad_durations_name_the_field_and_store_nothing(env: Env, body: dict[str, Any], status: int,
-                                                              field: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "status", "field", "says"),
+    [
+        ({"delay": "1s", "delay_s": 1}, 422, "delay_s", "delay or delay_s, not both"),
+        (
+            {"delay": "1s", "run_at": "2030-01-01T00:00:00Z"},
+            422,
+            "delay",
+            "run_at or delay, not both",
+        ),
+        ({"timeout": "1s", "timeout_s": 1}, 422, "timeout_s", "timeout or timeout_s, not both"),
+        ({"delay": "90"}, 422, "delay", "a duration is required"),
+        ({"delay": "soon"}, 422, "delay", "a duration is required"),
+        ({"delay": -1}, 422, "delay", "seconds must be >= 0"),
+        ({"delay": True}, 422, "delay", "a duration is required"),
+        ({"timeout": 0}, 422, "timeout", "seconds must be > 0"),
+        ({"delay": "30m1h"}, 400, "delay", "largest first"),
+        ({"delay": "4000d"}, 400, "delay", "at most 3650 days"),
+        ({"timeout": "31d"}, 400, "timeout", "at most 30 days"),
+    ],
+)
+async def test_bad_durations_name_the_field_and_store_nothing(
+    env: Env, body: dict[str, Any], status: int, field: str, says: str
+) -> None:
     before = await env.scheduler.stats()
-    error = _error(await env.client.post("/api/v1/jobs", json={"topic": "pay.report", **body}), status, field)
+    error = _error(
+        await env.client.post("/api/v1/jobs", json={"topic": "pay.report", **body}), status, field
+    )
     assert says in error["message"], error
     assert await env.scheduler.stats() == before
 
@@ -70,7 +85,10 @@ async def test_cancelling_a_failed_job_is_a_409_naming_its_state(env: Env) -> No
     job_id = await failing_job(env.scheduler)
     error = _error(await env.client.post(f"/api/v1/jobs/{job_id}/cancel", json={}), 409, None)
     assert error["code"] == "STATE_CONFLICT"
-    assert f"job {job_id} is failed" in error["message"] and "scheduled or retrying or running" in error["message"]
+    assert (
+        f"job {job_id} is failed" in error["message"]
+        and "scheduled or retrying or running" in error["message"]
+    )
     assert (await env.scheduler.get_job(job_id)).state.value == "failed"  # type: ignore[union-attr]
     await env.scheduler.audit.flush()
     logged = [(a.action, a.outcome) for a in await env.scheduler.audit.actions(job_id)]
@@ -98,7 +116,12 @@ async def test_every_job_action_answers_as_the_table_says(env: Env) -> None:
             offered = action in actions.allowed_actions(info)
             body = {"run_at": "2031-01-01T00:00:00Z"} if action == "reschedule" else {}
             r = await env.client.post(f"/api/v1/jobs/{job_id}/{action}", json=body)
-            assert r.status_code == (200 if offered else 409), (action, state, r.status_code, r.text)
+            assert r.status_code == (200 if offered else 409), (
+                action,
+                state,
+                r.status_code,
+                r.text,
+            )
             if state in ("failed", "completed") and offered:  # acted on: make it again
                 jobs[state] = await failing_job(s) if state == "failed" else await _completed(s)
 
@@ -121,8 +144,12 @@ async def test_the_job_page_offers_only_what_the_state_allows(env: Env) -> None:
 
 async def test_unknown_schedules_are_404_on_every_schedule_action(env: Env) -> None:
     for action in ("pause", "resume", "trigger"):
-        assert "no schedule named 'nope'" in _error(
-            await env.client.post(f"/api/v1/crons/nope/{action}", json={}), 404, None)["message"]
+        assert (
+            "no schedule named 'nope'"
+            in _error(await env.client.post(f"/api/v1/crons/nope/{action}", json={}), 404, None)[
+                "message"
+            ]
+        )
 
 
 # --------------------------------------------------------------------------- dead letters
@@ -130,12 +157,17 @@ async def test_dead_letters_listed_paged_replayed_and_deleted_over_http(env: Env
     s = env.scheduler
     await s.configure_topic("pay.charge", TopicOptions(dead_letter=DLQ))
     sources = [await failing_job(s) for _ in range(3)]
-    assert (await env.client.get("/api/v1/dead-letters")).json() == {"items": [{"topic": DLQ, "count": 3}],
-                                                                     "cursor": None}
+    assert (await env.client.get("/api/v1/dead-letters")).json() == {
+        "items": [{"topic": DLQ, "count": 3}],
+        "cursor": None,
+    }
     first = (await env.client.get(f"/api/v1/dead-letters/{DLQ}", params={"limit": 2})).json()
     assert len(first["items"]) == 2 and first["cursor"]
-    rest = (await env.client.get(f"/api/v1/dead-letters/{DLQ}", params={"limit": 2,
-                                                                       "cursor": first["cursor"]})).json()
+    rest = (
+        await env.client.get(
+            f"/api/v1/dead-letters/{DLQ}", params={"limit": 2, "cursor": first["cursor"]}
+        )
+    ).json()
     assert len(rest["items"]) == 1 and rest["cursor"] is None
     letters = first["items"] + rest["items"]
     assert [d["metadata"]["source_job_id"] for d in letters] == sources
@@ -145,36 +177,60 @@ async def test_dead_letters_listed_paged_replayed_and_deleted_over_http(env: Env
     assert replayed.status_code == 200, replayed.text
     new_id = replayed.json()["job_id"]
     new = await s.get_job(new_id)
-    assert new is not None and new.topic == "pay.charge" and new.metadata["replayed_from"] == letters[0]["id"]
+    assert (
+        new is not None
+        and new.topic == "pay.charge"
+        and new.metadata["replayed_from"] == letters[0]["id"]
+    )
     deleted = await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={})
     assert deleted.status_code == 200 and deleted.json()["outcome"] == "done", deleted.text
-    assert (await env.client.get("/api/v1/dead-letters")).json() == {"items": [{"topic": DLQ, "count": 1}],
-                                                                     "cursor": None}
-    assert "no dead letters on topic 'pay.charge'" in _error(
-        await env.client.get("/api/v1/dead-letters/pay.charge"), 404, None)["message"]
-    _error(await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={}), 404, None)
-    _error(await env.client.post(f"/api/v1/dead-letters/{letters[0]['id']}/replay", json={}), 404, None)
+    assert (await env.client.get("/api/v1/dead-letters")).json() == {
+        "items": [{"topic": DLQ, "count": 1}],
+        "cursor": None,
+    }
+    assert (
+        "no dead letters on topic 'pay.charge'"
+        in _error(await env.client.get("/api/v1/dead-letters/pay.charge"), 404, None)["message"]
+    )
+    _error(
+        await env.client.post(f"/api/v1/dead-letters/{letters[1]['id']}/delete", json={}), 404, None
+    )
+    _error(
+        await env.client.post(f"/api/v1/dead-letters/{letters[0]['id']}/replay", json={}), 404, None
+    )
     # a job that is no dead letter is not deleted by the dead-letter route
     _error(await env.client.post(f"/api/v1/dead-letters/{sources[2]}/delete", json={}), 404, None)
     assert await s.get_job(sources[2]) is not None
     await s.audit.flush()  # (the action log, newest first)
     assert [(a.actor, a.action, a.outcome) for a in await s.audit.actions(letters[0]["id"])] == [
-        ("local", "dead_letter.replay", "not_found"), ("local", "dead_letter.replay", "done")]
+        ("local", "dead_letter.replay", "not_found"),
+        ("local", "dead_letter.replay", "done"),
+    ]
     assert [(a.action, a.outcome) for a in await s.audit.actions(letters[1]["id"])] == [
-        ("dead_letter.delete", "not_found"), ("dead_letter.delete", "done")]
+        ("dead_letter.delete", "not_found"),
+        ("dead_letter.delete", "done"),
+    ]
 
 
 async def test_dead_letter_routes_are_in_the_document_with_workers_and_conflicts(env: Env) -> None:
     doc = (await env.client.get("/api/v1/openapi.json")).json()
-    assert {"/api/v1/dead-letters", "/api/v1/dead-letters/{topic}", "/api/v1/dead-letters/{job_id}/replay",
-            "/api/v1/dead-letters/{job_id}/delete", "/api/v1/workers"} <= set(doc["paths"])
+    assert {
+        "/api/v1/dead-letters",
+        "/api/v1/dead-letters/{topic}",
+        "/api/v1/dead-letters/{job_id}/replay",
+        "/api/v1/dead-letters/{job_id}/delete",
+        "/api/v1/workers",
+    } <= set(doc["paths"])
     assert "409" in doc["paths"]["/api/v1/jobs/{job_id}/cancel"]["post"]["responses"]
     assert (await env.client.get("/api/v1/workers")).status_code == 200
 
 
 async def test_a_viewer_reads_dead_letters_but_replaying_one_is_refused_and_recorded(
-        namespace: str, redis_url: str, database_url: str) -> None:
-    settings = settings_for(namespace, redis_url, database_url, viewer_token="v-secret", operator_token="o-secret")
+    namespace: str, redis_url: str, database_url: str
+) -> None:
+    settings = settings_for(
+        namespace, redis_url, database_url, viewer_token="v-secret", operator_token="o-secret"
+    )
     s = Scheduler(settings=settings, listeners=registry())
     await s.connect()
     try:
@@ -194,6 +250,8 @@ async def test_a_viewer_reads_dead_letters_but_replaying_one_is_refused_and_reco
         assert [d.id for d in (await s.dead_letters(DLQ)).items] == [letter]
         await s.audit.flush()
         assert [(a.actor, a.role, a.action, a.outcome) for a in await s.audit.actions(letter)] == [
-            ("viewer", "viewer", "dead_letter.delete", "refused"), ("viewer", "viewer", "dead_letter.replay", "refused")]
+            ("viewer", "viewer", "dead_letter.delete", "refused"),
+            ("viewer", "viewer", "dead_letter.replay", "refused"),
+        ]
     finally:
         await s.close()

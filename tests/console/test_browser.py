@@ -57,7 +57,9 @@ async def browser() -> AsyncIterator[Browser]:
 @asynccontextmanager
 async def served(app: object) -> AsyncIterator[str]:
     """Serve `app` on a free loopback port in this event loop; its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
     import asyncio
 
     task = asyncio.create_task(server.serve())
@@ -107,25 +109,59 @@ def _sha256(text: str) -> str:
 def write_report(where: Path) -> None:
     """A nightly report's output as `horae report` writes it (summary.json's contract keys)."""
     where.mkdir(parents=True)
-    topic = {"topic": PAY, "jobs": 200, "completed": 170, "failed": 30, "cancelled": 0, "failure_rate": 0.15,
-             "attempts": 240, "failed_attempts": 70, "attempt_failure_rate": 0.29, "retry_recovery_rate": 0.5,
-             "p50_duration_ms": 12.0, "p95_duration_ms": 80.0, "p95_lateness_ms": 4.0}
-    summary = {"window": {"since": "2030-01-01T00:00:00+00:00", "until": "2030-01-02T00:00:00+00:00", "zone": "UTC"},
-               "topics": [topic, {**topic, "topic": TICK, "failed": 0, "failure_rate": 0.0}],
-               "top_errors": [{"signature": f"RuntimeError: card declined {XSS_PAYLOAD}", "count": 30,
-                               "topics": [PAY], "example_job_id": "abc"}],
-               "alerts": [{"topic": PAY, "kind": "failure_rate", "failure_rate": 0.15, "baseline_rate": 0.02}]}
+    topic = {
+        "topic": PAY,
+        "jobs": 200,
+        "completed": 170,
+        "failed": 30,
+        "cancelled": 0,
+        "failure_rate": 0.15,
+        "attempts": 240,
+        "failed_attempts": 70,
+        "attempt_failure_rate": 0.29,
+        "retry_recovery_rate": 0.5,
+        "p50_duration_ms": 12.0,
+        "p95_duration_ms": 80.0,
+        "p95_lateness_ms": 4.0,
+    }
+    summary = {
+        "window": {
+            "since": "2030-01-01T00:00:00+00:00",
+            "until": "2030-01-02T00:00:00+00:00",
+            "zone": "UTC",
+        },
+        "topics": [topic, {**topic, "topic": TICK, "failed": 0, "failure_rate": 0.0}],
+        "top_errors": [
+            {
+                "signature": f"RuntimeError: card declined {XSS_PAYLOAD}",
+                "count": 30,
+                "topics": [PAY],
+                "example_job_id": "abc",
+            }
+        ],
+        "alerts": [
+            {"topic": PAY, "kind": "failure_rate", "failure_rate": 0.15, "baseline_rate": 0.02}
+        ],
+    }
     (where / "summary.json").write_text(json.dumps(summary))
-    (where / "report.html").write_text("<!doctype html><title>report</title><h1>nightly report</h1>")
+    (where / "report.html").write_text(
+        "<!doctype html><title>report</title><h1>nightly report</h1>"
+    )
 
 
-async def test_a_failing_job_is_found_in_three_clicks_and_replayed(horae, horae_clock, browser: Browser,
-                                                                  tmp_path: Path) -> None:
+async def test_a_failing_job_is_found_in_three_clicks_and_replayed(
+    horae, horae_clock, browser: Browser, tmp_path: Path
+) -> None:
     await horae.configure_topic(PAY, TopicOptions(dead_letter=DLQ))
     for n in range(3):
         await horae.schedule_in(PAY, timedelta(0), payload={"n": n})
-    bad = await horae.schedule_in(PAY, timedelta(0), payload={"fail_first": True, "note": XSS_PAYLOAD},
-                                  metadata={"who": XSS_PAYLOAD}, retry={"attempts": 1})
+    bad = await horae.schedule_in(
+        PAY,
+        timedelta(0),
+        payload={"fail_first": True, "note": XSS_PAYLOAD},
+        metadata={"who": XSS_PAYLOAD},
+        retry={"attempts": 1},
+    )
     await horae.schedule_in(PAY, timedelta(hours=2), payload={"later": True}, key="acct-7")
     await horae_clock.run_until_idle()
     await horae.audit.flush()
@@ -161,12 +197,20 @@ async def test_a_failing_job_is_found_in_three_clicks_and_replayed(horae, horae_
         await shots.take(page, "job-replayed")
         assert page.errors == []  # type: ignore[attr-defined]
 
-        for path, name in [("/jobs", "jobs"), ("/topics", "topics"), ("/analytics", "analytics"),
-                           (f"/dead-letters?topic={DLQ}", "dead-letters")]:
+        for path, name in [
+            ("/jobs", "jobs"),
+            ("/topics", "topics"),
+            ("/analytics", "analytics"),
+            (f"/dead-letters?topic={DLQ}", "dead-letters"),
+        ]:
             await page.goto(url + path)
             await shots.take(page, name)
-        assert await page.locator("#dead-letters tbody tr td.mono a").count() == 2  # the letter and its source
-        assert "RuntimeError: card declined" in await page.locator("#dead-letters td.err").inner_text()
+        assert (
+            await page.locator("#dead-letters tbody tr td.mono a").count() == 2
+        )  # the letter and its source
+        assert (
+            "RuntimeError: card declined" in await page.locator("#dead-letters td.err").inner_text()
+        )
         await page.locator("#dead-letters button:text-is('Replay')").click()
         assert "replayed as job" in await page.locator(".flash").inner_text()
         assert (await horae.dead_letters(DLQ)).items == []
@@ -179,7 +223,9 @@ async def test_a_failing_job_is_found_in_three_clicks_and_replayed(horae, horae_
         assert await page.evaluate("window.__pwned") is None
 
 
-async def test_a_paused_schedule_does_not_tick(horae, horae_clock, browser: Browser, tmp_path: Path) -> None:
+async def test_a_paused_schedule_does_not_tick(
+    horae, horae_clock, browser: Browser, tmp_path: Path
+) -> None:
     await horae.schedule_cron("console-tick", "*/5 * * * *", topic=TICK, tz="Europe/Paris")
     await horae_clock.advance("10m")
     assert len(await horae.ran(TICK)) == 2  # it ticks while running
@@ -207,16 +253,22 @@ async def test_a_paused_schedule_does_not_tick(horae, horae_clock, browser: Brow
     assert actions == [("cron.trigger", "done"), ("cron.resume", "done"), ("cron.pause", "done")]
 
 
-async def test_a_viewer_sees_but_cannot_act(horae, horae_clock, browser: Browser, tmp_path: Path) -> None:
+async def test_a_viewer_sees_but_cannot_act(
+    horae, horae_clock, browser: Browser, tmp_path: Path
+) -> None:
     job_id = await horae.schedule_in(PAY, timedelta(hours=1), payload={"n": 1})
     await horae.schedule_cron("console-tick", "*/5 * * * *", topic=TICK)
-    console = horae.settings.console.model_copy(update={"viewer_token": "v-token", "operator_token": "o-token"})
+    console = horae.settings.console.model_copy(
+        update={"viewer_token": "v-token", "operator_token": "o-token"}
+    )
     app = create_app(horae.settings.model_copy(update={"console": console}), scheduler=horae)
     shots = Shots(tmp_path)
     async with served(app) as url:
         anonymous = await open_page(browser)
         assert (await anonymous.request.get(url + "/")).status == 401
-        page = await open_page(browser, http_credentials={"username": "vera", "password": "v-token"})
+        page = await open_page(
+            browser, http_credentials={"username": "vera", "password": "v-token"}
+        )
         await page.goto(url + f"/jobs/{job_id}")
         assert "Viewers cannot act" in await page.content()
         assert await page.locator("#act-cancel").count() == 0
@@ -228,14 +280,20 @@ async def test_a_viewer_sees_but_cannot_act(horae, horae_clock, browser: Browser
         from console.auth import csrf_token
 
         nonce = next(c["value"] for c in await page.context.cookies() if c["name"] == "horae_csrf")
-        csrf = csrf_token(app.state.console.auth, nonce, Principal("vera", Role.VIEWER, _sha256("v-token")))
-        forged = await page.request.post(url + f"/jobs/{job_id}/cancel", form={"csrf": csrf},
-                                         headers={"Origin": url})
+        csrf = csrf_token(
+            app.state.console.auth, nonce, Principal("vera", Role.VIEWER, _sha256("v-token"))
+        )
+        forged = await page.request.post(
+            url + f"/jobs/{job_id}/cancel", form={"csrf": csrf}, headers={"Origin": url}
+        )
         assert forged.status == 403 and "vera is a viewer" in await forged.text()
-        operator = await open_page(browser, http_credentials={"username": "olga", "password": "o-token"})
+        operator = await open_page(
+            browser, http_credentials={"username": "olga", "password": "o-token"}
+        )
         await operator.goto(url + f"/jobs/{job_id}")
-        no_token = await operator.request.post(url + f"/jobs/{job_id}/cancel", form={"csrf": "guess"},
-                                               headers={"Origin": url})
+        no_token = await operator.request.post(
+            url + f"/jobs/{job_id}/cancel", form={"csrf": "guess"}, headers={"Origin": url}
+        )
         assert no_token.status == 403 and "CSRF check failed" in await no_token.text()
         await operator.click("#act-cancel")
         assert await operator.locator("#job-state").inner_text() == "cancelled"
@@ -243,10 +301,21 @@ async def test_a_viewer_sees_but_cannot_act(horae, horae_clock, browser: Browser
     assert log == [("olga", "operator", "done"), ("vera", "viewer", "refused")]
 
 
-ODD_IDS = ["orders/123", "100%", "with space", "what?now", "hash#tag", "ünï/cødé", "a/cancel", "x/../y"]
+ODD_IDS = [
+    "orders/123",
+    "100%",
+    "with space",
+    "what?now",
+    "hash#tag",
+    "ünï/cødé",
+    "a/cancel",
+    "x/../y",
+]
 
 
-async def test_ids_with_any_character_are_reached_by_their_links(horae, horae_clock, browser: Browser) -> None:
+async def test_ids_with_any_character_are_reached_by_their_links(
+    horae, horae_clock, browser: Browser
+) -> None:
     """Ids may hold `/` (the library takes them): Chromium follows each job's link from the
     list and cancels it with the page's form; `x/../y` too (encoded: no dot segment for the browser to drop)."""
     for job_id in ODD_IDS:
@@ -266,7 +335,9 @@ async def test_ids_with_any_character_are_reached_by_their_links(horae, horae_cl
         assert (await horae.get_job(job_id)).state.value == "cancelled"  # type: ignore[union-attr]
 
 
-async def test_a_worker_is_drained_from_the_workers_page(horae, horae_clock, browser: Browser, tmp_path: Path) -> None:
+async def test_a_worker_is_drained_from_the_workers_page(
+    horae, horae_clock, browser: Browser, tmp_path: Path
+) -> None:
     """Nav → Workers, Drain (confirmed, naming the worker) → the flash, the row draining without its
     button, the action in the audit's log."""
     [worker] = await horae.workers()
@@ -283,8 +354,12 @@ async def test_a_worker_is_drained_from_the_workers_page(horae, horae_clock, bro
         await row.locator("button.drain").click()
         assert "drain requested" in await page.locator(".flash").inner_text()
         assert asked and worker.id in asked[0] and "exits" in asked[0]
-        assert "draining" in await row.inner_text() and await row.locator("button.drain").count() == 0
+        assert (
+            "draining" in await row.inner_text() and await row.locator("button.drain").count() == 0
+        )
         await shots.take(page, "workers-draining")
         assert page.errors == []  # type: ignore[attr-defined]
     assert [w.state for w in await horae.workers()] == ["draining"]
-    assert [(a.action, a.outcome) for a in await horae.audit.actions(worker.id)] == [("worker.drain", "done")]
+    assert [(a.action, a.outcome) for a in await horae.audit.actions(worker.id)] == [
+        ("worker.drain", "done")
+    ]

@@ -17,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(redis_url: str, database_url: str, namespace: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": database_url,
-            "HORAE_NAMESPACE": namespace, **extra}
+    return {
+        **os.environ,
+        "HORAE_REDIS_URL": redis_url,
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_NAMESPACE": namespace,
+        **extra,
+    }
 
 
 def _free_port() -> int:
@@ -27,20 +32,35 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_it_refuses_a_public_address_without_a_token(redis_url: str, database_url: str, namespace: str) -> None:
-    done = subprocess.run([str(HORAE), "console", "--host", "0.0.0.0"],
-                          env=_env(redis_url, database_url, namespace), capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, check=False)
+def test_it_refuses_a_public_address_without_a_token(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
+    done = subprocess.run(
+        [str(HORAE), "console", "--host", "0.0.0.0"],
+        env=_env(redis_url, database_url, namespace),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode != 0
-    assert "console host '0.0.0.0' is not loopback" in done.stderr and "operator_token" in done.stderr
+    assert (
+        "console host '0.0.0.0' is not loopback" in done.stderr and "operator_token" in done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 
 def test_it_serves_pages_and_the_api(redis_url: str, database_url: str, namespace: str) -> None:
     port = _free_port()
-    proc = subprocess.Popen([str(HORAE), "console", "--port", str(port)],
-                            env=_env(redis_url, database_url, namespace), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [str(HORAE), "console", "--port", str(port)],
+        env=_env(redis_url, database_url, namespace),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -53,7 +73,9 @@ def test_it_serves_pages_and_the_api(redis_url: str, database_url: str, namespac
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "the console did not answer within 30 s"
             time.sleep(0.2)
-        made = httpx.post(base + "/api/v1/jobs", json={"topic": "cli.console", "delay_s": 3600}).json()
+        made = httpx.post(
+            base + "/api/v1/jobs", json={"topic": "cli.console", "delay_s": 3600}
+        ).json()
         page = httpx.get(base + f"/jobs/{made['job_id']}")
         assert page.status_code == 200 and "cli.console" in page.text
         assert page.headers["content-security-policy"].startswith("default-src 'none'")
@@ -64,11 +86,21 @@ def test_it_serves_pages_and_the_api(redis_url: str, database_url: str, namespac
         proc.communicate(timeout=30)  # (reads and closes its pipes)
 
 
-def test_it_refuses_trusted_proxies_without_a_token(redis_url: str, database_url: str, namespace: str) -> None:
+def test_it_refuses_trusted_proxies_without_a_token(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
     """Behind a proxy no caller is the loopback client a console without tokens trusts."""
-    done = subprocess.run([str(HORAE), "console"], env=_env(redis_url, database_url, namespace,
-                                                            HORAE_CONSOLE__TRUSTED_PROXIES="10.0.0.5"),
-                          capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    done = subprocess.run(
+        [str(HORAE), "console"],
+        env=_env(redis_url, database_url, namespace, HORAE_CONSOLE__TRUSTED_PROXIES="10.0.0.5"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode != 0
-    assert "console.trusted_proxies is ['10.0.0.5/32'] but no token is set" in done.stderr, done.stderr
+    assert "console.trusted_proxies is ['10.0.0.5/32'] but no token is set" in done.stderr, (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr

@@ -21,9 +21,16 @@ def _basic(user: str, token: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()}
 
 
-async def test_drain_over_the_api_by_role(namespace: str, redis_url: str, database_url: str) -> None:
-    settings = settings_for(namespace, redis_url, database_url, viewer_token="v-secret", operator_token="o-secret")
-    beat = {"lease_ms": 900, "registry_ttl_ms": 900}  # a heartbeat each 0.3 s: the drain is seen soon
+async def test_drain_over_the_api_by_role(
+    namespace: str, redis_url: str, database_url: str
+) -> None:
+    settings = settings_for(
+        namespace, redis_url, database_url, viewer_token="v-secret", operator_token="o-secret"
+    )
+    beat = {
+        "lease_ms": 900,
+        "registry_ttl_ms": 900,
+    }  # a heartbeat each 0.3 s: the drain is seen soon
     settings = settings.model_copy(update={"worker": settings.worker.model_copy(update=beat)})  # type: ignore[attr-defined]
     s = Scheduler(settings=settings, listeners=registry())
     await s.connect()
@@ -36,15 +43,26 @@ async def test_drain_over_the_api_by_role(namespace: str, redis_url: str, databa
                 assert listed.status_code == 200, listed.text
                 assert listed.json()["cursor"] is None, listed.text
                 [entry] = listed.json()["items"]
-                assert (entry["id"], entry["state"], entry["drain_requested_at"]) == (w.id, "running", None)
-                assert entry["concurrency"] == 2 and sorted(entry["topics"]) == ["pay.charge", "pay.report"]
+                assert (entry["id"], entry["state"], entry["drain_requested_at"]) == (
+                    w.id,
+                    "running",
+                    None,
+                )
+                assert entry["concurrency"] == 2 and sorted(entry["topics"]) == [
+                    "pay.charge",
+                    "pay.report",
+                ]
 
                 path = f"/api/v1/workers/{quote(w.id, safe='')}/drain"
                 refused = await c.post(path, json={}, headers=viewer)
                 assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN"
-                assert [x.state for x in await s.workers()] == ["running"], "a viewer changes nothing"
+                assert [x.state for x in await s.workers()] == ["running"], (
+                    "a viewer changes nothing"
+                )
 
-                unknown = await c.post("/api/v1/workers/no-such:1:abc/drain", json={}, headers=operator)
+                unknown = await c.post(
+                    "/api/v1/workers/no-such:1:abc/drain", json={}, headers=operator
+                )
                 assert unknown.status_code == 404, unknown.text
                 assert "'no-such:1:abc'" in unknown.json()["error"]["message"]
 
@@ -56,7 +74,10 @@ async def test_drain_over_the_api_by_role(namespace: str, redis_url: str, databa
             await w.wait_stopped()  # (its heartbeat saw the request: it stopped itself)
         await s.audit.flush()
         log = [(a.actor, a.role, a.action, a.outcome) for a in await s.audit.actions(w.id)]
-        assert log == [("operator", "operator", "worker.drain", "done"), ("ann", "viewer", "worker.drain", "refused")]
+        assert log == [
+            ("operator", "operator", "worker.drain", "done"),
+            ("ann", "viewer", "worker.drain", "refused"),
+        ]
     finally:
         await s.close()
 
@@ -65,15 +86,25 @@ async def test_the_workers_page_drains_with_a_form_and_shows_it_draining(env: En
     [worker] = await env.scheduler.workers()
     page = await env.client.get("/workers")
     assert page.status_code == 200 and worker.id in page.text and 'href="/workers"' in page.text
-    form = re.search(r'<form method="post" action="([^"]+)" data-confirm="Drain worker[^"]*">'
-                     r'<input type="hidden" name="csrf" value="([^"]+)">', page.text)
+    form = re.search(
+        r'<form method="post" action="([^"]+)" data-confirm="Drain worker[^"]*">'
+        r'<input type="hidden" name="csrf" value="([^"]+)">',
+        page.text,
+    )
     assert form is not None, page.text
     assert form.group(1) == f"/workers/{quote(worker.id, safe='')}/drain"
     r = await env.client.post(form.group(1), data={"csrf": form.group(2)}, headers=ORIGIN)
-    assert r.status_code == 303 and r.headers["location"].startswith("/workers?msg=drain+requested"), r.headers
+    assert r.status_code == 303 and r.headers["location"].startswith(
+        "/workers?msg=drain+requested"
+    ), r.headers
     assert [w.state for w in await env.scheduler.workers()] == ["draining"]
     again = await env.client.get("/workers")
-    assert "draining" in again.text and "button class=\"drain\"" not in again.text
-    gone = await env.client.post("/workers/no-such%3A1/drain", data={"csrf": form.group(2)}, headers=ORIGIN)
-    assert gone.status_code == 303 and "no+live+worker" in gone.headers["location"] and "kind=warn" in gone.headers[
-        "location"]
+    assert "draining" in again.text and 'button class="drain"' not in again.text
+    gone = await env.client.post(
+        "/workers/no-such%3A1/drain", data={"csrf": form.group(2)}, headers=ORIGIN
+    )
+    assert (
+        gone.status_code == 303
+        and "no+live+worker" in gone.headers["location"]
+        and "kind=warn" in gone.headers["location"]
+    )

@@ -32,19 +32,28 @@ def workers(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[WorkerPr
     procs.close()
 
 
-async def test_postgres_agrees_with_redis_row_for_row(redis_url: str, database_url: str, namespace: str,
-                                                      workers: WorkerProcesses) -> None:
-    env = {"HORAE_AUDIT__RELAY": "true", "HORAE_DATABASE_URL": database_url,
-           "HORAE_RETENTION__COMPLETED_COUNT": str(10 * JOBS)}
+async def test_postgres_agrees_with_redis_row_for_row(
+    redis_url: str, database_url: str, namespace: str, workers: WorkerProcesses
+) -> None:
+    env = {
+        "HORAE_AUDIT__RELAY": "true",
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_RETENTION__COMPLETED_COUNT": str(10 * JOBS),
+    }
     procs = [workers.spawn(f"w{i}", concurrency=50, grace=5, env=env) for i in range(2)]
     for p in procs:
         await p.wait_ready()
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    settings = load_settings(
+        env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
     topics = [COUNT_TOPIC] * 7 + [FAIL_ONCE_TOPIC, DOOMED_TOPIC, "mix.nobody"]
     async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
         ids: list[str] = []
         for start in range(0, JOBS, 100):
-            batch = [s.schedule_in(topics[i % len(topics)], 0, retry=RETRY) for i in range(start, start + 100)]
+            batch = [
+                s.schedule_in(topics[i % len(topics)], 0, retry=RETRY)
+                for i in range(start, start + 100)
+            ]
             ids += await asyncio.gather(*batch)
         deadline = time.monotonic() + 120
         while True:
@@ -72,8 +81,12 @@ async def test_postgres_agrees_with_redis_row_for_row(redis_url: str, database_u
     assert len(pg_view) == JOBS
     assert pg_view == redis_view, "every job: the same final status and attempt count"
     per_job = Counter(r["job_id"] for r in attempt_rows)
-    assert all(per_job[j] == attempts for j, (_, attempts) in redis_view.items()), "one attempt row per attempt"
-    assert len({(r["job_id"], r["attempt_no"]) for r in attempt_rows}) == len(attempt_rows), "no duplicates"
+    assert all(per_job[j] == attempts for j, (_, attempts) in redis_view.items()), (
+        "one attempt row per attempt"
+    )
+    assert len({(r["job_id"], r["attempt_no"]) for r in attempt_rows}) == len(attempt_rows), (
+        "no duplicates"
+    )
     status = Counter(state for state, _ in redis_view.values())
     tenth = JOBS // 10  # 7 tenths succeed at once, 1 after a retry, 1 never, 1 has no listener
     assert status == {"completed": 9 * tenth, "failed": tenth}

@@ -19,13 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 HORAE = str(Path(sys.executable).with_name("horae"))
 
 
-async def test_the_closing_line_counts_this_runs_jobs_only(redis_url: str, database_url: str, namespace: str) -> None:
+async def test_the_closing_line_counts_this_runs_jobs_only(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
     async with make_scheduler(redis_url, f"{namespace}-demo", ListenerRegistry()) as earlier:
         await earlier.schedule_in("earlier.run", 3_600_000)  # still waiting when the demo runs
-    env = {**child_env(), "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": database_url,
-           "HORAE_NAMESPACE": namespace}
+    env = {
+        **child_env(),
+        "HORAE_REDIS_URL": redis_url,
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_NAMESPACE": namespace,
+    }
     try:
-        result = subprocess.run([HORAE, "demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+        result = subprocess.run(
+            [HORAE, "demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=90
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         line = next(x for x in result.stdout.splitlines() if x.startswith("settled in "))
         assert re.search(r"this run's 4 jobs: completed 3, failed 1$", line), line

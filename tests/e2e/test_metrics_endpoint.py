@@ -38,7 +38,9 @@ def scrape(port: int) -> str:
         return str(response.read().decode())
 
 
-async def test_worker_serves_prometheus_metrics(redis_url: str, namespace: str, tmp_path: Path) -> None:
+async def test_worker_serves_prometheus_metrics(
+    redis_url: str, namespace: str, tmp_path: Path
+) -> None:
     port = free_port()
     procs = WorkerProcesses(redis_url, namespace, tmp_path)
     try:

@@ -21,8 +21,12 @@ pytestmark = pytest.mark.slow
 
 
 def horae(cwd: Path, env: dict[str, str], *args: str) -> str:
-    result = subprocess.run([str(HORAE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=90)
-    assert result.returncode == 0, f"horae {' '.join(args)} in {cwd}:\n{result.stdout}\n{result.stderr}"
+    result = subprocess.run(
+        [str(HORAE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, (
+        f"horae {' '.join(args)} in {cwd}:\n{result.stdout}\n{result.stderr}"
+    )
     return result.stdout
 
 
@@ -59,10 +63,18 @@ def _checkouts(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str]]]:
         yield one, two, env
     finally:
         for clone in (one, two):
-            subprocess.run([str(HORAE), "services", "stop"], cwd=clone, env=env, capture_output=True, timeout=60)
+            subprocess.run(
+                [str(HORAE), "services", "stop"],
+                cwd=clone,
+                env=env,
+                capture_output=True,
+                timeout=60,
+            )
 
 
-def test_two_checkouts_never_share_embedded_servers(checkouts: tuple[Path, Path, dict[str, str]]) -> None:
+def test_two_checkouts_never_share_embedded_servers(
+    checkouts: tuple[Path, Path, dict[str, str]],
+) -> None:
     one, two, env = checkouts
     horae(one / "src", env, "services", "start")  # from a subdirectory: the same project
     horae(two, env, "services", "start")
@@ -82,16 +94,26 @@ def test_two_checkouts_never_share_embedded_servers(checkouts: tuple[Path, Path,
     stopped = horae(one, env, "services", "stop")
 
     assert str(pid_of(first["redis"])) in stopped and str(pid_of(first["postgres"])) in stopped
-    assert str(pid_of(second["redis"])) not in stopped and str(pid_of(second["postgres"])) not in stopped
+    assert (
+        str(pid_of(second["redis"])) not in stopped
+        and str(pid_of(second["postgres"])) not in stopped
+    )
     after = status(two, env)
-    assert (pid_of(after["redis"]), pid_of(after["postgres"])) == (pid_of(second["redis"]), pid_of(second["postgres"]))
+    assert (pid_of(after["redis"]), pid_of(after["postgres"])) == (
+        pid_of(second["redis"]),
+        pid_of(second["postgres"]),
+    )
     with redis.Redis.from_url(urls[1]) as b:
         assert b.ping()
     gone = status(one, env)
-    assert gone["redis"].startswith("embedded, stopped") and gone["postgres"].startswith("embedded, stopped")
+    assert gone["redis"].startswith("embedded, stopped") and gone["postgres"].startswith(
+        "embedded, stopped"
+    )
 
 
-def test_checkouts_share_servers_only_when_told_to(checkouts: tuple[Path, Path, dict[str, str]]) -> None:
+def test_checkouts_share_servers_only_when_told_to(
+    checkouts: tuple[Path, Path, dict[str, str]],
+) -> None:
     one, two, env = checkouts
     horae(one, env, "services", "start")
     shared = {**env, "HORAE_DATA_DIR": status(one, env)["data directory"]}

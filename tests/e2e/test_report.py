@@ -22,14 +22,14 @@ from click.testing import CliRunner
 
 from audit.analytics.cli import register
 from audit.analytics.nightly import run_report_subprocess
-from tests.analytics_helpers import require_spark, spark_session
-from tests.audit_outbox import Outbox
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
 from scheduler.core.config import Settings, load_settings
+from tests.analytics_helpers import require_spark, spark_session
+from tests.audit_outbox import Outbox
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -52,11 +52,15 @@ def listeners() -> ListenerRegistry:
     @registry.on_event("pay.recover")
     async def recover(event: ScheduleArrivedEvent) -> None:
         if event.attempt <= event.payload["fail_first"]:
-            raise ConnectionError(f"gateway 10.0.0.{event.attempt} refused job {event.scheduled_job_id}")
+            raise ConnectionError(
+                f"gateway 10.0.0.{event.attempt} refused job {event.scheduled_job_id}"
+            )
 
     @registry.on_event("pay.fatal")
     async def fatal(event: ScheduleArrivedEvent) -> None:
-        raise CardDeclined(f"card {4000 + event.attempt} declined for invoice 'inv-{event.payload['n']}'")
+        raise CardDeclined(
+            f"card {4000 + event.attempt} declined for invoice 'inv-{event.payload['n']}'"
+        )
 
     @registry.on_event("report.slow")
     async def slow(event: ScheduleArrivedEvent) -> None:
@@ -69,10 +73,19 @@ async def run_real_jobs(settings: Settings) -> None:
     """Known outcomes: 4 recover-topic jobs (0, 1, 1, 2 failures), 2 terminal failures,
     a timeout, a fast completion, 2 jobs without listener, a cancel."""
     async with Scheduler(settings=settings, listeners=listeners()) as s:
-        ids = [await s.schedule_in("pay.recover", 0, payload={"fail_first": n}, retry=RETRY) for n in (0, 1, 1, 2)]
-        ids += [await s.schedule_in("pay.fatal", 0, payload={"n": n}, retry={**RETRY, "attempts": 2}) for n in (1, 2)]
-        ids.append(await s.schedule_in("report.slow", 0, payload={"sleep": 5}, timeout=0.3,
-                                       retry={**RETRY, "attempts": 1}))
+        ids = [
+            await s.schedule_in("pay.recover", 0, payload={"fail_first": n}, retry=RETRY)
+            for n in (0, 1, 1, 2)
+        ]
+        ids += [
+            await s.schedule_in("pay.fatal", 0, payload={"n": n}, retry={**RETRY, "attempts": 2})
+            for n in (1, 2)
+        ]
+        ids.append(
+            await s.schedule_in(
+                "report.slow", 0, payload={"sleep": 5}, timeout=0.3, retry={**RETRY, "attempts": 1}
+            )
+        )
         ids.append(await s.schedule_in("report.slow", 0, payload={"sleep": 0}, timeout=5))
         ids += [await s.schedule_in("orphan.topic", 0) for _ in range(2)]
         later = await s.schedule_in("pay.recover", 3_600, payload={"fail_first": 0})
@@ -96,8 +109,17 @@ async def relay_baseline(redis: aioredis.Redis, settings: Settings, day: date) -
     for n, topic in enumerate(["pay.fatal"] * 4 + ["legacy.sync"] * 2):
         job = f"old-{n}"
         outbox.now = ts = start + n * 60_000
-        await outbox.scheduled(job, topic=topic, run_at=ts, max_attempts=2, payload={}, metadata={},
-                               backoff="fixed", tz="UTC", timeout_ms=1_000)
+        await outbox.scheduled(
+            job,
+            topic=topic,
+            run_at=ts,
+            max_attempts=2,
+            payload={},
+            metadata={},
+            backoff="fixed",
+            tz="UTC",
+            timeout_ms=1_000,
+        )
         outbox.now = ts + 5
         await outbox.started(job, 1, due=ts, worker="w-old", topic=topic)
         outbox.now = ts + 20
@@ -106,7 +128,9 @@ async def relay_baseline(redis: aioredis.Redis, settings: Settings, day: date) -
     relay = AuditRelay(redis, settings.namespace, str(settings.database_url), options)
     await relay.start()
     try:
-        await AuditTrail(redis, settings.namespace, str(settings.database_url), options).flush(timeout=30)
+        await AuditTrail(redis, settings.namespace, str(settings.database_url), options).flush(
+            timeout=30
+        )
     finally:
         await relay.stop()
 
@@ -149,14 +173,22 @@ def rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-async def expected(conn: asyncpg.Connection, first: date, last: date, per_day: bool) -> dict[Any, dict[str, Any]]:
+async def expected(
+    conn: asyncpg.Connection, first: date, last: date, per_day: bool
+) -> dict[Any, dict[str, Any]]:
     """Per topic (or per topic and day) figures straight from the audit tables."""
     day = "(finished AT TIME ZONE 'UTC')::date" if per_day else "NULL::date"
     attempt_day = "(a.finished_at AT TIME ZONE 'UTC')::date" if per_day else "NULL::date"
     out: dict[Any, dict[str, Any]] = {}
     zero_jobs = dict(jobs=0, completed=0, failed=0, cancelled=0, with_failure=0, recovered=0)
-    zero_attempts = dict(attempts=0, failed_attempts=0, timed_out=0, worker_lost=0, no_listener=0,
-                         **{f"p{p}_{m}_ms": None for m in ("duration", "lateness") for p in (50, 95, 99)})
+    zero_attempts = dict(
+        attempts=0,
+        failed_attempts=0,
+        timed_out=0,
+        worker_lost=0,
+        no_listener=0,
+        **{f"p{p}_{m}_ms": None for m in ("duration", "lateness") for p in (50, 95, 99)},
+    )
     for row in await conn.fetch(JOBS_SQL.format(day=day), first, last):
         out.setdefault((row["topic"], row["day"]), {**zero_jobs, **zero_attempts}).update(dict(row))
     for row in await conn.fetch(ATTEMPTS_SQL.format(day=attempt_day), first, last):
@@ -177,22 +209,43 @@ def same(a: object, b: object) -> bool:
 def assert_figures(got: Mapping[str, Any], want: Mapping[str, Any], where: str) -> None:
     for name, value in got.items():
         if name in want:
-            assert same(value, want[name]), f"{where}.{name}: report {value!r} != SQL {want[name]!r}"
+            assert same(value, want[name]), (
+                f"{where}.{name}: report {value!r} != SQL {want[name]!r}"
+            )
 
 
-async def expected_errors(conn: asyncpg.Connection, first: date, last: date) -> list[dict[str, Any]]:
+async def expected_errors(
+    conn: asyncpg.Connection, first: date, last: date
+) -> list[dict[str, Any]]:
     """Failed attempts per error type (each type of this test has one message pattern), its topics,
     and the job of its latest attempt."""
     failed = """FROM schedule_attempts a JOIN schedule_audit s ON s.id = a.job_id
                 WHERE a.outcome IN ('failed', 'timed_out', 'worker_lost')
                   AND (a.finished_at AT TIME ZONE 'UTC')::date BETWEEN $1 AND $2"""
-    counts = await conn.fetch(f"SELECT a.error_type, count(*) AS n, array_agg(DISTINCT s.topic) AS topics {failed} "
-                              "GROUP BY 1", first, last)
-    latest = {r["error_type"]: r["job_id"] for r in await conn.fetch(
-        f"SELECT DISTINCT ON (a.error_type) a.error_type, a.job_id {failed} "
-        "ORDER BY a.error_type, a.finished_at DESC, a.job_id DESC", first, last)}
-    errors = [{"signature": EXPECTED_SIGNATURES[r["error_type"]], "count": r["n"], "topics": sorted(r["topics"]),
-               "example_job_id": latest[r["error_type"]]} for r in counts]
+    counts = await conn.fetch(
+        f"SELECT a.error_type, count(*) AS n, array_agg(DISTINCT s.topic) AS topics {failed} "
+        "GROUP BY 1",
+        first,
+        last,
+    )
+    latest = {
+        r["error_type"]: r["job_id"]
+        for r in await conn.fetch(
+            f"SELECT DISTINCT ON (a.error_type) a.error_type, a.job_id {failed} "
+            "ORDER BY a.error_type, a.finished_at DESC, a.job_id DESC",
+            first,
+            last,
+        )
+    }
+    errors = [
+        {
+            "signature": EXPECTED_SIGNATURES[r["error_type"]],
+            "count": r["n"],
+            "topics": sorted(r["topics"]),
+            "example_job_id": latest[r["error_type"]],
+        }
+        for r in counts
+    ]
     return sorted(errors, key=lambda e: (-e["count"], e["signature"]))
 
 
@@ -202,34 +255,65 @@ def invoke_report(settings: Settings, args: list[str]) -> click.testing.Result:
     return CliRunner().invoke(group, ["report", *args], obj=settings, catch_exceptions=False)
 
 
-async def test_report_equals_independent_sql(redis_url: str, database_url: str, namespace: str, redis: aioredis.Redis,
-                                             tmp_path: Path) -> None:
+async def test_report_equals_independent_sql(
+    redis_url: str, database_url: str, namespace: str, redis: aioredis.Redis, tmp_path: Path
+) -> None:
     require_spark()
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    settings = load_settings(
+        env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
     await run_real_jobs(settings)
     today = datetime.now(UTC).date()
     since, until = today - timedelta(days=1), today  # a run across midnight stays inside the window
     await relay_baseline(redis, settings, since - timedelta(days=3))
 
     spark_session()  # share the test process's session (the command reuses an active one)
-    args = ["--since", str(since), "--until", str(until), "--zone", "UTC", "--dataset", str(tmp_path / "dataset"),
-            "--alert-margin", "0.1", "--alert-min-jobs", "2"]
-    result = await asyncio.to_thread(invoke_report, settings, [*args, "--out", str(tmp_path / "out")])
+    args = [
+        "--since",
+        str(since),
+        "--until",
+        str(until),
+        "--zone",
+        "UTC",
+        "--dataset",
+        str(tmp_path / "dataset"),
+        "--alert-margin",
+        "0.1",
+        "--alert-min-jobs",
+        "2",
+    ]
+    result = await asyncio.to_thread(
+        invoke_report, settings, [*args, "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 0, result.output
     assert "pay.fatal" in result.output and "report:" in result.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
 
     conn = await asyncpg.connect(database_url)
     try:
-        want = {topic: figures for (topic, _), figures in (await expected(conn, since, until, False)).items()}
+        want = {
+            topic: figures
+            for (topic, _), figures in (await expected(conn, since, until, False)).items()
+        }
         topics = {t["topic"]: t for t in summary["topics"]}
-        assert set(topics) == set(want) == {"pay.recover", "pay.fatal", "report.slow", "orphan.topic"}
+        assert (
+            set(topics) == set(want) == {"pay.recover", "pay.fatal", "report.slow", "orphan.topic"}
+        )
         for topic, figures in topics.items():
             assert_figures(figures, want[topic], topic)
         # the known outcomes, as a check on the SQL itself
-        assert (want["pay.recover"]["jobs"], want["pay.recover"]["cancelled"], want["pay.recover"]["failed"]) == (5, 1, 0)
-        assert want["pay.recover"]["retry_recovery_rate"] == 1.0 and want["pay.recover"]["attempts"] == 8
-        assert want["pay.fatal"]["failure_rate"] == 1.0 and want["pay.fatal"]["failed_attempts"] == 4
+        assert (
+            want["pay.recover"]["jobs"],
+            want["pay.recover"]["cancelled"],
+            want["pay.recover"]["failed"],
+        ) == (5, 1, 0)
+        assert (
+            want["pay.recover"]["retry_recovery_rate"] == 1.0
+            and want["pay.recover"]["attempts"] == 8
+        )
+        assert (
+            want["pay.fatal"]["failure_rate"] == 1.0 and want["pay.fatal"]["failed_attempts"] == 4
+        )
         assert (want["report.slow"]["timed_out"], want["report.slow"]["failure_rate"]) == (1, 0.5)
         assert want["orphan.topic"]["no_listener"] == 2
 
@@ -239,10 +323,18 @@ async def test_report_equals_independent_sql(redis_url: str, database_url: str, 
         assert {t for t, _ in baseline} == {"pay.fatal", "legacy.sync"}
         base_fatal = baseline[("pay.fatal", None)]["failure_rate"]
         assert summary["alerts"] == [
-            {"topic": "pay.fatal", "kind": "failure_rate_above_baseline", "failure_rate": want["pay.fatal"]["failure_rate"],
-             "baseline_rate": base_fatal},
-            {"topic": "legacy.sync", "kind": "no_runs", "failure_rate": None,
-             "baseline_rate": baseline[("legacy.sync", None)]["failure_rate"]},
+            {
+                "topic": "pay.fatal",
+                "kind": "failure_rate_above_baseline",
+                "failure_rate": want["pay.fatal"]["failure_rate"],
+                "baseline_rate": base_fatal,
+            },
+            {
+                "topic": "legacy.sync",
+                "kind": "no_runs",
+                "failure_rate": None,
+                "baseline_rate": baseline[("legacy.sync", None)]["failure_rate"],
+            },
         ]
 
         daily_want = await expected(conn, since, until, True)
@@ -250,15 +342,28 @@ async def test_report_equals_independent_sql(redis_url: str, database_url: str, 
         assert {(r["topic"], r["day"]) for r in rows} == set(daily_want)
         for r in rows:
             assert_figures(dict(r), daily_want[(r["topic"], r["day"])], f"{r['topic']}@{r['day']}")
-        signature_rows = await conn.fetch("SELECT signature, sum(count) AS n FROM schedule_error_signatures GROUP BY 1")
-        assert {r["signature"]: r["n"] for r in signature_rows} == {e["signature"]: e["count"] for e in summary["top_errors"]}
+        signature_rows = await conn.fetch(
+            "SELECT signature, sum(count) AS n FROM schedule_error_signatures GROUP BY 1"
+        )
+        assert {r["signature"]: r["n"] for r in signature_rows} == {
+            e["signature"]: e["count"] for e in summary["top_errors"]
+        }
         html = (tmp_path / "out" / "report.html").read_text()
         assert html.index("Alerts") < html.index("Top errors") and "<script" not in html
 
         # The nightly path: the same window in a subprocess (python -m audit.analytics). It re-exports the
         # report days and re-publishes: same summary, no duplicated rows.
-        done = await asyncio.to_thread(run_report_subprocess, database_url, since, until, tmp_path / "nightly",
-                                       "local[2]", extra=args[4:], cwd=tmp_path, timeout=300)
+        done = await asyncio.to_thread(
+            run_report_subprocess,
+            database_url,
+            since,
+            until,
+            tmp_path / "nightly",
+            "local[2]",
+            extra=args[4:],
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads((tmp_path / "nightly" / "summary.json").read_text()) == summary
         assert await conn.fetchval("SELECT count(*) FROM schedule_failure_stats") == len(rows)

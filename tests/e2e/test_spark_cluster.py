@@ -28,13 +28,28 @@ from audit.analytics.location import DatasetLocation
 from audit.analytics.window import ReportWindow
 from tests.analytics_helpers import History, require_spark
 from tests.procs import HORAE, ROOT, child_env
-from tests.spark_cluster import CONNECT_APP, SPARK_HOME, SQL_CONF, Driver, SparkCluster, conf_args, run_driver
+from tests.spark_cluster import (
+    CONNECT_APP,
+    SPARK_HOME,
+    SQL_CONF,
+    Driver,
+    SparkCluster,
+    conf_args,
+    run_driver,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
 SINCE, UNTIL = date(2026, 11, 20), date(2026, 11, 21)
 WINDOW = ReportWindow(SINCE, UNTIL, "Europe/Paris", 4)
-AGGREGATES = ("daily_stats", "topic_totals", "error_signatures", "top_errors", "attempts_histogram", "alerts")
+AGGREGATES = (
+    "daily_stats",
+    "topic_totals",
+    "error_signatures",
+    "top_errors",
+    "attempts_histogram",
+    "alerts",
+)
 
 
 def make_history() -> History:
@@ -48,16 +63,35 @@ def make_history() -> History:
         for k in range(14):
             hour = (k * 5 + i * 7) % 24
             if k % 4 == 0:
-                h.job("pay", day, ["failed", "succeeded"], "completed", hour, f"gateway 10.0.{k}.1 refused job {k:08x}")
+                h.job(
+                    "pay",
+                    day,
+                    ["failed", "succeeded"],
+                    "completed",
+                    hour,
+                    f"gateway 10.0.{k}.1 refused job {k:08x}",
+                )
             elif k % 5 == 1:
-                h.job("pay", day, ["failed", "timed_out", "worker_lost"], "failed", hour,
-                      f"card {4000 + k} declined for invoice 'inv-{i}-{k}'")
+                h.job(
+                    "pay",
+                    day,
+                    ["failed", "timed_out", "worker_lost"],
+                    "failed",
+                    hour,
+                    f"card {4000 + k} declined for invoice 'inv-{i}-{k}'",
+                )
             else:
                 h.job("pay", day, ["succeeded"], "completed", hour)
         for k in range(8):
             bad = in_report and k < 5
-            h.job("sync", day, ["failed", "failed"] if bad else ["succeeded"], "failed" if bad else "completed",
-                  (k * 3) % 24, f"TimeoutError after {k}.5 s on 3f2504e0-4f89-11d3-9a0c-0305e82c3301")
+            h.job(
+                "sync",
+                day,
+                ["failed", "failed"] if bad else ["succeeded"],
+                "failed" if bad else "completed",
+                (k * 3) % 24,
+                f"TimeoutError after {k}.5 s on 3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+            )
         h.job("mail", day, ["no_listener"], "completed", 23)
         h.job("mail", day, [], "cancelled", 1)  # cancelled before it ran
         if not in_report:
@@ -74,30 +108,64 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetLocation:
 
 def report_args(dataset: DatasetLocation, out: Path) -> list[str]:
     """The report's own options, the same for every run."""
-    return ["--dataset", dataset.uri, "--since", SINCE.isoformat(), "--until", UNTIL.isoformat(),
-            "--zone", WINDOW.zone, "--baseline-days", str(WINDOW.baseline_days), "--alert-min-jobs", "5",
-            "--no-export", "--no-db", "--out", str(out)]
+    return [
+        "--dataset",
+        dataset.uri,
+        "--since",
+        SINCE.isoformat(),
+        "--until",
+        UNTIL.isoformat(),
+        "--zone",
+        WINDOW.zone,
+        "--baseline-days",
+        str(WINDOW.baseline_days),
+        "--alert-min-jobs",
+        "5",
+        "--no-export",
+        "--no-db",
+        "--out",
+        str(out),
+    ]
 
 
 def driver_env(cluster: SparkCluster, tmp: Path, **extra: str) -> dict[str, str]:
     """A driver's environment: no HORAE_* of the test run, its own data dir, loopback Spark."""
     env = child_env()
-    env.update({"HORAE_DATA_DIR": str(tmp / "data"), "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(cluster.conf_dir), **extra})
+    env.update(
+        {
+            "HORAE_DATA_DIR": str(tmp / "data"),
+            "PYTHONPATH": str(ROOT),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_CONF_DIR": str(cluster.conf_dir),
+            **extra,
+        }
+    )
     return env
 
 
 @pytest.fixture(scope="module")
-def spark(dataset: DatasetLocation, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[tuple[SparkCluster, Driver, Path]]:
+def spark(
+    dataset: DatasetLocation, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SparkCluster, Driver, Path]]:
     """The cluster, and the local[*] run (the default master, set explicitly) started first, so
     that it runs while the cluster starts; its JVM leaves the class archive the others map."""
     require_spark()
     cluster = SparkCluster(tmp_path_factory.mktemp("spark"))
     tmp = tmp_path_factory.mktemp("local")
     conf = {**SQL_CONF, "spark.driver.extraJavaOptions": cluster.dump_opts}
-    local = Driver([str(HORAE), "report", "--master", "local[*]", *conf_args(conf), *report_args(dataset, tmp / "out")],
-                   driver_env(cluster, tmp), cwd=tmp)
+    local = Driver(
+        [
+            str(HORAE),
+            "report",
+            "--master",
+            "local[*]",
+            *conf_args(conf),
+            *report_args(dataset, tmp / "out"),
+        ],
+        driver_env(cluster, tmp),
+        cwd=tmp,
+    )
     try:
         cluster.start()
         yield cluster, local, tmp / "out"
@@ -126,12 +194,19 @@ def assert_same_report(out: Path, reference: Path) -> None:
     assert summary == json.loads((reference / "summary.json").read_text())
     assert (out / "summary.json").read_bytes() == (reference / "summary.json").read_bytes()
     for name in AGGREGATES:
-        table, expected = (pq.read_table(d / "aggregates" / f"{name}.parquet") for d in (out, reference))
+        table, expected = (
+            pq.read_table(d / "aggregates" / f"{name}.parquet") for d in (out, reference)
+        )
         assert table.equals(expected), f"aggregates/{name}.parquet differs from the local[*] run"
 
 
-def run_on_cluster(cluster: SparkCluster, argv: list[str], env: dict[str, str], cwd: Path,
-                   then: Callable[[], None] | None = None) -> str:
+def run_on_cluster(
+    cluster: SparkCluster,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    then: Callable[[], None] | None = None,
+) -> str:
     """Run a driver; the id of the one application it ran, which must have run tasks on every
     worker. `then` is called once it holds both workers (the next application may queue then)."""
     before = cluster.app_ids()
@@ -161,42 +236,71 @@ def test_the_reference_has_every_kind_of_figure(reference: Path) -> None:
     summary = json.loads((reference / "summary.json").read_text())
     topics = {t["topic"]: t for t in summary["topics"]}
     assert set(topics) == {"pay", "sync", "mail"}
-    assert {(a["topic"], a["kind"]) for a in summary["alerts"]} == {("sync", "failure_rate_above_baseline"),
-                                                                  ("gone", "no_runs")}
+    assert {(a["topic"], a["kind"]) for a in summary["alerts"]} == {
+        ("sync", "failure_rate_above_baseline"),
+        ("gone", "no_runs"),
+    }
     assert len(summary["top_errors"]) >= 3 and topics["mail"]["retry_recovery_rate"] is None
     assert topics["pay"]["p95_duration_ms"] > topics["pay"]["p50_duration_ms"]
 
 
-def test_horae_report_on_a_standalone_cluster(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
-                                              tmp_path: Path) -> None:
+def test_horae_report_on_a_standalone_cluster(
+    cluster: SparkCluster, dataset: DatasetLocation, reference: Path, tmp_path: Path
+) -> None:
     # Executors start no Python (no UDFs): a PYSPARK_PYTHON that does not exist changes nothing.
     env = driver_env(cluster, tmp_path, PYSPARK_PYTHON=str(tmp_path / "no-python-here"))
-    argv = [str(HORAE), "report", "--master", cluster.master_url, *conf_args({**cluster.conf(), **SQL_CONF}),
-            *report_args(dataset, tmp_path / "out")]
+    argv = [
+        str(HORAE),
+        "report",
+        "--master",
+        cluster.master_url,
+        *conf_args({**cluster.conf(), **SQL_CONF}),
+        *report_args(dataset, tmp_path / "out"),
+    ]
     run_on_cluster(cluster, argv, env, tmp_path)
     assert_same_report(tmp_path / "out", reference)
 
 
-def test_spark_submit_of_the_bundle(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
-                                    tmp_path: Path) -> None:
+def test_spark_submit_of_the_bundle(
+    cluster: SparkCluster, dataset: DatasetLocation, reference: Path, tmp_path: Path
+) -> None:
     bundle = build_bundle(tmp_path / "bundle")
     env = driver_env(cluster, tmp_path, PYSPARK_PYTHON=sys.executable)
     del env["PYTHONPATH"]  # the driver imports horae from --py-files horae.zip
-    argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url,
-            *conf_args({**cluster.conf(), **SQL_CONF}), *bundle.submit_args(), *report_args(dataset, tmp_path / "out")]
+    argv = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--master",
+        cluster.master_url,
+        *conf_args({**cluster.conf(), **SQL_CONF}),
+        *bundle.submit_args(),
+        *report_args(dataset, tmp_path / "out"),
+    ]
     run_on_cluster(cluster, argv, env, tmp_path, then=lambda: cluster.spawn_connect(cluster.conf()))
     assert_same_report(tmp_path / "out", reference)
 
 
-def test_spark_connect_client(cluster: SparkCluster, dataset: DatasetLocation, reference: Path,
-                              tmp_path: Path) -> None:
+def test_spark_connect_client(
+    cluster: SparkCluster, dataset: DatasetLocation, reference: Path, tmp_path: Path
+) -> None:
     url = cluster.connect_url(cluster.conf())  # started by the spark-submit test, unless run alone
     server_app = cluster.app_named(CONNECT_APP)
     tasks_before = cluster.tasks_by_worker(server_app)
     # The client runs no JVM: a JAVA_HOME without java changes nothing.
     env = driver_env(cluster, tmp_path, JAVA_HOME=str(tmp_path / "no-java-here"))
-    run_driver([str(HORAE), "report", "--master", url, *conf_args(SQL_CONF), *report_args(dataset, tmp_path / "out")],
-               env, tmp_path)
+    run_driver(
+        [
+            str(HORAE),
+            "report",
+            "--master",
+            url,
+            *conf_args(SQL_CONF),
+            *report_args(dataset, tmp_path / "out"),
+        ],
+        env,
+        tmp_path,
+    )
     assert_same_report(tmp_path / "out", reference)
     tasks = cluster.tasks_by_worker(server_app)
-    assert all(tasks[w] > tasks_before[w] for w in tasks), f"both workers ran the analysis: {tasks_before} -> {tasks}"
+    assert all(tasks[w] > tasks_before[w] for w in tasks), (
+        f"both workers ran the analysis: {tasks_before} -> {tasks}"
+    )

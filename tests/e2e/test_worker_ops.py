@@ -19,13 +19,13 @@ from tests.integration.engine_fixtures import make_scheduler
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 from tests.procs import HORAE, READY_LINE, ROOT
 
-MYAPP = '''
+MYAPP = """
 from listeners import on_event
 
 @on_event("myapp.ping")
 async def ping(event):
     pass
-'''
+"""
 
 
 @pytest.fixture
@@ -39,11 +39,19 @@ def project(tmp_path: Path) -> Path:
 
 def worker_env(project: Path, redis_url: str, database_url: str, namespace: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HORAE_", "XDG_"))}
-    return {**env, "PYTHONPATH": str(ROOT), "HOME": str(project.parent / "home"),
-            "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": database_url, "HORAE_NAMESPACE": namespace}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(project.parent / "home"),
+        "HORAE_REDIS_URL": redis_url,
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_NAMESPACE": namespace,
+    }
 
 
-def run_worker_until_ready(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 30.0) -> str:
+def run_worker_until_ready(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 30.0
+) -> str:
     """Start `horae worker ARGS` in `cwd`, wait for its ready line, SIGTERM it; its stderr."""
     log_path = cwd.parent / f"worker-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
@@ -51,7 +59,9 @@ def run_worker_until_ready(args: list[str], cwd: Path, env: dict[str, str], time
         try:
             deadline = time.monotonic() + timeout
             while READY_LINE not in log_path.read_text(errors="replace"):
-                assert proc.poll() is None, f"worker exited {proc.returncode}:\n{log_path.read_text()}"
+                assert proc.poll() is None, (
+                    f"worker exited {proc.returncode}:\n{log_path.read_text()}"
+                )
                 assert time.monotonic() < deadline, f"worker not ready:\n{log_path.read_text()}"
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
@@ -71,7 +81,9 @@ async def cron_names(redis_url: str, namespace: str) -> list[str]:
 async def test_app_from_the_current_directory_and_no_nightly_unless_asked(
     project: Path, redis_url: str, database_url: str, namespace: str
 ) -> None:
-    out = run_worker_until_ready(["--app", "myapp"], project, worker_env(project, redis_url, database_url, namespace))
+    out = run_worker_until_ready(
+        ["--app", "myapp"], project, worker_env(project, redis_url, database_url, namespace)
+    )
 
     assert "nightly" not in out, out
     assert await cron_names(redis_url, namespace) == []
@@ -93,21 +105,41 @@ async def test_nightly_when_asked_is_added_and_said(
 
     out = run_worker_until_ready(args, cwd, worker_env(project, redis_url, database_url, namespace))
 
-    assert (f"nightly analytics on: cron horae.audit.nightly (30 2 * * * UTC) in namespace {namespace!r}"
-            in out), out
+    assert (
+        f"nightly analytics on: cron horae.audit.nightly (30 2 * * * UTC) in namespace {namespace!r}"
+        in out
+    ), out
     assert await cron_names(redis_url, namespace) == ["horae.audit.nightly"]
 
 
 @pytest.mark.usefixtures("root_logging")
-@pytest.mark.parametrize(("args", "env", "message"), [
-    ([], {}, "the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic"),
-    (["--all-topics", "--nightly"], {"HORAE_AUDIT__RELAY": "false"},
-     "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)"),
-    (["--all-topics"], {"HORAE_ANALYTICS__NIGHTLY": "true", "HORAE_AUDIT__ENABLED": "false"},
-     "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)"),
-])
-def test_refused_before_connecting_one_line_exit_2(project: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   args: list[str], env: dict[str, str], message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            [],
+            {},
+            "the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic",
+        ),
+        (
+            ["--all-topics", "--nightly"],
+            {"HORAE_AUDIT__RELAY": "false"},
+            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)",
+        ),
+        (
+            ["--all-topics"],
+            {"HORAE_ANALYTICS__NIGHTLY": "true", "HORAE_AUDIT__ENABLED": "false"},
+            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)",
+        ),
+    ],
+)
+def test_refused_before_connecting_one_line_exit_2(
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
     # Without --app the worker serves the default registry, which the test modules of the
     # pytest plugin fill at collection (module-level @on_event, as users write them).
     monkeypatch.setattr(default_registry, "__dict__", ListenerRegistry().__dict__)

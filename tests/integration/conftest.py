@@ -26,14 +26,24 @@ def outbox(redis: aioredis.Redis, namespace: str) -> Outbox:
 def relay_options() -> RelayOptions:
     """Small timeouts so claims, retries and drains happen within a test."""
     # claim_idle_ms leaves room for a loaded 2-core machine between a read and the "not idle yet" check.
-    return RelayOptions.from_settings(AuditSettings(), block_ms=50, claim_idle_ms=800, retry_initial_s=0.02,
-                                      retry_max_s=0.2, trim_interval_s=0.1, trim_approximate=False,
-                                      drain_timeout_s=5.0, connect_timeout_s=2.0, command_timeout_s=10.0)
+    return RelayOptions.from_settings(
+        AuditSettings(),
+        block_ms=50,
+        claim_idle_ms=800,
+        retry_initial_s=0.02,
+        retry_max_s=0.2,
+        trim_interval_s=0.1,
+        trim_approximate=False,
+        drain_timeout_s=5.0,
+        connect_timeout_s=2.0,
+        command_timeout_s=10.0,
+    )
 
 
 @pytest.fixture
-async def relay(redis: aioredis.Redis, namespace: str, database_url: str,
-                relay_options: RelayOptions) -> AsyncIterator[AuditRelay]:
+async def relay(
+    redis: aioredis.Redis, namespace: str, database_url: str, relay_options: RelayOptions
+) -> AsyncIterator[AuditRelay]:
     relay = AuditRelay(redis, namespace, database_url, relay_options)
     yield relay
     await relay.stop()

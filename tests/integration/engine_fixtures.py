@@ -10,32 +10,46 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry
 from scheduler import JobState, Scheduler
+from scheduler.core.config import load_settings
 from scheduler.core.keys import Keys
 from scheduler.core.outbox import decode_entry
-from scheduler.core.config import load_settings
 from scheduler.testing.clocks import FakeClock
 
 START_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 
 
-def make_scheduler(redis_url: str, namespace: str, registry: ListenerRegistry, clock: Any = None,
-                   **sections: dict[str, Any]) -> Scheduler:
+def make_scheduler(
+    redis_url: str,
+    namespace: str,
+    registry: ListenerRegistry,
+    clock: Any = None,
+    **sections: dict[str, Any],
+) -> Scheduler:
     """A Scheduler isolated from the environment (no config file, no env vars)."""
     base = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
-    updates = {name: getattr(base, name).model_copy(update=values) for name, values in sections.items()}
+    updates = {
+        name: getattr(base, name).model_copy(update=values) for name, values in sections.items()
+    }
     # The outbox is written (tests read it); no relay, so no PostgreSQL is needed.
-    settings = base.model_copy(update={"audit": base.audit.model_copy(update={"relay": False}), **updates})
+    settings = base.model_copy(
+        update={"audit": base.audit.model_copy(update={"relay": False}), **updates}
+    )
     return Scheduler(settings=settings, listeners=registry, clock=clock or FakeClock(START_MS))
 
 
-def audited_scheduler(redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry,
-                      clock: Any) -> Scheduler:
+def audited_scheduler(
+    redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry, clock: Any
+) -> Scheduler:
     """A Scheduler with the audit on (its relay writes to `database_url`), isolated from the environment."""
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
+    settings = load_settings(
+        env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
     return Scheduler(settings=settings, listeners=registry, clock=clock)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
+) -> None:
     """Poll `check` until true; fail with `what` after `timeout` real seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -50,7 +64,9 @@ async def outbox_events(redis: aioredis.Redis, namespace: str, job_id: str) -> l
     entries = []
     for stream in await outboxes(redis, namespace):
         entries += await redis.xrange(stream)
-    events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
+    events = [
+        decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries
+    ]
     return [e for e in events if e.job_id == job_id]
 
 

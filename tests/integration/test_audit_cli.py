@@ -21,14 +21,26 @@ from tests.audit_outbox import Outbox
 async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> None:
     redis = aioredis.Redis.from_url(redis_url)
     outbox = Outbox(redis, namespace)
-    await outbox.scheduled("cli-job", topic="reports.daily", run_at=outbox.now, max_attempts=2, payload={},
-                           metadata={}, backoff="fixed", tz="UTC", timeout_ms=1_000)
+    await outbox.scheduled(
+        "cli-job",
+        topic="reports.daily",
+        run_at=outbox.now,
+        max_attempts=2,
+        payload={},
+        metadata={},
+        backoff="fixed",
+        tz="UTC",
+        timeout_ms=1_000,
+    )
     outbox.tick(5)
     await outbox.started("cli-job", 1, due=outbox.now - 5, worker="worker-7", topic="reports.daily")
     outbox.tick(4)
-    await outbox.attempt_failed("cli-job", 1, worker="worker-7", error_type="KeyError", message="missing-key",
-                                duration=4)
-    relay = AuditRelay(redis, namespace, database_url, RelayOptions.from_settings(AuditSettings(), block_ms=10))
+    await outbox.attempt_failed(
+        "cli-job", 1, worker="worker-7", error_type="KeyError", message="missing-key", duration=4
+    )
+    relay = AuditRelay(
+        redis, namespace, database_url, RelayOptions.from_settings(AuditSettings(), block_ms=10)
+    )
     await relay.start()
     await AuditTrail(redis, namespace, database_url, relay.options).flush(timeout=10)
     await relay.stop()
@@ -36,11 +48,19 @@ async def _relay_one_job(redis_url: str, namespace: str, database_url: str) -> N
 
 
 def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None:
-    cli = host(SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
-                               audit=AuditSettings()))
+    cli = host(
+        SimpleNamespace(
+            redis_url=redis_url,
+            database_url=database_url,
+            namespace=namespace,
+            audit=AuditSettings(),
+        )
+    )
     runner = CliRunner()
     result = runner.invoke(cli, ["migrate"])
-    assert result.exit_code == 0 and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8, 9]" in result.output, result.output
+    assert (
+        result.exit_code == 0 and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8, 9]" in result.output
+    ), result.output
     assert "up to date" in runner.invoke(cli, ["migrate"]).output
 
     asyncio.run(_relay_one_job(redis_url, namespace, database_url))
@@ -62,8 +82,12 @@ def test_cli_accepts_a_lazy_resolver(redis_url: str, namespace: str, database_ur
 
     def resolve() -> SimpleNamespace:
         calls.append(1)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
-                               audit=AuditSettings())
+        return SimpleNamespace(
+            redis_url=redis_url,
+            database_url=database_url,
+            namespace=namespace,
+            audit=AuditSettings(),
+        )
 
     result = CliRunner().invoke(host(resolve), ["migrate"])
     assert result.exit_code == 0 and calls == [1], result.output
@@ -78,8 +102,12 @@ def test_cli_with_an_explicit_resolver(redis_url: str, namespace: str, database_
 
     def resolve(ctx: click.Context) -> SimpleNamespace:
         seen.append(ctx.find_root().obj)
-        return SimpleNamespace(redis_url=redis_url, database_url=database_url, namespace=namespace,
-                               audit=AuditSettings())
+        return SimpleNamespace(
+            redis_url=redis_url,
+            database_url=database_url,
+            namespace=namespace,
+            audit=AuditSettings(),
+        )
 
     register(cli, resolve)
     result = CliRunner().invoke(cli, ["migrate"], obj="host settings")

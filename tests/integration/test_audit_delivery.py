@@ -16,13 +16,13 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from scheduler.core.timeutil import ms_to_utc as at
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
 from audit.relay.stream import Entry
 from audit.relay.streamid import next_id, parse_id
 from scheduler.core.keys import Keys
+from scheduler.core.timeutil import ms_to_utc as at
 from tests.integration.engine_fixtures import eventually
 
 Drain = Callable[[AuditRelay], Awaitable[int]]
@@ -33,19 +33,29 @@ async def dump(db: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     """Every row of every audit table, with the partition it lives in and its row version (xmin)."""
     out = {}
     for table in TABLES:
-        rows = await db.fetch(f"SELECT tableoid::regclass::text AS part, xmin::text AS version, * FROM {table}")
-        out[table] = sorted((dict(r) for r in rows), key=lambda r: json.dumps(r, default=str, sort_keys=True))
+        rows = await db.fetch(
+            f"SELECT tableoid::regclass::text AS part, xmin::text AS version, * FROM {table}"
+        )
+        out[table] = sorted(
+            (dict(r) for r in rows), key=lambda r: json.dumps(r, default=str, sort_keys=True)
+        )
     return out
 
 
 def without_versions(snapshot: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """Content only (row versions and arrival times differ between separate databases)."""
-    return {t: sorted(({k: v for k, v in r.items() if k not in ("version", "received_at")} for r in rows),
-                      key=lambda r: json.dumps(r, default=str, sort_keys=True))
-            for t, rows in snapshot.items()}
+    return {
+        t: sorted(
+            ({k: v for k, v in r.items() if k not in ("version", "received_at")} for r in rows),
+            key=lambda r: json.dumps(r, default=str, sort_keys=True),
+        )
+        for t, rows in snapshot.items()
+    }
 
 
-async def busy_job(ob: Any, j: str, due: int, *, schedule: bool = True, late_completion: bool = False) -> None:
+async def busy_job(
+    ob: Any, j: str, due: int, *, schedule: bool = True, late_completion: bool = False
+) -> None:
     """A job exercising every event type: failures, a released attempt, cancel while running.
 
     schedule=False leaves out the `scheduled` event (the caller sends it elsewhere);
@@ -76,12 +86,22 @@ async def busy_job(ob: Any, j: str, due: int, *, schedule: bool = True, late_com
 
 async def all_entries(redis: aioredis.Redis, key: str) -> list[Entry]:
     rows = await redis.xrange(key)
-    return [Entry(sid.decode(), {k.decode(): v.decode() for k, v in fields.items()}) for sid, fields in rows]
+    return [
+        Entry(sid.decode(), {k.decode(): v.decode() for k, v in fields.items()})
+        for sid, fields in rows
+    ]
 
 
-async def test_duplicate_delivery_changes_nothing(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                  namespace: str, database_url: str, db: asyncpg.Connection,
-                                                  relay_options: RelayOptions, drain: Drain) -> None:
+async def test_duplicate_delivery_changes_nothing(
+    outbox: Any,
+    relay: AuditRelay,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
+    relay_options: RelayOptions,
+    drain: Drain,
+) -> None:
     await busy_job(outbox, "dup", outbox.now + 1_000)
     await outbox.completed("other", 1)  # an event whose job the trail never saw scheduled
     # relay A commits the batch and "crashes" before XACK
@@ -102,8 +122,9 @@ async def test_duplicate_delivery_changes_nothing(outbox: Any, relay: AuditRelay
     assert (await redis.xpending(Keys(namespace).outbox, "audit"))["pending"] == 0
 
 
-async def test_out_of_order_batches_converge(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                             db: asyncpg.Connection, drain: Drain) -> None:
+async def test_out_of_order_batches_converge(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection, drain: Drain
+) -> None:
     # `scheduled` lands in January; everything else happens in March (another partition).
     jan = int(datetime(2027, 1, 31, 23, 0, tzinfo=UTC).timestamp() * 1000)
     march = int(datetime(2027, 3, 2, tzinfo=UTC).timestamp() * 1000)
@@ -116,22 +137,31 @@ async def test_out_of_order_batches_converge(outbox: Any, relay: AuditRelay, red
     assert expected["schedule_audit"][0]["part"] == "schedule_audit_p202701"
     assert expected["schedule_audit"][0]["status"] == "cancelled"
     orders = [list(reversed(entries)), entries[1:] + entries[:1], entries[3:] + entries[:3]]
-    orders += [list(p) + entries[5:] for p in itertools.islice(itertools.permutations(entries[:5]), 7, 12)]
+    orders += [
+        list(p) + entries[5:] for p in itertools.islice(itertools.permutations(entries[:5]), 7, 12)
+    ]
     for order in orders:
         for table in TABLES:
             await db.execute(f"TRUNCATE {table}")
         for chunk in range(0, len(order), 2):  # batches of two, in this order
-            await relay.write_batch(order[chunk:chunk + 2])
+            await relay.write_batch(order[chunk : chunk + 2])
         for chunk in range(0, len(order), 3):  # and everything re-delivered in other batches
-            await relay.write_batch(order[chunk:chunk + 3])
-        assert without_versions(await dump(db)) == expected, [e.fields["e"] for e in order if e.fields]
+            await relay.write_batch(order[chunk : chunk + 3])
+        assert without_versions(await dump(db)) == expected, [
+            e.fields["e"] for e in order if e.fields
+        ]
 
 
-
-
-async def test_dead_consumer_batch_applied_after_later_one(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                          namespace: str, database_url: str, db: asyncpg.Connection,
-                                                          relay_options: RelayOptions, drain: Drain) -> None:
+async def test_dead_consumer_batch_applied_after_later_one(
+    outbox: Any,
+    relay: AuditRelay,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
+    relay_options: RelayOptions,
+    drain: Drain,
+) -> None:
     """Relay A dies holding `scheduled` + `attempt_started`; B applies the rest first, then claims A's."""
     opts = replace(relay_options, batch_size=2)
     dead = AuditRelay(redis, namespace, database_url, opts)
@@ -146,35 +176,55 @@ async def test_dead_consumer_batch_applied_after_later_one(outbox: Any, relay: A
         assert len(await dead.read_batch()) == 2  # ... and dies
         assert await drain(live) == 1  # `completed` for a job Postgres has never seen
         stub = await db.fetchrow("SELECT status, topic, created_at FROM schedule_audit")
-        assert (stub["status"], stub["topic"], stub["created_at"]) == ("completed", "", at(due + 40))
+        assert (stub["status"], stub["topic"], stub["created_at"]) == (
+            "completed",
+            "",
+            at(due + 40),
+        )
         await asyncio.sleep(opts.claim_idle_ms / 1000 + 0.1)
         assert await drain(live) == 2
     finally:
         await live.stop()
-        await dead.stream.aclose()  # a dead process's connections go with it (it deregisters nothing)
+        await (
+            dead.stream.aclose()
+        )  # a dead process's connections go with it (it deregisters nothing)
     row = await db.fetchrow("SELECT * FROM schedule_audit")
-    assert (row["status"], row["attempts"], row["topic"], row["created_at"], row["completed_at"]) == (
-        "completed", 1, "billing.charge", at(1_800_000_000_000), at(due + 40))
+    assert (
+        row["status"],
+        row["attempts"],
+        row["topic"],
+        row["created_at"],
+        row["completed_at"],
+    ) == ("completed", 1, "billing.charge", at(1_800_000_000_000), at(due + 40))
     attempt = await db.fetchrow("SELECT * FROM schedule_attempts")
-    assert (attempt["started_at"], attempt["outcome"], attempt["lateness_ms"]) == (at(due + 3), "succeeded", 3)
+    assert (attempt["started_at"], attempt["outcome"], attempt["lateness_ms"]) == (
+        at(due + 3),
+        "succeeded",
+        3,
+    )
     assert await db.fetchval("SELECT count(*) FROM schedule_job_index") == 1
     assert await db.fetchval("SELECT count(*) FROM schedule_events") == 3
 
 
-async def test_stream_trimmed_behind_the_slowest_group(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                      drain: Drain) -> None:
+async def test_stream_trimmed_behind_the_slowest_group(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, drain: Drain
+) -> None:
     for i in range(6):
         await outbox.scheduled(f"t{i}")
     await redis.xgroup_create(outbox.key, "slow", id="0")
     await redis.xreadgroup("slow", "s1", {outbox.key: ">"}, count=2)  # delivered 2, both pending
     await drain(relay)
-    assert await relay.trim() == parse_id(outbox.ids[0])  # "slow" still needs its first pending entry
+    assert await relay.trim() == parse_id(
+        outbox.ids[0]
+    )  # "slow" still needs its first pending entry
     assert await redis.xlen(outbox.key) == 6
     await redis.xack(outbox.key, "slow", outbox.ids[0])
     assert await relay.trim() == parse_id(outbox.ids[1])
     assert await redis.xlen(outbox.key) == 5
     await redis.xack(outbox.key, "slow", outbox.ids[1])
-    assert await relay.trim() == next_id(parse_id(outbox.ids[1]))  # nothing pending: up to last delivered
+    assert await relay.trim() == next_id(
+        parse_id(outbox.ids[1])
+    )  # nothing pending: up to last delivered
     assert [sid.decode() for sid, _ in await redis.xrange(outbox.key)] == outbox.ids[2:]
     await redis.xgroup_destroy(outbox.key, "slow")
     assert await relay.trim() == next_id(parse_id(outbox.ids[-1]))
@@ -183,8 +233,9 @@ async def test_stream_trimmed_behind_the_slowest_group(outbox: Any, relay: Audit
     assert await drain(relay) == 1
 
 
-async def test_relay_keeps_pending_entries_of_its_own_group(outbox: Any, relay: AuditRelay,
-                                                            redis: aioredis.Redis) -> None:
+async def test_relay_keeps_pending_entries_of_its_own_group(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis
+) -> None:
     for i in range(3):
         await outbox.scheduled(f"p{i}")
     assert len(await relay.read_batch()) == 3  # delivered, not yet committed
@@ -192,9 +243,14 @@ async def test_relay_keeps_pending_entries_of_its_own_group(outbox: Any, relay: 
     assert await redis.xlen(outbox.key) == 3
 
 
-async def test_lag_counts_uncommitted_events_and_their_age(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                           namespace: str, relay_options: RelayOptions,
-                                                           drain: Drain) -> None:
+async def test_lag_counts_uncommitted_events_and_their_age(
+    outbox: Any,
+    relay: AuditRelay,
+    redis: aioredis.Redis,
+    namespace: str,
+    relay_options: RelayOptions,
+    drain: Drain,
+) -> None:
     assert await relay.lag() == (0, None)
     for i in range(5):
         await outbox.scheduled(f"l{i}")
@@ -210,14 +266,21 @@ async def test_lag_counts_uncommitted_events_and_their_age(outbox: Any, relay: A
     await relay.ack(batch)
     pending, age = await relay.lag()
     assert pending == 3 and age is not None
-    small = AuditRelay(redis, namespace, "postgresql://unused", replace(relay_options, lag_scan_limit=2))
+    small = AuditRelay(
+        redis, namespace, "postgresql://unused", replace(relay_options, lag_scan_limit=2)
+    )
     assert (await small.lag())[0] == 3  # exact count, or an estimate that never undercounts
     await drain(relay)
     assert await relay.lag() == (0, None)
 
 
-async def test_flush_waits_for_commit(outbox: Any, redis: aioredis.Redis, namespace: str, database_url: str,
-                                      relay_options: RelayOptions) -> None:
+async def test_flush_waits_for_commit(
+    outbox: Any,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    relay_options: RelayOptions,
+) -> None:
     trail = AuditTrail(redis, namespace, database_url, relay_options)
     await trail.open()
     try:
@@ -240,8 +303,9 @@ async def test_flush_waits_for_commit(outbox: Any, redis: aioredis.Redis, namesp
         await trail.close()
 
 
-async def test_stop_drains_and_leaves_no_consumer(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                  db: asyncpg.Connection) -> None:
+async def test_stop_drains_and_leaves_no_consumer(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
+) -> None:
     await relay.start()
     for i in range(20):
         await outbox.scheduled(f"s{i}")
@@ -252,8 +316,12 @@ async def test_stop_drains_and_leaves_no_consumer(outbox: Any, relay: AuditRelay
 
 
 async def test_a_running_relay_trims_once_enough_entries_are_acknowledged(
-        outbox: Any, redis: aioredis.Redis, namespace: str, database_url: str,
-        relay_options: RelayOptions) -> None:
+    outbox: Any,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    relay_options: RelayOptions,
+) -> None:
     """Under load the outbox is trimmed well before the timer (acknowledged entries still take memory)."""
     opts = replace(relay_options, trim_interval_s=3600, trim_after_entries=10, batch_size=5)
     relay = AuditRelay(redis, namespace, database_url, opts)
@@ -265,14 +333,20 @@ async def test_a_running_relay_trims_once_enough_entries_are_acknowledged(
 
         async def trimmed() -> bool:
             return int(await redis.xlen(outbox.key)) < 10
+
         await eventually(trimmed, what="fewer than trim_after_entries entries left in the outbox")
     finally:
         await relay.stop()
 
 
-async def test_two_relays_share_a_busy_stream(outbox: Any, redis: aioredis.Redis, namespace: str,
-                                              database_url: str, db: asyncpg.Connection,
-                                              relay_options: RelayOptions) -> None:
+async def test_two_relays_share_a_busy_stream(
+    outbox: Any,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
+    relay_options: RelayOptions,
+) -> None:
     """Events of one job split across two relays running at once still converge (row locks per job)."""
     opts = replace(relay_options, batch_size=7)
     relays = [AuditRelay(redis, namespace, database_url, opts) for _ in range(2)]
@@ -287,15 +361,18 @@ async def test_two_relays_share_a_busy_stream(outbox: Any, redis: aioredis.Redis
     finally:
         for r in relays:
             await r.stop()
-    rows = await db.fetch("SELECT status, attempts, last_error->>'message' AS msg FROM schedule_audit")
+    rows = await db.fetch(
+        "SELECT status, attempts, last_error->>'message' AS msg FROM schedule_audit"
+    )
     assert len(rows) == 60
     assert {(r["status"], r["attempts"], r["msg"]) for r in rows} == {("cancelled", 2, "second")}
     assert await db.fetchval("SELECT count(*) FROM schedule_events") == len(outbox.ids)
     assert await db.fetchval("SELECT count(*) FROM schedule_attempts") == 120
 
 
-async def test_a_relay_waiting_out_an_outage_keeps_its_batch(outbox: Any, redis: aioredis.Redis, namespace: str,
-                                                             relay_options: RelayOptions) -> None:
+async def test_a_relay_waiting_out_an_outage_keeps_its_batch(
+    outbox: Any, redis: aioredis.Redis, namespace: str, relay_options: RelayOptions
+) -> None:
     """While Postgres is unreachable the holder keeps its entries claimed; nothing is acked or lost."""
     relay_options = replace(relay_options, drain_timeout_s=0.2)  # nothing can drain: stop soon
     down = AuditRelay(redis, namespace, "postgresql://postgres@127.0.0.1:1/none", relay_options)
@@ -308,25 +385,39 @@ async def test_a_relay_waiting_out_an_outage_keeps_its_batch(outbox: Any, redis:
         assert await other.stream.claim(relay_options.claim_idle_ms, 10) == []
         summary = await redis.xpending(outbox.key, "audit")
         assert summary["pending"] == 3
-        assert [(c["name"].decode(), c["pending"]) for c in summary["consumers"]] == [(down.consumer, 3)]
+        assert [(c["name"].decode(), c["pending"]) for c in summary["consumers"]] == [
+            (down.consumer, 3)
+        ]
         pending, age = await down.lag()
         assert pending == 3 and age is not None and age >= relay_options.claim_idle_ms / 1000 * 2
     finally:
         await down.stop()
         await other.stop()
-    assert (await redis.xpending(outbox.key, "audit"))["pending"] == 3  # still there for the next relay
+    assert (await redis.xpending(outbox.key, "audit"))[
+        "pending"
+    ] == 3  # still there for the next relay
 
 
 async def test_malformed_and_deleted_entries_are_skipped_not_retried_forever(
-        outbox: Any, relay: AuditRelay, redis: aioredis.Redis, namespace: str, database_url: str,
-        db: asyncpg.Connection, relay_options: RelayOptions, drain: Drain, caplog: pytest.LogCaptureFixture) -> None:
+    outbox: Any,
+    relay: AuditRelay,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
+    relay_options: RelayOptions,
+    drain: Drain,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     await outbox.scheduled("good")
     await redis.xadd(outbox.key, {"e": "exploded", "id": "x", "ts": "1", "a": "0"})
     await redis.xadd(outbox.key, {"e": "scheduled", "ts": "1", "a": "0"})  # no job id
     await redis.xadd(outbox.key, {"e": "completed", "id": "x", "ts": "not-a-number", "a": "1"})
     gone = await outbox.completed("good", 1)
     dead = AuditRelay(redis, namespace, database_url, relay_options)
-    assert len(await dead.read_batch()) == 5  # ... and dies; then the last entry is deleted from the stream
+    assert (
+        len(await dead.read_batch()) == 5
+    )  # ... and dies; then the last entry is deleted from the stream
     await dead.stream.aclose()  # (its connections go with it)
     await redis.xdel(outbox.key, gone)
     await asyncio.sleep(relay_options.claim_idle_ms / 1000 + 0.1)
@@ -334,13 +425,20 @@ async def test_malformed_and_deleted_entries_are_skipped_not_retried_forever(
     assert (await redis.xpending(outbox.key, "audit"))["pending"] == 0
     assert await db.fetchval("SELECT count(*) FROM schedule_events") == 1
     assert await db.fetchval("SELECT status FROM schedule_audit WHERE id = 'good'") == "active"
-    skipped = [r.getMessage() for r in caplog.records if r.name == "horae.audit" and r.levelno == 40]
+    skipped = [
+        r.getMessage() for r in caplog.records if r.name == "horae.audit" and r.levelno == 40
+    ]
     assert len(skipped) == 4, skipped
 
 
 async def test_relays_taking_turns_on_a_job_never_resume_a_stale_fold(
-        outbox: Any, redis: aioredis.Redis, namespace: str, database_url: str, db: asyncpg.Connection,
-        relay_options: RelayOptions) -> None:
+    outbox: Any,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
+    relay_options: RelayOptions,
+) -> None:
     """A relay keeps each job's fold between batches; when another relay wrote the job in
     between, its fold is stale and it must fold the job again from every stored event."""
     a, b = (AuditRelay(redis, namespace, database_url, relay_options) for _ in range(2))
@@ -353,16 +451,21 @@ async def test_relays_taking_turns_on_a_job_never_resume_a_stale_fold(
         got = without_versions(await dump(db))
         for table in TABLES:
             await db.execute(f"TRUNCATE {table}")
-        assert await AuditRelay(redis, namespace, database_url, relay_options).write_batch(entries) == len(entries)
-        assert got == without_versions(await dump(db))  # same rows as one relay folding everything at once
+        assert await AuditRelay(redis, namespace, database_url, relay_options).write_batch(
+            entries
+        ) == len(entries)
+        assert got == without_versions(
+            await dump(db)
+        )  # same rows as one relay folding everything at once
         assert got["schedule_attempts"][0]["outcome"] == "failed"
     finally:
         await a.stop()
         await b.stop()
 
 
-async def test_a_relay_resumes_its_own_fold_across_batches(outbox: Any, relay: AuditRelay, redis: aioredis.Redis,
-                                                           db: asyncpg.Connection) -> None:
+async def test_a_relay_resumes_its_own_fold_across_batches(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
+) -> None:
     await busy_job(outbox, "mine", outbox.now + 1_000)
     entries = await all_entries(redis, outbox.key)
     for entry in entries:  # one event per batch: every batch after the first resumes the kept fold
@@ -376,9 +479,9 @@ async def test_a_relay_resumes_its_own_fold_across_batches(outbox: Any, relay: A
     assert without_versions(await dump(db)) == got
 
 
-async def test_an_attempt_row_dropped_in_a_later_batch_is_deleted(outbox: Any, relay: AuditRelay,
-                                                                   redis: aioredis.Redis,
-                                                                   db: asyncpg.Connection) -> None:
+async def test_an_attempt_row_dropped_in_a_later_batch_is_deleted(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
+) -> None:
     """The relay writes the running attempt's row, then a later batch says the attempt was
     given back and the job cancelled: the resumed fold has no row, so neither may the table."""
     due = outbox.now + 1_000

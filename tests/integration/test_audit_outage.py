@@ -39,13 +39,21 @@ class ThrowawayPostgres:
         return str(self.server.get_uri("postgres"))
 
     def stop(self) -> None:
-        self.module.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user,
-                           timeout=30)
+        self.module.pg_ctl(
+            ["-w", "-m", "fast", "stop"],
+            pgdata=self.pgdata,
+            user=self.server.system_user,
+            timeout=30,
+        )
 
     def start(self) -> None:
         socket_dir = self.server.get_postmaster_info().socket_dir
-        self.module.pg_ctl(["-w", "-o", f"-h '' -k {socket_dir}", "-l", str(self.server.log), "start"],
-                           pgdata=self.pgdata, user=self.server.system_user, timeout=30)
+        self.module.pg_ctl(
+            ["-w", "-o", f"-h '' -k {socket_dir}", "-l", str(self.server.log), "start"],
+            pgdata=self.pgdata,
+            user=self.server.system_user,
+            timeout=30,
+        )
 
 
 @pytest.fixture
@@ -83,9 +91,14 @@ async def produce(outbox: Any, first: int, count: int, pause: float = 0.005) -> 
         await asyncio.sleep(pause)
 
 
-async def test_postgres_outage_loses_nothing(throwaway_postgres: ThrowawayPostgres, outbox: Any, redis: Any,
-                                             namespace: str, relay_options: RelayOptions,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+async def test_postgres_outage_loses_nothing(
+    throwaway_postgres: ThrowawayPostgres,
+    outbox: Any,
+    redis: Any,
+    namespace: str,
+    relay_options: RelayOptions,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, logger="horae.audit")
     url = throwaway_postgres.url()
     options = replace(relay_options, retry_max_s=0.3, connect_timeout_s=1.0)
@@ -115,18 +128,30 @@ async def test_postgres_outage_loses_nothing(throwaway_postgres: ThrowawayPostgr
 
     conn = await asyncpg.connect(url)
     try:
-        logged = [f"{r['stream_ms']}-{r['stream_seq']}" for r in await conn.fetch(
-            "SELECT stream_ms, stream_seq FROM schedule_events ORDER BY stream_ms, stream_seq")]
+        logged = [
+            f"{r['stream_ms']}-{r['stream_seq']}"
+            for r in await conn.fetch(
+                "SELECT stream_ms, stream_seq FROM schedule_events ORDER BY stream_ms, stream_seq"
+            )
+        ]
         assert logged == outbox.ids  # every event, once, none lost
         rows = await conn.fetch("SELECT id, status, attempts FROM schedule_audit ORDER BY id")
         assert [(r["id"], r["status"], r["attempts"]) for r in rows] == [
-            (f"job-{i:03d}", "completed", 1) for i in range(80)]
-        assert await conn.fetchval("SELECT count(*) FROM schedule_attempts WHERE outcome = 'succeeded'") == 80
+            (f"job-{i:03d}", "completed", 1) for i in range(80)
+        ]
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM schedule_attempts WHERE outcome = 'succeeded'"
+            )
+            == 80
+        )
     finally:
         await conn.close()
 
     records = [r for r in caplog.records if r.name == "horae.audit"]
     warned = [r.getMessage() for r in records if r.levelno == logging.WARNING]
-    assert len(warned) == 1 and "PostgreSQL" in warned[0], warned  # one warning for the whole outage
+    assert len(warned) == 1 and "PostgreSQL" in warned[0], (
+        warned
+    )  # one warning for the whole outage
     assert len([r for r in records if "resumed" in r.getMessage()]) == 1
     assert not [r for r in records if r.levelno >= logging.ERROR]

@@ -16,8 +16,8 @@ from scheduler.core.flow import Dedupe
 from scheduler.core.keys import Keys
 from scheduler.core.outbox import EVENT_TYPES
 from scheduler.core.retry import Backoff, RetryPolicy
-from scheduler.testing.clocks import FakeClock
 from scheduler.core.timeutil import ms_to_utc
+from scheduler.testing.clocks import FakeClock
 from tests.audit_outbox import Outbox
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
@@ -26,25 +26,48 @@ Fields = dict[str, str]
 
 def _error(fields: Fields, name: str = "error") -> dict[str, Any]:
     error = json.loads(fields[name])
-    return {"error_type": error["type"], "message": error["message"], "traceback": error["traceback"],
-            "listener": error.get("listener")}
+    return {
+        "error_type": error["type"],
+        "message": error["message"],
+        "traceback": error["traceback"],
+        "listener": error.get("listener"),
+    }
 
 
 async def _scheduled(ob: Outbox, f: Fields) -> str:
-    return await ob.scheduled(f["id"], topic=f["topic"], run_at=int(f["run_at"]), due=int(f["due"]),
-                              max_attempts=int(f["max_attempts"]), payload=json.loads(f["payload"]),
-                              metadata=json.loads(f["metadata"]), backoff=f["backoff_type"],
-                              delay=int(f["backoff_delay"]), tz=f["tz"], timeout_ms=int(f["timeout_ms"]),
-                              trace=f["trace"], cron=f["cron"])
+    return await ob.scheduled(
+        f["id"],
+        topic=f["topic"],
+        run_at=int(f["run_at"]),
+        due=int(f["due"]),
+        max_attempts=int(f["max_attempts"]),
+        payload=json.loads(f["payload"]),
+        metadata=json.loads(f["metadata"]),
+        backoff=f["backoff_type"],
+        delay=int(f["backoff_delay"]),
+        tz=f["tz"],
+        timeout_ms=int(f["timeout_ms"]),
+        trace=f["trace"],
+        cron=f["cron"],
+    )
 
 
 async def _started(ob: Outbox, f: Fields) -> str:
-    return await ob.started(f["id"], int(f["a"]), int(f["due"]), worker=f["worker"], topic=f["topic"])
+    return await ob.started(
+        f["id"], int(f["a"]), int(f["due"]), worker=f["worker"], topic=f["topic"]
+    )
 
 
 async def _attempt_failed(ob: Outbox, f: Fields) -> str:
-    return await ob.attempt_failed(f["id"], int(f["a"]), outcome=f["outcome"], worker=f["worker"],
-                                   duration=int(f["duration_ms"]), finished=int(f["finished"]), **_error(f))
+    return await ob.attempt_failed(
+        f["id"],
+        int(f["a"]),
+        outcome=f["outcome"],
+        worker=f["worker"],
+        duration=int(f["duration_ms"]),
+        finished=int(f["finished"]),
+        **_error(f),
+    )
 
 
 async def _retry_scheduled(ob: Outbox, f: Fields) -> str:
@@ -52,13 +75,24 @@ async def _retry_scheduled(ob: Outbox, f: Fields) -> str:
 
 
 async def _completed(ob: Outbox, f: Fields) -> str:
-    return await ob.completed(f["id"], int(f["a"]), outcome=f["outcome"], worker=f["worker"],
-                              duration=int(f["duration_ms"]), finished=int(f["finished"]))
+    return await ob.completed(
+        f["id"],
+        int(f["a"]),
+        outcome=f["outcome"],
+        worker=f["worker"],
+        duration=int(f["duration_ms"]),
+        finished=int(f["finished"]),
+    )
 
 
 async def _attempt_succeeded(ob: Outbox, f: Fields) -> str:
-    return await ob.attempt_succeeded(f["id"], int(f["a"]), worker=f["worker"], duration=int(f["duration_ms"]),
-                                      finished=int(f["finished"]))
+    return await ob.attempt_succeeded(
+        f["id"],
+        int(f["a"]),
+        worker=f["worker"],
+        duration=int(f["duration_ms"]),
+        finished=int(f["finished"]),
+    )
 
 
 async def _failed(ob: Outbox, f: Fields) -> str:
@@ -70,16 +104,21 @@ async def _schedule_failed(ob: Outbox, f: Fields) -> str:
 
 
 async def _cancelled(ob: Outbox, f: Fields) -> str:
-    return await ob.cancelled(f["id"], int(f["a"]), running=f["running"] == "1", actor=f.get("actor"))
+    return await ob.cancelled(
+        f["id"], int(f["a"]), running=f["running"] == "1", actor=f.get("actor")
+    )
 
 
 async def _retried(ob: Outbox, f: Fields) -> str:
-    return await ob.retried(f["id"], int(f["a"]), from_state=f["from"], due=int(f["due"]), actor=f["actor"])
+    return await ob.retried(
+        f["id"], int(f["a"]), from_state=f["from"], due=int(f["due"]), actor=f["actor"]
+    )
 
 
 async def _rescheduled(ob: Outbox, f: Fields) -> str:
-    return await ob.rescheduled(f["id"], int(f["a"]), int(f["run_at"]), due=int(f["due"]), tz=f["tz"],
-                                actor=f["actor"])
+    return await ob.rescheduled(
+        f["id"], int(f["a"]), int(f["run_at"]), due=int(f["due"]), tz=f["tz"], actor=f["actor"]
+    )
 
 
 async def _deleted(ob: Outbox, f: Fields) -> str:
@@ -95,16 +134,31 @@ async def _deduplicated(ob: Outbox, f: Fields) -> str:
 
 
 async def _debounced(ob: Outbox, f: Fields) -> str:
-    return await ob.debounced(f["id"], int(f["run_at"]), due=int(f["due"]), payload=json.loads(f["payload"]),
-                              dropped=f["dropped"])
+    return await ob.debounced(
+        f["id"],
+        int(f["run_at"]),
+        due=int(f["due"]),
+        payload=json.loads(f["payload"]),
+        dropped=f["dropped"],
+    )
 
 
 WRITERS: dict[str, Callable[[Outbox, Fields], Awaitable[str]]] = {
-    "scheduled": _scheduled, "attempt_started": _started, "attempt_failed": _attempt_failed,
-    "retry_scheduled": _retry_scheduled, "completed": _completed, "attempt_succeeded": _attempt_succeeded,
-    "failed": _failed, "schedule.failed": _schedule_failed, "cancelled": _cancelled,
-    "attempt_released": _released, "retried": _retried, "rescheduled": _rescheduled, "deleted": _deleted,
-    "deduplicated": _deduplicated, "debounced": _debounced,
+    "scheduled": _scheduled,
+    "attempt_started": _started,
+    "attempt_failed": _attempt_failed,
+    "retry_scheduled": _retry_scheduled,
+    "completed": _completed,
+    "attempt_succeeded": _attempt_succeeded,
+    "failed": _failed,
+    "schedule.failed": _schedule_failed,
+    "cancelled": _cancelled,
+    "attempt_released": _released,
+    "retried": _retried,
+    "rescheduled": _rescheduled,
+    "deleted": _deleted,
+    "deduplicated": _deduplicated,
+    "debounced": _debounced,
 }
 
 
@@ -112,8 +166,9 @@ async def _entries(redis: aioredis.Redis, key: str) -> list[Fields]:
     return [{k.decode(): v.decode() for k, v in raw.items()} for _, raw in await redis.xrange(key)]
 
 
-async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespace: str,
-                                                        redis: aioredis.Redis) -> None:
+async def test_the_helper_writes_what_the_scripts_write(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock = ListenerRegistry(), FakeClock(START_MS)
     cancel_gate, never = asyncio.Event(), asyncio.Event()
 
@@ -142,9 +197,17 @@ async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespac
         return await count(kind) >= n
 
     async with make_scheduler(redis_url, namespace, reg, clock) as s:
-        ids = {topic: await s.schedule_in(topic, 0, payload={"n": [1, 2.5], "s": "é"}, metadata={"tenant": "t"},
-                                          tz="Europe/Paris", retry=RetryPolicy(2, Backoff("fixed", 1_000)))
-               for topic in ("fail", "ok", "nobody", "slow", "hold")}
+        ids = {
+            topic: await s.schedule_in(
+                topic,
+                0,
+                payload={"n": [1, 2.5], "s": "é"},
+                metadata={"tenant": "t"},
+                tz="Europe/Paris",
+                retry=RetryPolicy(2, Backoff("fixed", 1_000)),
+            )
+            for topic in ("fail", "ok", "nobody", "slow", "hold")
+        }
         later = await s.schedule_in("ok", "1h", payload=[1], metadata={"k": "v"})
         async with s.worker(grace=0.05):
             await eventually(lambda: has("attempt_started", 5), what="five attempts started")
@@ -152,7 +215,9 @@ async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespac
             await eventually(lambda: has("schedule.failed"), what="the terminal failure")
             assert await s.cancel(ids["slow"]) and await s.cancel(later)
             cancel_gate.set()
-            await eventually(lambda: has("attempt_succeeded"), what="the cancelled job's attempt finishing")
+            await eventually(
+                lambda: has("attempt_succeeded"), what="the cancelled job's attempt finishing"
+            )
         await eventually(lambda: has("attempt_released"), what="the held attempt given back")
         # The job operations, with no worker left to claim the retried job.
         assert await s.retry(later, actor="ops")
@@ -161,9 +226,15 @@ async def test_the_helper_writes_what_the_scripts_write(redis_url: str, namespac
         # Flow control: a throttled call and a debounced one, recorded on the job they fold into.
         first = await s.schedule_in("ok", "1h", payload=[0], dedupe=Dedupe("once"))
         assert await s.schedule_in("ok", "1h", payload=[0], dedupe=Dedupe("once")) == first
-        waiting = await s.schedule_in("ok", "1h", payload=[1], dedupe=Dedupe("last", window="1m", mode="debounce"))
-        assert await s.schedule_in("ok", "2h", payload=[2], dedupe=Dedupe("last", window="1m",
-                                                                          mode="debounce")) == waiting
+        waiting = await s.schedule_in(
+            "ok", "1h", payload=[1], dedupe=Dedupe("last", window="1m", mode="debounce")
+        )
+        assert (
+            await s.schedule_in(
+                "ok", "2h", payload=[2], dedupe=Dedupe("last", window="1m", mode="debounce")
+            )
+            == waiting
+        )
 
     written = await _entries(redis, key)
     assert {f["e"] for f in written} == EVENT_TYPES

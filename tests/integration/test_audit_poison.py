@@ -27,8 +27,12 @@ class Count:
 
 
 async def test_a_poison_event_is_parked_and_the_relay_goes_on(
-    outbox: Outbox, relay: AuditRelay, db: asyncpg.Connection, redis: aioredis.Redis,
-    drain: Callable[[AuditRelay], Awaitable[int]], monkeypatch: pytest.MonkeyPatch,
+    outbox: Outbox,
+    relay: AuditRelay,
+    db: asyncpg.Connection,
+    redis: aioredis.Redis,
+    drain: Callable[[AuditRelay], Awaitable[int]],
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     parked = Count()
@@ -54,7 +58,11 @@ async def test_a_poison_event_is_parked_and_the_relay_goes_on(
 
 
 async def test_a_dead_relays_entries_are_taken_over_at_once(
-    outbox: Outbox, redis: aioredis.Redis, namespace: str, database_url: str, db: asyncpg.Connection,
+    outbox: Outbox,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    db: asyncpg.Connection,
     drain: Callable[[AuditRelay], Awaitable[int]],
 ) -> None:
     """A relay of this host whose process is gone (SIGKILL) leaves a batch read but not
@@ -67,10 +75,21 @@ async def test_a_dead_relays_entries_are_taken_over_at_once(
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    options = RelayOptions.from_settings(AuditSettings(), block_ms=50, claim_idle_ms=60_000,
-                                         connect_timeout_s=2.0, command_timeout_s=10.0)
-    dead = AuditRelay(redis, namespace, database_url, RelayOptions.from_settings(
-        AuditSettings(), block_ms=50, consumer=f"{socket.gethostname()}:{gone.pid}:deadbeef"))
+    options = RelayOptions.from_settings(
+        AuditSettings(),
+        block_ms=50,
+        claim_idle_ms=60_000,
+        connect_timeout_s=2.0,
+        command_timeout_s=10.0,
+    )
+    dead = AuditRelay(
+        redis,
+        namespace,
+        database_url,
+        RelayOptions.from_settings(
+            AuditSettings(), block_ms=50, consumer=f"{socket.gethostname()}:{gone.pid}:deadbeef"
+        ),
+    )
     await outbox.scheduled("orphan-1")
     await outbox.scheduled("orphan-2")
     assert len(await dead.read_batch(50)) == 2  # read, never written nor acknowledged
@@ -81,4 +100,7 @@ async def test_a_dead_relays_entries_are_taken_over_at_once(
         assert await drain(alive) == 2, "taken over at once, though claim_idle_ms is 60 s"
     finally:
         await alive.stop()
-    assert {r["id"] for r in await db.fetch("SELECT id FROM schedule_audit")} == {"orphan-1", "orphan-2"}
+    assert {r["id"] for r in await db.fetch("SELECT id FROM schedule_audit")} == {
+        "orphan-1",
+        "orphan-2",
+    }

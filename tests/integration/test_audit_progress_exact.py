@@ -10,10 +10,12 @@ from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler
 
 PERCENT = 100 / 3  # 33.333333333333336
-MESSAGE = 'a "quoted" / slashed \\ line \U0001F600'
+MESSAGE = 'a "quoted" / slashed \\ line \U0001f600'
 
 
-async def test_the_audit_keeps_every_digit_of_a_progress(redis_url: str, database_url: str, namespace: str) -> None:
+async def test_the_audit_keeps_every_digit_of_a_progress(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
     reg = ListenerRegistry()
 
     @reg.on_event("export.run")

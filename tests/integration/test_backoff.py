@@ -10,17 +10,20 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy
-from scheduler.worker.attempt import lost_settlement
 from scheduler.core.cron import cron_job_id
 from scheduler.core.keys import Keys
-from scheduler.store.scripts import SettleCode
-from scheduler.testing.clocks import FakeClock
-from scheduler.worker.ticker import fire_due_crons
 from scheduler.core.timeutil import ms_to_utc, utc_to_ms
 from scheduler.core.validation import build_job
+from scheduler.store.scripts import SettleCode
+from scheduler.testing.clocks import FakeClock
+from scheduler.worker.attempt import lost_settlement
+from scheduler.worker.ticker import fire_due_crons
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
-CUSTOM = {"attempts": 4, "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 30_000, "jitter": "full"}}
+CUSTOM = {
+    "attempts": 4,
+    "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 30_000, "jitter": "full"},
+}
 
 
 async def _fields(redis: aioredis.Redis, namespace: str, job_id: str) -> set[str]:
@@ -32,9 +35,13 @@ async def _retrying(s: Any, job_id: str, attempts: int) -> bool:
     return info is not None and info.state is JobState.RETRYING and info.attempts == attempts
 
 
-async def _retried_within(s: Any, clock: FakeClock, job_id: str, attempts: int, high_ms: int) -> None:
+async def _retried_within(
+    s: Any, clock: FakeClock, job_id: str, attempts: int, high_ms: int
+) -> None:
     """Wait for the job to be retrying after `attempts`, due 1 s..high_ms after the clock."""
-    await eventually(lambda: _retrying(s, job_id, attempts), what=f"retrying after attempt {attempts}")
+    await eventually(
+        lambda: _retrying(s, job_id, attempts), what=f"retrying after attempt {attempts}"
+    )
     info = await s.get_job(job_id)
     assert info is not None and info.next_attempt_at is not None
     failed_at = clock.now_ms()
@@ -46,37 +53,68 @@ async def test_the_cap_and_jitter_are_stored_only_when_not_the_default(
 ) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         plain = await s.schedule_in("t", "1h")
-        explicit = await s.schedule_in("t", "1h", retry=RetryPolicy(5, Backoff("exponential", 30_000, 3_600_000,
-                                                                              "none")))
+        explicit = await s.schedule_in(
+            "t", "1h", retry=RetryPolicy(5, Backoff("exponential", 30_000, 3_600_000, "none"))
+        )
         custom = await s.schedule_in("t", "1h", retry=CUSTOM)
         for job_id in (plain, explicit):
-            assert not {"bmax", "bjit", "max", "btype", "bdelay"} & await _fields(redis, namespace, job_id)
+            assert not {"bmax", "bjit", "max", "btype", "bdelay"} & await _fields(
+                redis, namespace, job_id
+            )
             info = await s.get_job(job_id)
-            assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (3_600_000, "none")
+            assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (
+                3_600_000,
+                "none",
+            )
         assert {"bmax", "bjit"} <= await _fields(redis, namespace, custom)
         assert await redis.hmget(Keys(namespace).job(custom), "bmax", "bjit") == [b"30000", b"full"]
         info = await s.get_job(custom)
         assert info is not None
-        assert (info.max_attempts, info.backoff_type, info.backoff_delay_ms, info.backoff_max_delay_ms,
-                info.backoff_jitter) == (4, "exponential", 20_000, 30_000, "full")
+        assert (
+            info.max_attempts,
+            info.backoff_type,
+            info.backoff_delay_ms,
+            info.backoff_max_delay_ms,
+            info.backoff_jitter,
+        ) == (4, "exponential", 20_000, 30_000, "full")
 
         only_jitter = await s.schedule_in("t", "1h", retry={"backoff": {"jitter": "equal"}})
         fields = await _fields(redis, namespace, only_jitter)
         assert "bjit" in fields and "bmax" not in fields
 
 
-async def test_claim_and_local_handoff_carry_the_cap_and_jitter(redis_url: str, namespace: str) -> None:
+async def test_claim_and_local_handoff_carry_the_cap_and_jitter(
+    redis_url: str, namespace: str
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         now = s.clock.now_ms()
         custom = await s.schedule_in("t", 0, retry=CUSTOM)
         plain = await s.schedule_in("t", 0)
         claimed, _, _ = await s.store.claim(now, 10, 30_000, "w")
         by_id = {c.id: c for c in claimed}
-        assert (by_id[custom].backoff_max_delay_ms, by_id[custom].backoff_jitter) == (30_000, "full")
-        assert (by_id[plain].backoff_max_delay_ms, by_id[plain].backoff_jitter) == (3_600_000, "none")
+        assert (by_id[custom].backoff_max_delay_ms, by_id[custom].backoff_jitter) == (
+            30_000,
+            "full",
+        )
+        assert (by_id[plain].backoff_max_delay_ms, by_id[plain].backoff_jitter) == (
+            3_600_000,
+            "none",
+        )
 
-        job = build_job("t", now, "UTC", None, CUSTOM, None, None, "handed", "", default_retry=s.default_retry,
-                        default_timeout_ms=60_000, now_ms=now)
+        job = build_job(
+            "t",
+            now,
+            "UTC",
+            None,
+            CUSTOM,
+            None,
+            None,
+            "handed",
+            "",
+            default_retry=s.default_retry,
+            default_timeout_ms=60_000,
+            now_ms=now,
+        )
         created, leased = await s.store.enqueue_for(job, now, "w", 30_000)
         assert created and leased is not None
         assert (leased.backoff_max_delay_ms, leased.backoff_jitter) == (30_000, "full")
@@ -108,11 +146,20 @@ async def test_a_failed_attempt_is_rescheduled_within_the_capped_jittered_window
 async def test_a_lost_worker_is_retried_under_the_jobs_cap(redis_url: str, namespace: str) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         now = s.clock.now_ms()
-        retry = {"attempts": 5, "backoff": {"type": "exponential", "delay": 20_000, "max_delay": 25_000,
-                                            "jitter": "equal"}}
+        retry = {
+            "attempts": 5,
+            "backoff": {
+                "type": "exponential",
+                "delay": 20_000,
+                "max_delay": 25_000,
+                "jitter": "equal",
+            },
+        }
         job_id = await s.schedule_in("t", 0, retry=retry)
         await s.store.claim(now, 10, 1_000, "w")  # attempt 1
-        await s.store.fail([lost_settlement(await _lease(s, now + 2_000, job_id), now + 2_000)], now + 2_000)
+        await s.store.fail(
+            [lost_settlement(await _lease(s, now + 2_000, job_id), now + 2_000)], now + 2_000
+        )
         await s.store.claim(now + 30_000, 10, 1_000, "w")  # attempt 2
         later = now + 32_000
         [row] = [r for r in await s.store.expired_leases(later) if r["id"] == job_id]
@@ -151,32 +198,49 @@ async def test_cron_ticks_carry_the_schedules_cap_and_jitter(
         assert await redis.hmget(Keys(namespace).job(capped), "bmax", "bjit") == [b"5000", b"equal"]
         info = await s.get_job(capped)
         assert info is not None and info.cron == "capped"
-        assert (info.max_attempts, info.backoff_type, info.backoff_delay_ms, info.backoff_max_delay_ms,
-                info.backoff_jitter) == (3, "exponential", 1_000, 5_000, "equal")
+        assert (
+            info.max_attempts,
+            info.backoff_type,
+            info.backoff_delay_ms,
+            info.backoff_max_delay_ms,
+            info.backoff_jitter,
+        ) == (3, "exponential", 1_000, 5_000, "equal")
 
         assert not {"bmax", "bjit"} & await _fields(redis, namespace, plain)
         info = await s.get_job(plain)
-        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (3_600_000, "none")
+        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (
+            3_600_000,
+            "none",
+        )
 
 
 async def test_cron_ticks_take_the_configured_cap_and_jitter(
     redis_url: str, namespace: str, redis: aioredis.Redis
 ) -> None:
-    s = make_scheduler(redis_url, namespace, ListenerRegistry(), retry={"max_delay_ms": 60_000, "jitter": "full"})
+    s = make_scheduler(
+        redis_url, namespace, ListenerRegistry(), retry={"max_delay_ms": 60_000, "jitter": "full"}
+    )
     async with s:
         await s.schedule_cron("configured", "*/5 * * * *", topic="t")
         job_id = await _fire_next_tick(s, "configured")
         assert await redis.hmget(Keys(namespace).job(job_id), "bmax", "bjit") == [b"60000", b"full"]
         info = await s.get_job(job_id)
-        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (60_000, "full")
+        assert info is not None and (info.backoff_max_delay_ms, info.backoff_jitter) == (
+            60_000,
+            "full",
+        )
 
 
 async def test_a_schedule_stored_before_the_cap_and_jitter_fires_with_the_defaults(
     redis_url: str, namespace: str, redis: aioredis.Redis
 ) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        await s.schedule_cron("legacy", "*/5 * * * *", topic="t",
-                              retry={"attempts": 3, "backoff": {"max_delay": 60_000, "jitter": "full"}})
+        await s.schedule_cron(
+            "legacy",
+            "*/5 * * * *",
+            topic="t",
+            retry={"attempts": 3, "backoff": {"max_delay": 60_000, "jitter": "full"}},
+        )
         key = Keys(namespace).cron("legacy")
         assert await redis.hdel(key, "bmax", "bjit") == 2, "the schedule stores both"
         job_id = await _fire_next_tick(s, "legacy")

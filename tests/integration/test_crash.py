@@ -52,8 +52,13 @@ async def sched(redis_url: str, namespace: str) -> Any:
         yield s
 
 
-async def wait_for(check: Callable[[], Awaitable[T]], what: str, timeout: float = DEADLINE_S,
-                   interval: float = 0.02, context: Callable[[], str] = lambda: "") -> T:
+async def wait_for(
+    check: Callable[[], Awaitable[T]],
+    what: str,
+    timeout: float = DEADLINE_S,
+    interval: float = 0.02,
+    context: Callable[[], str] = lambda: "",
+) -> T:
     """Poll `check` until it returns a truthy value and return that value."""
     deadline = time.monotonic() + timeout
     while True:
@@ -65,7 +70,9 @@ async def wait_for(check: Callable[[], Awaitable[T]], what: str, timeout: float 
         await asyncio.sleep(interval)
 
 
-async def listener_events(redis: aioredis.Redis, namespace: str, job_id: str) -> list[tuple[int, int, str]]:
+async def listener_events(
+    redis: aioredis.Redis, namespace: str, job_id: str
+) -> list[tuple[int, int, str]]:
     """(attempt, pid, start|finish) recorded by worker_app's listener for this job, in order."""
     raw = await redis.lrange(app_key(namespace, "events"), 0, -1)
     rows = [json.loads(r) for r in raw]
@@ -87,15 +94,24 @@ async def job_in_state(s: Scheduler, job_id: str, *states: str) -> JobInfo | Non
 async def job_past_attempt_1(s: Scheduler, job_id: str) -> JobInfo | None:
     """The job once it is no longer in its first running attempt."""
     info = await s.get_job(job_id)
-    return info if info is not None and (info.state.value != "running" or info.attempts != 1) else None
+    return (
+        info if info is not None and (info.state.value != "running" or info.attempts != 1) else None
+    )
 
 
 async def start_blocking_attempt(
-    s: Scheduler, redis: aioredis.Redis, namespace: str, worker: WorkerProcess, workers: WorkerProcesses,
-    retry: dict[str, Any], sleep: float = 60,
+    s: Scheduler,
+    redis: aioredis.Redis,
+    namespace: str,
+    worker: WorkerProcess,
+    workers: WorkerProcesses,
+    retry: dict[str, Any],
+    sleep: float = 60,
 ) -> str:
     """Schedule a job whose attempt 1 blocks, and wait until `worker` runs its listener."""
-    job_id = await s.schedule_in(BLOCK_TOPIC, 0, payload={"block": [1], "sleep": sleep}, retry=retry)
+    job_id = await s.schedule_in(
+        BLOCK_TOPIC, 0, payload={"block": [1], "sleep": sleep}, retry=retry
+    )
 
     async def listener_started() -> bool:
         return (1, worker.pid, "start") in await listener_events(redis, namespace, job_id)
@@ -107,7 +123,11 @@ async def start_blocking_attempt(
 
 
 async def kill_mid_attempt(
-    s: Scheduler, redis: aioredis.Redis, namespace: str, workers: WorkerProcesses, retry: dict[str, Any]
+    s: Scheduler,
+    redis: aioredis.Redis,
+    namespace: str,
+    workers: WorkerProcesses,
+    retry: dict[str, Any],
 ) -> tuple[str, WorkerProcess, int]:
     """Run attempt 1 of a blocking job in worker A, SIGKILL A; returns (job id, A, A's lease deadline)."""
     a = workers.spawn("A", env=SHORT_LEASE)
@@ -120,14 +140,18 @@ async def kill_mid_attempt(
 
     # A is dead, so nothing extends its lease any more; the job still looks running
     deadline = await redis.zscore((await job_keys(redis, namespace, job_id)).active, job_id)
-    assert deadline is not None, "a killed worker's job left the active set before its lease expired"
+    assert deadline is not None, (
+        "a killed worker's job left the active set before its lease expired"
+    )
     info = await s.get_job(job_id)
     assert info is not None and info.state.value == "running" and info.attempts == 1, info
     assert info.last_error is None
     return job_id, a, int(deadline)
 
 
-def assert_worker_lost(event: dict[str, str], attempt: int, dead: WorkerProcess, lease_deadline: int) -> None:
+def assert_worker_lost(
+    event: dict[str, str], attempt: int, dead: WorkerProcess, lease_deadline: int
+) -> None:
     assert event["e"] == "attempt_failed"
     assert int(event["a"]) == attempt
     assert event["outcome"] == "worker_lost"
@@ -148,33 +172,47 @@ async def test_sigkill_mid_attempt_is_recovered_as_worker_lost_and_retried(
     await b.wait_ready()
 
     # B's recovery counts attempt 1 as failed (WorkerLost) and schedules attempt 2 after the backoff
-    retrying = await wait_for(lambda: job_past_attempt_1(s, job_id), "recovery of the lost attempt",
-                              context=workers.logs)
+    retrying = await wait_for(
+        lambda: job_past_attempt_1(s, job_id), "recovery of the lost attempt", context=workers.logs
+    )
     assert retrying.state.value == "retrying", f"retrying state not observed: {retrying}"
     assert retrying.attempts == 1
-    assert retrying.last_error is not None and retrying.last_error["type"] == "WorkerLost", retrying.last_error
+    assert retrying.last_error is not None and retrying.last_error["type"] == "WorkerLost", (
+        retrying.last_error
+    )
     assert str(a.pid) in retrying.last_error["message"]
 
-    done = await wait_for(lambda: job_in_state(s, job_id, "completed", "failed"), "attempt 2 to finish",
-                          context=workers.logs)
+    done = await wait_for(
+        lambda: job_in_state(s, job_id, "completed", "failed"),
+        "attempt 2 to finish",
+        context=workers.logs,
+    )
     assert done.state.value == "completed", done
     assert done.attempts == 2
 
     # attempt 1 started in A and never finished; attempt 2 ran to its end in B
     assert await listener_events(redis, namespace, job_id) == [
-        (1, a.pid, "start"), (2, b.pid, "start"), (2, b.pid, "finish")
+        (1, a.pid, "start"),
+        (2, b.pid, "start"),
+        (2, b.pid, "finish"),
     ]
 
     events = await job_outbox(redis, namespace, job_id)
     assert [(e["e"], int(e["a"])) for e in events] == [
-        ("scheduled", 0), ("attempt_started", 1), ("attempt_failed", 1), ("retry_scheduled", 1),
-        ("attempt_started", 2), ("completed", 2),
+        ("scheduled", 0),
+        ("attempt_started", 1),
+        ("attempt_failed", 1),
+        ("retry_scheduled", 1),
+        ("attempt_started", 2),
+        ("completed", 2),
     ]
     lost, retry_event, second = events[2], events[3], events[4]
     assert_worker_lost(lost, 1, a, lease_deadline)
     assert int(retry_event["next_at"]) - int(retry_event["ts"]) == RETRY_DELAY_MS
     assert f":{b.pid}:" in second["worker"]
-    assert int(second["ts"]) >= int(retry_event["next_at"]), "attempt 2 started before its backoff elapsed"
+    assert int(second["ts"]) >= int(retry_event["next_at"]), (
+        "attempt 2 started before its backoff elapsed"
+    )
     assert events[5]["outcome"] == "succeeded"
 
     b.signal(signal.SIGTERM)
@@ -192,23 +230,38 @@ async def test_sigkill_on_the_last_attempt_fails_the_job_with_worker_lost(
     b = workers.spawn("B", env=SHORT_LEASE)
     await b.wait_ready()
 
-    done = await wait_for(lambda: job_past_attempt_1(s, job_id), "recovery of the lost attempt",
-                          context=workers.logs)
+    done = await wait_for(
+        lambda: job_past_attempt_1(s, job_id), "recovery of the lost attempt", context=workers.logs
+    )
     assert done.state.value == "failed", done
     assert done.attempts == 1
     assert done.last_error is not None and done.last_error["type"] == "WorkerLost", done.last_error
-    assert await s.stats() == {"scheduled": 0, "running": 0, "retrying": 0, "completed": 0, "failed": 1,
-                               "cancelled": 0, "dead_letter": 0}
+    assert await s.stats() == {
+        "scheduled": 0,
+        "running": 0,
+        "retrying": 0,
+        "completed": 0,
+        "failed": 1,
+        "cancelled": 0,
+        "dead_letter": 0,
+    }
 
     # nothing ran it again: a job scheduled after the failure runs in B, and the failed one did not
     later = await s.schedule_in(BLOCK_TOPIC, 0, payload={"block": []})
-    await wait_for(lambda: _has(listener_events(redis, namespace, later), (1, b.pid, "finish")),
-                   "a later job to run in B", context=workers.logs)
+    await wait_for(
+        lambda: _has(listener_events(redis, namespace, later), (1, b.pid, "finish")),
+        "a later job to run in B",
+        context=workers.logs,
+    )
     assert await listener_events(redis, namespace, job_id) == [(1, a.pid, "start")]
 
     events = await job_outbox(redis, namespace, job_id)
     assert [(e["e"], int(e["a"])) for e in events] == [
-        ("scheduled", 0), ("attempt_started", 1), ("attempt_failed", 1), ("failed", 1), ("schedule.failed", 1),
+        ("scheduled", 0),
+        ("attempt_started", 1),
+        ("attempt_failed", 1),
+        ("failed", 1),
+        ("schedule.failed", 1),
     ]
     assert_worker_lost(events[2], 1, a, lease_deadline)
     assert json.loads(events[3]["error"])["type"] == "WorkerLost"
@@ -234,7 +287,9 @@ async def test_sigterm_releases_an_unfinished_attempt_without_counting_it(
     assert code == 0, w.describe()
     # One-sided on purpose: a slow machine only makes the stop later, so this cannot
     # pass by luck; it proves the worker gave the attempt its grace before releasing it.
-    assert waited >= grace * 0.8, f"the worker exited after {waited:.2f} s, before its grace of {grace} s"
+    assert waited >= grace * 0.8, (
+        f"the worker exited after {waited:.2f} s, before its grace of {grace} s"
+    )
 
     info = await s.get_job(job_id)
     assert info is not None
@@ -244,13 +299,22 @@ async def test_sigterm_releases_an_unfinished_attempt_without_counting_it(
     assert info.next_attempt_at is not None
     assert await redis.zscore(Keys(namespace).active, job_id) is None
     assert await redis.zscore(Keys(namespace).due, job_id) is not None
-    assert await s.stats() == {"scheduled": 1, "running": 0, "retrying": 0, "completed": 0, "failed": 0,
-                               "cancelled": 0, "dead_letter": 0}
+    assert await s.stats() == {
+        "scheduled": 1,
+        "running": 0,
+        "retrying": 0,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "dead_letter": 0,
+    }
 
     assert await listener_events(redis, namespace, job_id) == [(1, w.pid, "start")]
     events = await job_outbox(redis, namespace, job_id)
     assert [(e["e"], int(e["a"])) for e in events] == [
-        ("scheduled", 0), ("attempt_started", 1), ("attempt_released", 1),
+        ("scheduled", 0),
+        ("attempt_started", 1),
+        ("attempt_released", 1),
     ]
     assert f":{w.pid}:" in events[2]["worker"]
 
@@ -260,7 +324,8 @@ async def test_sigterm_releases_an_unfinished_attempt_without_counting_it(
     # attempt 1 blocks again by design: wait until it starts, then check it counts as attempt 1
     await wait_for(
         lambda: _has(listener_events(redis, namespace, job_id), (1, w2.pid, "start")),
-        "the released job to run again", context=workers.logs,
+        "the released job to run again",
+        context=workers.logs,
     )
     info = await s.get_job(job_id)
     assert info is not None and info.state.value == "running" and info.attempts == 1, info
@@ -282,10 +347,15 @@ async def test_sigterm_lets_a_short_attempt_finish_within_the_grace(
 
     info = await s.get_job(job_id)
     assert info is not None and info.state.value == "completed" and info.attempts == 1, info
-    assert await listener_events(redis, namespace, job_id) == [(1, w.pid, "start"), (1, w.pid, "finish")]
+    assert await listener_events(redis, namespace, job_id) == [
+        (1, w.pid, "start"),
+        (1, w.pid, "finish"),
+    ]
     events = await job_outbox(redis, namespace, job_id)
     assert [(e["e"], int(e["a"])) for e in events] == [
-        ("scheduled", 0), ("attempt_started", 1), ("completed", 1),
+        ("scheduled", 0),
+        ("attempt_started", 1),
+        ("completed", 1),
     ]
 
 
@@ -293,10 +363,13 @@ async def _has(rows: Awaitable[list[T]], row: T) -> bool:
     return row in await rows
 
 
-async def test_sigusr1_prints_what_every_task_waits_on_and_the_worker_goes_on(workers: WorkerProcesses) -> None:
+async def test_sigusr1_prints_what_every_task_waits_on_and_the_worker_goes_on(
+    workers: WorkerProcesses,
+) -> None:
     w = workers.spawn("W", env=SHORT_LEASE)
     await w.wait_ready()
     w.signal(signal.SIGUSR1)
+
     async def dumped() -> bool:
         return "Current thread" in w.log()
 

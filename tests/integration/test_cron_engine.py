@@ -4,7 +4,7 @@ remove, ticks as ordinary jobs, misfire modes, and daylight-saving changes."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,13 +13,13 @@ import redis.asyncio as aioredis
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidCron, InvalidTimezone, JobState, RetryPolicyInvalid
 from scheduler.core.job import CronInfo
-from scheduler.testing.clocks import FakeClock
 from scheduler.core.timeutil import utc_to_ms
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import eventually, make_scheduler
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def ms(text: str) -> int:
@@ -28,31 +28,60 @@ def ms(text: str) -> int:
 
 async def tick_jobs(redis: aioredis.Redis, namespace: str, name: str) -> list[str]:
     """Ids of the jobs a schedule created, oldest tick first."""
-    keys = [k.decode() async for k in redis.scan_iter(match="{" + namespace + "*}:j:cron:" + name + ":*")]
+    keys = [
+        k.decode()
+        async for k in redis.scan_iter(match="{" + namespace + "*}:j:cron:" + name + ":*")
+    ]
     return sorted((k.split("}:j:", 1)[1] for k in keys), key=lambda i: int(i.rsplit(":", 1)[1]))
 
 
 def tick_of(job_id: str) -> datetime:
-    return datetime.fromtimestamp(int(job_id.rsplit(":", 1)[1]) / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(int(job_id.rsplit(":", 1)[1]) / 1000, tz=UTC)
 
 
-async def test_upsert_list_pause_resume_remove(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+async def test_upsert_list_pause_resume_remove(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     clock = FakeClock(ms("2026-06-01T12:00:00"))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
-        info = await s.schedule_cron("nightly-invoices", "0 3 * * *", topic="billing.invoice", tz="America/Chicago",
-                                     payload={"batch": 1}, retry={"attempts": 2}, metadata={"team": "billing"})
+        info = await s.schedule_cron(
+            "nightly-invoices",
+            "0 3 * * *",
+            topic="billing.invoice",
+            tz="America/Chicago",
+            payload={"batch": 1},
+            retry={"attempts": 2},
+            metadata={"team": "billing"},
+        )
         assert info.next_run_at == utc("2026-06-02T08:00:00")  # 03:00 CDT
         assert (info.cron, info.tz, info.topic, info.paused, info.last_run_at) == (
-            "0 3 * * *", "America/Chicago", "billing.invoice", False, None)
-        assert info.metadata == {"team": "billing", "cron": "nightly-invoices"} and info.max_attempts == 2
+            "0 3 * * *",
+            "America/Chicago",
+            "billing.invoice",
+            False,
+            None,
+        )
+        assert (
+            info.metadata == {"team": "billing", "cron": "nightly-invoices"}
+            and info.max_attempts == 2
+        )
 
         clock.advance(3600)  # an unchanged upsert one hour later keeps the next run
-        again = await s.schedule_cron("nightly-invoices", "0 3 * * *", topic="billing.invoice", tz="America/Chicago",
-                                      payload={"batch": 2})
+        again = await s.schedule_cron(
+            "nightly-invoices",
+            "0 3 * * *",
+            topic="billing.invoice",
+            tz="America/Chicago",
+            payload={"batch": 2},
+        )
         assert again.next_run_at == info.next_run_at and again.payload == {"batch": 2}
-        moved = await s.schedule_cron("nightly-invoices", "0 4 * * *", topic="billing.invoice", tz="America/Chicago")
+        moved = await s.schedule_cron(
+            "nightly-invoices", "0 4 * * *", topic="billing.invoice", tz="America/Chicago"
+        )
         assert moved.next_run_at == utc("2026-06-02T09:00:00")
-        rezoned = await s.schedule_cron("nightly-invoices", "0 4 * * *", topic="billing.invoice", tz="Europe/Berlin")
+        rezoned = await s.schedule_cron(
+            "nightly-invoices", "0 4 * * *", topic="billing.invoice", tz="Europe/Berlin"
+        )
         assert rezoned.next_run_at == utc("2026-06-02T02:00:00")
 
         await s.schedule_cron("every-5", "*/5 * * * *", topic="t")
@@ -83,8 +112,14 @@ async def test_upsert_list_pause_resume_remove(redis_url: str, namespace: str, r
         ({"retry": {"attempts": 99}}, RetryPolicyInvalid, "attempts"),
     ],
 )
-async def test_invalid_schedules_store_nothing(redis_url: str, namespace: str, redis: aioredis.Redis,
-                                               kwargs: dict[str, Any], error: type, field: str) -> None:
+async def test_invalid_schedules_store_nothing(
+    redis_url: str,
+    namespace: str,
+    redis: aioredis.Redis,
+    kwargs: dict[str, Any],
+    error: type,
+    field: str,
+) -> None:
     args: dict[str, Any] = {"name": "n", "cron": "0 * * * *", "topic": "t", **kwargs}
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         with pytest.raises(error) as info:
@@ -93,7 +128,9 @@ async def test_invalid_schedules_store_nothing(redis_url: str, namespace: str, r
     assert [k async for k in redis.scan_iter(match="{" + namespace + "}:*")] == []
 
 
-async def test_ticks_become_ordinary_jobs_exactly_once(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+async def test_ticks_become_ordinary_jobs_exactly_once(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock, runs = ListenerRegistry(), FakeClock(ms("2026-06-01T12:00:00")), []
 
     @reg.on_event("sync.inventory")
@@ -101,18 +138,28 @@ async def test_ticks_become_ordinary_jobs_exactly_once(redis_url: str, namespace
         runs.append((event.scheduled_job_id, event.run_at, event.metadata))
 
     async with make_scheduler(redis_url, namespace, reg, clock) as s:
-        await s.schedule_cron("inv", "30 */10 * * * *", topic="sync.inventory", payload={"full": False})  # :00:30 ...
+        await s.schedule_cron(
+            "inv", "30 */10 * * * *", topic="sync.inventory", payload={"full": False}
+        )  # :00:30 ...
         async with s.worker():
             for expected in ("12:00:30", "12:10:30", "12:20:30"):
                 info = await s.get_cron("inv")
                 assert info is not None and info.next_run_at == utc(f"2026-06-01T{expected}")
                 clock.set_ms(utc_to_ms(info.next_run_at))
                 # Every process calls schedule_cron at startup: unchanged upserts never double-fire.
-                await s.schedule_cron("inv", "30 */10 * * * *", topic="sync.inventory", payload={"full": False})
-                await eventually(lambda: _count(runs, len(runs) >= 1 and runs[-1][1] == utc(f"2026-06-01T{expected}")),
-                                 what=f"tick {expected}")
+                await s.schedule_cron(
+                    "inv", "30 */10 * * * *", topic="sync.inventory", payload={"full": False}
+                )
+                await eventually(
+                    lambda: _count(
+                        runs, len(runs) >= 1 and runs[-1][1] == utc(f"2026-06-01T{expected}")
+                    ),
+                    what=f"tick {expected}",
+                )
             await asyncio.sleep(0.1)
-        assert [r[1] for r in runs] == [utc(f"2026-06-01T{t}") for t in ("12:00:30", "12:10:30", "12:20:30")]
+        assert [r[1] for r in runs] == [
+            utc(f"2026-06-01T{t}") for t in ("12:00:30", "12:10:30", "12:20:30")
+        ]
         assert runs[0][0] == f"cron:inv:{ms('2026-06-01T12:00:30')}"
         assert runs[0][2] == {"cron": "inv"}
         job = await s.get_job(runs[0][0])
@@ -134,14 +181,17 @@ async def _count(_: Any, value: bool) -> bool:
         ("all", [f"2026-06-01T{h}:00:00" for h in (13, 14, 15, 16, 17)]),
     ],
 )
-async def test_misfire_modes_after_downtime(redis_url: str, namespace: str, redis: aioredis.Redis, misfire: str,
-                                            expected_ticks: list[str]) -> None:
+async def test_misfire_modes_after_downtime(
+    redis_url: str, namespace: str, redis: aioredis.Redis, misfire: str, expected_ticks: list[str]
+) -> None:
     clock = FakeClock(ms("2026-06-01T12:30:00"))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("hourly", "0 * * * *", topic="t", misfire=misfire)
         clock.set_ms(ms("2026-06-01T17:20:00"))  # no worker ran through 13:00..17:00
         async with s.worker(all_topics=True):
-            await eventually(lambda: _next_is(s, "hourly", utc("2026-06-01T18:00:00")), what="schedule advanced")
+            await eventually(
+                lambda: _next_is(s, "hourly", utc("2026-06-01T18:00:00")), what="schedule advanced"
+            )
             await asyncio.sleep(0.1)
         jobs = await tick_jobs(redis, namespace, "hourly")
         assert [tick_of(j) for j in jobs] == [utc(t) for t in expected_ticks]
@@ -154,7 +204,10 @@ async def test_misfire_all_is_capped(redis_url: str, namespace: str, redis: aior
         await s.schedule_cron("minutely", "* * * * *", topic="t", misfire="all")
         clock.advance(3600)
         async with s.worker(all_topics=True):
-            await eventually(lambda: _next_is(s, "minutely", utc("2026-06-01T13:01:00")), what="schedule advanced")
+            await eventually(
+                lambda: _next_is(s, "minutely", utc("2026-06-01T13:01:00")),
+                what="schedule advanced",
+            )
         jobs = await tick_jobs(redis, namespace, "minutely")
         assert [tick_of(j) for j in jobs] == [utc(f"2026-06-01T12:{m:02d}:00") for m in range(1, 8)]
 
@@ -173,7 +226,9 @@ async def run_ticks(s: Any, clock: FakeClock, name: str, until: datetime) -> lis
         if info.next_run_at > until:
             return fired
         clock.set_ms(utc_to_ms(info.next_run_at))
-        await eventually(lambda: _last_run_is(s, name, info.next_run_at), what=f"tick {info.next_run_at}")
+        await eventually(
+            lambda: _last_run_is(s, name, info.next_run_at), what=f"tick {info.next_run_at}"
+        )
         fired.append(info.next_run_at)
 
 
@@ -186,26 +241,64 @@ async def _last_run_is(s: Any, name: str, when: datetime) -> bool:
     ("tz", "expr", "start", "until", "expected"),
     [
         # Spring forward: 02:30 does not exist on 03-08 → once, at 03:00 CDT (08:00Z).
-        ("America/Chicago", "30 2 * * *", "2026-03-07T00:00:00", "2026-03-09T23:00:00",
-         ["2026-03-07T08:30:00", "2026-03-08T08:00:00", "2026-03-09T07:30:00"]),
+        (
+            "America/Chicago",
+            "30 2 * * *",
+            "2026-03-07T00:00:00",
+            "2026-03-09T23:00:00",
+            ["2026-03-07T08:30:00", "2026-03-08T08:00:00", "2026-03-09T07:30:00"],
+        ),
         # Fall back: 01:30 happens twice on 11-01 → once (CDT, 06:30Z).
-        ("America/Chicago", "30 1 * * *", "2026-10-31T00:00:00", "2026-11-02T23:00:00",
-         ["2026-10-31T06:30:00", "2026-11-01T06:30:00", "2026-11-02T07:30:00"]),
+        (
+            "America/Chicago",
+            "30 1 * * *",
+            "2026-10-31T00:00:00",
+            "2026-11-02T23:00:00",
+            ["2026-10-31T06:30:00", "2026-11-01T06:30:00", "2026-11-02T07:30:00"],
+        ),
         # Berlin: 02:30 in the 03-29 gap → 03:00 CEST (01:00Z); 02:30 twice on 10-25 → first (00:30Z).
-        ("Europe/Berlin", "30 2 * * *", "2026-03-28T00:00:00", "2026-03-29T23:00:00",
-         ["2026-03-28T01:30:00", "2026-03-29T01:00:00"]),
-        ("Europe/Berlin", "30 2 * * *", "2026-10-24T00:00:00", "2026-10-25T23:00:00",
-         ["2026-10-24T00:30:00", "2026-10-25T00:30:00"]),
+        (
+            "Europe/Berlin",
+            "30 2 * * *",
+            "2026-03-28T00:00:00",
+            "2026-03-29T23:00:00",
+            ["2026-03-28T01:30:00", "2026-03-29T01:00:00"],
+        ),
+        (
+            "Europe/Berlin",
+            "30 2 * * *",
+            "2026-10-24T00:00:00",
+            "2026-10-25T23:00:00",
+            ["2026-10-24T00:30:00", "2026-10-25T00:30:00"],
+        ),
         # Lord Howe shifts 30 minutes: 02:15 on 10-04 falls in 02:00→02:30 → 02:30 LHDT (15:30Z on 10-03).
-        ("Australia/Lord_Howe", "15 2 * * *", "2026-10-02T12:00:00", "2026-10-04T12:00:00",
-         ["2026-10-02T15:45:00", "2026-10-03T15:30:00"]),
+        (
+            "Australia/Lord_Howe",
+            "15 2 * * *",
+            "2026-10-02T12:00:00",
+            "2026-10-04T12:00:00",
+            ["2026-10-02T15:45:00", "2026-10-03T15:30:00"],
+        ),
         # Lord Howe fall back on 04-05: 01:45 occurs twice (+11 then +10:30) → first only (14:45Z on 04-04).
-        ("Australia/Lord_Howe", "45 1 * * *", "2026-04-03T12:00:00", "2026-04-05T16:00:00",
-         ["2026-04-03T14:45:00", "2026-04-04T14:45:00", "2026-04-05T15:15:00"]),
+        (
+            "Australia/Lord_Howe",
+            "45 1 * * *",
+            "2026-04-03T12:00:00",
+            "2026-04-05T16:00:00",
+            ["2026-04-03T14:45:00", "2026-04-04T14:45:00", "2026-04-05T15:15:00"],
+        ),
     ],
 )
-async def test_daylight_saving_daily_wall_times(redis_url: str, namespace: str, redis: aioredis.Redis, tz: str,
-                                                expr: str, start: str, until: str, expected: list[str]) -> None:
+async def test_daylight_saving_daily_wall_times(
+    redis_url: str,
+    namespace: str,
+    redis: aioredis.Redis,
+    tz: str,
+    expr: str,
+    start: str,
+    until: str,
+    expected: list[str],
+) -> None:
     clock = FakeClock(ms(start))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("dst", expr, topic="t", tz=tz)
@@ -215,8 +308,9 @@ async def test_daylight_saving_daily_wall_times(redis_url: str, namespace: str, 
         assert [tick_of(j) for j in await tick_jobs(redis, namespace, "dst")] == fired
 
 
-async def test_every_15_minutes_keeps_real_time_through_fall_back(redis_url: str, namespace: str,
-                                                                  redis: aioredis.Redis) -> None:
+async def test_every_15_minutes_keeps_real_time_through_fall_back(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     clock = FakeClock(ms("2026-11-01T05:50:00"))  # 00:50 CDT, Chicago
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         await s.schedule_cron("q", "*/15 * * * *", topic="t", tz="America/Chicago")
@@ -227,8 +321,9 @@ async def test_every_15_minutes_keeps_real_time_through_fall_back(redis_url: str
         assert [utc_to_ms(f) for f in fired] == expected
 
 
-async def test_schedules_are_evaluated_by_due_time_not_scanned(redis_url: str, namespace: str,
-                                                               redis: aioredis.Redis) -> None:
+async def test_schedules_are_evaluated_by_due_time_not_scanned(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     clock = FakeClock(ms("2026-06-01T12:00:00"))
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         for i in range(300):
@@ -254,8 +349,9 @@ async def test_a_stale_read_cannot_fire_a_future_tick(redis_url: str, namespace:
         assert await s.store.fire_crons([stale], future) == [1], "the same fire is fine once due"
 
 
-async def test_a_stored_schedule_that_no_longer_parses_is_paused_not_spun_on(redis_url: str, namespace: str,
-                                                                             redis: aioredis.Redis) -> None:
+async def test_a_stored_schedule_that_no_longer_parses_is_paused_not_spun_on(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     from scheduler.core.keys import Keys
 
     clock = FakeClock(ms("2026-06-01T12:00:00"))

@@ -50,22 +50,39 @@ async def test_each_tick_runs_exactly_once_across_three_processes(
             counts = await s.stats()
             return counts["scheduled"] + counts["running"] + counts["retrying"] == 0
 
-        await eventually(ticks_settled, timeout=20, what=f"the last ticks' jobs to finish\n{workers.logs()}")
+        await eventually(
+            ticks_settled, timeout=20, what=f"the last ticks' jobs to finish\n{workers.logs()}"
+        )
         stopped_at = time.time()
         for p in procs:
             p.signal(signal.SIGTERM)
-        runs = {k.decode(): int(v) for k, v in (await redis.hgetall(app_key(namespace, "runs"))).items()}
-        by_pid = {k.decode(): int(v) for k, v in (await redis.hgetall(app_key(namespace, "by_pid"))).items()}
+        runs = {
+            k.decode(): int(v) for k, v in (await redis.hgetall(app_key(namespace, "runs"))).items()
+        }
+        by_pid = {
+            k.decode(): int(v)
+            for k, v in (await redis.hgetall(app_key(namespace, "by_pid"))).items()
+        }
         for name, step in (("every-second", 1000), ("every-2s", 2000)):
             ticks = sorted(int(j.rsplit(":", 1)[1]) for j in runs if j.startswith(f"cron:{name}:"))
-            assert len(ticks) >= int(RUN_S * 1000 / step) - 1, f"{name}: too few ticks {ticks}\n{workers.logs()}"
-            assert all(b - a == step for a, b in zip(ticks, ticks[1:])), f"{name}: a tick was skipped: {ticks}"
+            assert len(ticks) >= int(RUN_S * 1000 / step) - 1, (
+                f"{name}: too few ticks {ticks}\n{workers.logs()}"
+            )
+            assert all(b - a == step for a, b in zip(ticks, ticks[1:])), (
+                f"{name}: a tick was skipped: {ticks}"
+            )
             assert ticks[-1] <= stopped_at * 1000
-            assert all(runs[f"cron:{name}:{t}"] == 1 for t in ticks), f"{name}: a tick ran twice: {runs}"
+            assert all(runs[f"cron:{name}:{t}"] == 1 for t in ticks), (
+                f"{name}: a tick ran twice: {runs}"
+            )
             info = await s.get_cron(name)
             assert info is not None and info.last_run_at is not None
             last = int(info.last_run_at.timestamp() * 1000)
-            assert last == ticks[-1], (paused_at, stopped_at, await s.get_job(f"cron:{name}:{last}"))
+            assert last == ticks[-1], (
+                paused_at,
+                stopped_at,
+                await s.get_job(f"cron:{name}:{last}"),
+            )
         print(f"runs per worker process: {by_pid}")
     for p in procs:
         code, _ = await p.wait_exit(10)

@@ -48,21 +48,28 @@ async def held(s: Any) -> list[str]:
 
 
 async def test_a_listener_on_the_dead_letter_topic_runs_dead_letters_held_before_it_started(
-    redis_url: str, namespace: str,
+    redis_url: str,
+    namespace: str,
 ) -> None:
     seen: list[Any] = []
     clock = FakeClock(START_MS)
-    async with make_scheduler(redis_url, namespace, failing(), clock) as s, \
-            make_scheduler(redis_url, namespace, dlq_listener(seen), clock) as d:
+    async with (
+        make_scheduler(redis_url, namespace, failing(), clock) as s,
+        make_scheduler(redis_url, namespace, dlq_listener(seen), clock) as d,
+    ):
         await s.configure_topic("pay", TopicOptions(dead_letter="pay.dlq"))
         first = await s.schedule_in("pay", 0, payload={"n": 1}, retry=ONCE)
         async with s.worker():
             await eventually(lambda: _count(s, 1), what="the first dead letter, held")
         [dl] = await held(s)
         async with d.worker(), s.worker():
-            await eventually(lambda: in_state(s, dl, JobState.COMPLETED), what="the held dead letter run")
+            await eventually(
+                lambda: in_state(s, dl, JobState.COMPLETED), what="the held dead letter run"
+            )
             second = await s.schedule_in("pay", 0, payload={"n": 2}, retry=ONCE)
-            await eventually(lambda: _ran(seen, 2), what="a new dead letter run while the listener is up")
+            await eventually(
+                lambda: _ran(seen, 2), what="a new dead letter run while the listener is up"
+            )
         assert await held(s) == []
         assert [e.payload for e in seen] == [{"n": 1}, {"n": 2}]
         assert [e.metadata["source_job_id"] for e in seen] == [first, second]
@@ -70,12 +77,15 @@ async def test_a_listener_on_the_dead_letter_topic_runs_dead_letters_held_before
 
 
 async def test_a_dead_letters_retry_waits_in_its_set_and_no_other_worker_takes_it(
-    redis_url: str, namespace: str,
+    redis_url: str,
+    namespace: str,
 ) -> None:
     seen: list[Any] = []
     clock = FakeClock(START_MS)
-    async with make_scheduler(redis_url, namespace, failing(), clock) as s, \
-            make_scheduler(redis_url, namespace, dlq_listener(seen, fail=True), clock) as d:
+    async with (
+        make_scheduler(redis_url, namespace, failing(), clock) as s,
+        make_scheduler(redis_url, namespace, dlq_listener(seen, fail=True), clock) as d,
+    ):
         await s.configure_topic("pay", TopicOptions(dead_letter="pay.dlq"))
         await s.schedule_in("pay", 0, retry=ONCE)
         async with s.worker(), d.worker():

@@ -22,15 +22,22 @@ def _make_dead_letters(redis_url: str, namespace: str, n: int) -> None:
             for i in range(n):
                 await s.schedule_in("pay", 0, payload={"i": i}, retry=ONCE)
             async with s.worker():
-                await eventually(lambda: has_dead_letters(s, "pay.dlq", n), what=f"{n} dead letters")
+                await eventually(
+                    lambda: has_dead_letters(s, "pay.dlq", n), what=f"{n} dead letters"
+                )
 
     asyncio.run(main())
 
 
-def horae(redis_url: str, database_url: str, namespace: str, *args: str, input: str | None = None) -> tuple[int, str]:
+def horae(
+    redis_url: str, database_url: str, namespace: str, *args: str, input: str | None = None
+) -> tuple[int, str]:
     """Exit code, and stdout (or, on failure, stderr's last line: the error)."""
-    result = CliRunner().invoke(cli, ["--redis-url", redis_url, "--database-url", database_url,
-                                      "--namespace", namespace, *args], input=input)
+    result = CliRunner().invoke(
+        cli,
+        ["--redis-url", redis_url, "--database-url", database_url, "--namespace", namespace, *args],
+        input=input,
+    )
     if result.exit_code == 0:
         return 0, result.stdout
     return result.exit_code, result.stdout + result.stderr.strip().splitlines()[-1]
@@ -41,15 +48,23 @@ def test_dlq_commands(redis_url: str, database_url: str, namespace: str) -> None
     run = lambda *a, input=None: horae(redis_url, database_url, namespace, *a, input=input)  # noqa: E731
     code, out = run("dlq", "list", "pay.dlq", "--json", "--limit", "3")
     assert code == 0, out
-    [doc] = [json.loads(line) for line in out.splitlines()]  # one document: {"items": [...], "cursor": ...}
+    [doc] = [
+        json.loads(line) for line in out.splitlines()
+    ]  # one document: {"items": [...], "cursor": ...}
     assert len(doc["items"]) == 3 and isinstance(doc["cursor"], str), doc
     ids = [x["id"] for x in doc["items"]]
-    assert doc["items"][0]["metadata"]["source_topic"] == "pay" and doc["items"][0]["source_topic"] == "pay"
+    assert (
+        doc["items"][0]["metadata"]["source_topic"] == "pay"
+        and doc["items"][0]["source_topic"] == "pay"
+    )
     code, out = run("dlq", "list", "pay.dlq", "--json", "--cursor", doc["cursor"])
     rest = json.loads(out)
     assert code == 0 and len(rest["items"]) == 2 and rest["cursor"] is None, out
     code, out = run("dlq", "topics", "--json")
-    assert code == 0 and json.loads(out) == {"items": [{"topic": "pay.dlq", "count": 5}], "cursor": None}, out
+    assert code == 0 and json.loads(out) == {
+        "items": [{"topic": "pay.dlq", "count": 5}],
+        "cursor": None,
+    }, out
     code, out = run("dlq", "topics")
     assert code == 0 and any("pay.dlq" in line and " 5 " in line for line in out.splitlines()), out
     code, out = run("dlq", "list", "pay.dlq")

@@ -4,7 +4,7 @@ stop, refused input, zones, idempotency, retention, wake-ups, the outbox switch,
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,16 +13,16 @@ import redis.asyncio as aioredis
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import (
     InvalidDelay,
+    InvalidJobId,
     InvalidPayload,
     InvalidTimezone,
-    InvalidJobId,
     InvalidTopic,
     JobState,
     RetryPolicyInvalid,
 )
 from scheduler.core.keys import Keys
-from scheduler.testing.clocks import FakeClock
 from scheduler.core.timeutil import ms_to_utc
+from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import (
     START_MS,
     eventually,
@@ -34,8 +34,9 @@ from tests.integration.engine_fixtures import (
 )
 
 
-
-async def test_cancel_waiting_and_retrying_jobs_stops_future_attempts(redis_url: str, namespace: str) -> None:
+async def test_cancel_waiting_and_retrying_jobs_stops_future_attempts(
+    redis_url: str, namespace: str
+) -> None:
     reg, clock, runs = ListenerRegistry(), FakeClock(START_MS), []
 
     @reg.on_event("c")
@@ -52,18 +53,25 @@ async def test_cancel_waiting_and_retrying_jobs_stops_future_attempts(redis_url:
             assert await s.cancel(retrying) is True
             probe = await s.schedule_in("probe", "1h")
             clock.advance(3600)
-            await eventually(lambda: in_state(s, probe, JobState.COMPLETED), what="a claim after both were due")
+            await eventually(
+                lambda: in_state(s, probe, JobState.COMPLETED), what="a claim after both were due"
+            )
         assert runs == [retrying]
         for job_id in (waiting, retrying):
             info = await s.get_job(job_id)
-            assert info is not None and info.state is JobState.CANCELLED and info.next_attempt_at is None
+            assert (
+                info is not None
+                and info.state is JobState.CANCELLED
+                and info.next_attempt_at is None
+            )
         assert await s.cancel(waiting) is False, "cancelling twice changes nothing"
         assert await s.cancel("no-such-job") is False
         assert (await s.stats())["cancelled"] == 2 and (await s.stats())["retrying"] == 0
 
 
-async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(redis_url: str, namespace: str,
-                                                                              redis: aioredis.Redis) -> None:
+async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, started, release, finished = ListenerRegistry(), asyncio.Event(), asyncio.Event(), []
 
     @reg.on_event("long")
@@ -81,14 +89,20 @@ async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(r
             await eventually(lambda: is_true(finished == [1]), what="the attempt to finish")
 
             async def recorded() -> bool:
-                return "attempt_succeeded" in [e.type for e in await outbox_events(redis, namespace, job_id)]
+                return "attempt_succeeded" in [
+                    e.type for e in await outbox_events(redis, namespace, job_id)
+                ]
 
             await eventually(recorded, what="the attempt's outcome to be recorded")
         info = await s.get_job(job_id)
         assert info is not None and info.state is JobState.CANCELLED and info.attempts == 1
         types = [(e.type, e.get("outcome")) for e in await outbox_events(redis, namespace, job_id)]
-        assert types == [("scheduled", ""), ("attempt_started", ""), ("cancelled", ""),
-                         ("attempt_succeeded", "succeeded")]
+        assert types == [
+            ("scheduled", ""),
+            ("attempt_started", ""),
+            ("cancelled", ""),
+            ("attempt_succeeded", "succeeded"),
+        ]
         assert await s.cancel(job_id) is False
         done = await s.schedule_in("long", 0)
         async with s.worker():
@@ -97,8 +111,9 @@ async def test_cancel_during_running_attempt_lets_it_finish_but_ends_cancelled(r
         assert (await s.get_job(done)).state is JobState.COMPLETED  # type: ignore[union-attr]
 
 
-async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis_url: str, namespace: str,
-                                                                           redis: aioredis.Redis) -> None:
+async def test_graceful_stop_releases_unfinished_attempts_without_counting(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, started, stopped = ListenerRegistry(), asyncio.Event(), []
 
     @reg.on_event("stuck")
@@ -121,7 +136,11 @@ async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis
         assert info is not None and info.state is JobState.SCHEDULED and info.attempts == 0
         types = [e.type for e in await outbox_events(redis, namespace, job_id)]
         assert types == ["scheduled", "attempt_started", "attempt_released"]
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 1}
+        assert await s.stats() == {
+            **{st.value: 0 for st in JobState},
+            "dead_letter": 0,
+            "scheduled": 1,
+        }
 
 
 @pytest.mark.parametrize(
@@ -137,14 +156,28 @@ async def test_graceful_stop_releases_unfinished_attempts_without_counting(redis
         ({"payload": float("nan")}, InvalidPayload, "payload"),
         ({"metadata": ["not", "a", "mapping"]}, InvalidPayload, "metadata"),
         ({"retry": {"attempts": 0}}, RetryPolicyInvalid, "attempts"),
-        ({"retry": {"attempts": 3, "backoff": {"type": "fixed", "delay": 500}}}, RetryPolicyInvalid, "backoff.delay"),
+        (
+            {"retry": {"attempts": 3, "backoff": {"type": "fixed", "delay": 500}}},
+            RetryPolicyInvalid,
+            "backoff.delay",
+        ),
         ({"timeout": "-1s"}, InvalidDelay, "timeout"),
         ({"run_at": "tomorrow"}, InvalidDelay, "run_at"),
     ],
 )
-async def test_bad_input_is_refused_and_nothing_is_written(redis_url: str, namespace: str, redis: aioredis.Redis,
-                                                           kwargs: dict[str, Any], error: type, field: str) -> None:
-    args: dict[str, Any] = {"topic": "ok", "run_at": datetime(2030, 1, 1, tzinfo=timezone.utc), **kwargs}
+async def test_bad_input_is_refused_and_nothing_is_written(
+    redis_url: str,
+    namespace: str,
+    redis: aioredis.Redis,
+    kwargs: dict[str, Any],
+    error: type,
+    field: str,
+) -> None:
+    args: dict[str, Any] = {
+        "topic": "ok",
+        "run_at": datetime(2030, 1, 1, tzinfo=UTC),
+        **kwargs,
+    }
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         with pytest.raises(error) as info:
             await s.schedule_at(args.pop("topic"), args.pop("run_at"), **args)
@@ -157,15 +190,25 @@ async def test_bad_input_is_refused_and_nothing_is_written(redis_url: str, names
 
 async def test_naive_run_at_is_wall_time_in_its_zone(redis_url: str, namespace: str) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
-        berlin = await s.schedule_at("t", datetime(2030, 3, 31, 2, 30), tz="Europe/Berlin")  # in the gap
-        chicago = await s.schedule_at("t", datetime(2030, 11, 3, 1, 30), tz="America/Chicago")  # overlap
+        berlin = await s.schedule_at(
+            "t", datetime(2030, 3, 31, 2, 30), tz="Europe/Berlin"
+        )  # in the gap
+        chicago = await s.schedule_at(
+            "t", datetime(2030, 11, 3, 1, 30), tz="America/Chicago"
+        )  # overlap
         info_b, info_c = await s.get_job(berlin), await s.get_job(chicago)
-        assert info_b is not None and info_b.run_at == datetime(2030, 3, 31, 1, 0, tzinfo=timezone.utc)
+        assert info_b is not None and info_b.run_at == datetime(
+            2030, 3, 31, 1, 0, tzinfo=UTC
+        )
         assert info_b.tz == "Europe/Berlin"
-        assert info_c is not None and info_c.run_at == datetime(2030, 11, 3, 6, 30, tzinfo=timezone.utc)
+        assert info_c is not None and info_c.run_at == datetime(
+            2030, 11, 3, 6, 30, tzinfo=UTC
+        )
 
 
-async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(redis_url: str, namespace: str) -> None:
+async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(
+    redis_url: str, namespace: str
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         first = await s.schedule_in("a", "1h", job_id="invoice-42", payload={"v": 1})
         again = await s.schedule_in("a", "2h", job_id="invoice-42", payload={"v": 2})
@@ -178,7 +221,9 @@ async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(redis_url:
         assert (await s.stats(topic="zzz"))["scheduled"] == 0
 
 
-async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str, namespace: str) -> None:
+async def test_retention_keeps_newest_completed_and_prunes_by_age(
+    redis_url: str, namespace: str
+) -> None:
     reg, clock = ListenerRegistry(), FakeClock(START_MS)
 
     @reg.on_event("bad")
@@ -186,8 +231,14 @@ async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str
         raise RuntimeError("x")
 
     # Housekeeping would prune on its own first tick; this test calls prune() itself.
-    s = make_scheduler(redis_url, namespace, reg, clock, retention={"completed_count": 3},
-                       worker={"recover_interval_s": 3600})
+    s = make_scheduler(
+        redis_url,
+        namespace,
+        reg,
+        clock,
+        retention={"completed_count": 3},
+        worker={"recover_interval_s": 3600},
+    )
     async with s:
         done = []
         async with s.worker() as worker:
@@ -198,7 +249,13 @@ async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str
                 clock.advance(1)
             failed = await s.schedule_in("bad", 0, retry={"attempts": 1})
             await eventually(lambda: in_state(s, failed, JobState.FAILED), what="failed")
-            assert [await s.get_job(j) is not None for j in done] == [False, False, True, True, True]
+            assert [await s.get_job(j) is not None for j in done] == [
+                False,
+                False,
+                True,
+                True,
+                True,
+            ]
             assert (await s.stats())["completed"] == 3
             clock.advance(7 * 86400 + 10)
             assert await worker.prune() == 3
@@ -208,11 +265,15 @@ async def test_retention_keeps_newest_completed_and_prunes_by_age(redis_url: str
             assert await worker.prune() == 1
             assert await s.get_job(failed) is None
             assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0}
-        leftovers = [k for k in await ns_keys(s.store.redis, namespace) if b"}:j:" in k or b"}:p:" in k]
+        leftovers = [
+            k for k in await ns_keys(s.store.redis, namespace) if b"}:j:" in k or b"}:p:" in k
+        ]
         assert leftovers == [], "pruned jobs leave neither hash nor payload behind"
 
 
-async def test_idle_worker_wakes_for_an_earlier_job_without_polling(redis_url: str, namespace: str) -> None:
+async def test_idle_worker_wakes_for_an_earlier_job_without_polling(
+    redis_url: str, namespace: str
+) -> None:
     """A worker sleeping toward a far job is woken by pub/sub for a nearer one. The fake clock
     never moves, so neither the far job's time nor the idle re-check can be what wakes it."""
     reg, ran = ListenerRegistry(), []
@@ -247,7 +308,9 @@ async def test_listener_sees_past_run_at_immediately(redis_url: str, namespace: 
         assert runs == [past], "run_at is reported as asked, the job ran at once"
 
 
-async def test_audit_off_writes_no_outbox_at_all(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+async def test_audit_off_writes_no_outbox_at_all(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg = ListenerRegistry()
     reg.add("t", lambda event: None)
     s = make_scheduler(redis_url, namespace, reg, audit={"enabled": False})
@@ -258,7 +321,9 @@ async def test_audit_off_writes_no_outbox_at_all(redis_url: str, namespace: str,
     assert await redis.exists(Keys(namespace).outbox) == 0
 
 
-async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: str, namespace: str) -> None:
+async def test_heartbeat_counts_only_leases_taken_by_another_worker(
+    redis_url: str, namespace: str
+) -> None:
     clock = FakeClock(START_MS)
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         for _ in range(3):
@@ -268,25 +333,52 @@ async def test_heartbeat_counts_only_leases_taken_by_another_worker(redis_url: s
         done, stolen, alive = jobs
         from scheduler.core.job import Settlement
 
-        assert await s.store.complete([Settlement(done.id, done.token, "succeeded")], clock.now_ms(), 100) == [1]
+        assert await s.store.complete(
+            [Settlement(done.id, done.token, "succeeded")], clock.now_ms(), 100
+        ) == [1]
         clock.advance(31)  # stolen's lease expires; another worker recovers and re-claims it
-        assert await s.store.fail([Settlement(stolen.id, stolen.token, "worker_lost", '{"type":"WorkerLost"}',
-                                              clock.now_ms(), True)], clock.now_ms()) == [3]
+        assert await s.store.fail(
+            [
+                Settlement(
+                    stolen.id,
+                    stolen.token,
+                    "worker_lost",
+                    '{"type":"WorkerLost"}',
+                    clock.now_ms(),
+                    True,
+                )
+            ],
+            clock.now_ms(),
+        ) == [3]
         await s.store.claim(clock.now_ms(), 10, 30_000, "w2")
         leases = [(j.id, j.token) for j in jobs]
-        assert await s.store.extend_leases(leases, clock.now_ms(), 30_000) == 1, "only the stolen one"
+        assert await s.store.extend_leases(leases, clock.now_ms(), 30_000) == 1, (
+            "only the stolen one"
+        )
 
 
 async def test_state_totals_are_the_sums_over_topics_and_a_topic_may_contain_a_bar(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     clock = FakeClock(START_MS)
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as s:
         for topic in ("a", "a", "b|c", "d"):
             await s.schedule_in(topic, 60)
         cancel_me = await s.schedule_in("d", 60)
         assert await s.cancel(cancel_me)
-        await redis.hset(Keys(namespace).counts, "scheduled", 99)  # an older layout's bare total: not summed
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 4, "cancelled": 1}
+        await redis.hset(
+            Keys(namespace).counts, "scheduled", 99
+        )  # an older layout's bare total: not summed
+        assert await s.stats() == {
+            **{st.value: 0 for st in JobState},
+            "dead_letter": 0,
+            "scheduled": 4,
+            "cancelled": 1,
+        }
         assert (await s.stats(topic="b|c"))["scheduled"] == 1
-        assert (await s.stats(topic="d")) == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "scheduled": 1,
-                                              "cancelled": 1}
+        assert (await s.stats(topic="d")) == {
+            **{st.value: 0 for st in JobState},
+            "dead_letter": 0,
+            "scheduled": 1,
+            "cancelled": 1,
+        }

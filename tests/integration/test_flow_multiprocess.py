@@ -58,12 +58,20 @@ async def runs(redis: aioredis.Redis, namespace: str) -> list[dict[str, Any]]:
     return out
 
 
-async def wait_runs(redis: aioredis.Redis, namespace: str, n: int, timeout: float,
-                    procs: WorkerProcesses | None = None, **match: Any) -> list[dict[str, Any]]:
+async def wait_runs(
+    redis: aioredis.Redis,
+    namespace: str,
+    n: int,
+    timeout: float,
+    procs: WorkerProcesses | None = None,
+    **match: Any,
+) -> list[dict[str, Any]]:
     """Until at least `n` runs matching `match` (field=value) are recorded; those runs."""
     deadline = time.monotonic() + timeout
     while True:
-        got = [r for r in await runs(redis, namespace) if all(r.get(k) == v for k, v in match.items())]
+        got = [
+            r for r in await runs(redis, namespace) if all(r.get(k) == v for k, v in match.items())
+        ]
         if len(got) >= n:
             return got
         if time.monotonic() > deadline:
@@ -85,7 +93,9 @@ def now_dt(s: Any, ms: int = 0) -> datetime:
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
     """The most intervals [start, end) open at one instant."""
-    points = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals], key=lambda p: (p[0], p[1]))
+    points = sorted(
+        [(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals], key=lambda p: (p[0], p[1])
+    )
     best = cur = 0
     for _, d in points:
         cur += d
@@ -95,6 +105,7 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 # ------------------------------------------------------------------ 1. policies
 
+
 async def test_singleton_never_overlaps_a_key_while_keys_run_in_parallel(
     redis: aioredis.Redis, namespace: str, procs: WorkerProcesses, s: Any
 ) -> None:
@@ -103,10 +114,13 @@ async def test_singleton_never_overlaps_a_key_while_keys_run_in_parallel(
     await s.configure_topic(T["singleton"], TopicOptions(policy="singleton"))
     await start_workers(procs)
     keys, per_key = ["a", "b", "c", "d"], 4
-    ids = await asyncio.gather(*(
-        s.schedule_in(T["singleton"], 0, key=k, payload={"key": k, "n": i, "sleep": 0.25})
-        for i in range(per_key) for k in keys
-    ))
+    ids = await asyncio.gather(
+        *(
+            s.schedule_in(T["singleton"], 0, key=k, payload={"key": k, "n": i, "sleep": 0.25})
+            for i in range(per_key)
+            for k in keys
+        )
+    )
     assert len(set(ids)) == len(keys) * per_key, "singleton never refuses a waiting job"
     got = await wait_runs(redis, namespace, len(ids), 60, procs)
     assert sorted(r["job"] for r in got) == sorted(ids), "each job ran exactly once"
@@ -114,7 +128,9 @@ async def test_singleton_never_overlaps_a_key_while_keys_run_in_parallel(
         spans = sorted((r["start"], r["end"]) for r in got if r["key"] == k)
         overlaps = [(a, b) for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1]]
         assert not overlaps, f"key {k}: overlapping runs {overlaps}"
-    assert max_overlap([(r["start"], r["end"]) for r in got]) >= 2, "different keys never ran at once"
+    assert max_overlap([(r["start"], r["end"]) for r in got]) >= 2, (
+        "different keys never ran at once"
+    )
 
 
 async def test_enqueue_policies_refuse_with_the_holder_id_across_producers(
@@ -132,10 +148,15 @@ async def test_enqueue_policies_refuse_with_the_holder_id_across_producers(
         producers = [s, p2, p3]
         holders: dict[str, str] = {}
         for name in ("exclusive", "short", "stately"):
-            results = await asyncio.gather(*(
-                p.schedule(T[name], now_dt(s, 600), key="k", payload={"key": "k", "n": 1, "sleep": 1.0})
-                for _ in range(5) for p in producers
-            ))
+            results = await asyncio.gather(
+                *(
+                    p.schedule(
+                        T[name], now_dt(s, 600), key="k", payload={"key": "k", "n": 1, "sleep": 1.0}
+                    )
+                    for _ in range(5)
+                    for p in producers
+                )
+            )
             created = [r for r in results if r.created]
             assert len(created) == 1, f"{name}: {len(created)} of 15 calls created a job"
             holder = created[0].job_id
@@ -144,9 +165,15 @@ async def test_enqueue_policies_refuse_with_the_holder_id_across_producers(
             holders[name] = holder
         for name, holder in holders.items():
             await wait_state(s, holder, JobState.RUNNING)
-            second = await p2.schedule(T[name], now_dt(s), key="k", payload={"key": "k", "n": 2, "sleep": 0.1})
+            second = await p2.schedule(
+                T[name], now_dt(s), key="k", payload={"key": "k", "n": 2, "sleep": 0.1}
+            )
             if name == "exclusive":
-                assert (second.job_id, second.created, second.reason) == (holder, False, "exclusive")
+                assert (second.job_id, second.created, second.reason) == (
+                    holder,
+                    False,
+                    "exclusive",
+                )
                 continue
             assert second.created, f"{name}: the running holder does not hold the waiting slot"
             if name == "short":
@@ -154,14 +181,18 @@ async def test_enqueue_policies_refuse_with_the_holder_id_across_producers(
             third = await p3.schedule(T[name], now_dt(s), key="k", payload={"key": "k", "n": 3})
             assert (third.job_id, third.created, third.reason) == (second.job_id, False, name)
         got = await wait_runs(redis, namespace, 5, 30, procs)
-        by_topic = {name: sorted((r["n"], r["start"], r["end"]) for r in got if r["topic"] == T[name])
-                    for name in holders}
+        by_topic = {
+            name: sorted((r["n"], r["start"], r["end"]) for r in got if r["topic"] == T[name])
+            for name in holders
+        }
         assert [n for n, _, _ in by_topic["exclusive"]] == [1]
         assert [n for n, _, _ in by_topic["short"]] == [1, 2]
         (_, _, end1), (_, start2, _) = by_topic["stately"]
         assert start2 >= end1, "stately: the second job ran while the first still ran"
         after = await s.schedule(T["exclusive"], now_dt(s), key="k")
-        assert after.created and after.job_id != holders["exclusive"], "a finished holder frees the key"
+        assert after.created and after.job_id != holders["exclusive"], (
+            "a finished holder frees the key"
+        )
 
 
 async def test_stately_second_job_of_a_key_cannot_enter_retry(
@@ -174,13 +205,19 @@ async def test_stately_second_job_of_a_key_cannot_enter_retry(
     await start_workers(procs)
     first = await s.schedule_in(T["stately"], 0, key="k", payload={"key": "k", "n": 1, "fail": [1]})
     await wait_state(s, first, JobState.RETRYING)
-    second = await s.schedule_in(T["stately"], 0, key="k", payload={"key": "k", "n": 2, "fail": [1]})
+    second = await s.schedule_in(
+        T["stately"], 0, key="k", payload={"key": "k", "n": 2, "fail": [1]}
+    )
     await wait_state(s, second, JobState.FAILED)
     info = await s.get_job(second)
     assert info is not None and info.attempts == 1, "the second job failed after its first attempt"
     await wait_state(s, first, JobState.COMPLETED)
     got = await runs(redis, namespace)
-    assert sorted((r["n"], r["attempt"], r["ok"]) for r in got) == [(1, 1, False), (1, 2, True), (2, 1, False)]
+    assert sorted((r["n"], r["attempt"], r["ok"]) for r in got) == [
+        (1, 1, False),
+        (1, 2, True),
+        (2, 1, False),
+    ]
 
 
 async def test_key_strict_fifo_runs_each_key_in_creation_order_and_a_failure_blocks_it(
@@ -190,15 +227,24 @@ async def test_key_strict_fifo_runs_each_key_in_creation_order_and_a_failure_blo
     order, even though later-created jobs are due earlier (due order would reverse them);
     keys run in parallel. A job failing for good blocks its key (blocked_keys) until it is
     retried (it runs again, then the rest in order) or deleted (the rest run)."""
-    await s.configure_topic(T["fifo"], TopicOptions(policy="key_strict_fifo", retry=RetryPolicy(attempts=1)))
+    await s.configure_topic(
+        T["fifo"], TopicOptions(policy="key_strict_fifo", retry=RetryPolicy(attempts=1))
+    )
     await start_workers(procs)
     base = s.clock.now_ms() + 300
     order: dict[str, list[str]] = {}
     for i in range(4):
         for k in ("p", "q", "r", "retried", "deleted"):
-            payload = {"key": k, "n": i, "sleep": 0.1, "fail_runs": int(i == 0 and k in ("retried", "deleted"))}
+            payload = {
+                "key": k,
+                "n": i,
+                "sleep": 0.1,
+                "fail_runs": int(i == 0 and k in ("retried", "deleted")),
+            }
             when = datetime.fromtimestamp((base - 50 * i) / 1000, UTC)  # created later, due earlier
-            order.setdefault(k, []).append((await s.schedule(T["fifo"], when, key=k, payload=payload)).job_id)
+            order.setdefault(k, []).append(
+                (await s.schedule(T["fifo"], when, key=k, payload=payload)).job_id
+            )
     got = await wait_runs(redis, namespace, 12, 40, procs, ok=True)
     failed = await wait_runs(redis, namespace, 2, 10, procs, ok=False)
     assert await s.blocked_keys(T["fifo"]) == ["deleted", "retried"]
@@ -214,13 +260,18 @@ async def test_key_strict_fifo_runs_each_key_in_creation_order_and_a_failure_blo
         expected = ids[1:] if k == "deleted" else ids
         assert [r["job"] for r in mine] == expected, f"key {k} ran out of creation order"
         spans = [(r["start"], r["end"]) for r in mine]
-        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False)), f"key {k}: runs overlap"
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False)), (
+            f"key {k}: runs overlap"
+        )
     first_runs = [r for r in got if r["key"] in ("p", "q", "r")]
-    assert max_overlap([(r["start"], r["end"]) for r in first_runs]) >= 2, "keys never ran in parallel"
+    assert max_overlap([(r["start"], r["end"]) for r in first_runs]) >= 2, (
+        "keys never ran in parallel"
+    )
     assert [r["n"] for r in failed] == [0, 0]
 
 
 # ------------------------------------------------------------------ 2. dedupe
+
 
 async def test_dedupe_throttle_and_debounce_across_producers(
     redis_url: str, redis: aioredis.Redis, namespace: str, procs: WorkerProcesses, s: Any
@@ -234,19 +285,27 @@ async def test_dedupe_throttle_and_debounce_across_producers(
         producers = [s, p2, p3]
         throttle = Dedupe("welcome", window="2s")
         t0 = time.monotonic()
-        results = await asyncio.gather(*(
-            p.schedule(T["dedupe"], now_dt(s), payload={"key": "throttle", "n": i}, dedupe=throttle)
-            for i, p in enumerate(producers * 5)
-        ))
+        results = await asyncio.gather(
+            *(
+                p.schedule(
+                    T["dedupe"], now_dt(s), payload={"key": "throttle", "n": i}, dedupe=throttle
+                )
+                for i, p in enumerate(producers * 5)
+            )
+        )
         first = {r.job_id for r in results}
         assert len(first) == 1 and sum(r.created for r in results) == 1, results
         (holder,) = first
         await wait_runs(redis, namespace, 1, 10, procs, key="throttle")
-        again = await p3.schedule(T["dedupe"], now_dt(s), payload={"key": "throttle"}, dedupe=throttle)
+        again = await p3.schedule(
+            T["dedupe"], now_dt(s), payload={"key": "throttle"}, dedupe=throttle
+        )
         assert time.monotonic() - t0 < 1.8, "too slow to test inside the window"
         assert (again.job_id, again.created, again.reason) == (holder, False, "throttle")
         await asyncio.sleep(max(0.0, 2.2 - (time.monotonic() - t0)))
-        later = await p2.schedule(T["dedupe"], now_dt(s), payload={"key": "throttle"}, dedupe=throttle)
+        later = await p2.schedule(
+            T["dedupe"], now_dt(s), payload={"key": "throttle"}, dedupe=throttle
+        )
         assert later.created and later.job_id != holder, "the window ended: a new job"
 
         debounce = Dedupe("search", window="1s", mode="debounce")
@@ -258,7 +317,12 @@ async def test_dedupe_throttle_and_debounce_across_producers(
             for _ in range(8):
                 seq += 1
                 n, sent = seq, s.clock.now_ms()
-                r = await p.schedule(T["dedupe"], now_dt(s, 500), payload={"key": "debounce", "n": n}, dedupe=debounce)
+                r = await p.schedule(
+                    T["dedupe"],
+                    now_dt(s, 500),
+                    payload={"key": "debounce", "n": n},
+                    dedupe=debounce,
+                )
                 calls.append((sent, s.clock.now_ms(), r, n))
                 await asyncio.sleep(0.04 + random.random() * 0.04)
 
@@ -270,13 +334,18 @@ async def test_dedupe_throttle_and_debounce_across_producers(
         # other call was sent (its script ran after theirs could have).
         last = [c for c in calls if c[1] >= max(d[0] for d in calls if d is not c)]
         (ran,) = await wait_runs(redis, namespace, 1, 10, procs, key="debounce")
-        assert ran["job"] == calls[0][2].job_id and ran["n"] in {c[3] for c in last}, "it ran with the last payload"
-        assert ran["start"] >= min(c[0] for c in last) + 500 - 5, "it ran before the last call's run_at"
+        assert ran["job"] == calls[0][2].job_id and ran["n"] in {c[3] for c in last}, (
+            "it ran with the last payload"
+        )
+        assert ran["start"] >= min(c[0] for c in last) + 500 - 5, (
+            "it ran before the last call's run_at"
+        )
         await asyncio.sleep(0.5)
         assert len([r for r in await runs(redis, namespace) if r["key"] == "debounce"]) == 1
 
 
 # ------------------------------------------------------------------ 3. priority
+
 
 async def test_priority_orders_a_backlog_higher_first_then_by_due_time(
     redis: aioredis.Redis, namespace: str, procs: WorkerProcesses, s: Any
@@ -302,13 +371,17 @@ async def test_priority_orders_a_backlog_higher_first_then_by_due_time(
         jid = (await s.schedule(T["prio"], when, payload={"n": n}, priority=prio)).job_id
         jobs.append((-prio, due, jid))
     expected = [jid for _, _, jid in sorted(jobs)]
-    assert (await s.get_job(gate)).state is JobState.RUNNING, "the backlog was not in place before the gate ended"
+    assert (await s.get_job(gate)).state is JobState.RUNNING, (
+        "the backlog was not in place before the gate ended"
+    )
     got = await wait_runs(redis, namespace, 41, 30, procs)
     (gate_run,) = [r for r in got if r["job"] == gate]
     assert gate_run["end"] > base + max(dues), "the gate ended before the whole backlog was due"
     started = [r["job"] for r in sorted(got, key=lambda r: r["start"]) if r["job"] != gate]
     what = {jid: (-neg, due) for neg, due, jid in jobs}
-    assert [what[j] for j in started] == [what[j] for j in expected], f"(priority, due) in start order: {[what[j] for j in started]}"
+    assert [what[j] for j in started] == [what[j] for j in expected], (
+        f"(priority, due) in start order: {[what[j] for j in started]}"
+    )
     assert [r["job"] for r in sorted(got, key=lambda r: r["start"])][0] == gate
 
 
@@ -329,19 +402,31 @@ async def test_global_rate_limit_holds_across_three_processes(
     await start_workers(procs)
     total = int(RATE * (MEASURE_S + 1.5))
     for chunk in range(0, total, 100):
-        await s.schedule_many([{"topic": T["rate"], "payload": {"n": i}} for i in range(chunk, min(chunk + 100, total))])
+        await s.schedule_many(
+            [
+                {"topic": T["rate"], "payload": {"n": i}}
+                for i in range(chunk, min(chunk + 100, total))
+            ]
+        )
     await wait_runs(redis, namespace, total, MEASURE_S + 15, procs)
     starts = sorted(
-        int(f[b"ts"]) for _, f in await redis.xrange(Keys(namespace).outbox, "-", "+") if f[b"e"] == b"attempt_started"
+        int(f[b"ts"])
+        for _, f in await redis.xrange(Keys(namespace).outbox, "-", "+")
+        if f[b"e"] == b"attempt_started"
     )
     assert len(starts) == total
     t0 = starts[0]
     in_window = sum(1 for t in starts if t < t0 + MEASURE_S * 1000)
     rate = in_window / MEASURE_S
-    worst = max(sum(1 for u in starts[i:i + RATE + BURST + 5] if u < t + 1000) for i, t in enumerate(starts))
+    worst = max(
+        sum(1 for u in starts[i : i + RATE + BURST + 5] if u < t + 1000)
+        for i, t in enumerate(starts)
+    )
     spread = {r["pid"] for r in await runs(redis, namespace)}
-    print(f"\nrate limit {RATE}/s on 3 processes: {in_window} starts in the first {MEASURE_S:.0f} s "
-          f"= {rate:.2f}/s; busiest 1 s window {worst}; {len(spread)} processes ran jobs")
+    print(
+        f"\nrate limit {RATE}/s on 3 processes: {in_window} starts in the first {MEASURE_S:.0f} s "
+        f"= {rate:.2f}/s; busiest 1 s window {worst}; {len(spread)} processes ran jobs"
+    )
     assert abs(rate - RATE) <= 0.05 * RATE, f"{rate:.2f} starts/s, not {RATE} ± 5 %"
     assert worst <= RATE + BURST, f"{worst} starts in one 1 s window"
     assert len(spread) == 3
@@ -362,7 +447,9 @@ async def test_topic_concurrency_caps_running_attempts_across_processes(
     await s.configure_topic(T["conc"], TopicOptions(concurrency=CONCURRENCY))
     await start_workers(procs)
     jobs = 24
-    await s.schedule_many([{"topic": T["conc"], "payload": {"n": i, "sleep": 0.2}} for i in range(jobs)])
+    await s.schedule_many(
+        [{"topic": T["conc"], "payload": {"n": i, "sleep": 0.2}} for i in range(jobs)]
+    )
     samples: list[int] = []
     started = time.monotonic()
     deadline = started + 40
@@ -373,8 +460,10 @@ async def test_topic_concurrency_caps_running_attempts_across_processes(
     took = time.monotonic() - started
     got = await wait_runs(redis, namespace, jobs, 5, procs)
     overlap = max_overlap([(r["start"], r["end"]) for r in got])
-    print(f"\nconcurrency {CONCURRENCY}: {len(samples)} samples, max running {max(samples)}, "
-          f"max overlapping runs {overlap}, pids {len({r['pid'] for r in got})}, {jobs} jobs in {took:.2f} s")
+    print(
+        f"\nconcurrency {CONCURRENCY}: {len(samples)} samples, max running {max(samples)}, "
+        f"max overlapping runs {overlap}, pids {len({r['pid'] for r in got})}, {jobs} jobs in {took:.2f} s"
+    )
     assert max(samples) <= CONCURRENCY, f"{max(samples)} running at once"
     assert overlap <= CONCURRENCY, f"{overlap} runs overlapped"
     assert max(samples) == CONCURRENCY and overlap == CONCURRENCY

@@ -39,15 +39,26 @@ BAD_CALLS = [
     ("delay", lambda s: s.schedule_in("t", "99999999999d")),
     ("timeout", lambda s: s.schedule_in("t", 0, timeout=1e30)),
     ("timeout", lambda s: s.schedule_in("t", 0, timeout=timedelta(days=31))),
-    ("run_at", lambda s: s.schedule_at("t", datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-2))))),
+    (
+        "run_at",
+        lambda s: s.schedule_at(
+            "t", datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-2)))
+        ),
+    ),
     ("items[0].delay", lambda s: s.schedule_many([{"topic": "t", "delay": 1e20}])),
     ("name", lambda s: s.schedule_cron("c\x00", "* * * * *", topic="t")),
 ]
 
 
-@pytest.mark.parametrize(("field", "call"), BAD_CALLS, ids=[f"{f}-{i}" for i, (f, _) in enumerate(BAD_CALLS)])
+@pytest.mark.parametrize(
+    ("field", "call"), BAD_CALLS, ids=[f"{f}-{i}" for i, (f, _) in enumerate(BAD_CALLS)]
+)
 async def test_unstorable_input_is_refused_naming_the_field_and_nothing_is_written(
-    redis_url: str, namespace: str, redis: Any, field: str, call: Any,
+    redis_url: str,
+    namespace: str,
+    redis: Any,
+    field: str,
+    call: Any,
 ) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), FakeClock(START_MS)) as s:
         with pytest.raises(ScheduleError) as info:
@@ -58,25 +69,42 @@ async def test_unstorable_input_is_refused_naming_the_field_and_nothing_is_writt
 
 async def test_what_is_still_allowed(redis_url: str, database_url: str, namespace: str) -> None:
     from tests.integration.engine_fixtures import audited_scheduler
-    async with audited_scheduler(redis_url, database_url, namespace, ListenerRegistry(), FakeClock(START_MS)) as s:
-        ok = await s.schedule_in("t", 0, payload={"s": "\\u0000 is text here", "emoji": "\U0001F600"},
-                                 timeout=timedelta(days=30))
+
+    async with audited_scheduler(
+        redis_url, database_url, namespace, ListenerRegistry(), FakeClock(START_MS)
+    ) as s:
+        ok = await s.schedule_in(
+            "t",
+            0,
+            payload={"s": "\\u0000 is text here", "emoji": "\U0001f600"},
+            timeout=timedelta(days=30),
+        )
         far = await s.schedule_at("t", datetime(9999, 12, 31, 23, 59, tzinfo=UTC))
         info = await s.get_job(ok)
-        assert info is not None and info.payload == {"s": "\\u0000 is text here", "emoji": "\U0001F600"}
+        assert info is not None and info.payload == {
+            "s": "\\u0000 is text here",
+            "emoji": "\U0001f600",
+        }
         assert (await s.get_job(far)) is not None
         await s.start_relay()
         await s.audit.flush()
         record = await s.audit.get(ok)
-        assert record is not None and record.payload == info.payload, "the audit stores what was allowed"
+        assert record is not None and record.payload == info.payload, (
+            "the audit stores what was allowed"
+        )
         assert await s.audit.get("a\x00b") is None and await s.audit.attempts("a\ud800") == []
 
 
 async def test_a_redis_password_never_shows_in_a_connection_error(namespace: str) -> None:
     from scheduler import Scheduler
+
     # the audit relay off: nothing must look for (or start) a PostgreSQL server
-    settings = load_settings(path=None, env={"HORAE_AUDIT__RELAY": "false"},
-                             redis_url="redis://:s3cr3t-pw@127.0.0.1:1/0", namespace=namespace)
+    settings = load_settings(
+        path=None,
+        env={"HORAE_AUDIT__RELAY": "false"},
+        redis_url="redis://:s3cr3t-pw@127.0.0.1:1/0",
+        namespace=namespace,
+    )
     with pytest.raises(StorageError) as info:
         async with Scheduler(settings=settings, listeners=ListenerRegistry()):
             pass

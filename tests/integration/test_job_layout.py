@@ -58,9 +58,21 @@ async def test_chunks_are_joined_as_bytes_so_a_split_character_survives(
         now = s.clock.now_ms()
         text = json.dumps("é" * 40, ensure_ascii=False)
         assert text.encode()[63:65] == "é".encode()
-        job = NewJob(id="accents", topic="t", due_ms=now, run_at_ms=now, tz="UTC", payload_json=text,
-                     metadata_json="{}", max_attempts=5, backoff_type="exponential", backoff_delay_ms=30_000,
-                     backoff_max_delay_ms=3_600_000, backoff_jitter="none", timeout_ms=60_000)
+        job = NewJob(
+            id="accents",
+            topic="t",
+            due_ms=now,
+            run_at_ms=now,
+            tz="UTC",
+            payload_json=text,
+            metadata_json="{}",
+            max_attempts=5,
+            backoff_type="exponential",
+            backoff_delay_ms=30_000,
+            backoff_max_delay_ms=3_600_000,
+            backoff_jitter="none",
+            timeout_ms=60_000,
+        )
         assert await s.store.enqueue(job, now)
         info = await s.get_job("accents")
         assert info is not None and info.payload == "é" * 40
@@ -93,21 +105,47 @@ async def test_fields_holding_their_default_are_not_stored_but_read_back(
         assert stored == {b"topic", b"state", b"run_at", b"timeout", b"created", b"p1"}
         info = await s.get_job(plain)
         assert info is not None
-        assert (info.attempts, info.max_attempts, info.backoff_type, info.backoff_delay_ms) == (0, 5, "exponential",
-                                                                                               30_000)
-        assert (info.metadata, info.tz, info.cron, info.next_attempt_at) == ({}, "UTC", None, info.run_at)
+        assert (info.attempts, info.max_attempts, info.backoff_type, info.backoff_delay_ms) == (
+            0,
+            5,
+            "exponential",
+            30_000,
+        )
+        assert (info.metadata, info.tz, info.cron, info.next_attempt_at) == (
+            {},
+            "UTC",
+            None,
+            info.run_at,
+        )
 
         past = s.clock.now_ms() - 86_400_000
-        custom = await s.schedule_at("t", ms_to_utc(past), tz="Europe/Paris", metadata={"k": "v"},
-                                     retry=RetryPolicy(3, Backoff("fixed", 5_000)))
+        custom = await s.schedule_at(
+            "t",
+            ms_to_utc(past),
+            tz="Europe/Paris",
+            metadata={"k": "v"},
+            retry=RetryPolicy(3, Backoff("fixed", 5_000)),
+        )
         info = await s.get_job(custom)
         assert info is not None
-        assert (info.max_attempts, info.backoff_type, info.backoff_delay_ms, info.metadata, info.tz) == (
-            3, "fixed", 5_000, {"k": "v"}, "Europe/Paris")
-        assert info.run_at == ms_to_utc(past) and info.next_attempt_at == ms_to_utc(s.clock.now_ms())
+        assert (
+            info.max_attempts,
+            info.backoff_type,
+            info.backoff_delay_ms,
+            info.metadata,
+            info.tz,
+        ) == (3, "fixed", 5_000, {"k": "v"}, "Europe/Paris")
+        assert info.run_at == ms_to_utc(past) and info.next_attempt_at == ms_to_utc(
+            s.clock.now_ms()
+        )
 
         claimed, _, _ = await s.store.claim(s.clock.now_ms(), 10, 30_000, "w")
         by_id = {c.id: c for c in claimed}
-        assert (by_id[custom].max_attempts, by_id[custom].backoff_type, by_id[custom].metadata_json,
-                by_id[custom].due_ms, by_id[custom].run_at_ms) == (3, "fixed", '{"k":"v"}', s.clock.now_ms(), past)
+        assert (
+            by_id[custom].max_attempts,
+            by_id[custom].backoff_type,
+            by_id[custom].metadata_json,
+            by_id[custom].due_ms,
+            by_id[custom].run_at_ms,
+        ) == (3, "fixed", '{"k":"v"}', s.clock.now_ms(), past)
         assert plain not in by_id

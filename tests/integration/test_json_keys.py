@@ -35,7 +35,9 @@ async def s(redis_url: str, namespace: str) -> AsyncIterator[Scheduler]:
         return None
 
     settings = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     async with Scheduler(settings=settings, listeners=reg) as scheduler:
         yield scheduler
 
@@ -56,19 +58,37 @@ CASES = [
 
 @pytest.mark.parametrize(("payload", "metadata", "message"), CASES)
 async def test_a_key_that_is_not_a_string_is_refused_on_every_path(
-        s: Scheduler, redis: aioredis.Redis, namespace: str, payload: Any, metadata: Any, message: str) -> None:
+    s: Scheduler, redis: aioredis.Redis, namespace: str, payload: Any, metadata: Any, message: str
+) -> None:
     before = await _keys(redis, namespace)
     field = "payload" if payload is not None else "metadata"
     calls = {
-        "schedule_at": (lambda: s.schedule_at("plain", NOW, payload=payload, metadata=metadata), field),
-        "schedule_in": (lambda: s.schedule_in("plain", 0, payload=payload, metadata=metadata), field),
-        "schedule_many": (lambda: s.schedule_many([{"topic": "plain"}, {"topic": "plain", "payload": payload,
-                                                                         "metadata": metadata}]), f"items[1].{field}"),
-        "schedule_cron": (lambda: s.schedule_cron("c", "0 3 * * *", topic="plain", payload=payload,
-                                                  metadata=metadata), field),
+        "schedule_at": (
+            lambda: s.schedule_at("plain", NOW, payload=payload, metadata=metadata),
+            field,
+        ),
+        "schedule_in": (
+            lambda: s.schedule_in("plain", 0, payload=payload, metadata=metadata),
+            field,
+        ),
+        "schedule_many": (
+            lambda: s.schedule_many(
+                [{"topic": "plain"}, {"topic": "plain", "payload": payload, "metadata": metadata}]
+            ),
+            f"items[1].{field}",
+        ),
+        "schedule_cron": (
+            lambda: s.schedule_cron(
+                "c", "0 3 * * *", topic="plain", payload=payload, metadata=metadata
+            ),
+            field,
+        ),
     }
     if payload is not None:  # a topic whose schema would take the coerced keys
-        calls["schema"] = (lambda: s.schedule_at("tagged", NOW, payload={"tags": payload}), "payload")
+        calls["schema"] = (
+            lambda: s.schedule_at("tagged", NOW, payload={"tags": payload}),
+            "payload",
+        )
     for name, (call, want) in calls.items():
         with pytest.raises(InvalidPayload) as caught:
             await call()
@@ -82,9 +102,15 @@ async def test_a_key_that_is_not_a_string_is_refused_on_every_path(
 
 
 async def test_string_keys_are_kept_as_given(s: Scheduler) -> None:
-    job_id = await s.schedule_at("plain", NOW, payload={"1": {"a": [{"b": "c"}]}}, metadata={"k": {"v": 1}})
+    job_id = await s.schedule_at(
+        "plain", NOW, payload={"1": {"a": [{"b": "c"}]}}, metadata={"k": {"v": 1}}
+    )
     info = await s.get_job(job_id)
-    assert info is not None and info.payload == {"1": {"a": [{"b": "c"}]}} and info.metadata == {"k": {"v": 1}}
+    assert (
+        info is not None
+        and info.payload == {"1": {"a": [{"b": "c"}]}}
+        and info.metadata == {"k": {"v": 1}}
+    )
     tagged = await s.schedule_at("tagged", NOW, payload={"tags": {"1": "a"}})
     assert (await s.get_job(tagged)).payload == {"tags": {"1": "a"}}  # type: ignore[union-attr]
 
@@ -95,7 +121,9 @@ async def test_a_cron_expression_over_the_cap_is_refused_and_not_stored(s: Sched
     assert len(long) > MAX_CRON_LEN
     with pytest.raises(InvalidCron) as caught:
         await s.schedule_cron("long", long, topic="plain")
-    assert caught.value.field == "cron" and f"at most {MAX_CRON_LEN} characters" in str(caught.value)
+    assert caught.value.field == "cron" and f"at most {MAX_CRON_LEN} characters" in str(
+        caught.value
+    )
     assert await s.get_cron("long") is None
     fits = ",".join(str(m) for m in range(60)) + " 3 * * *"  # every minute listed: 177 characters
     assert len(fits) <= MAX_CRON_LEN

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import InvalidPayload, JobInfo, JobState, Scheduler, ScheduleError
+from scheduler import InvalidPayload, JobInfo, JobState, ScheduleError, Scheduler
 from scheduler.core.config import load_settings
 from scheduler.store.scripts import Script
 from scheduler.testing.clocks import FakeClock
@@ -44,7 +44,9 @@ def registry(release: asyncio.Event) -> ListenerRegistry:
 
 
 @pytest.fixture
-async def setup(redis_url: str, namespace: str) -> AsyncIterator[tuple[Scheduler, dict[str, JobInfo]]]:
+async def setup(
+    redis_url: str, namespace: str
+) -> AsyncIterator[tuple[Scheduler, dict[str, JobInfo]]]:
     """250 jobs over 3 topics in every state (5 held running while the test lists)."""
     release = asyncio.Event()
     async with make_scheduler(redis_url, namespace, registry(release)) as s:
@@ -64,7 +66,14 @@ async def setup(redis_url: str, namespace: str) -> AsyncIterator[tuple[Scheduler
             ids.append(await s.schedule_in(topic, 0, payload=payload, retry=retry))
         assert len(ids) == 250
         async with s.worker(concurrency=20):
-            want = {"scheduled": 70, "cancelled": 30, "completed": 105, "failed": 20, "retrying": 20, "running": 5}
+            want = {
+                "scheduled": 70,
+                "cancelled": 30,
+                "completed": 105,
+                "failed": 20,
+                "retrying": 20,
+                "running": 5,
+            }
 
             async def settled() -> bool:
                 stats = await s.stats()
@@ -77,8 +86,9 @@ async def setup(redis_url: str, namespace: str) -> AsyncIterator[tuple[Scheduler
             release.set()
 
 
-async def walk(s: Scheduler, topic: str | None, state: str | None, limit: int,
-               between: Any = None) -> list[str]:
+async def walk(
+    s: Scheduler, topic: str | None, state: str | None, limit: int, between: Any = None
+) -> list[str]:
     """Every page of a listing, calling `between(page)` after each; the ids in order."""
     listed: list[str] = []
     cursor = None
@@ -97,7 +107,8 @@ async def walk(s: Scheduler, topic: str | None, state: str | None, limit: int,
 
 
 async def test_every_job_is_listed_once_in_a_stable_order_while_jobs_are_added(
-        setup: tuple[Scheduler, dict[str, JobInfo]]) -> None:
+    setup: tuple[Scheduler, dict[str, JobInfo]],
+) -> None:
     s, infos = setup
     added = 0
 
@@ -113,8 +124,11 @@ async def test_every_job_is_listed_once_in_a_stable_order_while_jobs_are_added(
         for topic in (None, *TOPICS):
             quiet = [i for i in await walk(s, topic, state, 50) if i in infos]
             busy = [i for i in await walk(s, topic, state, 50, add) if i in infos]
-            expected = {i for i, info in infos.items()
-                        if topic in (None, info.topic) and state in (None, info.state.value)}
+            expected = {
+                i
+                for i, info in infos.items()
+                if topic in (None, info.topic) and state in (None, info.state.value)
+            }
             assert len(quiet) == len(expected) and set(quiet) == expected, (topic, state)
             assert busy == quiet, (topic, state)  # each once, in the same order
     assert added > 0
@@ -123,7 +137,8 @@ async def test_every_job_is_listed_once_in_a_stable_order_while_jobs_are_added(
 
 
 async def test_the_walk_goes_on_when_the_cursor_job_is_removed(
-        setup: tuple[Scheduler, dict[str, JobInfo]]) -> None:
+    setup: tuple[Scheduler, dict[str, JobInfo]],
+) -> None:
     s, infos = setup
     waiting = {i for i, info in infos.items() if info.state is JobState.SCHEDULED}
 
@@ -135,11 +150,21 @@ async def test_the_walk_goes_on_when_the_cursor_job_is_removed(
 
 
 async def test_pages_follow_the_sets_order_and_bound_their_work(
-        setup: tuple[Scheduler, dict[str, JobInfo]]) -> None:
+    setup: tuple[Scheduler, dict[str, JobInfo]],
+) -> None:
     s, infos = setup
-    order = [JobState.SCHEDULED, JobState.RETRYING, JobState.RUNNING, JobState.COMPLETED, JobState.FAILED,
-             JobState.CANCELLED]
-    place = {st: (0 if st in (JobState.SCHEDULED, JobState.RETRYING) else order.index(st) - 1) for st in order}
+    order = [
+        JobState.SCHEDULED,
+        JobState.RETRYING,
+        JobState.RUNNING,
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+    ]
+    place = {
+        st: (0 if st in (JobState.SCHEDULED, JobState.RETRYING) else order.index(st) - 1)
+        for st in order
+    }
     listed = await walk(s, None, None, 13)
     sets = [place[infos[i].state] for i in listed]
     assert sets == sorted(sets)
@@ -148,7 +173,11 @@ async def test_pages_follow_the_sets_order_and_bound_their_work(
     page = await s.jobs(topic="c", state=None, limit=1)
     assert len(page.items) <= 1 and page.cursor is not None
     running = await s.jobs(state="running", limit=1, cursor=None)
-    assert len(running.items) == 1 and running.items[0].state is JobState.RUNNING and running.cursor is not None
+    assert (
+        len(running.items) == 1
+        and running.items[0].state is JobState.RUNNING
+        and running.cursor is not None
+    )
     with pytest.raises(ScheduleError) as info:
         await s.jobs(state="completed", cursor=page.cursor)  # a cursor of the due set
     assert info.value.field == "cursor"
@@ -160,7 +189,9 @@ async def _keys(redis: aioredis.Redis, namespace: str) -> list[bytes]:
     return [k async for k in redis.scan_iter(match="{" + namespace + "}:*", count=1000)]
 
 
-async def test_a_bad_item_stores_nothing(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+async def test_a_bad_item_stores_nothing(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         items: list[dict[str, Any]] = [{"topic": "a", "payload": {"i": i}} for i in range(2500)]
         items[7] = {"topic": "a", "payload": {"not", "json"}}
@@ -177,10 +208,15 @@ async def test_a_bad_item_stores_nothing(redis_url: str, namespace: str, redis: 
         assert await s.schedule_many([]) == []
 
 
-async def test_schedule_many_stores_and_audits_every_job(redis_url: str, database_url: str,
-                                                         namespace: str) -> None:
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    async with Scheduler(settings=settings, listeners=ListenerRegistry(), clock=FakeClock(START_MS)) as s:
+async def test_schedule_many_stores_and_audits_every_job(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
+    settings = load_settings(
+        env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
+    async with Scheduler(
+        settings=settings, listeners=ListenerRegistry(), clock=FakeClock(START_MS)
+    ) as s:
         existing = await s.schedule_in("b", "1d", job_id="known", payload="first")
         items: list[dict[str, Any]] = [
             {"topic": TOPICS[i % 3], "delay": 60 + i, "payload": {"i": i}, "metadata": {"n": i}}
@@ -207,25 +243,33 @@ async def test_schedule_many_stores_and_audits_every_job(redis_url: str, databas
 
 
 async def test_batches_in_flight_load_a_missing_script_and_store_each_job_once(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store = s.store
         # A variant of enqueue.lua that this Redis has never seen: every batch in flight
         # replies NOSCRIPT, loads it and is sent again (as on a fresh or flushed Redis).
         enqueue = store._scripts["enqueue"]
         store._scripts._scripts["enqueue"] = Script.of(f"{enqueue.source}\n-- {namespace}\n")
-        ids = await s.schedule_many([{"topic": "a", "delay": 60, "payload": i} for i in range(1_050)])
+        ids = await s.schedule_many(
+            [{"topic": "a", "delay": 60, "payload": i} for i in range(1_050)]
+        )
         assert len(set(ids)) == 1_050
         assert (await s.stats())["scheduled"] == 1_050
         assert await redis.zcard("{" + namespace + "}:due") == 1_050
 
 
-async def test_a_listing_keeps_one_key_and_a_time_range_across_pages(redis_url: str, namespace: str) -> None:
+async def test_a_listing_keeps_one_key_and_a_time_range_across_pages(
+    redis_url: str, namespace: str
+) -> None:
     clock = FakeClock(START_MS)
     async with make_scheduler(redis_url, namespace, ListenerRegistry(), clock=clock) as s:
-        start = datetime.fromtimestamp(START_MS / 1000, tz=timezone.utc)
-        ids = {(h, key): await s.schedule_at("a", start + timedelta(hours=h), key=key, priority=h % 2)
-               for h in range(1, 13) for key in ("k1", "k2")}
+        start = datetime.fromtimestamp(START_MS / 1000, tz=UTC)
+        ids = {
+            (h, key): await s.schedule_at("a", start + timedelta(hours=h), key=key, priority=h % 2)
+            for h in range(1, 13)
+            for key in ("k1", "k2")
+        }
         since, until = start + timedelta(hours=3), start + timedelta(hours=8)
 
         async def every(**filters: Any) -> list[str]:
@@ -240,8 +284,9 @@ async def test_a_listing_keeps_one_key_and_a_time_range_across_pages(redis_url: 
         kept = await every(state="scheduled", key="k1", since=since, until=until)
         want = [ids[(h, "k1")] for h in (3, 5, 7)] + [ids[(h, "k1")] for h in (4, 6, 8)]
         assert kept == want
-        assert sorted(await every(since=since, until=until)) == sorted(ids[(h, k)] for h in range(3, 9)
-                                                                        for k in ("k1", "k2"))
+        assert sorted(await every(since=since, until=until)) == sorted(
+            ids[(h, k)] for h in range(3, 9) for k in ("k1", "k2")
+        )
         assert await every(key="k2", until=start) == []
         with pytest.raises(ScheduleError) as info:
             await s.jobs(since=until, until=since)

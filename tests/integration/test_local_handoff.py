@@ -6,7 +6,7 @@ other case takes the ordinary path through the due set."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -34,9 +34,21 @@ def count_claims(s: Scheduler) -> list[str]:
 
 
 def new_job(job_id: str, due_ms: int, topic: str = "t") -> NewJob:
-    return NewJob(id=job_id, topic=topic, due_ms=due_ms, run_at_ms=due_ms, tz="UTC", payload_json='{"n":1}',
-                  metadata_json="{}", max_attempts=3, backoff_type="fixed", backoff_delay_ms=1_000,
-                  backoff_max_delay_ms=3_600_000, backoff_jitter="none", timeout_ms=60_000)
+    return NewJob(
+        id=job_id,
+        topic=topic,
+        due_ms=due_ms,
+        run_at_ms=due_ms,
+        tz="UTC",
+        payload_json='{"n":1}',
+        metadata_json="{}",
+        max_attempts=3,
+        backoff_type="fixed",
+        backoff_delay_ms=1_000,
+        backoff_max_delay_ms=3_600_000,
+        backoff_jitter="none",
+        timeout_ms=60_000,
+    )
 
 
 async def completed(s: Scheduler, job_id: str) -> bool:
@@ -44,8 +56,9 @@ async def completed(s: Scheduler, job_id: str) -> bool:
     return info is not None and info.state is JobState.COMPLETED
 
 
-async def test_a_job_for_now_goes_straight_to_the_idle_local_worker(redis_url: str, namespace: str,
-                                                                    redis: aioredis.Redis) -> None:
+async def test_a_job_for_now_goes_straight_to_the_idle_local_worker(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, seen = ListenerRegistry(), []
 
     @reg.on_event("t")
@@ -62,13 +75,20 @@ async def test_a_job_for_now_goes_straight_to_the_idle_local_worker(redis_url: s
         info = await s.get_job(job_id)
         assert info is not None and (info.attempts, info.state) == (1, JobState.COMPLETED)
         events = await redis.xrange(Keys(namespace).outbox)
-        started = [f for _, f in events if f[b"e"] == b"attempt_started" and f[b"id"] == job_id.encode()]
+        started = [
+            f for _, f in events if f[b"e"] == b"attempt_started" and f[b"id"] == job_id.encode()
+        ]
         assert [f[b"worker"] for f in started] == [w.id.encode()]
-        assert await s.stats() == {**{st.value: 0 for st in JobState}, "dead_letter": 0, "completed": 1}
+        assert await s.stats() == {
+            **{st.value: 0 for st in JobState},
+            "dead_letter": 0,
+            "completed": 1,
+        }
 
 
 async def test_the_ordinary_path_when_handoff_is_off_busy_or_for_another_topic(
-        redis_url: str, namespace: str) -> None:
+    redis_url: str, namespace: str
+) -> None:
     reg, gate, ran = ListenerRegistry(), asyncio.Event(), []
 
     @reg.on_event("t")
@@ -113,14 +133,20 @@ async def test_a_job_never_jumps_ahead_of_one_already_due(redis_url: str, namesp
         done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
         created = done.result.created
         assert created and isinstance(leased, ClaimedJob)
-        assert (leased.id, leased.attempt, leased.token, leased.payload_json) == ("alone", 1, "w:1:3", '{"n":1}')
+        assert (leased.id, leased.attempt, leased.token, leased.payload_json) == (
+            "alone",
+            1,
+            "w:1:3",
+            '{"n":1}',
+        )
         done, leased = await s.store.enqueue_for(new_job("alone", now), now, "w", 30_000)
         created = done.result.created
         assert not created and leased is None, "an existing id is left alone"
 
 
 async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncounted(
-        redis_url: str, namespace: str) -> None:
+    redis_url: str, namespace: str
+) -> None:
     reg = ListenerRegistry()
 
     @reg.on_event("t")  # a handoff is only of a topic the worker has listeners for (issue 33)
@@ -129,11 +155,14 @@ async def test_a_handoff_that_lands_after_the_worker_stopped_is_given_back_uncou
     async with make_scheduler(redis_url, namespace, reg) as s:
         worker = s.make_worker(all_topics=True)
         await worker.start()
-        assert not worker._reserve("other.topic"), "no listener here: claim.lua decides (it may be known)"
+        assert not worker._reserve("other.topic"), (
+            "no listener here: claim.lua decides (it may be known)"
+        )
         assert worker._reserve("t")  # a scheduling call's handoff is in flight ...
         await worker.stop(grace=0)
-        assert await worker.enqueue_local(new_job("other", s.clock.now_ms()), s.clock.now_ms()) is None, \
-            "a stopped worker takes nothing"
+        assert (
+            await worker.enqueue_local(new_job("other", s.clock.now_ms()), s.clock.now_ms()) is None
+        ), "a stopped worker takes nothing"
         now = s.clock.now_ms()
         _, leased = await s.store.enqueue_for(new_job("late", now), now, worker.id, 30_000)
         assert leased is not None
@@ -154,7 +183,8 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loop(
-        redis_url: str, namespace: str) -> None:
+    redis_url: str, namespace: str
+) -> None:
     reg, ran = ListenerRegistry(), []
 
     @reg.on_event("t")
@@ -165,7 +195,9 @@ async def test_a_slot_held_for_a_handoff_that_did_not_happen_frees_the_claim_loo
         async with s.worker(concurrency=1) as w:
             assert w._reserve("t")  # the one slot, held for a scheduling call in flight ...
             now = s.clock.now_ms()
-            assert await s.store.enqueue(new_job("queued", now), now)  # ... while another job comes due
+            assert await s.store.enqueue(
+                new_job("queued", now), now
+            )  # ... while another job comes due
             # The wake-up arrived and stays unconsumed: the claim loop has no slot to claim with.
             await eventually(lambda: _true(w._wake.is_set()), what="the wake-up for the queued job")
             assert ran == []
@@ -180,7 +212,9 @@ class LeadingWall(FakeClock):
         return self.now_ms() + 3
 
 
-async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(redis_url: str, namespace: str) -> None:
+async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(
+    redis_url: str, namespace: str
+) -> None:
     """The caller's datetime.now() may lead the Redis-calibrated clock by a fraction of a
     millisecond: a run_at the process's own clock has reached counts as now (handed off);
     one further ahead waits in the due set for its instant, never run early."""
@@ -189,8 +223,9 @@ async def test_schedule_at_now_takes_the_handoff_like_schedule_in_zero(redis_url
     async with make_scheduler(redis_url, namespace, reg, clock=clock) as s:
         claimed = count_claims(s)
         async with s.worker(concurrency=4):
+
             def at(ms_ahead: int) -> datetime:
-                return datetime.fromtimestamp((clock.now_ms() + ms_ahead) / 1000, tz=timezone.utc)
+                return datetime.fromtimestamp((clock.now_ms() + ms_ahead) / 1000, tz=UTC)
 
             now_job = await s.schedule_at("t", at(3), "UTC")  # the wall clock's now
             await eventually(lambda: completed(s, now_job), what="the run-now job completed")
@@ -209,6 +244,12 @@ async def test_a_fake_clock_runs_nothing_before_its_time(redis_url: str, namespa
     clock, reg = FakeClock(START_MS), ListenerRegistry()
     reg.add("t", lambda event: None)
     async with make_scheduler(redis_url, namespace, reg, clock=clock) as s:
-        job_id = await s.schedule_at("t", datetime.fromtimestamp((START_MS + 1) / 1000, tz=timezone.utc), "UTC")
+        job_id = await s.schedule_at(
+            "t", datetime.fromtimestamp((START_MS + 1) / 1000, tz=UTC), "UTC"
+        )
         info = await s.get_job(job_id)
-        assert info is not None and info.state is JobState.SCHEDULED and info.run_at == info.next_attempt_at
+        assert (
+            info is not None
+            and info.state is JobState.SCHEDULED
+            and info.run_at == info.next_attempt_at
+        )

@@ -15,10 +15,17 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from scheduler.cli.main import cli
 from scheduler.core.config import load_settings
-from scheduler.store.connection import redis_client
 from scheduler.core.keys import Keys
+from scheduler.store.connection import redis_client
 from scheduler.testing.under_test import delete_namespace
-from tests.migrate_scenario import check_dedupe_kept, migrate, populate, run_all, scheduler, snapshot
+from tests.migrate_scenario import (
+    check_dedupe_kept,
+    migrate,
+    populate,
+    run_all,
+    scheduler,
+    snapshot,
+)
 
 
 @pytest.fixture
@@ -28,8 +35,9 @@ async def parted_namespace(redis_url: str, namespace: str) -> AsyncIterator[str]
     await delete_namespace(redis_url, namespace)
 
 
-async def test_a_mixed_namespace_moves_1_to_4_to_1_and_runs_each_job_once(redis_url: str, parted_namespace: str,
-                                                                          redis: object) -> None:
+async def test_a_mixed_namespace_moves_1_to_4_to_1_and_runs_each_job_once(
+    redis_url: str, parted_namespace: str, redis: object
+) -> None:
     ns = parted_namespace
     populated = await populate(redis_url, ns, 1)
     async with scheduler(redis_url, ns, 1) as s:
@@ -54,22 +62,41 @@ async def test_a_mixed_namespace_moves_1_to_4_to_1_and_runs_each_job_once(redis_
 
 
 async def test_the_cli_migrates_records_the_action_in_the_audit_and_refuses_a_live_worker(
-        redis_url: str, parted_namespace: str, database_url: str) -> None:
+    redis_url: str, parted_namespace: str, database_url: str
+) -> None:
     ns = parted_namespace
-    args = ["--redis-url", redis_url, "--database-url", database_url, "--namespace", ns, "partitions", "migrate"]
+    args = [
+        "--redis-url",
+        redis_url,
+        "--database-url",
+        database_url,
+        "--namespace",
+        ns,
+        "partitions",
+        "migrate",
+    ]
     async with scheduler(redis_url, ns, 1) as s:
         await s.schedule_in("t", 3600)
         async with s.worker(topics=["other"]):
             refused = await asyncio.to_thread(CliRunner().invoke, cli, [*args, "--to", "2"])
-    assert refused.exit_code == 1 and "1 live worker(s) still beat" in refused.output, refused.output
+    assert refused.exit_code == 1 and "1 live worker(s) still beat" in refused.output, (
+        refused.output
+    )
     done = await asyncio.to_thread(CliRunner().invoke, cli, [*args, "--to", "2"])
-    assert done.exit_code == 0 and "moved 1 jobs {" + ns + "}: -> {" + ns + "|" in done.output, done.output
+    assert done.exit_code == 0 and "moved 1 jobs {" + ns + "}: -> {" + ns + "|" in done.output, (
+        done.output
+    )
     settings = load_settings(env={}, redis_url=redis_url)
     redis = redis_client(redis_url, settings)
     try:
-        async with AuditTrail(redis, ns, database_url, RelayOptions.from_settings(settings.audit, partitions=2)) as trail:
+        async with AuditTrail(
+            redis, ns, database_url, RelayOptions.from_settings(settings.audit, partitions=2)
+        ) as trail:
             [action] = await trail.actions(target=ns)
     finally:
         await redis.aclose()
     assert (action.action, action.outcome, action.detail) == (
-        "partitions.migrate", "done", {"from": 1, "to": 2, "jobs": 1, "schedules": 0})
+        "partitions.migrate",
+        "done",
+        {"from": 1, "to": 2, "jobs": 1, "schedules": 0},
+    )

@@ -51,7 +51,10 @@ async def wait_for(check, timeout: float, interval: float = 0.05):  # type: igno
 async def test_three_processes_run_each_of_2000_jobs_exactly_once(
     redis_url: str, namespace: str, redis: aioredis.Redis, workers: WorkerProcesses
 ) -> None:
-    procs = [workers.spawn(f"w{i}", concurrency=10, grace=GRACE_S, env=WORKER_ENV) for i in range(WORKERS)]
+    procs = [
+        workers.spawn(f"w{i}", concurrency=10, grace=GRACE_S, env=WORKER_ENV)
+        for i in range(WORKERS)
+    ]
     for p in procs:
         await p.wait_ready()
 
@@ -79,7 +82,12 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
         drained_s = time.monotonic() - started
         assert counts, f"jobs did not settle in 60 s: {await s.stats()}\n{workers.logs()}"
         assert counts == {
-            "scheduled": 0, "running": 0, "retrying": 0, "completed": JOBS, "failed": 0, "cancelled": 0,
+            "scheduled": 0,
+            "running": 0,
+            "retrying": 0,
+            "completed": JOBS,
+            "failed": 0,
+            "cancelled": 0,
             "dead_letter": 0,
         }, workers.logs()
 
@@ -99,15 +107,25 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
         for chunk in range(0, JOBS, 50):
             infos += await asyncio.gather(*(s.get_job(j) for j in job_ids[chunk : chunk + 50]))
         assert all(i is not None for i in infos), "completed jobs were dropped from Redis"
-        not_done = [(i.id, i.state.value, i.attempts) for i in infos if i.state.value != "completed" or i.attempts != 1]
-        assert not not_done, f"{len(not_done)} jobs not completed in one attempt, e.g. {not_done[:5]}"
+        not_done = [
+            (i.id, i.state.value, i.attempts)
+            for i in infos
+            if i.state.value != "completed" or i.attempts != 1
+        ]
+        assert not not_done, (
+            f"{len(not_done)} jobs not completed in one attempt, e.g. {not_done[:5]}"
+        )
         assert all(i.last_error is None for i in infos)
 
         # the outbox agrees: one attempt_started and one completed per job, no failures
         started_by_job: dict[str, int] = {}
         completed_by_job: dict[str, int] = {}
         other: list[str] = []
-        entries = [e for stream in await outboxes(redis, namespace) for e in await redis.xrange(stream, "-", "+")]
+        entries = [
+            e
+            for stream in await outboxes(redis, namespace)
+            for e in await redis.xrange(stream, "-", "+")
+        ]
         for _, fields in entries:
             kind, jid = fields[b"e"].decode(), fields[b"id"].decode()
             if kind == "attempt_started":
@@ -138,4 +156,6 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
     for p in procs:
         code, waited = await p.wait_exit(GRACE_S + 5)
         assert code == 0, f"exit {code} after {waited:.1f} s\n{p.describe()}"
-        assert waited < GRACE_S, f"nothing was running, yet the stop took {waited:.1f} s\n{p.describe()}"
+        assert waited < GRACE_S, (
+            f"nothing was running, yet the stop took {waited:.1f} s\n{p.describe()}"
+        )

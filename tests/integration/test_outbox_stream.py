@@ -14,7 +14,9 @@ from tests.integration.engine_fixtures import eventually
 from tests.integration.test_wire import private_server  # noqa: F401  (a fixture)
 
 
-async def test_observers_connect_for_the_call_and_consumers_until_aclose(private_server: Path) -> None:  # noqa: F811
+async def test_observers_connect_for_the_call_and_consumers_until_aclose(
+    private_server: Path,
+) -> None:  # noqa: F811
     client = aioredis.Redis.from_url(f"unix://:s3cret@{private_server}")
     try:
         await client.ping()

@@ -111,7 +111,10 @@ AUDIT_REDIS: dict[str, Callable[[AuditTrail], Awaitable[Any]]] = {
     "flush": lambda a: a.flush(timeout=1),
     "lag": lambda a: a.lag(),
 }
-AUDIT_STAY_UP = {"open": "PostgreSQL down at start is logged, the relay migrates later", "close": "no server needed"}
+AUDIT_STAY_UP = {
+    "open": "PostgreSQL down at start is logged, the relay migrates later",
+    "close": "no server needed",
+}
 
 
 def public_names(cls: type) -> set[str]:
@@ -129,7 +132,9 @@ def _through(url: str, port: int) -> str:
     parts = urlsplit(url)
     user = parts.netloc.rpartition("@")[0]
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")])
-    return parts._replace(netloc=(f"{user}@" if user else "") + f"127.0.0.1:{port}", query=query).geturl()
+    return parts._replace(
+        netloc=(f"{user}@" if user else "") + f"127.0.0.1:{port}", query=query
+    ).geturl()
 
 
 async def _proxy(url: str, default_port: int) -> FaultProxy:
@@ -147,8 +152,12 @@ async def _proxy(url: str, default_port: int) -> FaultProxy:
 async def redis_gone(redis_url: str, namespace: str) -> AsyncIterator[Scheduler]:
     """A Scheduler (no audit relay) connected to Redis, which then goes away: port closed."""
     proxy = await _proxy(redis_url, 6379)
-    settings = load_settings(path=None, env={}, redis_url=_through(redis_url, proxy.port), namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    settings = load_settings(
+        path=None, env={}, redis_url=_through(redis_url, proxy.port), namespace=namespace
+    )
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     s = Scheduler(settings=settings, listeners=ListenerRegistry())
     await s.connect()
     await proxy.close()
@@ -157,13 +166,19 @@ async def redis_gone(redis_url: str, namespace: str) -> AsyncIterator[Scheduler]
 
 
 @pytest.fixture
-async def audited(redis_url: str, database_url: str, namespace: str) -> AsyncIterator[tuple[Scheduler, FaultProxy,
-                                                                                               FaultProxy]]:
+async def audited(
+    redis_url: str, database_url: str, namespace: str
+) -> AsyncIterator[tuple[Scheduler, FaultProxy, FaultProxy]]:
     """A Scheduler with the audit on, reaching Redis and PostgreSQL through paths the test cuts;
     one job scheduled (an outbox event that no relay has committed)."""
     rp, pp = await _proxy(redis_url, 6379), await _proxy(database_url, 5432)
-    settings = load_settings(path=None, env={}, redis_url=_through(redis_url, rp.port),
-                             database_url=_through(database_url, pp.port), namespace=namespace)
+    settings = load_settings(
+        path=None,
+        env={},
+        redis_url=_through(redis_url, rp.port),
+        database_url=_through(database_url, pp.port),
+        namespace=namespace,
+    )
     s = Scheduler(settings=settings, listeners=ListenerRegistry())
     await s.connect()
     await s.schedule_in("t/x", 3600)
@@ -179,7 +194,9 @@ def _assert_ours(exc: BaseException, kind: type[Exception]) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-async def test_with_redis_down_every_call_raises_storage_error(redis_gone: Scheduler, name: str) -> None:
+async def test_with_redis_down_every_call_raises_storage_error(
+    redis_gone: Scheduler, name: str
+) -> None:
     with pytest.raises(Exception) as caught:
         await asyncio.wait_for(CALLS[name](redis_gone), 20)
     _assert_ours(caught.value, StorageError)
@@ -187,7 +204,8 @@ async def test_with_redis_down_every_call_raises_storage_error(redis_gone: Sched
 
 @pytest.mark.parametrize("name", sorted(AUDIT_PG))
 async def test_with_postgres_down_every_audit_read_raises_audit_unavailable(
-        audited: tuple[Scheduler, FaultProxy, FaultProxy], name: str) -> None:
+    audited: tuple[Scheduler, FaultProxy, FaultProxy], name: str
+) -> None:
     s, _, pg = audited
     await pg.close()
     with pytest.raises(Exception) as caught:
@@ -197,7 +215,8 @@ async def test_with_postgres_down_every_audit_read_raises_audit_unavailable(
 
 @pytest.mark.parametrize("name", sorted(AUDIT_REDIS))
 async def test_with_redis_down_the_audit_outbox_reads_raise_storage_error(
-        audited: tuple[Scheduler, FaultProxy, FaultProxy], name: str) -> None:
+    audited: tuple[Scheduler, FaultProxy, FaultProxy], name: str
+) -> None:
     s, rp, _ = audited
     await rp.close()
     with pytest.raises(Exception) as caught:
@@ -205,7 +224,9 @@ async def test_with_redis_down_the_audit_outbox_reads_raise_storage_error(
     _assert_ours(caught.value, StorageError)
 
 
-async def test_close_and_start_relay_stay_up(audited: tuple[Scheduler, FaultProxy, FaultProxy]) -> None:
+async def test_close_and_start_relay_stay_up(
+    audited: tuple[Scheduler, FaultProxy, FaultProxy],
+) -> None:
     s, rp, pp = audited
     await rp.close()
     await pp.close()
@@ -219,62 +240,139 @@ BAD = [None, 5, ["a"], {"a": 1}]  # for a str parameter (None: only where None m
 BAD_INT = ["5", None, [5], {"a": 5}]  # for an int parameter
 
 
-def _kw(call: Callable[..., Awaitable[Any]], **fixed: Any) -> Callable[[Scheduler, str, Any], Awaitable[Any]]:
+def _kw(
+    call: Callable[..., Awaitable[Any]], **fixed: Any
+) -> Callable[[Scheduler, str, Any], Awaitable[Any]]:
     return lambda s, param, value: call(s, **{**fixed, param: value})
 
 
 # method -> (a call taking the parameter by keyword, {parameter: (bad values, the field named)})
-WALK: dict[str, tuple[Callable[[Scheduler, str, Any], Awaitable[Any]], dict[str, tuple[list[Any], str]]]] = {
-    "schedule": (_kw(lambda s, **k: s.schedule(**k), topic="t/x", run_at=NOW),
-                 {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "dead_letter": (BAD[1:], "dead_letter"),
-                  "key": (BAD[1:], "key"), "tz": (BAD, "tz")}),
-    "schedule_at": (_kw(lambda s, **k: s.schedule_at(**k), topic="t/x", run_at=NOW),
-                    {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "tz": (BAD, "tz")}),
-    "schedule_in": (_kw(lambda s, **k: s.schedule_in(**k), topic="t/x", delay=60),
-                    {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "key": (BAD[1:], "key")}),
-    "schedule_many": (_kw(lambda s, **k: s.schedule_many([{"topic": "t/x", **k}])),
-                      {"topic": (BAD, "items[0].topic"), "job_id": (BAD[1:], "items[0].job_id")}),
-    "schedule_cron": (_kw(lambda s, **k: s.schedule_cron(**k), name="n/x", cron="* * * * *", topic="t/x"),
-                      {"name": (BAD, "name"), "cron": (BAD, "cron"), "topic": (BAD, "topic"), "tz": (BAD, "tz"),
-                       "key": (BAD[1:], "key")}),
+WALK: dict[
+    str, tuple[Callable[[Scheduler, str, Any], Awaitable[Any]], dict[str, tuple[list[Any], str]]]
+] = {
+    "schedule": (
+        _kw(lambda s, **k: s.schedule(**k), topic="t/x", run_at=NOW),
+        {
+            "topic": (BAD, "topic"),
+            "job_id": (BAD[1:], "job_id"),
+            "dead_letter": (BAD[1:], "dead_letter"),
+            "key": (BAD[1:], "key"),
+            "tz": (BAD, "tz"),
+        },
+    ),
+    "schedule_at": (
+        _kw(lambda s, **k: s.schedule_at(**k), topic="t/x", run_at=NOW),
+        {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "tz": (BAD, "tz")},
+    ),
+    "schedule_in": (
+        _kw(lambda s, **k: s.schedule_in(**k), topic="t/x", delay=60),
+        {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "key": (BAD[1:], "key")},
+    ),
+    "schedule_many": (
+        _kw(lambda s, **k: s.schedule_many([{"topic": "t/x", **k}])),
+        {"topic": (BAD, "items[0].topic"), "job_id": (BAD[1:], "items[0].job_id")},
+    ),
+    "schedule_cron": (
+        _kw(lambda s, **k: s.schedule_cron(**k), name="n/x", cron="* * * * *", topic="t/x"),
+        {
+            "name": (BAD, "name"),
+            "cron": (BAD, "cron"),
+            "topic": (BAD, "topic"),
+            "tz": (BAD, "tz"),
+            "key": (BAD[1:], "key"),
+        },
+    ),
     "unschedule": (_kw(lambda s, **k: s.unschedule(**k)), {"name": (BAD, "name")}),
     "pause_cron": (_kw(lambda s, **k: s.pause_cron(**k)), {"name": (BAD, "name")}),
     "resume_cron": (_kw(lambda s, **k: s.resume_cron(**k)), {"name": (BAD, "name")}),
     "get_cron": (_kw(lambda s, **k: s.get_cron(**k)), {"name": (BAD, "name")}),
     "get_job": (_kw(lambda s, **k: s.get_job(**k)), {"job_id": (BAD, "job_id")}),
     "wait": (_kw(lambda s, **k: s.wait(**k), timeout=1), {"job_id": (BAD, "job_id")}),
-    "wait_many": (_kw(lambda s, **k: s.wait_many(**k), timeout=1), {"job_ids": ([None, 5, "ab"], "job_ids")}),
-    "wait_many[]": (_kw(lambda s, v: s.wait_many(["j/x", v], timeout=1)), {"v": (BAD, "job_ids[1]")}),
-    "cancel": (_kw(lambda s, **k: s.cancel(**k), job_id="j/x"), {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")}),
-    "cancel_many": (_kw(lambda s, **k: s.cancel_many(**k), ids=["j/x"]),
-                    {"ids": ([None, 5, "ab", {"a": 1}], "ids"), "actor": (BAD[1:], "actor")}),
+    "wait_many": (
+        _kw(lambda s, **k: s.wait_many(**k), timeout=1),
+        {"job_ids": ([None, 5, "ab"], "job_ids")},
+    ),
+    "wait_many[]": (
+        _kw(lambda s, v: s.wait_many(["j/x", v], timeout=1)),
+        {"v": (BAD, "job_ids[1]")},
+    ),
+    "cancel": (
+        _kw(lambda s, **k: s.cancel(**k), job_id="j/x"),
+        {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")},
+    ),
+    "cancel_many": (
+        _kw(lambda s, **k: s.cancel_many(**k), ids=["j/x"]),
+        {"ids": ([None, 5, "ab", {"a": 1}], "ids"), "actor": (BAD[1:], "actor")},
+    ),
     "cancel_many[]": (_kw(lambda s, v: s.cancel_many(["j/x", v])), {"v": (BAD, "ids[1]")}),
-    "retry": (_kw(lambda s, **k: s.retry(**k), job_id="j/x"), {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")}),
-    "reschedule": (_kw(lambda s, **k: s.reschedule(**k), job_id="j/x", run_at=NOW),
-                   {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor"), "tz": (BAD, "tz")}),
-    "delete": (_kw(lambda s, **k: s.delete(**k), job_id="j/x"), {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")}),
-    "replay": (_kw(lambda s, **k: s.replay(**k), job_id="j/x"), {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")}),
+    "retry": (
+        _kw(lambda s, **k: s.retry(**k), job_id="j/x"),
+        {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")},
+    ),
+    "reschedule": (
+        _kw(lambda s, **k: s.reschedule(**k), job_id="j/x", run_at=NOW),
+        {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor"), "tz": (BAD, "tz")},
+    ),
+    "delete": (
+        _kw(lambda s, **k: s.delete(**k), job_id="j/x"),
+        {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")},
+    ),
+    "replay": (
+        _kw(lambda s, **k: s.replay(**k), job_id="j/x"),
+        {"job_id": (BAD, "job_id"), "actor": (BAD[1:], "actor")},
+    ),
     "stats": (_kw(lambda s, **k: s.stats(**k)), {"topic": (BAD[1:], "topic")}),
-    "configure_topic": (_kw(lambda s, **k: s.configure_topic(**k), name="t/x", options=TopicOptions()),
-                        {"name": (BAD, "name"), "options": (BAD, "options")}),
+    "configure_topic": (
+        _kw(lambda s, **k: s.configure_topic(**k), name="t/x", options=TopicOptions()),
+        {"name": (BAD, "name"), "options": (BAD, "options")},
+    ),
     "get_topic": (_kw(lambda s, **k: s.get_topic(**k)), {"name": (BAD, "name")}),
-    "delete_topic": (_kw(lambda s, **k: s.delete_topic(**k), name="t/x"),
-                     {"name": (BAD, "name"), "force": (["yes", None, 1], "force")}),
+    "delete_topic": (
+        _kw(lambda s, **k: s.delete_topic(**k), name="t/x"),
+        {"name": (BAD, "name"), "force": (["yes", None, 1], "force")},
+    ),
     "blocked_keys": (_kw(lambda s, **k: s.blocked_keys(**k)), {"topic": (BAD, "topic")}),
     "forget_topic": (_kw(lambda s, **k: s.forget_topic(**k)), {"topic": (BAD, "topic")}),
-    "dead_letters": (_kw(lambda s, **k: s.dead_letters(**k), topic="t/x"),
-                     {"topic": (BAD, "topic"), "limit": (BAD_INT, "limit"), "cursor": (BAD[1:], "cursor")}),
-    "purge_dead_letters": (_kw(lambda s, **k: s.purge_dead_letters(**k), topic="t/x"),
-                           {"topic": (BAD, "topic"), "actor": (BAD[1:], "actor")}),
-    "jobs": (_kw(lambda s, **k: s.jobs(**k)),
-             {"topic": (BAD[1:], "topic"), "state": (BAD[1:], "state"), "key": (BAD[1:], "key"),
-              "limit": (BAD_INT, "limit"), "cursor": (BAD[1:], "cursor")}),
-    "drain_worker": (_kw(lambda s, **k: s.drain_worker(**k)), {"worker_id": (BAD + [""], "worker_id")}),
+    "dead_letters": (
+        _kw(lambda s, **k: s.dead_letters(**k), topic="t/x"),
+        {"topic": (BAD, "topic"), "limit": (BAD_INT, "limit"), "cursor": (BAD[1:], "cursor")},
+    ),
+    "purge_dead_letters": (
+        _kw(lambda s, **k: s.purge_dead_letters(**k), topic="t/x"),
+        {"topic": (BAD, "topic"), "actor": (BAD[1:], "actor")},
+    ),
+    "jobs": (
+        _kw(lambda s, **k: s.jobs(**k)),
+        {
+            "topic": (BAD[1:], "topic"),
+            "state": (BAD[1:], "state"),
+            "key": (BAD[1:], "key"),
+            "limit": (BAD_INT, "limit"),
+            "cursor": (BAD[1:], "cursor"),
+        },
+    ),
+    "drain_worker": (
+        _kw(lambda s, **k: s.drain_worker(**k)),
+        {"worker_id": (BAD + [""], "worker_id")},
+    ),
     "acting_as": (_kw(lambda s, **k: _acting(s, **k)), {"actor": (BAD, "actor")}),
 }
 # Public methods with no id or name parameter (each with the reason).
-NO_ID = {"list_crons", "stats_by_topic", "list_topics", "known_topics", "workers", "connect", "close", "start_relay", "make_worker",
-         "worker", "audit", "store", "clock"}
+NO_ID = {
+    "list_crons",
+    "stats_by_topic",
+    "list_topics",
+    "known_topics",
+    "workers",
+    "connect",
+    "close",
+    "start_relay",
+    "make_worker",
+    "worker",
+    "audit",
+    "store",
+    "clock",
+}
 
 
 async def _acting(s: Scheduler, actor: Any) -> None:
@@ -298,7 +396,9 @@ async def _shape(redis: aioredis.Redis, namespace: str) -> dict[str, Any]:
 @pytest.fixture
 async def live(redis_url: str, namespace: str) -> AsyncIterator[Scheduler]:
     settings = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
         await s.schedule_in("t/x", 3600, job_id="j/x")  # something to act on, were a check missing
         await s.schedule_cron("n/x", "0 3 * * *", topic="t/x")
@@ -307,7 +407,8 @@ async def live(redis_url: str, namespace: str) -> AsyncIterator[Scheduler]:
 
 @pytest.mark.parametrize("method", sorted(WALK))
 async def test_a_bad_id_or_name_is_refused_by_name_and_writes_nothing(
-        live: Scheduler, redis: aioredis.Redis, namespace: str, method: str) -> None:
+    live: Scheduler, redis: aioredis.Redis, namespace: str, method: str
+) -> None:
     call, params = WALK[method]
     before = await _shape(redis, namespace)
     wrong = []
@@ -319,7 +420,9 @@ async def test_a_bad_id_or_name_is_refused_by_name_and_writes_nothing(
                 if exc.field != field or not str(exc):
                     wrong.append(f"{param}={value!r}: field {exc.field!r} ({exc})")
             except Exception as exc:  # noqa: BLE001 - what the walk reports
-                wrong.append(f"{param}={value!r}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
+                wrong.append(
+                    f"{param}={value!r}: {type(exc).__module__}.{type(exc).__name__}: {exc}"
+                )
             else:
                 wrong.append(f"{param}={value!r}: accepted")
     assert wrong == []
@@ -356,7 +459,9 @@ async def test_a_job_with_slashes_runs_and_is_waited_for(redis_url: str, namespa
         seen.append((event.scheduled_job_id, event.topic))
 
     settings = load_settings(path=None, env={}, redis_url=redis_url, namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     async with Scheduler(settings=settings, listeners=reg) as s, s.worker():
         job_id = await s.schedule_in("orders/eu/paid", 0, job_id="order/42/paid")
         info = await s.wait(job_id, timeout=10)

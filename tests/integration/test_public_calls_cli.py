@@ -11,7 +11,12 @@ from click.testing import CliRunner
 from scheduler.cli.main import cli
 from tests.integration.test_cli_errors import LOG_LINE
 
-DEAD = ["--redis-url", "redis://:s3cret@127.0.0.1:1/0", "--database-url", "postgresql://u:pgs3cret@127.0.0.1:1/x"]
+DEAD = [
+    "--redis-url",
+    "redis://:s3cret@127.0.0.1:1/0",
+    "--database-url",
+    "postgresql://u:pgs3cret@127.0.0.1:1/x",
+]
 
 # command path -> its arguments
 COMMANDS: dict[str, list[str]] = {
@@ -70,14 +75,18 @@ def leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
     for name, command in group.commands.items():
         path = f"{prefix}{name}"
         if isinstance(command, click.Group):
-            out |= leaf_commands(command, f"{path} ") | ({path} if command.invoke_without_command else set())
+            out |= leaf_commands(command, f"{path} ") | (
+                {path} if command.invoke_without_command else set()
+            )
         else:
             out.add(path)
     return out
 
 
 def test_the_table_names_every_command() -> None:
-    assert leaf_commands(cli) == set(COMMANDS) | set(NOT_FAILING) and not set(COMMANDS) & set(NOT_FAILING)
+    assert leaf_commands(cli) == set(COMMANDS) | set(NOT_FAILING) and not set(COMMANDS) & set(
+        NOT_FAILING
+    )
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS))
@@ -86,9 +95,17 @@ def test_with_the_servers_down_a_command_exits_1_with_one_line(path: str, tmp_pa
     if path == "report":
         args += ["--out", str(tmp_path)]
     result = CliRunner().invoke(cli, args, prog_name="horae")
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     # (log records and the progress bar `report` draws on stderr are not error lines)
-    errors = [line for line in result.stderr.splitlines()
-              if line.strip() and not LOG_LINE.match(line) and "\u2501" not in line]
-    assert result.exit_code == 1 and len(errors) == 1 and errors[0].startswith("Error: "), (result.exit_code, errors)
+    errors = [
+        line
+        for line in result.stderr.splitlines()
+        if line.strip() and not LOG_LINE.match(line) and "\u2501" not in line
+    ]
+    assert result.exit_code == 1 and len(errors) == 1 and errors[0].startswith("Error: "), (
+        result.exit_code,
+        errors,
+    )
     assert "Traceback" not in result.output and "s3cret" not in result.output, result.output

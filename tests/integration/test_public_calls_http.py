@@ -24,7 +24,10 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
     ("POST", "/api/v1/jobs/{job_id}/cancel"): ("/api/v1/jobs/j-x/cancel", {}),
     ("POST", "/api/v1/jobs/{job_id}/retry"): ("/api/v1/jobs/j-x/retry", {}),
     ("POST", "/api/v1/jobs/{job_id}/delete"): ("/api/v1/jobs/j-x/delete", {}),
-    ("POST", "/api/v1/jobs/{job_id}/reschedule"): ("/api/v1/jobs/j-x/reschedule", {"run_at": "2030-01-01T00:00:00Z"}),
+    ("POST", "/api/v1/jobs/{job_id}/reschedule"): (
+        "/api/v1/jobs/j-x/reschedule",
+        {"run_at": "2030-01-01T00:00:00Z"},
+    ),
     ("GET", "/api/v1/crons"): ("/api/v1/crons", None),
     ("GET", "/api/v1/crons/{name}"): ("/api/v1/crons/n-x", None),
     ("POST", "/api/v1/crons/{name}/{action}"): ("/api/v1/crons/n-x/pause", {}),
@@ -40,8 +43,11 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
 
 
 def api_routes() -> set[tuple[str, str]]:
-    return {(method, re.sub(r":[^}]+}", "}", route.path))
-            for route in router.routes for method in getattr(route, "methods", ())}
+    return {
+        (method, re.sub(r":[^}]+}", "}", route.path))
+        for route in router.routes
+        for method in getattr(route, "methods", ())
+    }
 
 
 def test_the_table_names_every_route() -> None:
@@ -58,10 +64,17 @@ async def client(redis_gone: Scheduler) -> AsyncIterator[httpx.AsyncClient]:  # 
 
 @pytest.mark.parametrize("route", sorted(ROUTES), ids=" ".join)
 async def test_with_redis_down_every_route_answers_503_in_the_error_shape(
-        client: httpx.AsyncClient, route: tuple[str, str]) -> None:
+    client: httpx.AsyncClient, route: tuple[str, str]
+) -> None:
     path, body = ROUTES[route]
-    r = await client.request(route[0], path, json=body) if body is not None else await client.request(route[0], path)
+    r = (
+        await client.request(route[0], path, json=body)
+        if body is not None
+        else await client.request(route[0], path)
+    )
     assert r.status_code == 503, (r.status_code, r.text)
     error = r.json()["error"]
-    assert set(error) == {"code", "message", "field"} and error["code"] == "STORAGE_UNAVAILABLE", error
+    assert set(error) == {"code", "message", "field"} and error["code"] == "STORAGE_UNAVAILABLE", (
+        error
+    )
     assert error["message"] and error["field"] is None, error

@@ -30,8 +30,9 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     servers.stop_all(tmp_path / "data")
 
 
-def test_a_port_taken_before_the_bind_is_given_up_for_another(listener: int, data_dir: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_taken_before_the_bind_is_given_up_for_another(
+    listener: int, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_free_port = servers._free_port
     offered = iter([listener])  # the free port we picked is taken by the time redis-server binds
     monkeypatch.setattr(servers, "_free_port", lambda: next(offered, None) or real_free_port())
@@ -39,15 +40,21 @@ def test_a_port_taken_before_the_bind_is_given_up_for_another(listener: int, dat
 
     url = servers.ensure_redis(data_dir)
 
-    assert time.monotonic() - started < servers.START_TIMEOUT / 2, "waited for a port it could not bind"
+    assert time.monotonic() - started < servers.START_TIMEOUT / 2, (
+        "waited for a port it could not bind"
+    )
     assert url != f"redis://127.0.0.1:{listener}/0"
     with redis.Redis.from_url(url) as client:
         assert client.ping()
 
 
-def test_a_previous_port_held_by_another_server_is_not_waited_for(listener: int, data_dir: Path) -> None:
+def test_a_previous_port_held_by_another_server_is_not_waited_for(
+    listener: int, data_dir: Path
+) -> None:
     (data_dir / "redis").mkdir(parents=True)
-    (data_dir / "redis" / "state.json").write_text(f'{{"pid": 99999999, "port": {listener}}}')  # its server is gone
+    (data_dir / "redis" / "state.json").write_text(
+        f'{{"pid": 99999999, "port": {listener}}}'
+    )  # its server is gone
     started = time.monotonic()
 
     url = servers.ensure_redis(data_dir)

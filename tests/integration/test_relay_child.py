@@ -26,7 +26,9 @@ TOPIC = "child.relay"
 
 
 @pytest.fixture
-async def sched(redis_url: str, database_url: str, namespace: str) -> AsyncIterator[tuple[Scheduler, list[int]]]:
+async def sched(
+    redis_url: str, database_url: str, namespace: str
+) -> AsyncIterator[tuple[Scheduler, list[int]]]:
     """An audited Scheduler whose relay runs as a child process, and the payloads its listener ran."""
     ran: list[int] = []
     registry = ListenerRegistry()
@@ -35,8 +37,12 @@ async def sched(redis_url: str, database_url: str, namespace: str) -> AsyncItera
         ran.append(event.payload["i"])
 
     registry.add(TOPIC, listener)
-    settings = load_settings(env={}, redis_url=redis_url, database_url=database_url, namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay_process": True})})
+    settings = load_settings(
+        env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
+    )
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay_process": True})}
+    )
     s = Scheduler(settings=settings, listeners=registry)
     await s.connect()
     yield s, ran
@@ -64,7 +70,8 @@ async def _true(value: bool) -> bool:
 
 
 async def test_the_child_relays_is_replaced_when_killed_and_stops_with_the_scheduler(
-        sched: tuple[Scheduler, list[int]], database_url: str) -> None:
+    sched: tuple[Scheduler, list[int]], database_url: str
+) -> None:
     s, ran = sched
     worker = s.make_worker(concurrency=10)
     await worker.start()
@@ -77,8 +84,11 @@ async def test_the_child_relays_is_replaced_when_killed_and_stops_with_the_sched
     assert child.is_running() and relay.restarts == 0  # type: ignore[union-attr]
 
     child.send_signal(signal.SIGKILL)
-    await eventually(lambda: _true(relay.restarts == 1 and relay.running), timeout=15,  # type: ignore[union-attr]
-                     what="a new relay process")
+    await eventually(
+        lambda: _true(relay.restarts == 1 and relay.running),
+        timeout=15,  # type: ignore[union-attr]
+        what="a new relay process",
+    )
     replacement = _relay_child(relay.pid)  # type: ignore[union-attr]
     assert replacement.pid != child.pid
     await _run_and_audit(s, ran, 50, 50)  # audited by the replacement (and what the dead one held)
@@ -92,27 +102,41 @@ async def test_the_child_relays_is_replaced_when_killed_and_stops_with_the_sched
     assert not replacement.is_running() or replacement.status() == psutil.STATUS_ZOMBIE
 
 
-async def test_the_child_dies_with_a_sigkilled_worker(redis_url: str, database_url: str, namespace: str,
-                                                     tmp_path: Path) -> None:
+async def test_the_child_dies_with_a_sigkilled_worker(
+    redis_url: str, database_url: str, namespace: str, tmp_path: Path
+) -> None:
     procs = WorkerProcesses(redis_url, namespace, tmp_path)
     try:
-        worker = procs.spawn("w", env={"HORAE_AUDIT__RELAY": "true", "HORAE_AUDIT__RELAY_PROCESS": "true",
-                                       "HORAE_DATABASE_URL": database_url})
+        worker = procs.spawn(
+            "w",
+            env={
+                "HORAE_AUDIT__RELAY": "true",
+                "HORAE_AUDIT__RELAY_PROCESS": "true",
+                "HORAE_DATABASE_URL": database_url,
+            },
+        )
 
         await worker.wait_ready(timeout=60)
 
         async def child_up() -> bool:
-            return any("audit.relay.child" in c.cmdline() for c in psutil.Process(worker.pid).children())
+            return any(
+                "audit.relay.child" in c.cmdline() for c in psutil.Process(worker.pid).children()
+            )
 
         await eventually(child_up, timeout=30, what="the relay process of the worker")
-        child = next(c for c in psutil.Process(worker.pid).children() if "audit.relay.child" in c.cmdline())
+        child = next(
+            c for c in psutil.Process(worker.pid).children() if "audit.relay.child" in c.cmdline()
+        )
         async with producer(redis_url, namespace) as s:
             job_id = await s.schedule_in("mp.count", 0)
             await eventually(lambda: _job_done(s, job_id), timeout=30, what="the job")
         os.kill(worker.pid, signal.SIGKILL)
         worker.proc.wait(timeout=10)
-        await eventually(lambda: _true(not child.is_running() or child.status() == psutil.STATUS_ZOMBIE),
-                         timeout=10, what="the orphaned relay to exit")
+        await eventually(
+            lambda: _true(not child.is_running() or child.status() == psutil.STATUS_ZOMBIE),
+            timeout=10,
+            what="the orphaned relay to exit",
+        )
     finally:
         procs.close()
 
@@ -120,4 +144,3 @@ async def test_the_child_dies_with_a_sigkilled_worker(redis_url: str, database_u
 async def _job_done(s: Scheduler, job_id: str) -> bool:
     info = await s.get_job(job_id)
     return info is not None and info.state.value == "completed"
-

@@ -84,7 +84,9 @@ def test_redis_answers_ping_with_aof_on_and_no_rdb(data_dir: Path) -> None:
         assert client.config_get("dir") == {"dir": str(data_dir / "redis")}
         assert client.info("server")["redis_version"].startswith("6.2.")
     assert live_pids_in(data_dir / "redis", "redis-server") == [redis_state(data_dir)["pid"]]
-    assert servers.status(data_dir)["redis"] == f"running at {url} pid {redis_state(data_dir)['pid']}"
+    assert (
+        servers.status(data_dir)["redis"] == f"running at {url} pid {redis_state(data_dir)['pid']}"
+    )
 
 
 def test_second_ensure_redis_reuses_the_running_server(data_dir: Path) -> None:
@@ -102,7 +104,9 @@ def test_two_processes_starting_at_once_share_one_server_each(data_dir: Path) ->
         "d = Path(sys.argv[1]); print(servers.ensure_redis(d)); print(servers.ensure_postgres(d))"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(data_dir)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(data_dir)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     outputs = [proc.communicate(timeout=30)[0].split() for proc in procs]
@@ -134,7 +138,9 @@ def test_appendfsync_is_everysec_by_default_and_always_when_asked(data_dir: Path
     with redis.Redis.from_url(servers.ensure_redis(data_dir), decode_responses=True) as client:
         assert client.config_get("appendfsync") == {"appendfsync": "everysec"}
     servers.stop_all(data_dir)
-    with redis.Redis.from_url(servers.ensure_redis(data_dir, "always"), decode_responses=True) as client:
+    with redis.Redis.from_url(
+        servers.ensure_redis(data_dir, "always"), decode_responses=True
+    ) as client:
         assert client.config_get("appendfsync") == {"appendfsync": "always"}
 
 
@@ -148,7 +154,9 @@ def test_a_killed_redis_restarts_on_its_port_from_its_aof(data_dir: Path) -> Non
     os.kill(old_pid, signal.SIGKILL)  # no shutdown: only what was fsynced survives
     assert wait_until(lambda: not alive(old_pid))
 
-    assert servers.ensure_redis(data_dir, "always") == url  # clients configured with the URL reconnect
+    assert (
+        servers.ensure_redis(data_dir, "always") == url
+    )  # clients configured with the URL reconnect
     assert redis_state(data_dir)["pid"] != old_pid
     with redis.Redis.from_url(url) as client:
         assert client.get("k199") == b"199" and client.dbsize() == 200
@@ -161,9 +169,13 @@ def test_stale_state_file_leads_to_a_fresh_start(data_dir: Path, stale_pid: str)
         finished.wait()
         pid = finished.pid
     else:
-        pid = os.getpid()  # stop_all must not SIGTERM us either: it only kills a server that answers PING
+        pid = (
+            os.getpid()
+        )  # stop_all must not SIGTERM us either: it only kills a server that answers PING
     (data_dir / "redis").mkdir()
-    (data_dir / "redis" / "state.json").write_text(json.dumps({"pid": pid, "port": 1, "version": "6.2.14"}))
+    (data_dir / "redis" / "state.json").write_text(
+        json.dumps({"pid": pid, "port": 1, "version": "6.2.14"})
+    )
     assert servers.status(data_dir)["redis"] == "stopped"
 
     url = servers.ensure_redis(data_dir)
@@ -217,7 +229,9 @@ async def test_resolve_services_embedded_then_stop_all_stops_both(
     assert urls.redis_embedded and urls.database_embedded
     lines = [r.getMessage() for r in caplog.records if r.name == "horae.servers"]
     assert lines == [urls.describe()]
-    assert [r.levelno for r in caplog.records if r.name == "horae.servers"] == [logging.DEBUG]  # -v only
+    assert [r.levelno for r in caplog.records if r.name == "horae.servers"] == [
+        logging.DEBUG
+    ]  # -v only
     assert f"redis: embedded 6.2 at {urls.redis_url} (data " in lines[0]
     assert f"; postgres: embedded 18 at {urls.database_url} (data " in lines[0]
     redis_pid, pg_pid = redis_state(data_dir)["pid"], postmaster_pid(data_dir)

@@ -12,11 +12,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry
-from scheduler.worker.attempt import lost_settlement
 from scheduler.core.job import Settlement
 from scheduler.core.keys import Keys
 from scheduler.store.scripts import ScriptCode, SettleCode
 from scheduler.testing.clocks import FakeClock
+from scheduler.worker.attempt import lost_settlement
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 
 LEASE_MS = 2_000
@@ -27,16 +27,24 @@ ERROR = {"type": "ValueError", "message": "late"}
 async def snapshot(redis: aioredis.Redis, namespace: str, job_id: str) -> tuple[Any, ...]:
     """Everything a settlement writes: the job hash, the state sets, the counts and the outbox."""
     k = Keys(namespace)
-    return (await redis.hgetall(k.job(job_id)), await redis.zrange(k.active, 0, -1, withscores=True),
-            await redis.zrange(k.due, 0, -1, withscores=True), await redis.zrange(k.completed, 0, -1),
-            await redis.zrange(k.failed, 0, -1), await redis.hgetall(k.counts), await redis.xlen(k.outbox))
+    return (
+        await redis.hgetall(k.job(job_id)),
+        await redis.zrange(k.active, 0, -1, withscores=True),
+        await redis.zrange(k.due, 0, -1, withscores=True),
+        await redis.zrange(k.completed, 0, -1),
+        await redis.zrange(k.failed, 0, -1),
+        await redis.hgetall(k.counts),
+        await redis.xlen(k.outbox),
+    )
 
 
 async def recover(s: Any, now_ms: int) -> None:
     """What a live worker's housekeeping does with an expired lease: a worker_lost failure."""
     rows = await s.store.expired_leases(now_ms)
     assert len(rows) == 1
-    assert await s.store.fail([lost_settlement(rows[0], now_ms)], now_ms) == [SettleCode.RETRY_SCHEDULED]
+    assert await s.store.fail([lost_settlement(rows[0], now_ms)], now_ms) == [
+        SettleCode.RETRY_SCHEDULED
+    ]
 
 
 async def test_a_stalled_worker_cannot_settle_a_job_recovered_and_leased_to_another(
@@ -55,13 +63,18 @@ async def test_a_stalled_worker_cannot_settle_a_job_recovered_and_leased_to_anot
         before = await snapshot(redis, namespace, job_id)
         # the stalled worker wakes up and reports its attempt 1, as a success and as a failure
         now = clock.now_ms()
-        assert await s.store.complete([Settlement(job_id, stalled.token, "succeeded")], now, 100) == [
-            ScriptCode.LEASE_LOST]
-        assert await s.store.fail([Settlement(job_id, stalled.token, "failed", ERROR, now + 1_000)], now) == [
-            ScriptCode.LEASE_LOST]
-        assert await s.store.fail([Settlement(job_id, stalled.token, "failed", ERROR, -1)], now) == [
-            ScriptCode.LEASE_LOST]
-        assert await snapshot(redis, namespace, job_id) == before, "a stale settlement wrote something"
+        assert await s.store.complete(
+            [Settlement(job_id, stalled.token, "succeeded")], now, 100
+        ) == [ScriptCode.LEASE_LOST]
+        assert await s.store.fail(
+            [Settlement(job_id, stalled.token, "failed", ERROR, now + 1_000)], now
+        ) == [ScriptCode.LEASE_LOST]
+        assert await s.store.fail(
+            [Settlement(job_id, stalled.token, "failed", ERROR, -1)], now
+        ) == [ScriptCode.LEASE_LOST]
+        assert await snapshot(redis, namespace, job_id) == before, (
+            "a stale settlement wrote something"
+        )
 
         # the holder settles as usual, once; a repeat of its own write (a lost reply) changes nothing
         done = [Settlement(job_id, live.token, "succeeded")]
@@ -85,10 +98,12 @@ async def test_a_stalled_worker_cannot_settle_a_job_recovered_and_waiting_for_it
 
         before = await snapshot(redis, namespace, job_id)
         now = clock.now_ms()
-        assert await s.store.complete([Settlement(job_id, stalled.token, "succeeded")], now, 100) == [
-            ScriptCode.LEASE_LOST]
-        assert await s.store.fail([Settlement(job_id, stalled.token, "failed", ERROR, -1)], now) == [
-            ScriptCode.LEASE_LOST]
+        assert await s.store.complete(
+            [Settlement(job_id, stalled.token, "succeeded")], now, 100
+        ) == [ScriptCode.LEASE_LOST]
+        assert await s.store.fail(
+            [Settlement(job_id, stalled.token, "failed", ERROR, -1)], now
+        ) == [ScriptCode.LEASE_LOST]
         assert await snapshot(redis, namespace, job_id) == before
         info = await s.get_job(job_id)
         assert info is not None and info.state.value == "retrying" and info.attempts == 1

@@ -17,9 +17,9 @@ from opentelemetry.trace import SpanKind
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler.core.config import TelemetrySettings
 from scheduler.core.keys import Keys
+from scheduler.core.traceparent import parse_traceparent
 from scheduler.observe.telemetry import sampler_of
 from scheduler.testing.clocks import FakeClock
-from scheduler.core.traceparent import parse_traceparent
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
 
 JOBS = 40
@@ -27,7 +27,8 @@ RETRY = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}
 
 
 async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_nothing(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -49,7 +50,9 @@ async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_
     async with s:
         ids = [await s.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
         async with s.worker(concurrency=8):
-            await eventually(lambda: _retrying(s, JOBS), what="every first attempt settled as a retry")
+            await eventually(
+                lambda: _retrying(s, JOBS), what="every first attempt settled as a retry"
+            )
             clock.advance(1.5)
             await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
     provider.shutdown()
@@ -85,18 +88,23 @@ async def _retrying(s: Any, n: int) -> bool:
     return (await s.stats()).get("retrying", 0) == n
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("always_off", "AlwaysOffSampler"),
-    ("traceidratio", "TraceIdRatioBased{0.01}"),
-    ("parentbased_traceidratio", "ParentBased{root:TraceIdRatioBased{0.01}"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("always_off", "AlwaysOffSampler"),
+        ("traceidratio", "TraceIdRatioBased{0.01}"),
+        ("parentbased_traceidratio", "ParentBased{root:TraceIdRatioBased{0.01}"),
+    ],
+)
 def test_the_configured_sampler(name: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
     sampler = sampler_of(TelemetrySettings(sampler=name, sample_ratio=0.01))  # type: ignore[arg-type]
     assert sampler.get_description().startswith(expected)
 
 
-def test_the_standard_variables_win_and_unset_means_the_sdk_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_standard_variables_win_and_unset_means_the_sdk_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
     assert sampler_of(TelemetrySettings()) is None  # the SDK's own default: parentbased_always_on
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")

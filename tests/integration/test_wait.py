@@ -63,19 +63,26 @@ async def watched(redis: aioredis.Redis, namespace: str, job_id: str) -> bool:
     return await redis.hget(Keys(namespace).job(job_id), "w") == b"1"
 
 
-async def test_wait_is_woken_by_the_completion_not_by_polling(redis_url: str, namespace: str,
-                                                              redis: aioredis.Redis) -> None:
+async def test_wait_is_woken_by_the_completion_not_by_polling(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock, gate = ListenerRegistry(), FakeClock(START_MS), asyncio.Event()
     seen = gated(reg, "report.render", gate)
     # The waiter has a Scheduler (and so a connection) of its own: every command it sends is counted.
-    async with make_scheduler(redis_url, namespace, reg, clock) as s, \
-            make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as waiter:
+    async with (
+        make_scheduler(redis_url, namespace, reg, clock) as s,
+        make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as waiter,
+    ):
         job_id = await s.schedule_in("report.render", 0)
         async with s.worker():
-            await eventually(lambda: in_state(s, job_id, JobState.RUNNING), what="the attempt running")
+            await eventually(
+                lambda: in_state(s, job_id, JobState.RUNNING), what="the attempt running"
+            )
             with counted(waiter) as sent:
                 task = asyncio.create_task(waiter.wait(job_id))
-                await eventually(lambda: watched(redis, namespace, job_id), what="the wait registered")
+                await eventually(
+                    lambda: watched(redis, namespace, job_id), what="the wait registered"
+                )
                 # Real time passes while the clock stays frozen: a poller would send commands now.
                 await asyncio.sleep(0.3)
                 assert sent == ["EVALSHA"] and not task.done()
@@ -83,14 +90,27 @@ async def test_wait_is_woken_by_the_completion_not_by_polling(redis_url: str, na
                 gate.set()
                 info = await asyncio.wait_for(task, timeout=5)
                 woke_after = time.monotonic() - opened
-            assert info.state is JobState.COMPLETED and info.id == job_id and info.attempts == 1 == len(seen)
-            assert sent == ["EVALSHA", "HGETALL", "HMGET", "GET", "LRANGE"]  # watch, then one read of the job
-            assert woke_after < 2.0  # the settlement's publish, a round trip away (generous on a busy machine)
+            assert (
+                info.state is JobState.COMPLETED
+                and info.id == job_id
+                and info.attempts == 1 == len(seen)
+            )
+            assert sent == [
+                "EVALSHA",
+                "HGETALL",
+                "HMGET",
+                "GET",
+                "LRANGE",
+            ]  # watch, then one read of the job
+            assert (
+                woke_after < 2.0
+            )  # the settlement's publish, a round trip away (generous on a busy machine)
             assert clock.now_ms() == START_MS
 
 
-async def test_wait_returns_only_when_the_job_fails_for_good(redis_url: str, namespace: str,
-                                                             redis: aioredis.Redis) -> None:
+async def test_wait_returns_only_when_the_job_fails_for_good(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock, gate = ListenerRegistry(), FakeClock(START_MS), asyncio.Event()
     gate.set()
     seen = gated(reg, "billing.charge", gate, fail=True)
@@ -100,7 +120,9 @@ async def test_wait_returns_only_when_the_job_fails_for_good(redis_url: str, nam
         await eventually(lambda: watched(redis, namespace, job_id), what="the wait registered")
         async with s.worker():
             clock.advance(1)
-            await eventually(lambda: in_state(s, job_id, JobState.RETRYING, 1), what="attempt 1 failed")
+            await eventually(
+                lambda: in_state(s, job_id, JobState.RETRYING, 1), what="attempt 1 failed"
+            )
             assert not task.done()  # a retry is not an end
             clock.advance(1)
             info = await asyncio.wait_for(task, timeout=10)
@@ -108,8 +130,9 @@ async def test_wait_returns_only_when_the_job_fails_for_good(redis_url: str, nam
     assert info.last_error is not None and info.last_error["message"] == "attempt 2 failed"
 
 
-async def test_wait_returns_on_cancel_waiting_or_running(redis_url: str, namespace: str,
-                                                         redis: aioredis.Redis) -> None:
+async def test_wait_returns_on_cancel_waiting_or_running(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, gate = ListenerRegistry(), asyncio.Event()
     gated(reg, "slow", gate)
     async with make_scheduler(redis_url, namespace, reg) as s:
@@ -122,16 +145,22 @@ async def test_wait_returns_on_cancel_waiting_or_running(redis_url: str, namespa
 
         running = await s.schedule_in("slow", 0)
         async with s.worker():
-            await eventually(lambda: in_state(s, running, JobState.RUNNING), what="the attempt running")
+            await eventually(
+                lambda: in_state(s, running, JobState.RUNNING), what="the attempt running"
+            )
             task = asyncio.create_task(s.wait(running))
             await eventually(lambda: watched(redis, namespace, running), what="the wait registered")
             assert await s.cancel(running)
-            info = await asyncio.wait_for(task, timeout=5)  # cancelled: terminal, its attempt still in flight
+            info = await asyncio.wait_for(
+                task, timeout=5
+            )  # cancelled: terminal, its attempt still in flight
             assert info.state is JobState.CANCELLED
             gate.set()
 
 
-async def test_a_finished_job_returns_at_once_and_bad_calls_raise(redis_url: str, namespace: str) -> None:
+async def test_a_finished_job_returns_at_once_and_bad_calls_raise(
+    redis_url: str, namespace: str
+) -> None:
     reg = ListenerRegistry()
     reg.on_event("quick")(lambda event: None)
     async with make_scheduler(redis_url, namespace, reg) as s:
@@ -153,15 +182,18 @@ async def test_a_finished_job_returns_at_once_and_bad_calls_raise(redis_url: str
 
         later = await s.schedule_in("quick", "1h")
         started = time.monotonic()
-        with pytest.raises(WaitTimeout, match=f"job '{later}' not finished after 0.2 s") as timed_out:
+        with pytest.raises(
+            WaitTimeout, match=f"job '{later}' not finished after 0.2 s"
+        ) as timed_out:
             await s.wait(later, timeout=0.2)
         assert isinstance(timed_out.value, TimeoutError) and time.monotonic() - started >= 0.2
         info = await s.get_job(later)
         assert info is not None and info.state is JobState.SCHEDULED  # waiting changed nothing
 
 
-async def test_a_deleted_job_ends_the_wait_with_not_found(redis_url: str, namespace: str,
-                                                          redis: aioredis.Redis) -> None:
+async def test_a_deleted_job_ends_the_wait_with_not_found(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         job_id = await s.schedule_in("later", "1h")
         task = asyncio.create_task(s.wait(job_id))
@@ -171,8 +203,9 @@ async def test_a_deleted_job_ends_the_wait_with_not_found(redis_url: str, namesp
             await asyncio.wait_for(task, timeout=5)
 
 
-async def test_wait_many_in_order_with_one_shared_subscription(redis_url: str, namespace: str,
-                                                               redis: aioredis.Redis) -> None:
+async def test_wait_many_in_order_with_one_shared_subscription(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock = ListenerRegistry(), FakeClock(START_MS)
     reg.on_event("batch")(lambda event: None)
     async with make_scheduler(redis_url, namespace, reg, clock) as s:
@@ -187,21 +220,29 @@ async def test_wait_many_in_order_with_one_shared_subscription(redis_url: str, n
         async with s.worker():
             clock.advance(3)
             infos = await asyncio.wait_for(many, timeout=10)
-            assert [i.id for i in infos] == ids and all(i.state is JobState.COMPLETED for i in infos)
+            assert [i.id for i in infos] == ids and all(
+                i.state is JobState.COMPLETED for i in infos
+            )
             assert [i.id for i in await asyncio.gather(*singles)] == ids * 5
         assert await s.wait_many([]) == []
 
         later = await s.schedule_in("batch", "1h")
-        with pytest.raises(WaitTimeout, match=f"1 of 2 jobs not finished after 0.1 s \\(the first: '{later}'\\)"):
+        with pytest.raises(
+            WaitTimeout, match=f"1 of 2 jobs not finished after 0.1 s \\(the first: '{later}'\\)"
+        ):
             await s.wait_many([ids[0], later], timeout=0.1)
         with pytest.raises(JobNotFound, match="no job 'nope'"):
             await s.wait_many([later, "nope"], timeout=5)
 
 
-async def test_wait_works_with_the_audit_off(redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+async def test_wait_works_with_the_audit_off(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     reg, clock = ListenerRegistry(), FakeClock(START_MS)
     reg.on_event("quiet")(lambda event: None)
-    async with make_scheduler(redis_url, namespace, reg, clock, audit={"enabled": False, "relay": False}) as s:
+    async with make_scheduler(
+        redis_url, namespace, reg, clock, audit={"enabled": False, "relay": False}
+    ) as s:
         job_id = await s.schedule_in("quiet", "1s")
         task = asyncio.create_task(s.wait(job_id, timeout=10))
         await eventually(lambda: watched(redis, namespace, job_id), what="the wait registered")

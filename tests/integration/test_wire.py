@@ -6,10 +6,10 @@ honours the URL."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 import subprocess
 import time
-import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -41,7 +41,8 @@ async def kill_addr(redis: aioredis.Redis, sockname: tuple[str, int]) -> None:
 
 
 async def test_concurrent_calls_each_get_their_own_reply_in_one_pipeline(
-        wire: WireConnection, namespace: str) -> None:
+    wire: WireConnection, namespace: str
+) -> None:
     k = key(namespace, "n")
     replies = await asyncio.gather(*(wire.call("INCR", k) for _ in range(500)))
     assert sorted(replies) == list(range(1, 501))
@@ -53,13 +54,19 @@ async def test_concurrent_calls_each_get_their_own_reply_in_one_pipeline(
 async def test_an_error_reply_fails_only_its_own_call(wire: WireConnection, namespace: str) -> None:
     k = key(namespace, "h")
     await wire.call("HSET", k, "f", "v")
-    ok, bad, after = await asyncio.gather(wire.call("HGET", k, "f"), wire.call("INCR", k),
-                                          wire.call("HGET", k, "f"), return_exceptions=True)
+    ok, bad, after = await asyncio.gather(
+        wire.call("HGET", k, "f"),
+        wire.call("INCR", k),
+        wire.call("HGET", k, "f"),
+        return_exceptions=True,
+    )
     assert ok == after == b"v"
     assert isinstance(bad, ResponseError) and "WRONGTYPE" in str(bad)
 
 
-async def test_evalsha_loads_a_script_redis_does_not_have(wire: WireConnection, redis: aioredis.Redis) -> None:
+async def test_evalsha_loads_a_script_redis_does_not_have(
+    wire: WireConnection, redis: aioredis.Redis
+) -> None:
     source = f"return {{ARGV[1], '{uuid.uuid4().hex}'}}"  # a script no earlier run loaded
     sha = hashlib.sha1(source.encode()).hexdigest()
     assert await redis.script_exists(sha) == [False]
@@ -71,7 +78,8 @@ async def test_evalsha_loads_a_script_redis_does_not_have(wire: WireConnection, 
 
 
 async def test_a_broken_connection_fails_the_calls_in_flight_and_the_next_call_reconnects(
-        wire: WireConnection, redis: aioredis.Redis, namespace: str) -> None:
+    wire: WireConnection, redis: aioredis.Redis, namespace: str
+) -> None:
     await wire.call("CLIENT", "SETNAME", "doomed")
     sockname = wire._pipe.transport.get_extra_info("sockname")  # type: ignore[union-attr]
     # (a blocking command only to hold a call in flight: the engine never sends one on this connection)
@@ -84,7 +92,9 @@ async def test_a_broken_connection_fails_the_calls_in_flight_and_the_next_call_r
     assert (await wire.call("CLIENT", "GETNAME")) is None, "a new connection"
 
 
-async def test_a_cancelled_caller_does_not_shift_the_replies(wire: WireConnection, namespace: str) -> None:
+async def test_a_cancelled_caller_does_not_shift_the_replies(
+    wire: WireConnection, namespace: str
+) -> None:
     slow = asyncio.ensure_future(wire.call("ECHO", "first"))
     slow.cancel()
     assert await wire.call("ECHO", "second") == b"second"
@@ -92,21 +102,28 @@ async def test_a_cancelled_caller_does_not_shift_the_replies(wire: WireConnectio
 
 
 async def test_a_decoding_connection_gives_text_and_bytes_to_a_caller_that_asks(
-        redis: aioredis.Redis, namespace: str) -> None:
+    redis: aioredis.Redis, namespace: str
+) -> None:
     conn = WireConnection(Endpoint.of_pool(redis.connection_pool), decode=True)
     k, e = key(namespace, "h"), "é".encode()
     try:
         await conn.call("HSET", k, "a", e[:1], "b", e[1:], "c", "é")
         # one write; a raw reply between decoded ones, and an error that fails nothing else
-        replies = conn.call_many([("HGET", k, "c"), ("HMGET", k, "a", "b"), ("INCR", k), ("HGETALL", k)],
-                                 raw=[False, True])
+        replies = conn.call_many(
+            [("HGET", k, "c"), ("HMGET", k, "a", "b"), ("INCR", k), ("HGETALL", k)],
+            raw=[False, True],
+        )
         with pytest.raises(ResponseError, match="WRONGTYPE"):
             await replies
-        text, parts, _, flat = await conn.call_many([("HGET", k, "c"), ("HMGET", k, "a", "b"), ("HGET", k, "a"),
-                                                     ("HGETALL", k)], raw=[False, True])
+        text, parts, _, flat = await conn.call_many(
+            [("HGET", k, "c"), ("HMGET", k, "a", "b"), ("HGET", k, "a"), ("HGETALL", k)],
+            raw=[False, True],
+        )
         assert (text, b"".join(parts).decode()) == ("é", "é"), "bytes joined before decoding"
         assert as_map(flat)["c"] == "é" and as_map(flat)["a"] == "\ufffd", "invalid UTF-8 replaced"
-        assert await conn.call("ECHO", "x") == "x" and await conn.call("ECHO", "x", raw=True) == b"x"
+        assert (
+            await conn.call("ECHO", "x") == "x" and await conn.call("ECHO", "x", raw=True) == b"x"
+        )
         assert await conn.call_many([]) == []
     finally:
         await conn.aclose()
@@ -130,9 +147,25 @@ async def test_the_url_database_is_selected(redis_url: str, namespace: str) -> N
 def private_server(tmp_path: Path) -> Iterator[Path]:
     """A private redis-server on a unix socket with a password (the embedded binary)."""
     sock = tmp_path / "r.sock"
-    proc = subprocess.Popen([str(_redis_binary()), "--port", "0", "--unixsocket", str(sock), "--save", "",
-                             "--appendonly", "no", "--requirepass", "s3cret", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(_redis_binary()),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            "s3cret",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_listening(sock)
         yield sock
@@ -173,10 +206,13 @@ async def test_a_unix_socket_with_a_password(private_server: Path) -> None:
 
 
 async def test_subscription_delivers_messages_and_reports_a_lost_connection(
-        redis: aioredis.Redis, namespace: str) -> None:
+    redis: aioredis.Redis, namespace: str
+) -> None:
     channel = key(namespace, "wake")
     seen: list[tuple[bytes | None, bytes | None]] = []
-    sub = Subscription(Endpoint.of_pool(redis.connection_pool), [channel], lambda c, d: seen.append((c, d)))
+    sub = Subscription(
+        Endpoint.of_pool(redis.connection_pool), [channel], lambda c, d: seen.append((c, d))
+    )
     await sub.start()
     try:
         assert await redis.publish(channel, "1") == 1
@@ -184,7 +220,9 @@ async def test_subscription_delivers_messages_and_reports_a_lost_connection(
         await kill_addr(redis, sub._pipe.transport.get_extra_info("sockname"))  # type: ignore[union-attr]
         await eventually(lambda: _true((None, None) in seen), what="the lost connection reported")
         await eventually(lambda: _published(redis, channel), what="resubscribed")
-        await eventually(lambda: _true(seen[-1] == (channel.encode(), b"2")), what="a message after")
+        await eventually(
+            lambda: _true(seen[-1] == (channel.encode(), b"2")), what="a message after"
+        )
     finally:
         await sub.aclose()
     # (the server drops the subscriber when it reads the close: a moment after aclose returns)

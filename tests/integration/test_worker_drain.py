@@ -17,14 +17,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.worker.advertise import entry_json
 from scheduler.core.errors import ScheduleError
 from scheduler.core.job import JobState
 from scheduler.core.keys import Keys
 from scheduler.store.scripts import DrainCode
 from scheduler.testing.under_test import delete_namespace
+from scheduler.worker.advertise import entry_json
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
-from tests.integration.test_health_probes import _free_port, _probe, _until
+from tests.integration.test_health_probes import _free_port, _until
 from tests.procs import HORAE, WorkerProcesses, app_key, producer
 from tests.procs.worker_app import BLOCK_TOPIC
 
@@ -34,13 +34,20 @@ FAST_BEAT = {"HORAE_WORKER__LEASE_MS": "3000", "HORAE_WORKER__REGISTRY_TTL_MS": 
 
 
 async def test_request_drain_marks_a_live_entry_once_and_refuses_an_unknown_or_dead_one(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store, k = s.store, Keys(namespace)
-        await store.advertise_worker("A", entry_json(["a"], 2, 0, False, 1, START_MS, TTL, host="h"), ["a"],
-                                     START_MS, TTL)
-        await store.advertise_worker("dead", entry_json(["d"], 2, 0, False, 1, START_MS - TTL, TTL, host="h"),
-                                     ["d"], START_MS - TTL, TTL)
+        await store.advertise_worker(
+            "A", entry_json(["a"], 2, 0, False, 1, START_MS, TTL, host="h"), ["a"], START_MS, TTL
+        )
+        await store.advertise_worker(
+            "dead",
+            entry_json(["d"], 2, 0, False, 1, START_MS - TTL, TTL, host="h"),
+            ["d"],
+            START_MS - TTL,
+            TTL,
+        )
         before = await redis.hgetall(k.workers)
         assert await store.request_drain("nobody", START_MS) is DrainCode.NO_WORKER
         assert await store.request_drain("dead", START_MS) is DrainCode.NO_WORKER
@@ -51,19 +58,27 @@ async def test_request_drain_marks_a_live_entry_once_and_refuses_an_unknown_or_d
         assert (info.id, info.state, info.draining) == ("A", "draining", True)
         assert info.drain_requested_at is not None and info.topics == ("a",)
         # The worker's next heartbeat keeps the request and learns of it.
-        done = await store.advertise_worker("A", entry_json(["a"], 2, 1, False, 1, START_MS + 10, TTL, host="h"),
-                                            ["a"], START_MS + 10, TTL)
+        done = await store.advertise_worker(
+            "A",
+            entry_json(["a"], 2, 1, False, 1, START_MS + 10, TTL, host="h"),
+            ["a"],
+            START_MS + 10,
+            TTL,
+        )
         assert done.drain_ms == START_MS + 5
         assert json.loads(await redis.hget(k.workers, "A"))["drain_ms"] == START_MS + 5
         assert [(w.id, w.state, w.running) for w in await s.workers()] == [("A", "draining", 1)]
         with pytest.raises(ScheduleError) as bad:
             await s.drain_worker("")  # type: ignore[arg-type]
         assert bad.value.field == "worker_id"
-        assert await s.drain_worker("\x85") is False, "an id no live worker has, whatever its characters"
+        assert await s.drain_worker("\x85") is False, (
+            "an id no live worker has, whatever its characters"
+        )
 
 
 async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(
-        redis_url: str, namespace: str) -> None:
+    redis_url: str, namespace: str
+) -> None:
     registry = ListenerRegistry()
     release = asyncio.Event()
     ran: list[str] = []
@@ -73,7 +88,9 @@ async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(
         await release.wait()
         ran.append(event.scheduled_job_id)
 
-    async with make_scheduler(redis_url, namespace, registry, worker={"lease_ms": 900, "registry_ttl_ms": 900}) as s:
+    async with make_scheduler(
+        redis_url, namespace, registry, worker={"lease_ms": 900, "registry_ttl_ms": 900}
+    ) as s:
         async with s.worker(concurrency=2, grace=30) as w:
             seen: list[str] = []
             w.on_drain = seen.append
@@ -81,9 +98,13 @@ async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(
             await eventually(lambda: _in(s, job, JobState.RUNNING), what="the attempt runs")
             assert await s.drain_worker(w.id) is True
             assert [x.state for x in await s.workers()] == ["draining"]
-            await eventually(lambda: _true(w.draining), timeout=5, what="the worker saw the request")
+            await eventually(
+                lambda: _true(w.draining), timeout=5, what="the worker saw the request"
+            )
             assert seen and w.id in seen[0] and not w.stopped
-            later = await s.schedule_in("drain.slow", 0)  # claimed by nobody: its only worker drains
+            later = await s.schedule_in(
+                "drain.slow", 0
+            )  # claimed by nobody: its only worker drains
             await asyncio.sleep(0.5)
             assert (await s.get_job(later)).state is JobState.SCHEDULED  # type: ignore[union-attr]
             [listed] = await s.workers()  # listed while it drains, serving nothing
@@ -96,7 +117,9 @@ async def test_an_embedded_worker_drains_its_running_attempt_and_stops_itself(
         assert (await s.get_job(job)).state is JobState.COMPLETED  # type: ignore[union-attr]
 
 
-async def test_a_partitioned_worker_drains_on_every_partition_together(redis_url: str, namespace: str) -> None:
+async def test_a_partitioned_worker_drains_on_every_partition_together(
+    redis_url: str, namespace: str
+) -> None:
     """One worker id on 3 partitions: the request marks each partition's entry; whichever loop sees
     it first stops them all, and the app's hook hears of it once."""
     registry = ListenerRegistry()
@@ -106,16 +129,28 @@ async def test_a_partitioned_worker_drains_on_every_partition_together(redis_url
         return None
 
     try:
-        async with make_scheduler(redis_url, namespace, registry, cluster={"partitions": 3},
-                                  worker={"lease_ms": 900, "registry_ttl_ms": 900}) as s:
+        async with make_scheduler(
+            redis_url,
+            namespace,
+            registry,
+            cluster={"partitions": 3},
+            worker={"lease_ms": 900, "registry_ttl_ms": 900},
+        ) as s:
             async with s.worker() as w:
                 heard: list[str] = []
                 w.on_drain = heard.append
                 assert len(w.workers) == 3 and [x.id for x in await s.workers()] == [w.id]
                 assert await s.drain_worker(w.id) is True
-                assert await s.drain_worker(w.id) is True  # (already asked: still True, nothing new)
+                assert (
+                    await s.drain_worker(w.id) is True
+                )  # (already asked: still True, nothing new)
                 await asyncio.wait_for(w.wait_stopped(), 10)
-                assert w.draining and w.stopped and all(x.stopped for x in w.workers) and len(heard) == 1
+                assert (
+                    w.draining
+                    and w.stopped
+                    and all(x.stopped for x in w.workers)
+                    and len(heard) == 1
+                )
                 assert await s.workers() == []
     finally:
         await delete_namespace(redis_url, namespace)
@@ -131,23 +166,35 @@ async def _true(value: bool) -> bool:
 
 
 def _horae(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(HORAE), *args], env={**env, "COLUMNS": "250"}, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [str(HORAE), *args],
+        env={**env, "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def _events(client: aioredis.Redis, namespace: str, what: str) -> list[dict[str, Any]]:
-    return [e for e in map(json.loads, await client.lrange(app_key(namespace, "events"), 0, -1)) if e["what"] == what]
+    return [
+        e
+        for e in map(json.loads, await client.lrange(app_key(namespace, "events"), 0, -1))
+        if e["what"] == what
+    ]
 
 
 @pytest.mark.slow
 async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
-        redis_url: str, namespace: str, tmp_path: Path) -> None:
+    redis_url: str, namespace: str, tmp_path: Path
+) -> None:
     ports = {"a": _free_port(), "b": _free_port()}
     workers = WorkerProcesses(redis_url, namespace, tmp_path)
     env = workers.env({})
     client = aioredis.Redis.from_url(redis_url)
-    procs = {n: workers.spawn(n, grace=30, env=FAST_BEAT, extra_args=("--health-port", str(p)))
-             for n, p in ports.items()}
+    procs = {
+        n: workers.spawn(n, grace=30, env=FAST_BEAT, extra_args=("--health-port", str(p)))
+        for n, p in ports.items()
+    }
     try:
         for n, w in procs.items():
             await w.wait_ready()
@@ -171,26 +218,38 @@ async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
             print(f"/readyz 503 {unready_after:.2f} s after `horae workers drain` was started")
             assert unready_after < 3.5, "unready within about one heartbeat (1 s)"
             assert body["status"] == "unready" and "draining" in body["reason"], body
-            later = await s.schedule_in(BLOCK_TOPIC, 0, payload={"n": 2})  # a claims no more: b runs it
+            later = await s.schedule_in(
+                BLOCK_TOPIC, 0, payload={"n": 2}
+            )  # a claims no more: b runs it
 
             shown = _horae(env, "workers", "--json")
             assert shown.returncode == 0, shown.stderr
-            states = {w["id"]: (w["state"], w["running"]) for w in json.loads(shown.stdout)["items"]}
+            states = {
+                w["id"]: (w["state"], w["running"]) for w in json.loads(shown.stdout)["items"]
+            }
             assert states[a_id] == ("draining", 1) and a.proc.poll() is None, states
             table = _horae(env, "workers")
-            assert [line for line in table.stdout.splitlines() if a_id in line and "draining" in line], table.stdout
+            assert [
+                line for line in table.stdout.splitlines() if a_id in line and "draining" in line
+            ], table.stdout
 
             code, _ = await a.wait_exit(20)
             assert code == 0, a.describe()
             finished = {e["job"]: e["pid"] for e in await _events(client, namespace, "finish")}
-            assert finished.get(first) == a.pid, "the running attempt completed on a, within its grace"
+            assert finished.get(first) == a.pid, (
+                "the running attempt completed on a, within its grace"
+            )
             deadline = time.monotonic() + 15
             while later not in finished:
-                assert time.monotonic() < deadline, "the job scheduled after the request did not run"
+                assert time.monotonic() < deadline, (
+                    "the job scheduled after the request did not run"
+                )
                 await asyncio.sleep(0.05)
                 finished = {e["job"]: e["pid"] for e in await _events(client, namespace, "finish")}
             assert finished[later] == b.pid, "a claimed nothing after the request"
-            assert [w.id for w in await s.workers()] != [] and a_id not in [w.id for w in await s.workers()]
+            assert [w.id for w in await s.workers()] != [] and a_id not in [
+                w.id for w in await s.workers()
+            ]
             assert (await s.get_job(first)).state is JobState.COMPLETED  # type: ignore[union-attr]
             assert "drain requested" in a.log()
     except AssertionError as exc:
@@ -200,10 +259,13 @@ async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
         workers.close()
 
 
-def test_draining_an_unknown_worker_exits_1_with_one_line_naming_it(redis_url: str, namespace: str,
-                                                                     tmp_path: Path) -> None:
+def test_draining_an_unknown_worker_exits_1_with_one_line_naming_it(
+    redis_url: str, namespace: str, tmp_path: Path
+) -> None:
     env = WorkerProcesses(redis_url, namespace, tmp_path).env({})
     done = _horae(env, "workers", "drain", "no-such-host:1:abc")
     assert done.returncode == 1, (done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and "'no-such-host:1:abc'" in lines[0], lines
+    assert (
+        len(lines) == 1 and lines[0].startswith("Error: ") and "'no-such-host:1:abc'" in lines[0]
+    ), lines

@@ -16,11 +16,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler.worker.advertise import entry_json
 from scheduler.core.errors import ConfigError
 from scheduler.core.keys import Keys
 from scheduler.core.outbox import NO_LISTENER, SUCCEEDED, decode_entry
 from scheduler.store.redis import RedisStore
+from scheduler.worker.advertise import entry_json
 from tests.integration.engine_fixtures import START_MS, make_scheduler
 from tests.integration.test_local_handoff import new_job
 from tests.procs import HORAE, WorkerProcesses, app_key, producer
@@ -38,27 +38,39 @@ async def add_jobs(store: RedisStore, topic: str, n: int, due_ms: int, prefix: s
 
 
 async def advertise(store: RedisStore, worker_id: str, topics: list[str], now: int = NOW) -> None:
-    await store.advertise_worker(worker_id, entry_json(topics, 10, 0, False, 1, now, TTL, host="h"), topics, now, TTL)
+    await store.advertise_worker(
+        worker_id, entry_json(topics, 10, 0, False, 1, now, TTL, host="h"), topics, now, TTL
+    )
 
 
-async def test_claim_takes_own_and_unserved_topics_and_skips_served_ones(redis_url: str, namespace: str) -> None:
+async def test_claim_takes_own_and_unserved_topics_and_skips_served_ones(
+    redis_url: str, namespace: str
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store = s.store
         await advertise(store, "A", ["a"])
-        a_ids = await add_jobs(store, "a", 150, NOW - 10, "a")  # 150 of a, due first: more than a page
+        a_ids = await add_jobs(
+            store, "a", 150, NOW - 10, "a"
+        )  # 150 of a, due first: more than a page
         b_ids = await add_jobs(store, "b", 5, NOW - 5, "b")
         c_ids = await add_jobs(store, "c", 3, NOW - 1, "c")  # nobody serves c
         jobs, next_due, _ = await store.claim(NOW, 100, 30_000, "B", ["b"], unserved=True)
         assert sorted(j.id for j in jobs) == sorted(b_ids + c_ids)
-        assert next_due == NOW + TTL, "the only jobs left are A's: re-check when A's mark would expire"
-        jobs, _, _ = await store.claim(NOW, 100, 30_000, "B2", ["b"])  # explicit topics: exactly those
+        assert next_due == NOW + TTL, (
+            "the only jobs left are A's: re-check when A's mark would expire"
+        )
+        jobs, _, _ = await store.claim(
+            NOW, 100, 30_000, "B2", ["b"]
+        )  # explicit topics: exactly those
         assert jobs == []
         # A stops beating: once its mark is past, its jobs are unserved and B takes them
         jobs, _, _ = await store.claim(NOW + TTL, 100, 30_000, "B", ["b"], unserved=True)
         assert [j.id for j in jobs] == a_ids[:100]
 
 
-async def test_a_worker_sleeps_until_the_next_job_it_may_take(redis_url: str, namespace: str) -> None:
+async def test_a_worker_sleeps_until_the_next_job_it_may_take(
+    redis_url: str, namespace: str
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store = s.store
         await advertise(store, "A", ["a"])
@@ -72,7 +84,8 @@ async def test_a_worker_sleeps_until_the_next_job_it_may_take(redis_url: str, na
 
 
 async def test_forget_hands_topics_to_other_live_workers_or_leaves_them_unserved(
-        redis_url: str, namespace: str, redis: aioredis.Redis) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store, k = s.store, Keys(namespace)
         await advertise(store, "A", ["a", "x"])
@@ -82,13 +95,15 @@ async def test_forget_hands_topics_to_other_live_workers_or_leaves_them_unserved
         served = await redis.hgetall(k.served)
         assert served == {b"a": str(NOW - 1_000 + TTL).encode()}, "x: unserved; a: A2's mark"
         # a dead worker's entry is removed by the next heartbeat of any worker
-        assert await store.advertise_worker("B", entry_json(["b"], 1, 0, False, 2, NOW + TTL, TTL), ["b"],
-                                            NOW + TTL, TTL) == (1, None)
+        assert await store.advertise_worker(
+            "B", entry_json(["b"], 1, 0, False, 2, NOW + TTL, TTL), ["b"], NOW + TTL, TTL
+        ) == (1, None)
         assert sorted(await store.worker_entries()) == ["B"]
 
 
 async def test_workers_lists_live_workers_and_a_worker_without_listeners_refuses_to_start(
-        redis_url: str, namespace: str) -> None:
+    redis_url: str, namespace: str
+) -> None:
     reg = ListenerRegistry()
 
     @reg.on_event("t.one")
@@ -97,7 +112,9 @@ async def test_workers_lists_live_workers_and_a_worker_without_listeners_refuses
     async with make_scheduler(redis_url, namespace, reg) as s:
         async with s.worker(concurrency=3) as w:
             infos = await s.workers()
-            assert [(i.id, i.topics, i.concurrency, i.all_topics) for i in infos] == [(w.id, ("t.one",), 3, False)]
+            assert [(i.id, i.topics, i.concurrency, i.all_topics) for i in infos] == [
+                (w.id, ("t.one",), 3, False)
+            ]
             assert infos[0].last_heartbeat.tzinfo is not None
         assert await s.workers() == []
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
@@ -132,13 +149,16 @@ async def wait_for(check: Any, timeout: float, what: str) -> Any:
 async def completions(redis: aioredis.Redis, namespace: str) -> dict[str, str]:
     """job id -> outcome of its `completed` event."""
     entries = await redis.xrange(Keys(namespace).outbox)
-    events = [decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries]
+    events = [
+        decode_entry(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in entries
+    ]
     return {e.job_id: e.get("outcome") for e in events if e.type == "completed"}
 
 
 @pytest.mark.slow
 async def test_two_workers_with_different_listeners_run_only_their_own_topics(
-        redis_url: str, namespace: str, redis: aioredis.Redis, workers: WorkerProcesses) -> None:
+    redis_url: str, namespace: str, redis: aioredis.Redis, workers: WorkerProcesses
+) -> None:
     a = workers.spawn("a", app=APP + "registry_a", grace=5, env=WORKER_ENV)
     b = workers.spawn("b", app=APP + "registry_b", grace=5, env=WORKER_ENV)
     await a.wait_ready()
@@ -146,10 +166,18 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
     async with producer(redis_url, namespace) as s:
         listed = {i.pid: i.topics for i in await s.workers()}
         assert listed == {a.pid: (A_TOPIC,), b.pid: (B_TOPIC,)}, workers.logs()
-        shown = subprocess.run([str(HORAE), "workers"], env={**workers.env({}), "COLUMNS": "250"},
-                               capture_output=True, text=True, timeout=60)
+        shown = subprocess.run(
+            [str(HORAE), "workers"],
+            env={**workers.env({}), "COLUMNS": "250"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert shown.returncode == 0, shown.stderr
-        assert all(f" {w.pid} " in shown.stdout and t in shown.stdout for w, t in ((a, A_TOPIC), (b, B_TOPIC)))
+        assert all(
+            f" {w.pid} " in shown.stdout and t in shown.stdout
+            for w, t in ((a, A_TOPIC), (b, B_TOPIC))
+        )
         ids = {A_TOPIC: [], B_TOPIC: []}  # type: dict[str, list[str]]
         for i in range(JOBS):
             for topic in (A_TOPIC, B_TOPIC):
@@ -162,10 +190,15 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
             return done if all(j in done for j in everything) else None
 
         done = await wait_for(all_done, 60, "every job completed")
-        ran_by = {k.decode(): int(v) for k, v in (await redis.hgetall(app_key(namespace, "ran_by"))).items()}
+        ran_by = {
+            k.decode(): int(v)
+            for k, v in (await redis.hgetall(app_key(namespace, "ran_by"))).items()
+        }
         assert {ran_by.get(j) for j in ids[A_TOPIC]} == {a.pid}
         assert {ran_by.get(j) for j in ids[B_TOPIC]} == {b.pid}
-        assert all(done[j] == SUCCEEDED for j in ids[A_TOPIC] + ids[B_TOPIC]), "no job was swallowed"
+        assert all(done[j] == SUCCEEDED for j in ids[A_TOPIC] + ids[B_TOPIC]), (
+            "no job was swallowed"
+        )
         assert all(done[j] == NO_LISTENER for j in orphans), "a topic nobody serves still completes"
         assert "no listener for topic 'nobody.topic'" in a.log() + b.log()
 

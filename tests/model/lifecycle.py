@@ -66,17 +66,33 @@ class Model:
     leases_issued: int = 0  # leases are numbered in the order they are issued
 
     def _emit(self, e: str, job_id: str, a: int, **fields: Any) -> None:
-        self.events.append({"e": e, "id": job_id, "a": str(a), "ts": str(self.now),
-                            **{k: str(v) for k, v in fields.items()}})
+        self.events.append(
+            {
+                "e": e,
+                "id": job_id,
+                "a": str(a),
+                "ts": str(self.now),
+                **{k: str(v) for k, v in fields.items()},
+            }
+        )
 
     # ------------------------------------------------------------ scheduling
-    def schedule(self, job_id: str, topic: str, due: int, max_attempts: int, backoff: tuple[str, int, int],
-                 cron: str = "") -> bool:
+    def schedule(
+        self,
+        job_id: str,
+        topic: str,
+        due: int,
+        max_attempts: int,
+        backoff: tuple[str, int, int],
+        cron: str = "",
+    ) -> bool:
         """enqueue.lua: False (DUPLICATE, nothing written) when the id exists in any state."""
         if job_id in self.jobs:
             return False
         self.jobs[job_id] = MJob(job_id, topic, "scheduled", max_attempts, backoff, due, cron=cron)
-        self._emit("scheduled", job_id, 0, topic=topic, due=due, max_attempts=max_attempts, cron=cron)
+        self._emit(
+            "scheduled", job_id, 0, topic=topic, due=due, max_attempts=max_attempts, cron=cron
+        )
         return True
 
     def local_handoff(self, job_id: str, worker: str, lease_ms: int) -> str | None:
@@ -89,22 +105,32 @@ class Model:
 
     def due_now(self) -> list[MJob]:
         """Waiting jobs due at `now`, in the due set's order (score, then id)."""
-        return sorted((j for j in self.jobs.values() if j.state in WAITING and j.due <= self.now),
-                      key=lambda j: (j.due, j.id))
+        return sorted(
+            (j for j in self.jobs.values() if j.state in WAITING and j.due <= self.now),
+            key=lambda j: (j.due, j.id),
+        )
 
     def _lease(self, job: MJob, worker: str, lease_ms: int) -> str:
         job.attempts += 1
         due = job.due
         # worker:attempt:n, n counting the namespace's leases from 1
         job.lease_no, self.leases_issued = self.leases_issued, self.leases_issued + 1
-        job.state, job.token, job.lease = "running", f"{worker}:{job.attempts}:{self.leases_issued}", self.now + lease_ms
+        job.state, job.token, job.lease = (
+            "running",
+            f"{worker}:{job.attempts}:{self.leases_issued}",
+            self.now + lease_ms,
+        )
         self._emit("attempt_started", job.id, job.attempts, worker=worker, due=due)
         return job.token
 
     # ------------------------------------------------------------- workers
-    def claim(self, worker: str, limit: int, lease_ms: int) -> tuple[list[tuple[str, int, str]], int | None]:
+    def claim(
+        self, worker: str, limit: int, lease_ms: int
+    ) -> tuple[list[tuple[str, int, str]], int | None]:
         """claim.lua: the first `limit` due jobs leased, and the earliest due time left."""
-        taken = [(j.id, j.attempts + 1, self._lease(j, worker, lease_ms)) for j in self.due_now()[:limit]]
+        taken = [
+            (j.id, j.attempts + 1, self._lease(j, worker, lease_ms)) for j in self.due_now()[:limit]
+        ]
         left = [j.due for j in self.jobs.values() if j.state in WAITING]
         return taken, (min(left) if left else None)
 
@@ -138,14 +164,23 @@ class Model:
             return -1
         job.token, job.lease_no = "", -1
         if job.state == "cancelled":
-            self._emit("attempt_succeeded", job_id, job.attempts, worker=worker, outcome="succeeded")
+            self._emit(
+                "attempt_succeeded", job_id, job.attempts, worker=worker, outcome="succeeded"
+            )
             return 2
         job.state = "completed"
         self._emit("completed", job_id, job.attempts, worker=worker, outcome="succeeded")
         return 1
 
-    def fail(self, job_id: str, lease_no: int, worker: str, outcome: str, retry_at: int,
-             require_expired: bool = False) -> int:
+    def fail(
+        self,
+        job_id: str,
+        lease_no: int,
+        worker: str,
+        outcome: str,
+        retry_at: int,
+        require_expired: bool = False,
+    ) -> int:
         """fail.lua for the attempt of lease `lease_no`: RETRY_SCHEDULED 3, FAILED 4, CANCELLED 2,
         LEASE_LOST -1, LEASE_ALIVE -2 (recovery of a lease that was renewed)."""
         job = self.jobs.get(job_id)
@@ -182,7 +217,10 @@ class Model:
 
     def expired(self) -> list[MJob]:
         """Attempts whose lease has passed (recover_expired fails them as worker_lost)."""
-        return sorted((j for j in self.jobs.values() if j.token and j.lease <= self.now), key=lambda j: (j.lease, j.id))
+        return sorted(
+            (j for j in self.jobs.values() if j.token and j.lease <= self.now),
+            key=lambda j: (j.lease, j.id),
+        )
 
     # ------------------------------------------------------------ operators
     def cancel(self, job_id: str) -> int:
@@ -225,7 +263,9 @@ class Model:
         return 2
 
     # ----------------------------------------------------------------- cron
-    def upsert_cron(self, name: str, every_s: int, topic: str, misfire: str, max_attempts: int) -> int:
+    def upsert_cron(
+        self, name: str, every_s: int, topic: str, misfire: str, max_attempts: int
+    ) -> int:
         """upsert_cron.lua: CREATED 1, RESCHEDULED 2 (expression changed), UPDATED 0 (next kept)."""
         old = self.crons.get(name)
         cron = MCron(name, every_s, topic, misfire, max_attempts, 0, old.last_run if old else None)
@@ -253,8 +293,14 @@ class Model:
                 recent = cron.next_after(self.now - grace_ms - 1)
                 ticks = [recent] if recent <= self.now else []
             for tick in ticks:
-                if self.schedule(f"cron:{cron.name}:{tick}", cron.topic, tick, cron.max_attempts, backoff,
-                                 cron=cron.name):
+                if self.schedule(
+                    f"cron:{cron.name}:{tick}",
+                    cron.topic,
+                    tick,
+                    cron.max_attempts,
+                    backoff,
+                    cron=cron.name,
+                ):
                     created += 1
             if ticks:
                 cron.last_run = ticks[-1]
@@ -273,8 +319,13 @@ class Model:
     def sets(self) -> dict[str, dict[str, int | None]]:
         """Which sorted set holds each job, with its score where the model knows it: due (due
         time), active (lease deadline), completed/failed/cancelled (finish time: not modelled)."""
-        out: dict[str, dict[str, int | None]] = {"due": {}, "active": {}, "completed": {}, "failed": {},
-                                                 "cancelled": {}}
+        out: dict[str, dict[str, int | None]] = {
+            "due": {},
+            "active": {},
+            "completed": {},
+            "failed": {},
+            "cancelled": {},
+        }
         for j in self.jobs.values():
             if j.token:
                 out["active"][j.id] = j.lease

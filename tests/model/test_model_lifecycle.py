@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import redis as sync_redis
 import redis.asyncio as aioredis
-from hypothesis import event, settings, strategies as st
+from hypothesis import event, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -34,18 +35,18 @@ from hypothesis.stateful import (
 from opentelemetry import trace
 
 from listeners.dispatch import DispatchResult, ListenerFailure
-from scheduler.worker.attempt import settlement
 from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.core.cron import next_fire, parse_cron
 from scheduler.core.errors import DoNotRetry
-from scheduler.worker.housekeeping import Housekeeping
 from scheduler.core.job import ClaimedJob, NewCron
-from scheduler.observe.metrics import Metrics
 from scheduler.core.retry import RetryPolicy
-from scheduler.store.redis import RedisStore
-from scheduler.testing.clocks import FakeClock
 from scheduler.core.validation import build_job
+from scheduler.observe.metrics import Metrics
+from scheduler.store.redis import RedisStore
 from scheduler.store.wire import as_map
+from scheduler.testing.clocks import FakeClock
+from scheduler.worker.attempt import settlement
+from scheduler.worker.housekeeping import Housekeeping
 from tests.hypothesis_profiles import PROFILE, budget
 from tests.model.lifecycle import WAITING, Model
 
@@ -71,7 +72,9 @@ CHECKED_FIELDS = {
 }
 SETS = ("due", "active", "completed", "failed", "cancelled")
 ATTEMPTS = st.integers(1, 3)
-BACKOFFS = st.sampled_from([("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)])
+BACKOFFS = st.sampled_from(
+    [("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)]
+)
 SETTLE_KINDS = ("succeeded", "failed", "do_not_retry", "timed_out")
 
 
@@ -92,8 +95,16 @@ class Lifecycle(RuleBasedStateMachine):
         self.holders: list[str] = []  # the worker of each
         self.last_event = "0-0"
         self.tracer = trace.get_tracer("model-test")
-        self.housekeeping = Housekeeping(self.store, self.clock, WorkerSettings(lease_ms=LEASE_MS),
-                                         RetentionSettings(), Metrics(), {}, lambda *args: None, self._noop)
+        self.housekeeping = Housekeeping(
+            self.store,
+            self.clock,
+            WorkerSettings(lease_ms=LEASE_MS),
+            RetentionSettings(),
+            Metrics(),
+            {},
+            lambda *args: None,
+            self._noop,
+        )
 
     async def _noop(self) -> None:
         return None
@@ -112,27 +123,66 @@ class Lifecycle(RuleBasedStateMachine):
             client.close()
 
     # ---------------------------------------------------------------- rules
-    @initialize(jobs=st.lists(st.tuples(st.sampled_from(JOB_IDS), st.sampled_from(TOPICS), st.just(0),
-                                        ATTEMPTS, BACKOFFS, st.booleans()), min_size=1, max_size=3))
+    @initialize(
+        jobs=st.lists(
+            st.tuples(
+                st.sampled_from(JOB_IDS),
+                st.sampled_from(TOPICS),
+                st.just(0),
+                ATTEMPTS,
+                BACKOFFS,
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
     def start(self, jobs: list[tuple[str, str, int, int, tuple[str, int, int], bool]]) -> None:
         """Begin with jobs due now, so the steps after meet running attempts early."""
         for job in jobs:
             self.schedule(*job)
 
-    @rule(job_id=st.sampled_from(JOB_IDS), topic=st.sampled_from(TOPICS),
-          delay_ms=st.sampled_from([0, 0, 500, 1_000, 5_000, 20_000]), attempts=ATTEMPTS, backoff=BACKOFFS,
-          local=st.booleans())
-    def schedule(self, job_id: str, topic: str, delay_ms: int, attempts: int, backoff: tuple[str, int, int],
-                 local: bool) -> None:
+    @rule(
+        job_id=st.sampled_from(JOB_IDS),
+        topic=st.sampled_from(TOPICS),
+        delay_ms=st.sampled_from([0, 0, 500, 1_000, 5_000, 20_000]),
+        attempts=ATTEMPTS,
+        backoff=BACKOFFS,
+        local=st.booleans(),
+    )
+    def schedule(
+        self,
+        job_id: str,
+        topic: str,
+        delay_ms: int,
+        attempts: int,
+        backoff: tuple[str, int, int],
+        local: bool,
+    ) -> None:
         now = self.clock.now_ms()
         kind, delay, cap = backoff
-        job = build_job(topic, now + delay_ms, "UTC", {"n": job_id}, {"attempts": attempts, "backoff": {
-            "type": kind, "delay": delay, "max_delay": cap}}, None, None, job_id, "",
-            default_retry=RetryPolicy(), default_timeout_ms=60_000, now_ms=now)
-        done, leased = self.run(self.store.enqueue_for(job, now, WORKERS[0] if local else "", LEASE_MS))
+        job = build_job(
+            topic,
+            now + delay_ms,
+            "UTC",
+            {"n": job_id},
+            {"attempts": attempts, "backoff": {"type": kind, "delay": delay, "max_delay": cap}},
+            None,
+            None,
+            job_id,
+            "",
+            default_retry=RetryPolicy(),
+            default_timeout_ms=60_000,
+            now_ms=now,
+        )
+        done, leased = self.run(
+            self.store.enqueue_for(job, now, WORKERS[0] if local else "", LEASE_MS)
+        )
         created = self.model.schedule(job_id, topic, now + delay_ms, attempts, backoff)
         assert done.result.created is created, (done, created)
-        token = self.model.local_handoff(job_id, WORKERS[0], LEASE_MS) if created and local else None
+        token = (
+            self.model.local_handoff(job_id, WORKERS[0], LEASE_MS) if created and local else None
+        )
         assert (leased.token if leased else None) == token
         if leased is not None:
             self.claimed.append(leased)
@@ -156,7 +206,9 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: self.claimed)
     @rule(data=st.data())
     def heartbeat(self, data: st.DataObject) -> None:
-        picked = data.draw(st.lists(st.integers(0, len(self.claimed) - 1), min_size=1, max_size=3, unique=True))
+        picked = data.draw(
+            st.lists(st.integers(0, len(self.claimed) - 1), min_size=1, max_size=3, unique=True)
+        )
         leases = [(self.claimed[n].id, self.claimed[n].token) for n in picked]
         lost = self.run(self.store.extend_leases(leases, self.clock.now_ms(), LEASE_MS))
         assert lost == self.model.heartbeat([(self.claimed[n].id, n) for n in picked], LEASE_MS)
@@ -168,8 +220,11 @@ class Lifecycle(RuleBasedStateMachine):
     def held(self) -> list[int]:
         """The leases (indexes into claimed) that still hold their job."""
         jobs = self.model.jobs
-        return [n for n, j in enumerate(self.claimed) if j.id in jobs and jobs[j.id].token
-                and jobs[j.id].lease_no == n]
+        return [
+            n
+            for n, j in enumerate(self.claimed)
+            if j.id in jobs and jobs[j.id].token and jobs[j.id].lease_no == n
+        ]
 
     def stale(self) -> list[int]:
         """The leases that were lost, settled or recovered: their tokens must settle nothing."""
@@ -198,15 +253,21 @@ class Lifecycle(RuleBasedStateMachine):
             return
         exc = DoNotRetry("no") if how == "do_not_retry" else RuntimeError("boom")
         failures = () if how == "timed_out" else (ListenerFailure("listener", exc),)
-        item = settlement(job, DispatchResult(listeners=1, failures=failures, timed_out=how == "timed_out"), now)
+        item = settlement(
+            job, DispatchResult(listeners=1, failures=failures, timed_out=how == "timed_out"), now
+        )
         mjob = self.model.jobs.get(job.id)
-        if mjob is not None and mjob.token and mjob.lease_no == lease_no:  # the engine's retry rule, against the model's
+        if (
+            mjob is not None and mjob.token and mjob.lease_no == lease_no
+        ):  # the engine's retry rule, against the model's
             assert item.retry_at_ms == self.model.retry_at(mjob, job.attempt, how == "do_not_retry")
             assert job.attempt == mjob.attempts <= mjob.max_attempts
         code = self.run(self.store.fail([item], now))[0]
         event(f"fail -> {code}")
         outcome = "timed_out" if how == "timed_out" else "failed"
-        assert code == self.model.fail(job.id, lease_no, self.holders[lease_no], outcome, item.retry_at_ms)
+        assert code == self.model.fail(
+            job.id, lease_no, self.holders[lease_no], outcome, item.retry_at_ms
+        )
 
     @rule()
     def recover(self) -> None:
@@ -215,8 +276,12 @@ class Lifecycle(RuleBasedStateMachine):
         recovered = self.run(self.housekeeping.recover_expired())
         for job in expired:
             retry_at = self.model.retry_at(job, job.attempts, False)
-            assert self.model.fail(job.id, job.lease_no, self.holders[job.lease_no], "worker_lost",
-                                   retry_at, True) > 0
+            assert (
+                self.model.fail(
+                    job.id, job.lease_no, self.holders[job.lease_no], "worker_lost", retry_at, True
+                )
+                > 0
+            )
         assert recovered == len(expired)
 
     @precondition(lambda self: self.model.jobs)
@@ -256,17 +321,41 @@ class Lifecycle(RuleBasedStateMachine):
         """Operations on an id the namespace never had change nothing."""
         now = self.clock.now_ms()
         assert self.run(self.store.cancel("unknown", now)) == self.model.cancel("unknown") == -3
-        assert self.run(self.store.retry_job("unknown", now, "op")) == self.model.retry("unknown") == -3
+        assert (
+            self.run(self.store.retry_job("unknown", now, "op"))
+            == self.model.retry("unknown")
+            == -3
+        )
 
-    @rule(name=st.sampled_from(["c1", "c2"]), every_s=st.sampled_from([1, 5, 15]),
-          misfire=st.sampled_from(["coalesce", "skip", "all"]))
+    @rule(
+        name=st.sampled_from(["c1", "c2"]),
+        every_s=st.sampled_from([1, 5, 15]),
+        misfire=st.sampled_from(["coalesce", "skip", "all"]),
+    )
     def upsert_cron(self, name: str, every_s: int, misfire: str) -> None:
         now = self.clock.now_ms()
         spec = parse_cron(f"*/{every_s} * * * * *", "UTC")
-        job = build_job("alpha", 0, "UTC", None, None, {"cron": name}, None, f"cron:{name}", name,
-                        default_retry=RetryPolicy(), default_timeout_ms=60_000)
-        code = self.run(self.store.upsert_cron(NewCron(name, spec.expr, misfire, next_fire(spec, now), job), now))
-        assert code == self.model.upsert_cron(name, every_s, "alpha", misfire, RetryPolicy().attempts)
+        job = build_job(
+            "alpha",
+            0,
+            "UTC",
+            None,
+            None,
+            {"cron": name},
+            None,
+            f"cron:{name}",
+            name,
+            default_retry=RetryPolicy(),
+            default_timeout_ms=60_000,
+        )
+        code = self.run(
+            self.store.upsert_cron(
+                NewCron(name, spec.expr, misfire, next_fire(spec, now), job), now
+            )
+        )
+        assert code == self.model.upsert_cron(
+            name, every_s, "alpha", misfire, RetryPolicy().attempts
+        )
 
     @rule(racers=st.integers(1, 2))
     def fire_crons(self, racers: int) -> None:
@@ -274,10 +363,19 @@ class Lifecycle(RuleBasedStateMachine):
         from scheduler.worker.ticker import fire_due_crons
 
         async def race() -> list[int]:
-            return list(await asyncio.gather(*(fire_due_crons(self.store, self.clock, CRON, self.tracer)
-                                               for _ in range(racers))))
+            return list(
+                await asyncio.gather(
+                    *(
+                        fire_due_crons(self.store, self.clock, CRON, self.tracer)
+                        for _ in range(racers)
+                    )
+                )
+            )
+
         created = sum(self.run(race()))
-        assert created == self.model.fire(CRON.misfire_cap, int(CRON.misfire_grace_s * 1000), CRON_BACKOFF)
+        assert created == self.model.fire(
+            CRON.misfire_cap, int(CRON.misfire_grace_s * 1000), CRON_BACKOFF
+        )
 
     # ----------------------------------------------------------- invariants
     @invariant()
@@ -286,11 +384,13 @@ class Lifecycle(RuleBasedStateMachine):
 
     async def _check(self) -> None:
         k, w = self.store.keys, self.store.wire
-        replies = await w.call_many([("ZRANGE", getattr(k, s), 0, -1, "WITHSCORES") for s in SETS]
-                                    + [("HGETALL", k.counts), ("XRANGE", k.outbox, "(" + self.last_event, "+")]
-                                    + [("HGETALL", k.job(i)) for i in sorted(self.model.jobs)]
-                                    + [("HGETALL", k.cron(n)) for n in sorted(self.model.crons)]
-                                    + [("ZRANGE", k.crons_due, 0, -1, "WITHSCORES")])
+        replies = await w.call_many(
+            [("ZRANGE", getattr(k, s), 0, -1, "WITHSCORES") for s in SETS]
+            + [("HGETALL", k.counts), ("XRANGE", k.outbox, "(" + self.last_event, "+")]
+            + [("HGETALL", k.job(i)) for i in sorted(self.model.jobs)]
+            + [("HGETALL", k.cron(n)) for n in sorted(self.model.crons)]
+            + [("ZRANGE", k.crons_due, 0, -1, "WITHSCORES")]
+        )
         sets = {s: {m: int(float(v)) for m, v in as_map(r).items()} for s, r in zip(SETS, replies)}
         expected = self.model.sets()
         owners = Counter(m for members in sets.values() for m in members)
@@ -303,14 +403,18 @@ class Lifecycle(RuleBasedStateMachine):
         assert counts == self.model.counts()
         # The sets and the counts agree: a cancelled job whose attempt runs is counted as
         # cancelled while it holds its place in the active set.
-        held_cancelled = sum(1 for j in self.model.jobs.values() if j.state == "cancelled" and j.token)
+        held_cancelled = sum(
+            1 for j in self.model.jobs.values() if j.state == "cancelled" and j.token
+        )
         totals = Counter()
         for f, v in counts.items():
             totals[f.rpartition("|")[2]] += v
         assert totals["scheduled"] + totals["retrying"] == len(sets["due"])
         assert totals["running"] == len(sets["active"]) - held_cancelled
         assert totals["cancelled"] == len(sets["cancelled"]) + held_cancelled
-        assert totals["completed"] == len(sets["completed"]) and totals["failed"] == len(sets["failed"])
+        assert totals["completed"] == len(sets["completed"]) and totals["failed"] == len(
+            sets["failed"]
+        )
         self._check_events(replies[6])
         n_jobs = len(self.model.jobs)
         for job_id, flat in zip(sorted(self.model.jobs), replies[7 : 7 + n_jobs]):
@@ -325,7 +429,8 @@ class Lifecycle(RuleBasedStateMachine):
             assert int(h["next"]) == c.next and h["misfire"] == c.misfire
             assert (int(h["last_run"]) if h.get("last_run") else None) == c.last_run
         assert {n: int(float(v)) for n, v in as_map(replies[-1]).items()} == {
-            n: c.next for n, c in self.model.crons.items()}
+            n: c.next for n, c in self.model.crons.items()
+        }
 
     def _check_events(self, entries: list[Any]) -> None:
         got = []
@@ -350,6 +455,8 @@ def test_lifecycle_matches_the_model(redis_url: str, runner: asyncio.Runner) -> 
     Lifecycle.runner, Lifecycle.redis_url = runner, redis_url
     Lifecycle.redis = aioredis.Redis.from_url(redis_url)
     try:
-        run_state_machine_as_test(Lifecycle, settings=settings(max_examples=budget(200), stateful_step_count=50))
+        run_state_machine_as_test(
+            Lifecycle, settings=settings(max_examples=budget(200), stateful_step_count=50)
+        )
     finally:
         runner.run(Lifecycle.redis.aclose())

@@ -7,21 +7,35 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from listeners.dispatch import DispatchResult
-from scheduler.worker.attempt import settlement
 from scheduler.core.job import NewJob
 from scheduler.core.retry import RetryPolicy
-from scheduler.store.redis import RedisStore
 from scheduler.core.validation import build_job
+from scheduler.store.redis import RedisStore
+from scheduler.worker.attempt import settlement
 
 NOW = 1_800_000_000_000
 
 
 def job(job_id: str) -> NewJob:
-    return build_job("t", NOW, "UTC", None, {"attempts": 1}, None, None, job_id, "",
-                     default_retry=RetryPolicy(), default_timeout_ms=60_000, now_ms=NOW)
+    return build_job(
+        "t",
+        NOW,
+        "UTC",
+        None,
+        {"attempts": 1},
+        None,
+        None,
+        job_id,
+        "",
+        default_retry=RetryPolicy(),
+        default_timeout_ms=60_000,
+        now_ms=NOW,
+    )
 
 
-async def test_a_lease_lost_before_an_operators_retry_settles_nothing(redis: aioredis.Redis, namespace: str) -> None:
+async def test_a_lease_lost_before_an_operators_retry_settles_nothing(
+    redis: aioredis.Redis, namespace: str
+) -> None:
     store = RedisStore(redis, namespace)
     try:
         await store.enqueue(job("j"), NOW)
@@ -40,8 +54,9 @@ async def test_a_lease_lost_before_an_operators_retry_settles_nothing(redis: aio
         await store.aclose()
 
 
-async def test_a_released_attempt_and_its_successor_have_different_tokens(redis: aioredis.Redis,
-                                                                          namespace: str) -> None:
+async def test_a_released_attempt_and_its_successor_have_different_tokens(
+    redis: aioredis.Redis, namespace: str
+) -> None:
     store = RedisStore(redis, namespace)
     try:
         await store.enqueue(job("j"), NOW)

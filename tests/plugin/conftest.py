@@ -8,7 +8,6 @@ import importlib
 
 import pytest
 
-
 PLUGIN = "scheduler.testing.plugin"
 
 

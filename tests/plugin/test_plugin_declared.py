@@ -4,7 +4,7 @@ schedule_cron call: advance and assert."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -24,7 +24,12 @@ async def test_a_declared_cron_runs_in_its_zone_across_fall_back(horae, horae_cl
     RUNS.clear()
     await horae_clock.advance("49h")
 
-    nights = [datetime(2026, 11, 1, 9, tzinfo=timezone.utc), datetime(2026, 11, 2, 9, tzinfo=timezone.utc)]
-    assert sorted(job.run_at for job in await horae.ran(TOPIC)) == nights  # 03:00 CST, after fall-back
+    nights = [
+        datetime(2026, 11, 1, 9, tzinfo=UTC),
+        datetime(2026, 11, 2, 9, tzinfo=UTC),
+    ]
+    assert (
+        sorted(job.run_at for job in await horae.ran(TOPIC)) == nights
+    )  # 03:00 CST, after fall-back
     assert sorted(RUNS) == nights
     assert f"{TOPIC}:cron" in [info.name for info in await horae.list_crons()]

@@ -14,16 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Testing your scheduled code"
 
 # Loads the plugin where this checkout is not installed with its entry point yet.
-CONFTEST = '''
+CONFTEST = """
 import importlib
 
 def pytest_configure(config):
     plugin = importlib.import_module("scheduler.testing.plugin")
     if not config.pluginmanager.is_registered(plugin):
         config.pluginmanager.register(plugin, "horae")
-'''
+"""
 
-LATE_ERROR = '''
+LATE_ERROR = """
 import asyncio
 import pytest
 from horae import on_event
@@ -40,31 +40,54 @@ async def test_an_error_after_the_last_advance_fails_the_teardown(horae, horae_c
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the listener did not run")
-'''
+"""
 
 
 def readme_example() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(SECTION):]
-    section = section[:section.index("\n## ", len(SECTION))]
+    section = text[text.index(SECTION) :]
+    section = section[: section.index("\n## ", len(SECTION))]
     [code] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     return code
 
 
-def test_the_readme_example_runs_as_written(tmp_path: Path, redis_url: str, server_dsn: str) -> None:
+def test_the_readme_example_runs_as_written(
+    tmp_path: Path, redis_url: str, server_dsn: str
+) -> None:
     (tmp_path / "test_readme_example.py").write_text(readme_example(), encoding="utf-8")
     (tmp_path / "test_late_error.py").write_text(LATE_ERROR, encoding="utf-8")
     (tmp_path / "conftest.py").write_text(CONFTEST, encoding="utf-8")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\nasyncio_default_fixture_loop_scope = function\n",
-                                         encoding="utf-8")
-    env = {**os.environ, "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": server_dsn,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nfilterwarnings = error\nasyncio_default_fixture_loop_scope = function\n",
+        encoding="utf-8",
+    )
+    env = {
+        **os.environ,
+        "HORAE_REDIS_URL": redis_url,
+        "HORAE_DATABASE_URL": server_dsn,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("HORAE_CONFIG", None)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = done.stdout + done.stderr
-    assert re.search(r"PASSED test_readme_example.py::test_invoices_go_out_at_3am_chicago_time", out), out
-    assert re.search(r"PASSED test_readme_example.py::test_a_declined_card_fails_after_its_retries", out), out
-    assert re.search(r"ERROR test_late_error.py::test_an_error_after_the_last_advance_fails_the_teardown", out), out
-    assert "KeyError: 'boom after the last advance'" in out and "1 listener error(s) after the last advance" in out, out
+    assert re.search(
+        r"PASSED test_readme_example.py::test_invoices_go_out_at_3am_chicago_time", out
+    ), out
+    assert re.search(
+        r"PASSED test_readme_example.py::test_a_declined_card_fails_after_its_retries", out
+    ), out
+    assert re.search(
+        r"ERROR test_late_error.py::test_an_error_after_the_last_advance_fails_the_teardown", out
+    ), out
+    assert (
+        "KeyError: 'boom after the last advance'" in out
+        and "1 listener error(s) after the last advance" in out
+    ), out
     assert re.search(r"\b3 passed, 1 error\b", out), out

@@ -4,7 +4,7 @@ horae.scheduled/ran/failed read what happened."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from horae import Backoff, InvalidDelay, Retry, RetryPolicy, ScheduleArrivedEvent, on_event
 
-START = datetime(2030, 1, 1, tzinfo=timezone.utc)  # the fixture's default first instant
+START = datetime(2030, 1, 1, tzinfo=UTC)  # the fixture's default first instant
 CALLS: list[tuple[str, Any, int, datetime]] = []  # (topic, payload, attempt, when it ran)
 MACHINE: list[Any] = []
 SCHEDULER: list[Any] = []
@@ -58,15 +58,27 @@ def at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
 
 
-async def test_delayed_jobs_run_in_due_order_each_at_its_due_instant(horae: Any, horae_clock: Any) -> None:
-    for name, delay in (("c", "3h"), ("a", "30s"), ("b", "1h"), ("later", "26h"), ("d", "24h59m59s999ms")):
+async def test_delayed_jobs_run_in_due_order_each_at_its_due_instant(
+    horae: Any, horae_clock: Any
+) -> None:
+    for name, delay in (
+        ("c", "3h"),
+        ("a", "30s"),
+        ("b", "1h"),
+        ("later", "26h"),
+        ("d", "24h59m59s999ms"),
+    ):
         await horae.schedule_in("plugin.tm.delayed", delay, payload=name)
 
     await horae_clock.advance("25h")
 
     assert horae_clock.now() == at(25 * 3600)
     assert [(p, when) for _, p, _, when in CALLS] == [
-        ("a", at(30)), ("b", at(3600)), ("c", at(3 * 3600)), ("d", at(25 * 3600 - 0.001))]
+        ("a", at(30)),
+        ("b", at(3600)),
+        ("c", at(3 * 3600)),
+        ("d", at(25 * 3600 - 0.001)),
+    ]
     assert [j.payload for j in await horae.ran("plugin.tm.delayed")] == ["a", "b", "c", "d"]
     [waiting] = await horae.scheduled("plugin.tm.delayed")
     assert waiting.payload == "later" and waiting.run_at == at(26 * 3600)
@@ -75,7 +87,9 @@ async def test_delayed_jobs_run_in_due_order_each_at_its_due_instant(horae: Any,
     assert await horae.scheduled() == []
 
 
-async def test_advance_takes_duration_text_seconds_and_timedelta_and_refuses_bad_ones(horae_clock: Any) -> None:
+async def test_advance_takes_duration_text_seconds_and_timedelta_and_refuses_bad_ones(
+    horae_clock: Any,
+) -> None:
     await horae_clock.advance("1h30m")
     await horae_clock.advance(90)
     await horae_clock.advance(0.5)
@@ -90,26 +104,41 @@ async def test_advance_takes_duration_text_seconds_and_timedelta_and_refuses_bad
         await horae_clock.advance_to(START)
     assert horae_clock.now() == at(5400 + 90 + 0.5 + 60)  # nothing moved
     await horae_clock.advance_to(datetime(2030, 1, 2, 1, tzinfo=timezone(timedelta(hours=1))))
-    assert horae_clock.now() == datetime(2030, 1, 2, tzinfo=timezone.utc)
+    assert horae_clock.now() == datetime(2030, 1, 2, tzinfo=UTC)
 
 
-async def test_a_retry_runs_after_its_delay_and_retry_is_no_error(horae: Any, horae_clock: Any) -> None:
+async def test_a_retry_runs_after_its_delay_and_retry_is_no_error(
+    horae: Any, horae_clock: Any
+) -> None:
     job_id = await horae.schedule_in("plugin.tm.retry", "10m", payload={"n": 1})
 
     await horae_clock.advance("11m")  # the retry is due at 12m: not yet
     [waiting] = await horae.scheduled("plugin.tm.retry")
-    assert waiting.id == job_id and waiting.state.value == "retrying" and waiting.next_attempt_at == at(720)
+    assert (
+        waiting.id == job_id
+        and waiting.state.value == "retrying"
+        and waiting.next_attempt_at == at(720)
+    )
 
     await horae_clock.advance("1m")
     assert [(a, when) for _, _, a, when in CALLS] == [(1, at(600)), (2, at(720))]
     [job] = await horae.ran("plugin.tm.retry")
-    assert (job.id, job.state.value, job.attempts, job.payload) == (job_id, "completed", 2, {"n": 1})
-    assert [(r.attempt, r.started_at, r.outcome) for r in job.runs] == [(1, at(600), "failed"),
-                                                                         (2, at(720), "succeeded")]
+    assert (job.id, job.state.value, job.attempts, job.payload) == (
+        job_id,
+        "completed",
+        2,
+        {"n": 1},
+    )
+    assert [(r.attempt, r.started_at, r.outcome) for r in job.runs] == [
+        (1, at(600), "failed"),
+        (2, at(720), "succeeded"),
+    ]
     assert horae_clock.errors == []
 
 
-async def test_a_listener_error_surfaces_from_advance_after_the_instant_settled(horae: Any, horae_clock: Any) -> None:
+async def test_a_listener_error_surfaces_from_advance_after_the_instant_settled(
+    horae: Any, horae_clock: Any
+) -> None:
     job_id = await horae.schedule_in("plugin.tm.broken", "1h", payload="x")
     with pytest.raises(ValueError, match="broken x") as raised:
         await horae_clock.advance("1h")
@@ -125,10 +154,16 @@ async def test_a_listener_error_surfaces_from_advance_after_the_instant_settled(
     assert [r.started_at for r in job.runs] == [at(3600 + s) for s in (0, 30, 90, 210, 450)]
 
 
-async def test_several_listener_errors_surface_as_a_group_once(horae: Any, horae_clock: Any) -> None:
+async def test_several_listener_errors_surface_as_a_group_once(
+    horae: Any, horae_clock: Any
+) -> None:
     for name in ("p", "q"):
-        await horae.schedule_in("plugin.tm.broken", "5m", payload=name,
-                                retry=RetryPolicy(attempts=1, backoff=Backoff("fixed", delay_ms=1000)))
+        await horae.schedule_in(
+            "plugin.tm.broken",
+            "5m",
+            payload=name,
+            retry=RetryPolicy(attempts=1, backoff=Backoff("fixed", delay_ms=1000)),
+        )
     with pytest.raises(ExceptionGroup) as raised:
         await horae_clock.advance("5m")
     assert sorted(str(e) for e in raised.value.exceptions) == ["broken p", "broken q"]
@@ -137,40 +172,59 @@ async def test_several_listener_errors_surface_as_a_group_once(horae: Any, horae
 
 
 @pytest.mark.horae(raise_errors=False)
-async def test_raise_errors_false_lets_listeners_fail_and_keeps_their_errors(horae: Any, horae_clock: Any) -> None:
-    await horae.schedule_in("plugin.tm.broken", "1m", payload="y",
-                            retry=RetryPolicy(attempts=3, backoff=Backoff("fixed", delay_ms=60_000)))
+async def test_raise_errors_false_lets_listeners_fail_and_keeps_their_errors(
+    horae: Any, horae_clock: Any
+) -> None:
+    await horae.schedule_in(
+        "plugin.tm.broken",
+        "1m",
+        payload="y",
+        retry=RetryPolicy(attempts=3, backoff=Backoff("fixed", delay_ms=60_000)),
+    )
     await horae_clock.advance("10m")
     [job] = await horae.failed("plugin.tm.broken")
-    assert job.attempts == 3 and job.last_error is not None and job.last_error["message"] == "broken y"
+    assert (
+        job.attempts == 3 and job.last_error is not None and job.last_error["message"] == "broken y"
+    )
     assert [r.started_at for r in job.runs] == [at(60), at(120), at(180)]
     assert [(e.topic, e.attempt, e.at, str(e.exception)) for e in horae_clock.errors] == [
-        ("plugin.tm.broken", n, at(60 * n), "broken y") for n in (1, 2, 3)]
+        ("plugin.tm.broken", n, at(60 * n), "broken y") for n in (1, 2, 3)
+    ]
     assert await horae.ran("plugin.tm.broken") == [job]
 
 
-async def test_run_until_idle_settles_what_is_due_now_and_what_it_schedules_for_now(horae: Any,
-                                                                                     horae_clock: Any) -> None:
+async def test_run_until_idle_settles_what_is_due_now_and_what_it_schedules_for_now(
+    horae: Any, horae_clock: Any
+) -> None:
     await horae.schedule_in("plugin.tm.chain", 0, payload=1)
     await horae.schedule_in("plugin.tm.delayed", "1s", payload="not yet")
     await horae_clock.run_until_idle()
-    assert [(t, p, when) for t, p, _, when in CALLS] == [("plugin.tm.chain", n, START) for n in (1, 2, 3)]
+    assert [(t, p, when) for t, p, _, when in CALLS] == [
+        ("plugin.tm.chain", n, START) for n in (1, 2, 3)
+    ]
     assert horae_clock.now() == START
     assert [j.payload for j in await horae.scheduled()] == ["not yet"]
     assert sorted(j.payload for j in await horae.ran()) == [1, 2, 3]  # same run_at: by id
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(delays=st.lists(st.integers(min_value=0, max_value=3 * 86_400_000), min_size=1, max_size=6),
-       span=st.integers(min_value=0, max_value=4 * 86_400_000))
-async def test_advance_runs_exactly_what_falls_due_each_at_its_instant(horae: Any, horae_clock: Any,
-                                                                       delays: list[int], span: int) -> None:
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    delays=st.lists(st.integers(min_value=0, max_value=3 * 86_400_000), min_size=1, max_size=6),
+    span=st.integers(min_value=0, max_value=4 * 86_400_000),
+)
+async def test_advance_runs_exactly_what_falls_due_each_at_its_instant(
+    horae: Any, horae_clock: Any, delays: list[int], span: int
+) -> None:
     """Every job due by the target ran exactly once, at its due instant, in due order; none later."""
     MACHINE[:] = [horae_clock]
     CALLS.clear()
     start = horae_clock.now()
-    ids = [await horae.schedule_at("plugin.tm.delayed", start + timedelta(milliseconds=ms), payload=ms)
-           for ms in delays]
+    ids = [
+        await horae.schedule_at("plugin.tm.delayed", start + timedelta(milliseconds=ms), payload=ms)
+        for ms in delays
+    ]
     await horae_clock.advance(span / 1000)
     ran = [(p, when) for _, p, _, when in CALLS]
     expected = sorted((ms, start + timedelta(milliseconds=ms)) for ms in delays if ms <= span)

@@ -30,7 +30,9 @@ def child_env() -> dict[str, str]:
     """This process's environment for a child process, without its HORAE_* settings (a test
     passes the ones it means) but with HORAE_DATA_DIR: embedded servers a child may start live
     in the run's data directory (tests/conftest.py), never the user's."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("HORAE_") or k == "HORAE_DATA_DIR"}
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("HORAE_") or k == "HORAE_DATA_DIR"
+    }
 
 
 def app_key(namespace: str, name: str) -> str:
@@ -106,16 +108,35 @@ class WorkerProcesses:
         return env
 
     def spawn(
-        self, name: str, *, concurrency: int = 10, grace: float | None = None, env: Mapping[str, str] | None = None,
-        extra_args: tuple[str, ...] = (), app: str = APP,
+        self,
+        name: str,
+        *,
+        concurrency: int = 10,
+        grace: float | None = None,
+        env: Mapping[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
+        app: str = APP,
     ) -> WorkerProcess:
-        args: list[Any] = [str(HORAE), "worker", "--app", app, "--concurrency", str(concurrency), *extra_args]
+        args: list[Any] = [
+            str(HORAE),
+            "worker",
+            "--app",
+            app,
+            "--concurrency",
+            str(concurrency),
+            *extra_args,
+        ]
         if grace is not None:
             args += ["--grace", str(grace)]
         log_path = self.log_dir / f"worker-{name}.log"
         log_file = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         proc = subprocess.Popen(
-            args, cwd=ROOT, env=self.env(env or {}), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
+            args,
+            cwd=ROOT,
+            env=self.env(env or {}),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
         )
         worker = WorkerProcess(name, proc, log_path, log_file)
         self.workers.append(worker)
@@ -147,7 +168,9 @@ def producer(redis_url: str, namespace: str) -> Any:
     from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url, namespace=namespace)
-    settings = settings.model_copy(update={"audit": settings.audit.model_copy(update={"relay": False})})
+    settings = settings.model_copy(
+        update={"audit": settings.audit.model_copy(update={"relay": False})}
+    )
     return Scheduler(settings=settings, listeners=ListenerRegistry())
 
 

@@ -59,7 +59,12 @@ def key(name: str) -> str:
 
 
 async def _record(event: ScheduleArrivedEvent, what: str) -> None:
-    entry = {"job": event.scheduled_job_id, "attempt": event.attempt, "pid": os.getpid(), "what": what}
+    entry = {
+        "job": event.scheduled_job_id,
+        "attempt": event.attempt,
+        "pid": os.getpid(),
+        "what": what,
+    }
     await (await _redis_ready()).rpush(key("events"), json.dumps(entry))
 
 
@@ -102,9 +107,20 @@ async def doomed(event: ScheduleArrivedEvent) -> None:
 
 # Flow-control topics (tests/integration/test_flow_multiprocess.py): the test configures
 # each one's policy, concurrency or rate limit; one listener records every run.
-FLOW_TOPICS = {name: f"flow.{name}" for name in (
-    "singleton", "exclusive", "short", "stately", "fifo", "dedupe", "prio", "rate", "conc",
-)}
+FLOW_TOPICS = {
+    name: f"flow.{name}"
+    for name in (
+        "singleton",
+        "exclusive",
+        "short",
+        "stately",
+        "fifo",
+        "dedupe",
+        "prio",
+        "rate",
+        "conc",
+    )
+}
 
 
 async def flow_run(event: ScheduleArrivedEvent) -> None:
@@ -121,9 +137,17 @@ async def flow_run(event: ScheduleArrivedEvent) -> None:
     run = await (await _redis_ready()).hincrby(key("flow_runs"), event.scheduled_job_id, 1)
     fail = event.attempt in p.get("fail", ()) or run <= int(p.get("fail_runs", 0))
     entry = {
-        "job": event.scheduled_job_id, "topic": event.topic, "key": p.get("key"), "n": p.get("n"),
-        "attempt": event.attempt, "run": run, "pid": os.getpid(), "start": start, "end": time.time() * 1000,
-        "ok": not fail, "src": scheduler.__file__,
+        "job": event.scheduled_job_id,
+        "topic": event.topic,
+        "key": p.get("key"),
+        "n": p.get("n"),
+        "attempt": event.attempt,
+        "run": run,
+        "pid": os.getpid(),
+        "start": start,
+        "end": time.time() * 1000,
+        "ok": not fail,
+        "src": scheduler.__file__,
     }
     await (await _redis_ready()).rpush(key("flow"), json.dumps(entry))
     if fail:

@@ -17,14 +17,15 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from audit.options import RelayOptions
 from audit.relay.consumer import AuditRelay
@@ -35,17 +36,46 @@ from tests.hypothesis_profiles import budget
 from tests.integration.engine_fixtures import make_scheduler, outbox_events
 
 EXAMPLES = budget(200)
-RUN_AT = datetime(2030, 1, 1, tzinfo=timezone.utc)  # far ahead: the job only waits
+RUN_AT = datetime(2030, 1, 1, tzinfo=UTC)  # far ahead: the job only waits
 
 # What the API accepts: every character but NUL and the surrogates (it refuses those).
-TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12) | st.sampled_from(
-    ["\U0001F600", "\U00010000\U0010FFFF", '"\\/\b\f\n\r\t', "\\u0000 is text", "\u2028\u2029", "é\u0301", "\x7f"])
-INTEGER = st.integers() | st.integers(-(2**200) - 1, 2**200 + 1) | st.sampled_from(
-    [2**64 + 1, 2**64, 2**64 - 1, 2**63, -(2**63) - 1, -(2**70), 2**200 + 1, -(2**200) - 1, 10**400])
+TEXT = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12
+) | st.sampled_from(
+    [
+        "\U0001f600",
+        "\U00010000\U0010ffff",
+        '"\\/\b\f\n\r\t',
+        "\\u0000 is text",
+        "\u2028\u2029",
+        "é\u0301",
+        "\x7f",
+    ]
+)
+INTEGER = (
+    st.integers()
+    | st.integers(-(2**200) - 1, 2**200 + 1)
+    | st.sampled_from(
+        [
+            2**64 + 1,
+            2**64,
+            2**64 - 1,
+            2**63,
+            -(2**63) - 1,
+            -(2**70),
+            2**200 + 1,
+            -(2**200) - 1,
+            10**400,
+        ]
+    )
+)
 FLOAT = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
-    [0.1, -0.0, 1e300, 5e-324, 1.7976931348623157e308, 2.0**64 + 2**12, 1e-7, 33.333333333333336])
+    [0.1, -0.0, 1e300, 5e-324, 1.7976931348623157e308, 2.0**64 + 2**12, 1e-7, 33.333333333333336]
+)
 LEAF = st.none() | st.booleans() | INTEGER | FLOAT | TEXT
-JSON = st.recursive(LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(TEXT, c, max_size=4), max_leaves=16)
+JSON = st.recursive(
+    LEAF, lambda c: st.lists(c, max_size=4) | st.dictionaries(TEXT, c, max_size=4), max_leaves=16
+)
 METADATA = st.dictionaries(TEXT, JSON, max_size=4)
 
 
@@ -85,8 +115,14 @@ def env(redis_url: str, namespace: str, database_url: str) -> Iterator[Env]:
         s = make_scheduler(redis_url, namespace, ListenerRegistry())
         runner.run(s.connect())
         client = aioredis.Redis.from_url(redis_url)
-        options = RelayOptions.from_settings(AuditSettings(), block_ms=200, linger_ms=0, claim_idle_ms=60_000,
-                                             connect_timeout_s=5.0, command_timeout_s=30.0)
+        options = RelayOptions.from_settings(
+            AuditSettings(),
+            block_ms=200,
+            linger_ms=0,
+            claim_idle_ms=60_000,
+            connect_timeout_s=5.0,
+            command_timeout_s=30.0,
+        )
         relay = AuditRelay(client, namespace, database_url, options)
         db = runner.run(asyncpg.connect(database_url))
         e = Env(runner, s, relay, client, db, namespace)
@@ -106,22 +142,43 @@ async def _round_trip(e: Env, payload: Any, metadata: dict[str, Any]) -> tuple[s
     the audit does."""
     job_id = await e.scheduler.schedule_at("exact", RUN_AT, payload=payload, metadata=metadata)
     # the text enqueue.lua stored in the job and wrote to the outbox (read before the relay trims it)
-    [scheduled] = [ev for ev in await outbox_events(e.redis, e.namespace, job_id) if ev.type == "scheduled"]
+    [scheduled] = [
+        ev for ev in await outbox_events(e.redis, e.namespace, job_id) if ev.type == "scheduled"
+    ]
     while (await e.relay.step()) == 0:  # one step may find the stream empty
         pass
-    row = await e.db.fetchrow("SELECT payload::text AS payload, metadata::text AS metadata FROM schedule_audit "
-                              "WHERE id = $1", job_id)
+    row = await e.db.fetchrow(
+        "SELECT payload::text AS payload, metadata::text AS metadata FROM schedule_audit "
+        "WHERE id = $1",
+        job_id,
+    )
     assert row is not None, "the relay wrote no row"
     # a JSON null is stored as SQL NULL (json_to_recordset): AuditRecord.payload None either way
-    return scheduled.get("payload"), scheduled.get("metadata"), row["payload"] or "null", row["metadata"]
+    return (
+        scheduled.get("payload"),
+        scheduled.get("metadata"),
+        row["payload"] or "null",
+        row["metadata"],
+    )
 
 
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(payload=JSON, metadata=METADATA)
-def test_the_audit_holds_payload_and_metadata_exactly(env: Env, payload: Any, metadata: dict[str, Any]) -> None:
-    redis_payload, redis_metadata, pg_payload, pg_metadata = env.runner.run(_round_trip(env, payload, metadata))
+def test_the_audit_holds_payload_and_metadata_exactly(
+    env: Env, payload: Any, metadata: dict[str, Any]
+) -> None:
+    redis_payload, redis_metadata, pg_payload, pg_metadata = env.runner.run(
+        _round_trip(env, payload, metadata)
+    )
     env.examples += 1
-    event("an integer beyond 64 bits" if _big(payload) or _big(metadata) else "no integer beyond 64 bits")
+    event(
+        "an integer beyond 64 bits"
+        if _big(payload) or _big(metadata)
+        else "no integer beyond 64 bits"
+    )
     assert exact(pg_payload) == exact(redis_payload), (redis_payload, pg_payload)
     assert exact(pg_metadata) == exact(redis_metadata), (redis_metadata, pg_metadata)
     # and Redis holds the caller's value (json.dumps: Python ints and floats exactly)
@@ -140,7 +197,7 @@ def _big(value: Any) -> bool:
 
 def test_the_probes_values_are_exact(env: Env) -> None:
     """The probe of issue 33: 2**64+1 came back 18446744073709552000 (orjson read it as a double)."""
-    payload = {"v": 2**64 + 1, "w": 2**200 + 1, "n": -(2**70), "f": 0.1, "s": "\U0001F600"}
+    payload = {"v": 2**64 + 1, "w": 2**200 + 1, "n": -(2**70), "f": 0.1, "s": "\U0001f600"}
     metadata = {"m": 2**64 + 1, "deep": [{"x": -(2**70)}]}
     _, _, pg_payload, pg_metadata = env.runner.run(_round_trip(env, payload, metadata))
     assert json.loads(pg_payload) == payload and json.loads(pg_metadata) == metadata

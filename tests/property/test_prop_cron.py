@@ -14,11 +14,19 @@ from __future__ import annotations
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
-from hypothesis import event, given, settings, strategies as st
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.cron import next_fire, parse_cron
 from tests.hypothesis_profiles import budget
-from tests.property.tzref import EPOCH_NAIVE, gap_end, instant_near_a_change, occurrences, segments, zones
+from tests.property.tzref import (
+    EPOCH_NAIVE,
+    gap_end,
+    instant_near_a_change,
+    occurrences,
+    segments,
+    zones,
+)
 
 HOUR, DAY = 3600, 86_400
 CHAIN = 90  # consecutive fires checked from just before the offset change
@@ -62,6 +70,7 @@ def matcher(fields: list[str]):  # type: ignore[no-untyped-def]
             return False
         by_dom, by_dow = d.day in D, (d.weekday() + 1) % 7 in W
         return (by_dom or by_dow) if either else (by_dom and by_dow)
+
     return S, M, H, day_ok
 
 
@@ -91,11 +100,31 @@ def brute_fires(name: str, fields: list[str], elapsed: bool, lo: int, hi: int) -
 
 
 @settings(max_examples=budget(300))
-@given(data=st.data(), name=zones(), seconds=st.one_of(st.none(), SECONDS), minute=MINUTES, hour=HOURS,
-       dom=DAYS, month=MONTHS, dow=WEEKDAYS)
-def test_next_fire_walks_every_real_tick_in_order(data: st.DataObject, name: str, seconds: str | None, minute: str,
-                                                  hour: str, dom: str, month: str, dow: str) -> None:
-    fields = [minute, hour, dom, month, dow] if seconds is None else [seconds, minute, hour, dom, month, dow]
+@given(
+    data=st.data(),
+    name=zones(),
+    seconds=st.one_of(st.none(), SECONDS),
+    minute=MINUTES,
+    hour=HOURS,
+    dom=DAYS,
+    month=MONTHS,
+    dow=WEEKDAYS,
+)
+def test_next_fire_walks_every_real_tick_in_order(
+    data: st.DataObject,
+    name: str,
+    seconds: str | None,
+    minute: str,
+    hour: str,
+    dom: str,
+    month: str,
+    dow: str,
+) -> None:
+    fields = (
+        [minute, hour, dom, month, dow]
+        if seconds is None
+        else [seconds, minute, hour, dom, month, dow]
+    )
     spec = parse_cron(" ".join(fields), name)
     # The elapsed kind, read from cron.py's docstring, not from its code
     elapsed = hour in ("*", "0-23") and ("*" in minute or "/" in minute)
@@ -103,7 +132,9 @@ def test_next_fire_walks_every_real_tick_in_order(data: st.DataObject, name: str
     change = data.draw(instant_near_a_change(name, 0))
     lo = change - data.draw(st.integers(0, 20 * HOUR))
     hi = lo + 26 * HOUR
-    expected = brute_fires(name, ["0" if seconds is None else seconds, *fields[-5:]], elapsed, lo, hi)
+    expected = brute_fires(
+        name, ["0" if seconds is None else seconds, *fields[-5:]], elapsed, lo, hi
+    )
     event(f"{len(expected) > 0 and 'fires' or 'none'} in window")
     # From the window's start, and along a chain of consecutive fires from near the change.
     start = next((i for i, f in enumerate(expected) if f >= change - 600), len(expected))
@@ -119,10 +150,21 @@ def test_next_fire_walks_every_real_tick_in_order(data: st.DataObject, name: str
         after = next_fire(spec, after)
         walked.append(after // 1000)
     assert walked == chain, (name, spec.expr, lo)
-    if start + CHAIN >= len(expected):  # the chain reached the window's last fire: nothing more in it
+    if start + CHAIN >= len(
+        expected
+    ):  # the chain reached the window's last fire: nothing more in it
         assert next_fire(spec, expected[-1] * 1000) > hi * 1000
     near = data.draw(st.booleans())  # a probe near the change, or anywhere in the window
-    probe = data.draw(st.integers(max(lo, change - 2 * HOUR) * 1000 if near else lo * 1000,
-                                  max(lo, min(expected[-1], change + 2 * HOUR)) * 1000 - 1 if near
-                                  else expected[-1] * 1000 - 1))
-    assert next_fire(spec, probe) == min(f for f in expected if f * 1000 > probe) * 1000, (name, spec.expr, probe)
+    probe = data.draw(
+        st.integers(
+            max(lo, change - 2 * HOUR) * 1000 if near else lo * 1000,
+            max(lo, min(expected[-1], change + 2 * HOUR)) * 1000 - 1
+            if near
+            else expected[-1] * 1000 - 1,
+        )
+    )
+    assert next_fire(spec, probe) == min(f for f in expected if f * 1000 > probe) * 1000, (
+        name,
+        spec.expr,
+        probe,
+    )

@@ -9,10 +9,11 @@ Budget: 400 examples in CI (derandomized, a few seconds); HYPOTHESIS_PROFILE=lon
 
 from __future__ import annotations
 
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
-from hypothesis import event, given, settings, strategies as st
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.timeutil import resolve_run_at, wall_to_utc
 from tests.hypothesis_profiles import budget
@@ -33,12 +34,17 @@ HOUR = 3600
 
 @settings(max_examples=budget(400))
 @given(data=st.data(), name=zones(), micro=st.sampled_from([0, 0, 1, 999_999]))
-def test_a_wall_time_runs_at_its_first_instant_or_at_the_end_of_its_gap(data: st.DataObject, name: str,
-                                                                         micro: int) -> None:
+def test_a_wall_time_runs_at_its_first_instant_or_at_the_end_of_its_gap(
+    data: st.DataObject, name: str, micro: int
+) -> None:
     tz = ZoneInfo(name)
-    t = data.draw(instant_near_a_change(name, 0))  # usually an offset change, where gaps and folds are
+    t = data.draw(
+        instant_near_a_change(name, 0)
+    )  # usually an offset change, where gaps and folds are
     around = sorted((offset(tz, t - 1), offset(tz, t)))
-    wall = t + data.draw(st.integers(around[0] - HOUR, around[1] + HOUR))  # whole seconds on the wall
+    wall = t + data.draw(
+        st.integers(around[0] - HOUR, around[1] + HOUR)
+    )  # whole seconds on the wall
     naive = EPOCH_NAIVE + timedelta(seconds=wall, microseconds=micro)
     segs = segments(tz, wall - 30 * HOUR, wall + 30 * HOUR)
     occ = occurrences(segs, wall)
@@ -58,4 +64,4 @@ def test_a_wall_time_runs_at_its_first_instant_or_at_the_end_of_its_gap(data: st
 @given(name=st.sampled_from(ZONES), t=st.integers(0, 4_102_444_800), micro=st.integers(0, 999_999))
 def test_an_aware_time_is_used_as_is(name: str, t: int, micro: int) -> None:
     aware = as_utc(t).astimezone(ZoneInfo(name)) + timedelta(microseconds=micro)
-    assert resolve_run_at(aware, "Europe/Berlin") == aware.astimezone(timezone.utc)
+    assert resolve_run_at(aware, "Europe/Berlin") == aware.astimezone(UTC)

@@ -6,8 +6,8 @@ them. Slow and simple on purpose; the property tests compare the project's rules
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from functools import cache
 from zoneinfo import ZoneInfo, available_timezones
 
 from hypothesis import strategies as st
@@ -21,10 +21,28 @@ STEP = 600  # no zone changes its offset twice within ten minutes (so sampling f
 
 # Zones whose rules are unusual (30-minute DST, negative DST, day-long gaps, changes at
 # midnight, offsets of seconds, DST that stops for Ramadan), drawn as often as all the others.
-ODD_ZONES = ("Australia/Lord_Howe", "Europe/Dublin", "Pacific/Apia", "Pacific/Kiritimati", "Pacific/Kwajalein",
-             "America/Havana", "America/Santiago", "Africa/Casablanca", "Asia/Gaza", "Asia/Tehran",
-             "Pacific/Chatham", "America/St_Johns", "Antarctica/Troll", "Africa/Monrovia", "America/Caracas",
-             "Asia/Pyongyang", "Europe/Moscow", "America/Chicago", "Europe/Berlin", "Australia/Adelaide")
+ODD_ZONES = (
+    "Australia/Lord_Howe",
+    "Europe/Dublin",
+    "Pacific/Apia",
+    "Pacific/Kiritimati",
+    "Pacific/Kwajalein",
+    "America/Havana",
+    "America/Santiago",
+    "Africa/Casablanca",
+    "Asia/Gaza",
+    "Asia/Tehran",
+    "Pacific/Chatham",
+    "America/St_Johns",
+    "Antarctica/Troll",
+    "Africa/Monrovia",
+    "America/Caracas",
+    "Asia/Pyongyang",
+    "Europe/Moscow",
+    "America/Chicago",
+    "Europe/Berlin",
+    "Australia/Adelaide",
+)
 
 
 def zones() -> st.SearchStrategy[str]:
@@ -94,10 +112,10 @@ def wall_seconds(naive: datetime) -> int:
 
 
 def as_utc(t: int) -> datetime:
-    return datetime.fromtimestamp(t, timezone.utc)
+    return datetime.fromtimestamp(t, UTC)
 
 
-@lru_cache(maxsize=None)
+@cache
 def changes(name: str) -> tuple[int, ...]:
     """The zone's offset changes in 1970..2100 (weekly samples, then bisection to the second;
     two changes within one week that cancel out are not found, which only makes them
@@ -121,5 +139,7 @@ def instant_near_a_change(draw: st.DrawFn, name: str, spread: int) -> int:
     found = changes(name)
     if not found or draw(st.integers(0, 4)) == 0:
         return draw(st.integers(FIRST + 2 * 86_400, LAST - 2 * 86_400))
-    return min(max(draw(st.sampled_from(found)) + draw(st.integers(-spread, spread)), FIRST + 2 * 86_400),
-               LAST - 2 * 86_400)
+    return min(
+        max(draw(st.sampled_from(found)) + draw(st.integers(-spread, spread)), FIRST + 2 * 86_400),
+        LAST - 2 * 86_400,
+    )

@@ -28,27 +28,81 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _self_signed_ca(name: str, cwd: Path) -> None:
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN=horae test {name}",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             cwd=cwd)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN=horae test {name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=cwd,
+    )
 
 
 def make_certs(directory: Path) -> Certs:
     """Generate the files under `directory` (fails the test, never skips, without openssl)."""
     if shutil.which("openssl") is None:
-        pytest.fail("the TLS tests need the openssl command (Debian package openssl) to make their certificates")
+        pytest.fail(
+            "the TLS tests need the openssl command (Debian package openssl) to make their certificates"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     _self_signed_ca("ca", directory)
     _self_signed_ca("other-ca", directory)
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=directory)
-    (directory / "ext.cnf").write_text("subjectAltName=DNS:localhost\n"
-                                       "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf", cwd=directory)
-    return Certs(directory / "ca.crt", directory / "server.crt", directory / "server.key",
-                 directory / "other-ca.crt")
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=directory,
+    )
+    (directory / "ext.cnf").write_text(
+        "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        cwd=directory,
+    )
+    return Certs(
+        directory / "ca.crt",
+        directory / "server.crt",
+        directory / "server.key",
+        directory / "other-ca.crt",
+    )
 
 
 def issue(certs: Certs, name: str, *, san: str, usage: str) -> tuple[Path, Path]:
@@ -61,9 +115,38 @@ def issue(certs: Certs, name: str, *, san: str, usage: str) -> tuple[Path, Path]
         usage: its extendedKeyUsage, e.g. "serverAuth,clientAuth".
     """
     directory = certs.ca.parent
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=directory)
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        f"/CN={name}",
+        cwd=directory,
+    )
     (directory / f"{name}.cnf").write_text(f"subjectAltName={san}\nextendedKeyUsage={usage}\n")
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.cnf", cwd=directory)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.cnf",
+        cwd=directory,
+    )
     return directory / f"{name}.crt", directory / f"{name}.key"

@@ -30,7 +30,9 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 @pytest.fixture(scope="session")
 def tls_redis(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[TlsRedis]:
     """The run's TLS redis-server: users horae-a (namespace tenant-a), horae-b (tenant-b), admin."""
-    server = start_tls_redis(tmp_path_factory.mktemp("redis-tls"), certs, {USER_A: NS_A, USER_B: NS_B})
+    server = start_tls_redis(
+        tmp_path_factory.mktemp("redis-tls"), certs, {USER_A: NS_A, USER_B: NS_B}
+    )
     yield server
     server.stop()
 
@@ -60,14 +62,23 @@ async def _create_roles(server: TlsPostgres) -> None:
 @pytest.fixture(scope="session")
 def migrated_audit(tls_postgres: TlsPostgres) -> TlsPostgres:
     """`horae migrate` as the owner, then `horae audit grant` of relay and read access, over TLS."""
-    owner = SimpleNamespace(redis_url=None, database_url=tls_postgres.url("horae_owner"), namespace="x",
-                            audit=AuditSettings())
+    owner = SimpleNamespace(
+        redis_url=None,
+        database_url=tls_postgres.url("horae_owner"),
+        namespace="x",
+        audit=AuditSettings(),
+    )
     cli = host(owner)
     runner = CliRunner()
-    for args, expected in ((["migrate"], "applied migrations"),
-                           (["audit", "grant", "horae_relay"], "granted relay access"),
-                           (["audit", "grant", "horae_reader", "--read-only"], "granted read access")):
+    for args, expected in (
+        (["migrate"], "applied migrations"),
+        (["audit", "grant", "horae_relay"], "granted relay access"),
+        (["audit", "grant", "horae_reader", "--read-only"], "granted read access"),
+    ):
         result = runner.invoke(cli, args)
-        assert result.exit_code == 0 and expected in result.output, (args, result.output, result.exception)
+        assert result.exit_code == 0 and expected in result.output, (
+            args,
+            result.output,
+            result.exception,
+        )
     return tls_postgres
-

@@ -39,38 +39,71 @@ class TlsPostgres:
     passwords: dict[str, str]
     user: str | None  # the system user the server runs as (None: this process's)
 
-    def url(self, role: str, *, ca: Path | None = None, host: str = "localhost",
-            database: str = DATABASE, sslmode: str = "verify-full") -> str:
+    def url(
+        self,
+        role: str,
+        *,
+        ca: Path | None = None,
+        host: str = "localhost",
+        database: str = DATABASE,
+        sslmode: str = "verify-full",
+    ) -> str:
         """A TCP URL of `role` that verifies the server (sslmode, CA) as asked."""
-        return (f"postgresql://{role}:{quote(self.passwords[role])}@{host}:{self.port}/{database}"
-                f"?sslmode={sslmode}&sslrootcert={quote(str(ca or self.certs.ca), safe='/')}")
+        return (
+            f"postgresql://{role}:{quote(self.passwords[role])}@{host}:{self.port}/{database}"
+            f"?sslmode={sslmode}&sslrootcert={quote(str(ca or self.certs.ca), safe='/')}"
+        )
 
     def admin_url(self, database: str = "postgres") -> str:
         """The bootstrap superuser over the unix socket (trust): for the test's own setup."""
-        return f"postgresql://postgres@/{database}?host={quote(str(self.socket_dir))}&port={self.port}"
+        return (
+            f"postgresql://postgres@/{database}?host={quote(str(self.socket_dir))}&port={self.port}"
+        )
 
     def stop(self) -> None:
-        _run([str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
-             self.user, check=False)
+        _run(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.root / "data"),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+            self.user,
+            check=False,
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
 
 def server_bindir() -> Path:
     """The newest /usr/lib/postgresql/*/bin with postgres built with OpenSSL (or HORAE_TLS_PG_BINDIR)."""
     candidates = [os.environ.get("HORAE_TLS_PG_BINDIR", "")]
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name),
-                         reverse=True)
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True
+    )
     for path in filter(None, candidates):
         bindir = Path(path)
         if (bindir / "postgres").is_file() and (bindir / "initdb").is_file():
             return bindir
-    pytest.fail("no PostgreSQL server binaries with TLS found (/usr/lib/postgresql/*/bin): install Debian's "
-                "postgresql package or set HORAE_TLS_PG_BINDIR")
+    pytest.fail(
+        "no PostgreSQL server binaries with TLS found (/usr/lib/postgresql/*/bin): install Debian's "
+        "postgresql package or set HORAE_TLS_PG_BINDIR"
+    )
 
 
 def _run(cmd: list[str], user: str | None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, user=user, check=check, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, cwd="/")
+    return subprocess.run(
+        cmd,
+        user=user,
+        check=check,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd="/",
+    )
 
 
 def start_tls_postgres(certs: Certs) -> TlsPostgres:
@@ -96,20 +129,51 @@ def start_tls_postgres(certs: Certs) -> TlsPostgres:
     passwords = {role: f"pw-{role}-{secrets.token_hex(8)}" for role in ROLES}
     port = free_port()
     try:
-        _run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth-local=trust",
-              "--auth-host=reject", "-E", "UTF8", "--no-sync"], user)
+        _run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=reject",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            user,
+        )
         (data / "pg_hba.conf").write_text(
             "local all postgres trust\n"
             "hostssl all all 127.0.0.1/32 scram-sha-256\n"
             "hostssl all all ::1/128 scram-sha-256\n"
         )
-        options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sockets} "
-                   f"-c ssl=on -c ssl_cert_file={root / 'server.crt'} -c ssl_key_file={root / 'server.key'} "
-                   "-c fsync=off -c max_connections=50")
-        _run([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "-t", "60",
-              "start"], user)
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sockets} "
+            f"-c ssl=on -c ssl_cert_file={root / 'server.crt'} -c ssl_key_file={root / 'server.key'} "
+            "-c fsync=off -c max_connections=50"
+        )
+        _run(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(root / "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            user,
+        )
     except subprocess.CalledProcessError as exc:
         log = (root / "log").read_text(errors="replace") if (root / "log").exists() else ""
         shutil.rmtree(root, ignore_errors=True)
-        pytest.fail(f"the TLS PostgreSQL server did not start: {exc.stderr or exc.stdout}\n{log[-2000:]}")
+        pytest.fail(
+            f"the TLS PostgreSQL server did not start: {exc.stderr or exc.stdout}\n{log[-2000:]}"
+        )
     return TlsPostgres(port, sockets, bindir, root, certs, passwords, user)

@@ -22,8 +22,9 @@ from tests.security.certs import Certs
 
 # The README's ACL rule (section Security), after `user NAME on >PASSWORD`; README_RULE below
 # is the line as the README prints it, and a test keeps the two equal.
-ACL_COMMANDS = ("-@all +@read +@write -@dangerous +evalsha +script|load +publish +subscribe "
-                "+time +ping +select")
+ACL_COMMANDS = (
+    "-@all +@read +@write -@dangerous +evalsha +script|load +publish +subscribe +time +ping +select"
+)
 
 
 def acl_rule(namespace: str) -> str:
@@ -48,11 +49,15 @@ class TlsRedis:
     binary: str = ""
     namespaces: tuple[str, ...] = field(default_factory=tuple)
 
-    def url(self, user: str, *, host: str = "localhost", ca: Path | None = None, db: int = 0) -> str:
+    def url(
+        self, user: str, *, host: str = "localhost", ca: Path | None = None, db: int = 0
+    ) -> str:
         """A rediss:// URL of `user` that verifies the server against `ca` (default: the right CA)."""
         ca_path = quote(str(ca or self.certs.ca), safe="/")
-        return (f"rediss://{quote(user)}:{quote(self.passwords[user])}@{host}:{self.port}/{db}"
-                f"?ssl_ca_certs={ca_path}")
+        return (
+            f"rediss://{quote(user)}:{quote(self.passwords[user])}@{host}:{self.port}/{db}"
+            f"?ssl_ca_certs={ca_path}"
+        )
 
     def admin(self) -> redis.Redis:
         """A synchronous client of the `admin` user (sees and may do everything)."""
@@ -69,19 +74,36 @@ class TlsRedis:
 
 def tls_binaries() -> list[str]:
     """redis-server binaries to try: HORAE_TLS_REDIS_SERVER first, then the usual places."""
-    found = [os.environ.get("HORAE_TLS_REDIS_SERVER", "")] + list(CANDIDATES) + [shutil.which("redis-server") or ""]
+    found = (
+        [os.environ.get("HORAE_TLS_REDIS_SERVER", "")]
+        + list(CANDIDATES)
+        + [shutil.which("redis-server") or ""]
+    )
     seen: list[str] = []
     for path in found:
-        if path and Path(path).is_file() and os.path.realpath(path) not in map(os.path.realpath, seen):
+        if (
+            path
+            and Path(path).is_file()
+            and os.path.realpath(path) not in map(os.path.realpath, seen)
+        ):
             seen.append(path)
     return seen
 
 
-def _config(port: int, certs: Certs, directory: Path, passwords: dict[str, str], namespaces: dict[str, str]) -> str:
+def _config(
+    port: int, certs: Certs, directory: Path, passwords: dict[str, str], namespaces: dict[str, str]
+) -> str:
     lines = [
-        "port 0", f"tls-port {port}", "bind 127.0.0.1", f"dir {directory}",
-        f"tls-cert-file {certs.cert}", f"tls-key-file {certs.key}", f"tls-ca-cert-file {certs.ca}",
-        "tls-auth-clients no", 'save ""', "appendonly no",
+        "port 0",
+        f"tls-port {port}",
+        "bind 127.0.0.1",
+        f"dir {directory}",
+        f"tls-cert-file {certs.cert}",
+        f"tls-key-file {certs.key}",
+        f"tls-ca-cert-file {certs.ca}",
+        "tls-auth-clients no",
+        'save ""',
+        "appendonly no",
         "user default off",
         f"user admin on >{passwords['admin']} ~* &* +@all",
     ]
@@ -103,15 +125,19 @@ def start_tls_redis(directory: Path, certs: Certs, namespaces: dict[str, str]) -
         conf.write_text(_config(port, certs, directory, passwords, namespaces))
         log = directory / "redis.log"
         with log.open("wb") as out:
-            proc = subprocess.Popen([binary, str(conf)], stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [binary, str(conf)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         server = TlsRedis(port, certs, passwords, proc, log, binary, tuple(namespaces.values()))
         if _wait_ready(server):
             return server
         server.stop()
         tried.append(f"{binary}: {log.read_text(errors='replace').strip()[-300:]}")
-    pytest.fail("no redis-server with TLS support found (tried: " + ("; ".join(tried) or "none found") +
-                "). Install Debian's redis-server (apt-get install redis-server) or set HORAE_TLS_REDIS_SERVER.")
+    pytest.fail(
+        "no redis-server with TLS support found (tried: "
+        + ("; ".join(tried) or "none found")
+        + "). Install Debian's redis-server (apt-get install redis-server) or set HORAE_TLS_REDIS_SERVER."
+    )
 
 
 def _wait_ready(server: TlsRedis, timeout: float = 10.0) -> bool:

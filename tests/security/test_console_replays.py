@@ -30,13 +30,25 @@ def _free_port() -> int:
 
 
 @contextmanager
-def console(redis_url: str, database_url: str, namespace: str, **env: str) -> Iterator[tuple[str, int]]:
+def console(
+    redis_url: str, database_url: str, namespace: str, **env: str
+) -> Iterator[tuple[str, int]]:
     """`horae console` on a free loopback port, answering; (base URL, pid). Stopped by its pid."""
     port = _free_port()
-    proc = subprocess.Popen([str(HORAE), "console", "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HORAE_REDIS_URL": redis_url, "HORAE_DATABASE_URL": database_url,
-                                 "HORAE_NAMESPACE": namespace, **env})
+    proc = subprocess.Popen(
+        [str(HORAE), "console", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "HORAE_REDIS_URL": redis_url,
+            "HORAE_DATABASE_URL": database_url,
+            "HORAE_NAMESPACE": namespace,
+            **env,
+        },
+    )
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": "Bearer o-token"} if env else {}
     try:
@@ -60,10 +72,15 @@ def test_a_dns_rebound_page_is_refused(redis_url: str, database_url: str, namesp
     with console(redis_url, database_url, namespace) as (base, _):
         port = base.rsplit(":", 1)[1]
         rebound = {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"}
-        victim = httpx.post(base + "/api/v1/jobs", json={"topic": "fp.victim", "delay_s": 3600,
-                                                         "payload": {"card": "4242"}}).json()["job_id"]
-        made = httpx.post(base + "/api/v1/jobs", headers={**rebound, "Content-Type": "application/json"},
-                          content=b'{"topic":"fp.never","delay_s":3600,"job_id":"rebind-proof"}')
+        victim = httpx.post(
+            base + "/api/v1/jobs",
+            json={"topic": "fp.victim", "delay_s": 3600, "payload": {"card": "4242"}},
+        ).json()["job_id"]
+        made = httpx.post(
+            base + "/api/v1/jobs",
+            headers={**rebound, "Content-Type": "application/json"},
+            content=b'{"topic":"fp.never","delay_s":3600,"job_id":"rebind-proof"}',
+        )
         assert made.status_code == 421, made.text
         assert made.json()["error"]["code"] == "MISDIRECTED_REQUEST"
         cancel = httpx.post(base + f"/api/v1/jobs/{victim}/cancel", headers=rebound, json={})
@@ -75,11 +92,17 @@ def test_a_dns_rebound_page_is_refused(redis_url: str, database_url: str, namesp
 
 
 def test_csrf_tokens_of_the_attackers_choosing_and_posts_without_origin_are_refused(
-        redis_url: str, database_url: str, namespace: str) -> None:
+    redis_url: str, database_url: str, namespace: str
+) -> None:
     with console(redis_url, database_url, namespace) as (base, _):
-        victim = httpx.post(base + "/api/v1/jobs", json={"topic": "fp.victim", "delay_s": 3600}).json()["job_id"]
-        chosen = httpx.post(base + f"/jobs/{victim}/cancel", data={"csrf": "attacker"},
-                            headers={"Cookie": "horae_csrf=attacker", "Origin": base})
+        victim = httpx.post(
+            base + "/api/v1/jobs", json={"topic": "fp.victim", "delay_s": 3600}
+        ).json()["job_id"]
+        chosen = httpx.post(
+            base + f"/jobs/{victim}/cancel",
+            data={"csrf": "attacker"},
+            headers={"Cookie": "horae_csrf=attacker", "Origin": base},
+        )
         assert chosen.status_code == 403 and "CSRF check failed" in chosen.text
         with httpx.Client(base_url=base) as browser:
             page = browser.get(f"/jobs/{victim}")
@@ -87,7 +110,9 @@ def test_csrf_tokens_of_the_attackers_choosing_and_posts_without_origin_are_refu
             bare = browser.post(f"/jobs/{victim}/cancel", data={"csrf": token})
             assert bare.status_code == 403 and "without Origin or Referer" in bare.text
             assert httpx.get(base + f"/api/v1/jobs/{victim}").json()["state"] == "scheduled"
-            mine = browser.post(f"/jobs/{victim}/cancel", data={"csrf": token}, headers={"Origin": base})
+            mine = browser.post(
+                f"/jobs/{victim}/cancel", data={"csrf": token}, headers={"Origin": base}
+            )
             assert mine.status_code == 303, mine.text
         assert httpx.get(base + f"/api/v1/jobs/{victim}").json()["state"] == "cancelled"
 
@@ -97,21 +122,33 @@ def _rss_kib(pid: int) -> int:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
 
 
-def test_a_viewers_100_mib_body_is_not_read(redis_url: str, database_url: str, namespace: str) -> None:
+def test_a_viewers_100_mib_body_is_not_read(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
     """Sent chunked (no Content-Length to refuse it by): the console answers 403 once it
     knows the caller, and the 100 MiB pass by without being kept (it grew by 100 MB)."""
-    with console(redis_url, database_url, namespace, HORAE_CONSOLE__VIEWER_TOKEN="v-token",
-                 HORAE_CONSOLE__OPERATOR_TOKEN="o-token") as (base, pid):
+    with console(
+        redis_url,
+        database_url,
+        namespace,
+        HORAE_CONSOLE__VIEWER_TOKEN="v-token",
+        HORAE_CONSOLE__OPERATOR_TOKEN="o-token",
+    ) as (base, pid):
         before = _rss_kib(pid)
         port = int(base.rsplit(":", 1)[1])
         auth = base64.b64encode(b"ann:v-token").decode()
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-            sock.sendall(f"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Basic {auth}\r\n"
-                         "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+            sock.sendall(
+                f"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Basic {auth}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            )
+
             def piece(data: bytes) -> bytes:
                 return b"%x\r\n" % len(data) + data + b"\r\n"
 
-            sock.sendall(piece(b'{"topic": "fp.never", "payload": "'))  # a valid job: only its size is wrong
+            sock.sendall(
+                piece(b'{"topic": "fp.never", "payload": "')
+            )  # a valid job: only its size is wrong
             chunk = piece(b"x" * MiB)
             for _ in range(100):
                 sock.sendall(chunk)

@@ -26,34 +26,53 @@ OVERSIZED = [
     ("job_id", str(MAX_ID_LEN), lambda s: s.schedule_in("t", 0, job_id="j" * (MAX_ID_LEN + 1))),
     ("key", str(MAX_KEY_LEN), lambda s: s.schedule_in("t", 0, key="k" * (MAX_KEY_LEN + 1))),
     ("dedupe.key", "512", lambda s: s.schedule_in("t", 0, dedupe=Dedupe("d" * 513))),
-    ("name", str(MAX_ID_LEN), lambda s: s.schedule_cron("c" * (MAX_ID_LEN + 1), "* * * * *", topic="t")),
+    (
+        "name",
+        str(MAX_ID_LEN),
+        lambda s: s.schedule_cron("c" * (MAX_ID_LEN + 1), "* * * * *", topic="t"),
+    ),
     ("payload", f"{LIMIT:,}", lambda s: s.schedule_in("t", 0, payload={"x": "y" * LIMIT})),
     ("metadata", f"{LIMIT:,}", lambda s: s.schedule_in("t", 0, metadata={"x": "y" * LIMIT})),
-    ("payload", f"{LIMIT:,}", lambda s: s.schedule_cron("c", "* * * * *", topic="t", payload="y" * LIMIT)),
-    ("items[1].payload", f"{LIMIT:,}",
-     lambda s: s.schedule_many([{"topic": "t"}, {"topic": "t", "payload": "y" * LIMIT}])),
+    (
+        "payload",
+        f"{LIMIT:,}",
+        lambda s: s.schedule_cron("c", "* * * * *", topic="t", payload="y" * LIMIT),
+    ),
+    (
+        "items[1].payload",
+        f"{LIMIT:,}",
+        lambda s: s.schedule_many([{"topic": "t"}, {"topic": "t", "payload": "y" * LIMIT}]),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("field", "limit", "call"), OVERSIZED,
-                         ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(OVERSIZED)])
+@pytest.mark.parametrize(
+    ("field", "limit", "call"), OVERSIZED, ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(OVERSIZED)]
+)
 async def test_oversized_input_is_refused_naming_field_and_limit_and_writes_nothing(
-        redis_url: str, namespace: str, redis: Any, field: str, limit: str, call: Any) -> None:
-    async with make_scheduler(redis_url, namespace, ListenerRegistry(), limits={"json_bytes": LIMIT}) as s:
+    redis_url: str, namespace: str, redis: Any, field: str, limit: str, call: Any
+) -> None:
+    async with make_scheduler(
+        redis_url, namespace, ListenerRegistry(), limits={"json_bytes": LIMIT}
+    ) as s:
         with pytest.raises(ScheduleError) as info:
             await call(s)
         assert info.value.field == field and limit in str(info.value), str(info.value)
         assert await ns_keys(redis, namespace) == [], "a refused call writes nothing"
-        await s.schedule_in("t", 0, payload="y" * (LIMIT - 100))  # (the limit is a limit, not a ban)
+        await s.schedule_in(
+            "t", 0, payload="y" * (LIMIT - 100)
+        )  # (the limit is a limit, not a ban)
         assert await ns_keys(redis, namespace) != []
 
 
 def test_a_topic_takes_at_most_max_per_topic_listeners() -> None:
     reg = ListenerRegistry()
-    functions = [(lambda n: (lambda event: n))(n) for n in range(MAX_LISTENERS_PER_TOPIC + 1)]
+    functions = [(lambda n: lambda event: n)(n) for n in range(MAX_LISTENERS_PER_TOPIC + 1)]
     for fn in functions[:-1]:
         reg.add("busy", fn)
-    with pytest.raises(ValueError, match=rf"'busy' has {MAX_LISTENERS_PER_TOPIC} listeners already.*max_per_topic"):
+    with pytest.raises(
+        ValueError, match=rf"'busy' has {MAX_LISTENERS_PER_TOPIC} listeners already.*max_per_topic"
+    ):
         reg.on_event("busy")(functions[-1])
     assert len(reg.listeners("busy")) == MAX_LISTENERS_PER_TOPIC, "nothing was added"
     reg.add("busy", functions[0])  # the same function again is still a no-op, not an error
@@ -67,9 +86,11 @@ def test_a_topic_takes_at_most_max_per_topic_listeners() -> None:
 
 # Anything that turns bytes or text into code or arbitrary objects. Payloads, metadata, errors
 # and outbox events are JSON; a listener's payload schema parses JSON values.
-UNSAFE = re.compile(r"\b(import\s+(pickle|cPickle|marshal|shelve|dill|cloudpickle)\b|from\s+(pickle|marshal|shelve)"
-                    r"\s+import|pickle\.|marshal\.|shelve\.|yaml\.load\(|yaml\.unsafe_load|"
-                    r"(?<![.\w])eval\(|(?<![.\w])exec\(|__import__\()")
+UNSAFE = re.compile(
+    r"\b(import\s+(pickle|cPickle|marshal|shelve|dill|cloudpickle)\b|from\s+(pickle|marshal|shelve)"
+    r"\s+import|pickle\.|marshal\.|shelve\.|yaml\.load\(|yaml\.unsafe_load|"
+    r"(?<![.\w])eval\(|(?<![.\w])exec\(|__import__\()"
+)
 
 
 # The one exception: a worker and the listener child processes it spawns itself
@@ -88,20 +109,36 @@ def test_no_package_unpickles_or_evaluates_code() -> None:
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if UNSAFE.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
-    assert found == [], "payloads are JSON only; no pickle, marshal, eval or exec:\n" + "\n".join(found)
+    assert found == [], "payloads are JSON only; no pickle, marshal, eval or exec:\n" + "\n".join(
+        found
+    )
 
 
 def test_the_pickling_modules_reach_no_server() -> None:
     """The pipe modules import no client of Redis, PostgreSQL or the network."""
-    client = re.compile(r"^\s*(import|from)\s+(redis|asyncpg|socket|httpx|scheduler\.(store|wire|connection))\b")
+    client = re.compile(
+        r"^\s*(import|from)\s+(redis|asyncpg|socket|httpx|scheduler\.(store|wire|connection))\b"
+    )
     for name in PIPE_TO_OWN_CHILD:
         lines = (ROOT / name).read_text().splitlines()
         assert not [line for line in lines if client.search(line)], name
 
 
 def test_the_unsafe_pattern_catches_what_it_should() -> None:
-    for bad in ("import pickle", "x = pickle.loads(b)", "from marshal import loads", "eval(text)",
-                "exec(code, {})", "yaml.load(f)", "m = __import__(name)"):
+    for bad in (
+        "import pickle",
+        "x = pickle.loads(b)",
+        "from marshal import loads",
+        "eval(text)",
+        "exec(code, {})",
+        "yaml.load(f)",
+        "m = __import__(name)",
+    ):
         assert UNSAFE.search(bad), bad
-    for fine in ("asyncio.create_subprocess_exec(", "self.evaluate(x)", "conn.execute(q)", "retrieval(x)"):
+    for fine in (
+        "asyncio.create_subprocess_exec(",
+        "self.evaluate(x)",
+        "conn.execute(q)",
+        "retrieval(x)",
+    ):
         assert not UNSAFE.search(fine), fine

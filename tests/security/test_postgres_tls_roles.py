@@ -34,7 +34,8 @@ FORBIDDEN = [
 
 
 async def test_a_worker_relays_and_a_reader_reads_the_audit_over_verify_full_tls_as_restricted_roles(
-        migrated_audit: TlsPostgres, redis_url: str, namespace: str) -> None:
+    migrated_audit: TlsPostgres, redis_url: str, namespace: str
+) -> None:
     pg = migrated_audit
     reg = ListenerRegistry()
 
@@ -45,16 +46,22 @@ async def test_a_worker_relays_and_a_reader_reads_the_audit_over_verify_full_tls
 
     clock = FakeClock(START_MS)
     async with audited_scheduler(redis_url, pg.url("horae_relay"), namespace, reg, clock) as s:
-        job = await s.schedule_in("pg.tls", 0, retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}})
+        job = await s.schedule_in(
+            "pg.tls", 0, retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}
+        )
         async with s.worker():
-            await eventually(lambda: in_state(s, job, JobState.RETRYING, attempts=1), what="first attempt")
+            await eventually(
+                lambda: in_state(s, job, JobState.RETRYING, attempts=1), what="first attempt"
+            )
             clock.advance(1)
             await eventually(lambda: in_state(s, job, JobState.COMPLETED), what="second attempt")
         await s.audit.flush(timeout=20)
         row = await s.audit.get(job)
         assert row is not None and row.status == "completed" and row.attempts == 2, row
     redis = aioredis.Redis.from_url(redis_url)
-    reader = AuditTrail(redis, namespace, pg.url("horae_reader"), RelayOptions.from_settings(AuditSettings()))
+    reader = AuditTrail(
+        redis, namespace, pg.url("horae_reader"), RelayOptions.from_settings(AuditSettings())
+    )
     try:
         await reader.open()
         attempts = await reader.attempts(job)
@@ -66,7 +73,10 @@ async def test_a_worker_relays_and_a_reader_reads_the_audit_over_verify_full_tls
     for role in ("horae_relay", "horae_reader"):
         conn = await asyncpg.connect(pg.url(role))
         try:
-            assert await conn.fetchval("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") is True
+            assert (
+                await conn.fetchval("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                is True
+            )
             for statement in FORBIDDEN:
                 with pytest.raises(asyncpg.InsufficientPrivilegeError):
                     await conn.execute(statement)
@@ -77,9 +87,13 @@ async def test_a_worker_relays_and_a_reader_reads_the_audit_over_verify_full_tls
             await conn.close()
     owner = await asyncpg.connect(pg.url("horae_owner"))
     try:
-        parts = await owner.fetch("SELECT c.relname, pg_get_userbyid(c.relowner) AS owner FROM pg_inherits i "
-                                  "JOIN pg_class c ON c.oid = i.inhrelid")
-        assert parts and {p["owner"] for p in parts} == {"horae_owner"}, "partitions belong to the owner"
+        parts = await owner.fetch(
+            "SELECT c.relname, pg_get_userbyid(c.relowner) AS owner FROM pg_inherits i "
+            "JOIN pg_class c ON c.oid = i.inhrelid"
+        )
+        assert parts and {p["owner"] for p in parts} == {"horae_owner"}, (
+            "partitions belong to the owner"
+        )
     finally:
         await owner.close()
 
@@ -103,7 +117,8 @@ async def test_a_wrong_ca_a_wrong_name_and_plaintext_are_refused(tls_postgres: T
 
 
 async def test_a_restricted_role_on_an_unmigrated_database_is_told_to_run_migrate(
-        tls_postgres: TlsPostgres) -> None:
+    tls_postgres: TlsPostgres,
+) -> None:
     pg = tls_postgres
     admin = await asyncpg.connect(pg.admin_url())
     try:
@@ -122,4 +137,3 @@ def test_grant_refuses_an_unknown_access() -> None:
 
     with pytest.raises(ValueError, match="read' or 'relay"):
         asyncio.run(grant("postgresql://nobody@127.0.0.1:1/x", "r", "write"))
-

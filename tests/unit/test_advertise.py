@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.worker.advertise import ClaimFilter, check_worker_id, entry_json, live_workers
 from scheduler.core.errors import ConfigError, ScheduleError
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.worker.advertise import ClaimFilter, check_worker_id, entry_json, live_workers
 
 LISTENED = ["b", SCHEDULE_FAILED_TOPIC, "a"]
 
@@ -23,7 +23,9 @@ def test_by_default_a_worker_claims_its_listeners_topics_plus_unserved_ones() ->
 def test_explicit_topics_are_exactly_those() -> None:
     f = ClaimFilter.of(LISTENED, ["x", "y", "x"], False)
     assert f == ClaimFilter(("x", "y"), False, False, ())
-    assert ClaimFilter.of(LISTENED, ["b", "x"], False).listened == ("b",)  # dead letters: only with a listener
+    assert ClaimFilter.of(LISTENED, ["b", "x"], False).listened == (
+        "b",
+    )  # dead letters: only with a listener
     assert f.advertised(LISTENED) == ("x", "y")
 
 
@@ -49,8 +51,11 @@ def test_live_workers_reads_entries_younger_than_their_ttl() -> None:
         "partial": json.dumps({"host": "h"}),
     }
     infos = live_workers(entries, now)
-    assert [(i.id, i.host, i.pid, i.topics, i.concurrency, i.running, i.all_topics) for i in infos] == [
-        ("w1", "h1", 11, (), 10, 0, True), ("w2", "h2", 12, ("a",), 4, 2, False),
+    assert [
+        (i.id, i.host, i.pid, i.topics, i.concurrency, i.running, i.all_topics) for i in infos
+    ] == [
+        ("w1", "h1", 11, (), 10, 0, True),
+        ("w2", "h2", 12, ("a",), 4, 2, False),
     ]
     assert infos[1].last_heartbeat == datetime.fromtimestamp((now - 100) / 1000, UTC)
 
@@ -59,11 +64,16 @@ def test_a_worker_is_draining_once_asked_or_stopping_and_its_entry_ends_in_a_bra
     now = 1_800_000_000_000
     plain = entry_json(["a"], 4, 1, False, 12, now, 1_000, host="h")
     stopping = entry_json(["a"], 4, 1, False, 12, now, 1_000, host="h", stopping=True)
-    assert plain.endswith("}") and "stopping" not in plain and json.loads(stopping)["stopping"] is True
+    assert (
+        plain.endswith("}") and "stopping" not in plain and json.loads(stopping)["stopping"] is True
+    )
     asked = plain[:-1] + f',"drain_ms":{now - 5}}}'  # (as lua/request_drain.lua appends it)
     infos = {i.id: i for i in live_workers({"run": plain, "stop": stopping, "asked": asked}, now)}
     assert {k: (i.state, i.draining) for k, i in infos.items()} == {
-        "run": ("running", False), "stop": ("draining", True), "asked": ("draining", True)}
+        "run": ("running", False),
+        "stop": ("draining", True),
+        "asked": ("draining", True),
+    }
     assert infos["asked"].drain_requested_at == datetime.fromtimestamp((now - 5) / 1000, UTC)
     assert infos["run"].drain_requested_at is None and infos["stop"].drain_requested_at is None
 

@@ -34,22 +34,39 @@ def test_csv_to_partitions_types_nulls_and_days(tmp_path: Path) -> None:
     # As COPY ... (FORMAT csv) writes: NULL = empty unquoted; '' = ""; quotes doubled; newlines quoted.
     lines = [
         f'j1,1,billing,w1,{epoch_us(t1) - US},{epoch_us(t1)},failed,ValueError,"bad ""x""\nline 2",20,3,'
-        f'{epoch_us(t1) - 60 * US},{day_number(D1)}',
+        f"{epoch_us(t1) - 60 * US},{day_number(D1)}",
         f'j2,2,billing,,,{epoch_us(t2)},succeeded,,"",,,{epoch_us(t2) - 60 * US},{day_number(D2)}',
     ]
     csv = tmp_path / "attempts.csv"
     csv.write_text("\n".join(lines) + "\n")
     fs = pafs.LocalFileSystem()
     seen: list[int] = []
-    counts = csv_to_partitions(csv, ATTEMPTS, fs, str(tmp_path / "stage"), [D1, D2, date(2026, 11, 22)],
-                               lambda table, n: seen.append(n), "attempts")
+    counts = csv_to_partitions(
+        csv,
+        ATTEMPTS,
+        fs,
+        str(tmp_path / "stage"),
+        [D1, D2, date(2026, 11, 22)],
+        lambda table, n: seen.append(n),
+        "attempts",
+    )
     assert counts == {D1: 1, D2: 1, date(2026, 11, 22): 0} and sum(seen) == 2
     first = pq.read_table(tmp_path / "stage" / "day=2026-11-20" / "part-00000.parquet")
     assert first.schema == ATTEMPTS and first.schema.field("finished_at").type == TS
     row = first.to_pylist()[0]
-    assert row["finished_at"] == t1 and row["error_message"] == 'bad "x"\nline 2' and row["duration_ms"] == 20
-    second = pq.read_table(tmp_path / "stage" / "day=2026-11-21" / "part-00000.parquet").to_pylist()[0]
-    assert second["worker_id"] is None and second["started_at"] is None and second["error_type"] is None
+    assert (
+        row["finished_at"] == t1
+        and row["error_message"] == 'bad "x"\nline 2'
+        and row["duration_ms"] == 20
+    )
+    second = pq.read_table(
+        tmp_path / "stage" / "day=2026-11-21" / "part-00000.parquet"
+    ).to_pylist()[0]
+    assert (
+        second["worker_id"] is None
+        and second["started_at"] is None
+        and second["error_type"] is None
+    )
     assert second["error_message"] == "" and second["finished_at"] == t2
     empty = pq.read_table(tmp_path / "stage" / "day=2026-11-22" / "part-00000.parquet")
     assert empty.num_rows == 0 and empty.schema == ATTEMPTS
@@ -69,10 +86,26 @@ def test_csv_rows_outside_the_days_are_refused(tmp_path: Path) -> None:
 
 def jobs_table(n: int) -> pa.Table:
     t = datetime(2026, 11, 20, 12, tzinfo=UTC)
-    return pa.Table.from_pylist([{"job_id": f"j{i}", "topic": "t", "status": "completed", "attempts": 1,
-                                  "max_attempts": 3, "failed_attempts": 0, "created_at": t, "run_at": t,
-                                  "finished_at": t, "last_error_type": None, "last_error_message": None,
-                                  "cron_name": None} for i in range(n)], schema=JOBS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "job_id": f"j{i}",
+                "topic": "t",
+                "status": "completed",
+                "attempts": 1,
+                "max_attempts": 3,
+                "failed_attempts": 0,
+                "created_at": t,
+                "run_at": t,
+                "finished_at": t,
+                "last_error_type": None,
+                "last_error_message": None,
+                "cron_name": None,
+            }
+            for i in range(n)
+        ],
+        schema=JOBS,
+    )
 
 
 def test_write_partition_replaces_the_day(tmp_path: Path) -> None:
@@ -91,11 +124,21 @@ def test_days_to_export_adds_unsettled_or_missing_baseline_days(tmp_path: Path) 
     window = ReportWindow(D2, D2, "UTC", baseline_days=2)  # baseline 11-19, 11-20
     settled = datetime(2026, 11, 22, 6, tzinfo=UTC)
     for table in ("jobs", "attempts"):
-        write_partition(location, table, date(2026, 11, 19), jobs_table(0) if table == "jobs" else
-                        ATTEMPTS.empty_table(), exported_at=settled)
+        write_partition(
+            location,
+            table,
+            date(2026, 11, 19),
+            jobs_table(0) if table == "jobs" else ATTEMPTS.empty_table(),
+            exported_at=settled,
+        )
         # 11-20 was exported while it was still running: export it again
-        write_partition(location, table, D1, jobs_table(0) if table == "jobs" else ATTEMPTS.empty_table(),
-                        exported_at=datetime(2026, 11, 20, 18, tzinfo=UTC))
+        write_partition(
+            location,
+            table,
+            D1,
+            jobs_table(0) if table == "jobs" else ATTEMPTS.empty_table(),
+            exported_at=datetime(2026, 11, 20, 18, tzinfo=UTC),
+        )
     now = datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
     assert days_to_export(location, window, now) == [D1, D2]
     assert days_to_export(location, window, now, refresh_all=True) == [date(2026, 11, 19), D1, D2]

@@ -31,18 +31,52 @@ DAY = date(2026, 11, 21)
 NOW = datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
 
 
-def stats(topic: str, completed: int, failed: int, cancelled: int = 0, day: date | None = None) -> Stats:
-    total = add_up(topic, [Stats(topic, None, jobs=completed + failed + cancelled, completed=completed,
-                                 failed=failed, cancelled=cancelled, attempts=completed + 2 * failed)])
+def stats(
+    topic: str, completed: int, failed: int, cancelled: int = 0, day: date | None = None
+) -> Stats:
+    total = add_up(
+        topic,
+        [
+            Stats(
+                topic,
+                None,
+                jobs=completed + failed + cancelled,
+                completed=completed,
+                failed=failed,
+                cancelled=cancelled,
+                attempts=completed + 2 * failed,
+            )
+        ],
+    )
     return Stats(**{**total.__dict__, "day": day})
 
 
-def analysis(totals: list[Stats], baseline: list[Stats], *, since: date = DAY, until: date = DAY,
-             daily: tuple[Stats, ...] = (), baseline_daily: tuple[Stats, ...] = (), hourly: tuple[HourRate, ...] = (),
-             alerts: tuple[Alert, ...] = (), top: tuple[TopError, ...] = (), min_jobs: int = 20) -> Analysis:
-    return Analysis(window=ReportWindow(since, until, "UTC", 7), daily=daily, baseline_daily=baseline_daily,
-                    totals=tuple(totals), baseline=tuple(baseline), histogram=(), signatures=(), top_errors=top,
-                    alerts=alerts, hourly=hourly, rule=AlertRule(margin=0.1, min_jobs=min_jobs))
+def analysis(
+    totals: list[Stats],
+    baseline: list[Stats],
+    *,
+    since: date = DAY,
+    until: date = DAY,
+    daily: tuple[Stats, ...] = (),
+    baseline_daily: tuple[Stats, ...] = (),
+    hourly: tuple[HourRate, ...] = (),
+    alerts: tuple[Alert, ...] = (),
+    top: tuple[TopError, ...] = (),
+    min_jobs: int = 20,
+) -> Analysis:
+    return Analysis(
+        window=ReportWindow(since, until, "UTC", 7),
+        daily=daily,
+        baseline_daily=baseline_daily,
+        totals=tuple(totals),
+        baseline=tuple(baseline),
+        histogram=(),
+        signatures=(),
+        top_errors=top,
+        alerts=alerts,
+        hourly=hourly,
+        rule=AlertRule(margin=0.1, min_jobs=min_jobs),
+    )
 
 
 PAY = stats("pay", 18, 3, cancelled=1)
@@ -51,23 +85,32 @@ MAIL = stats("mail", 2, 0)
 
 def test_headline_counts_the_jobs_of_its_percentage() -> None:
     overall = analysis([PAY, MAIL], []).overall
-    assert headline(overall) == "23 finished: 20 completed, 3 failed (13.0% failed); 1 cancelled not counted"
+    assert (
+        headline(overall)
+        == "23 finished: 20 completed, 3 failed (13.0% failed); 1 cancelled not counted"
+    )
     assert headline(stats("t", 5, 0)) == "5 finished: 5 completed, 0 failed (0.0% failed)"
-    assert headline(stats("t", 0, 0, cancelled=2)) == "0 finished: 0 completed, 0 failed; 2 cancelled not counted"
+    assert (
+        headline(stats("t", 0, 0, cancelled=2))
+        == "0 finished: 0 completed, 0 failed; 2 cancelled not counted"
+    )
 
 
 def test_no_alerts_says_which_topics_were_too_small_or_had_no_baseline() -> None:
     small = analysis([PAY, MAIL, stats("sms", 19, 0, cancelled=5)], [stats("pay", 30, 1)])
     assert no_alerts_text(small) == "No alerts (2 topics had fewer than 20 finished jobs to judge)"
     assert no_alerts_text(small, names=1) == (
-        "No alerts (2 topics (mail and 1 more) had fewer than 20 finished jobs to judge)")
+        "No alerts (2 topics (mail and 1 more) had fewer than 20 finished jobs to judge)"
+    )
     no_base = analysis([PAY, MAIL], [])
     assert no_alerts_text(no_base, names=5) == (
         "No alerts (1 topic (mail) had fewer than 20 finished jobs to judge; "
-        "1 topic (pay) had no baseline to compare with)")
+        "1 topic (pay) had no baseline to compare with)"
+    )
     judged = analysis([PAY], [stats("pay", 30, 1)])
     assert no_alerts_text(judged) == (
-        "No alerts: every topic stayed within its baseline failure rate + 10%, and none stopped running")
+        "No alerts: every topic stayed within its baseline failure rate + 10%, and none stopped running"
+    )
     assert no_alerts_text(analysis([], [])) == "No alerts (no job finished in the window)"
 
 
@@ -91,14 +134,17 @@ def test_a_one_day_report_charts_its_hours_against_a_dashed_baseline() -> None:
     assert "<title>baseline</title>" not in chart  # no empty band of baseline days
     assert 'stroke-dasharray="5 4"' in chart and "pay baseline: 3.2%" in chart
     assert "pay 14:00: 23.1%" in chart and "pay 10:00" not in chart  # hours without jobs: no point
-    assert "per hour of 2026-11-21 (UTC)" in page and "dashed: the baseline rate (the 7 days before)" in page
+    assert (
+        "per hour of 2026-11-21 (UTC)" in page
+        and "dashed: the baseline rate (the 7 days before)" in page
+    )
 
 
 def test_charts_scale_to_the_page_width() -> None:
     page = render(analysis([PAY], [], hourly=(HourRate("pay", 9, 1, 1),)), NOW)
     assert "svg.chart{display:block;width:100%;height:auto}" in page
     for svg in _svgs(page):
-        head = svg[:svg.index(">")]
+        head = svg[: svg.index(">")]
         assert 'width="100%"' in head and 'viewBox="0 0 ' in head and "height=" not in head
 
 
@@ -109,9 +155,17 @@ def test_a_multi_day_report_shades_the_baseline_only_when_there_is_one() -> None
     assert "<title>baseline</title>" not in without
     assert re.findall(r'class="axis">(\d\d-\d\d)<', without) == ["11-19", "11-20", "11-21"]
     before = (stats("pay", 10, 0, day=since - timedelta(days=1)),)
-    shaded = _svgs(render(analysis([PAY], [stats("pay", 10, 0)], since=since, daily=daily,
-                                   baseline_daily=before), NOW))[0]
-    assert "<title>baseline</title>" in shaded and ">11-12<" in shaded and "pay 2026-11-18: 0.0%" in shaded
+    shaded = _svgs(
+        render(
+            analysis([PAY], [stats("pay", 10, 0)], since=since, daily=daily, baseline_daily=before),
+            NOW,
+        )
+    )[0]
+    assert (
+        "<title>baseline</title>" in shaded
+        and ">11-12<" in shaded
+        and "pay 2026-11-18: 0.0%" in shaded
+    )
 
 
 def test_headline_alerts_note_and_example_commands_in_the_page() -> None:
@@ -122,17 +176,31 @@ def test_headline_alerts_note_and_example_commands_in_the_page() -> None:
     assert "Not judged: 1 topic (mail) had fewer than 20 finished jobs to judge." in page
     assert "<code>horae audit show pay-0001</code>" in page
     quiet = render(analysis([PAY, MAIL], [stats("pay", 30, 1)]), NOW)
-    assert '<div class="ok">No alerts (1 topic (mail) had fewer than 20 finished jobs to judge).</div>' in quiet
-    assert show_command("cron:nightly:1700000000000") == "horae audit show cron:nightly:1700000000000"
+    assert (
+        '<div class="ok">No alerts (1 topic (mail) had fewer than 20 finished jobs to judge).</div>'
+        in quiet
+    )
+    assert (
+        show_command("cron:nightly:1700000000000") == "horae audit show cron:nightly:1700000000000"
+    )
     assert show_command("a b; rm") == "horae audit show 'a b; rm'"
 
 
 def test_horae_report_prints_the_same_sentences(tmp_path: Path) -> None:
-    result = ReportResult(out=tmp_path, summary=tmp_path / "summary.json", html=tmp_path / "report.html",
-                          aggregates=(), analysis=analysis([PAY, MAIL], [stats("pay", 30, 1)]), exports=(),
-                          timings={})
+    result = ReportResult(
+        out=tmp_path,
+        summary=tmp_path / "summary.json",
+        html=tmp_path / "report.html",
+        aggregates=(),
+        analysis=analysis([PAY, MAIL], [stats("pay", 30, 1)]),
+        exports=(),
+        timings={},
+    )
     buffer = io.StringIO()
     print_result(result, Console(file=buffer, width=200))
     lines = buffer.getvalue().splitlines()
-    assert lines[0] == "2 topics, 23 finished: 20 completed, 3 failed (13.0% failed); 1 cancelled not counted"
+    assert (
+        lines[0]
+        == "2 topics, 23 finished: 20 completed, 3 failed (13.0% failed); 1 cancelled not counted"
+    )
     assert lines[1] == "No alerts (1 topic (mail) had fewer than 20 finished jobs to judge)."

@@ -22,7 +22,10 @@ CASES = [
     ("token aB3dE5fG7hJ9kL1mN2 rejected", "token <id> rejected"),
     ("object deadbeefcafe42 gone", "object <id> gone"),
     ("processing_handler_v2 crashed", "processing_handler_v<n> crashed"),
-    ("worker host-12ab34cd-99 lost its lease during attempt 3", "worker host-<id>-<n> lost its lease during attempt <n>"),
+    (
+        "worker host-12ab34cd-99 lost its lease during attempt 3",
+        "worker host-<id>-<n> lost its lease during attempt <n>",
+    ),
     ("line one\n\tline   two  ", "line one line two"),
     ("  padded  ", "padded"),
     ("", ""),
@@ -44,8 +47,16 @@ def test_same_bug_same_signature() -> None:
 
 OWN_ID_CASES = [
     # (message, job id, expected): a random base62 id need not contain a digit
-    ("gateway 10.0.0.2 refused job NqdNuwpWGpLBVVeZ", "NqdNuwpWGpLBVVeZ", "gateway <n> refused job <id>"),
-    ("gateway 10.0.0.3 refused job xBvFROQei6SNwKTT", "xBvFROQei6SNwKTT", "gateway <n> refused job <id>"),
+    (
+        "gateway 10.0.0.2 refused job NqdNuwpWGpLBVVeZ",
+        "NqdNuwpWGpLBVVeZ",
+        "gateway <n> refused job <id>",
+    ),
+    (
+        "gateway 10.0.0.3 refused job xBvFROQei6SNwKTT",
+        "xBvFROQei6SNwKTT",
+        "gateway <n> refused job <id>",
+    ),
     ("job NqdNuwpWGpLBVVeZ twice: NqdNuwpWGpLBVVeZ", "NqdNuwpWGpLBVVeZ", "job <id> twice: <id>"),
     ("bad key 'cron:nightly:1700000000000'", "cron:nightly:1700000000000", "bad key <str>"),
     ("error 1001 in step 1", "1", "error <n> in step <n>"),  # a short id is left to the rules
@@ -55,8 +66,9 @@ OWN_ID_CASES = [
 
 
 @pytest.mark.parametrize(("message", "job_id", "expected"), OWN_ID_CASES)
-def test_the_jobs_own_id_is_normalized_whatever_it_looks_like(message: str, job_id: str | None,
-                                                               expected: str) -> None:
+def test_the_jobs_own_id_is_normalized_whatever_it_looks_like(
+    message: str, job_id: str | None, expected: str
+) -> None:
     assert normalize_message(message, job_id) == expected
 
 
@@ -79,9 +91,20 @@ def test_spark_twin_agrees_with_python() -> None:
     from tests.analytics_helpers import spark_session
 
     spark = spark_session()
-    rows = [("E", m, None) for m, _ in CASES] + [("E", m, j) for m, j, _ in OWN_ID_CASES] + [
-        (None, "x 1", None), ("", "y", None), ("T", None, "NqdNuwpWGpLBVVeZ"), ("T", "word " * 200, None),
-        ("T", "  ' quoted start", None), ("T", "\u00a0nbsp 7\u00a0", None)]
+    rows = (
+        [("E", m, None) for m, _ in CASES]
+        + [("E", m, j) for m, j, _ in OWN_ID_CASES]
+        + [
+            (None, "x 1", None),
+            ("", "y", None),
+            ("T", None, "NqdNuwpWGpLBVVeZ"),
+            ("T", "word " * 200, None),
+            ("T", "  ' quoted start", None),
+            ("T", "\u00a0nbsp 7\u00a0", None),
+        ]
+    )
     frame = spark.createDataFrame(rows, "t string, m string, j string")
-    got = [r[0] for r in frame.select(signature_column(F.col("t"), F.col("m"), F.col("j"))).collect()]
+    got = [
+        r[0] for r in frame.select(signature_column(F.col("t"), F.col("m"), F.col("j"))).collect()
+    ]
     assert got == [signature(t, m, j) for t, m, j in rows]

@@ -34,11 +34,19 @@ def test_local_workers_run_the_drivers_interpreter_not_pythons_on_path(tmp_path:
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'the python3 on PATH was started' >&2\nexit 3\n")
     fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
     env["PATH"] = f"{fake.parent}{os.pathsep}{env.get('PATH', '')}"
 
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180,
-                            cwd=Path(__file__).resolve().parents[2])
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
     driver = f"{sys.executable} {sys.version_info[0]}.{sys.version_info[1]}"
     assert f"worker: {driver}\n" in result.stdout, (result.stdout + result.stderr)[-3000:]

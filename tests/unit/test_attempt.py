@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,16 +16,28 @@ from pydantic import BaseModel
 
 from listeners import DispatchResult, ListenerFailure, ScheduleArrivedEvent
 from scheduler import DoNotRetry, Retry
-from scheduler.worker.attempt import lost_settlement, run_attempt, settlement
 from scheduler.core.job import ClaimedJob
+from scheduler.worker.attempt import lost_settlement, run_attempt, settlement
 
 NOW = 1_800_000_000_000
 
 JOB = ClaimedJob(
-    id="j1", attempt=1, token="w:1", topic="billing.charge", payload_json='{"invoice":"i-1"}',
-    metadata_json='{"tenant":"acme"}', run_at_ms=NOW - 500, due_ms=NOW - 500, max_attempts=3,
-    backoff_type="exponential", backoff_delay_ms=10_000, backoff_max_delay_ms=3_600_000,
-    backoff_jitter="none", timeout_ms=5_000, trace="", cron="",
+    id="j1",
+    attempt=1,
+    token="w:1",
+    topic="billing.charge",
+    payload_json='{"invoice":"i-1"}',
+    metadata_json='{"tenant":"acme"}',
+    run_at_ms=NOW - 500,
+    due_ms=NOW - 500,
+    max_attempts=3,
+    backoff_type="exponential",
+    backoff_delay_ms=10_000,
+    backoff_max_delay_ms=3_600_000,
+    backoff_jitter="none",
+    timeout_ms=5_000,
+    trace="",
+    cron="",
 )
 
 
@@ -42,9 +54,17 @@ async def test_success_hands_listeners_the_event_and_settles_succeeded() -> None
     settlement = await run_attempt(JOB, [listener], clock)
     assert (settlement.job_id, settlement.token, settlement.outcome) == ("j1", "w:1", "succeeded")
     assert settlement.error is None and settlement.error_json == ""
-    assert seen == [ScheduleArrivedEvent("j1", "billing.charge", {"invoice": "i-1"}, 1, 3,
-                                         datetime.fromtimestamp((NOW - 500) / 1000, timezone.utc),
-                                         {"tenant": "acme"})]
+    assert seen == [
+        ScheduleArrivedEvent(
+            "j1",
+            "billing.charge",
+            {"invoice": "i-1"},
+            1,
+            3,
+            datetime.fromtimestamp((NOW - 500) / 1000, UTC),
+            {"tenant": "acme"},
+        )
+    ]
 
 
 async def test_no_listener_completes_as_no_listener() -> None:
@@ -61,7 +81,10 @@ async def test_a_failure_is_retried_after_the_backoff() -> None:
     assert settlement.outcome == "failed"
     assert settlement.retry_at_ms == NOW + 20_000, "exponential: 10 s, then 20 s after attempt 2"
     error = settlement.error
-    assert error is not None and (error["type"], error["message"]) == ("ValueError", "card declined")
+    assert error is not None and (error["type"], error["message"]) == (
+        "ValueError",
+        "card declined",
+    )
     assert error["listener"].endswith("fails") and "card declined" in error["traceback"]
     assert "other_failures" not in error
     assert json.loads(settlement.error_json) == error
@@ -78,8 +101,11 @@ async def test_a_timeout_has_its_own_outcome_and_error_record() -> None:
 
     settlement = await run_attempt(replace(JOB, timeout_ms=20), [slow], clock)
     assert settlement.outcome == "timed_out" and settlement.retry_at_ms == NOW + 10_000
-    assert settlement.error == {"type": "TimeoutError", "message": "attempt 1 timed out after 0.02 s",
-                                "traceback": ""}
+    assert settlement.error == {
+        "type": "TimeoutError",
+        "message": "attempt 1 timed out after 0.02 s",
+        "traceback": "",
+    }
 
 
 async def test_retry_with_a_delay_picks_the_delay_and_do_not_retry_ends_the_job() -> None:
@@ -91,7 +117,11 @@ async def test_retry_with_a_delay_picks_the_delay_and_do_not_retry_ends_the_job(
 
     assert (await run_attempt(JOB, [later], clock)).retry_at_ms == NOW + 2_500
     doomed = await run_attempt(JOB, [never], clock)
-    assert doomed.retry_at_ms == -1 and doomed.error is not None and doomed.error["type"] == "DoNotRetry"
+    assert (
+        doomed.retry_at_ms == -1
+        and doomed.error is not None
+        and doomed.error["type"] == "DoNotRetry"
+    )
 
 
 @pytest.mark.parametrize(("delay_s", "applied_ms"), [(0, 1_000), (1e7, 3_600_000)])
@@ -105,8 +135,14 @@ async def test_a_retry_delay_outside_the_bounds_is_clamped_with_a_warning(
         settlement = await run_attempt(JOB, [asks], clock)
     assert settlement.retry_at_ms == NOW + applied_ms
     [record] = [r for r in caplog.records if getattr(r, "event", None) == "retry_delay_clamped"]
-    assert (record.job_id, record.requested_ms, record.applied_ms) == ("j1", delay_s * 1000, applied_ms)
-    assert "job j1" in record.getMessage() and f"retrying after {applied_ms} ms" in record.getMessage()
+    assert (record.job_id, record.requested_ms, record.applied_ms) == (
+        "j1",
+        delay_s * 1000,
+        applied_ms,
+    )
+    assert (
+        "job j1" in record.getMessage() and f"retrying after {applied_ms} ms" in record.getMessage()
+    )
 
 
 async def test_a_retry_delay_is_clamped_to_the_jobs_own_cap() -> None:
@@ -120,7 +156,9 @@ async def test_a_retry_delay_is_clamped_to_the_jobs_own_cap() -> None:
 def test_the_jobs_cap_and_jitter_place_the_retry() -> None:
     job = replace(JOB, attempt=2, backoff_max_delay_ms=15_000, backoff_jitter="equal")
     result = DispatchResult(listeners=1, failures=(ListenerFailure("l", ValueError("x")),))
-    assert settlement(job, result, NOW, lambda: 0.0).retry_at_ms == NOW + 7_500, "20 s capped at 15 s, then equal"
+    assert settlement(job, result, NOW, lambda: 0.0).retry_at_ms == NOW + 7_500, (
+        "20 s capped at 15 s, then equal"
+    )
     assert settlement(job, result, NOW, lambda: 0.5).retry_at_ms == NOW + 11_250
 
 
@@ -133,23 +171,43 @@ async def test_the_first_failing_listener_names_the_error_and_the_others_are_lis
 
     settlement = await run_attempt(JOB, [fails, fine, also_fails], clock)
     error = settlement.error
-    assert error is not None and error["type"] == "ValueError" and error["listener"].endswith(".fails")
+    assert (
+        error is not None and error["type"] == "ValueError" and error["listener"].endswith(".fails")
+    )
     assert len(error["other_failures"]) == 1
     assert error["other_failures"][0].endswith("also_fails: KeyError('missing')")
 
 
 def test_a_lost_worker_is_a_failed_attempt_under_the_jobs_retry_rules() -> None:
-    lease = {"id": "j1", "token": "w:2", "attempts": "2", "worker": "host:1:abc", "topic": "t", "meta": "{}",
-             "max": "5", "btype": "fixed", "bdelay": "4000",
-             "bmax": "3600000", "bjit": "none"}
+    lease = {
+        "id": "j1",
+        "token": "w:2",
+        "attempts": "2",
+        "worker": "host:1:abc",
+        "topic": "t",
+        "meta": "{}",
+        "max": "5",
+        "btype": "fixed",
+        "bdelay": "4000",
+        "bmax": "3600000",
+        "bjit": "none",
+    }
     settlement = lost_settlement(lease, NOW)
-    assert (settlement.outcome, settlement.retry_at_ms, settlement.require_expired) == ("worker_lost", NOW + 4_000,
-                                                                                        True)
-    assert settlement.error == {"type": "WorkerLost", "message": "worker host:1:abc lost its lease during attempt 2",
-                                "traceback": ""}
+    assert (settlement.outcome, settlement.retry_at_ms, settlement.require_expired) == (
+        "worker_lost",
+        NOW + 4_000,
+        True,
+    )
+    assert settlement.error == {
+        "type": "WorkerLost",
+        "message": "worker host:1:abc lost its lease during attempt 2",
+        "traceback": "",
+    }
     assert lost_settlement({**lease, "attempts": "5"}, NOW).retry_at_ms == -1
     custom = {**lease, "btype": "exponential", "bdelay": "4000", "bmax": "6000", "bjit": "full"}
-    assert lost_settlement(custom, NOW, lambda: 0.5).retry_at_ms == NOW + 3_000, "8 s capped at 6 s, full jitter"
+    assert lost_settlement(custom, NOW, lambda: 0.5).retry_at_ms == NOW + 3_000, (
+        "8 s capped at 6 s, full jitter"
+    )
 
 
 class Invoice(BaseModel):
@@ -164,7 +222,11 @@ async def test_a_schema_hands_listeners_the_parsed_model() -> None:
         seen.append(event.payload)
 
     settlement = await run_attempt(JOB, [listener], clock, validate=Invoice.model_validate)
-    assert settlement.outcome == "succeeded" and settlement.rejection is None and settlement.rejection_json == ""
+    assert (
+        settlement.outcome == "succeeded"
+        and settlement.rejection is None
+        and settlement.rejection_json == ""
+    )
     assert seen == [Invoice(invoice="i-1")]
 
 
@@ -177,14 +239,20 @@ async def test_a_refused_payload_completes_as_invalid_payload_without_running_li
     job = replace(JOB, payload_json='{"invoice":7}')
     settlement = await run_attempt(job, [listener], clock, validate=Invoice.model_validate)
     assert ran == []
-    assert (settlement.outcome, settlement.error, settlement.retry_at_ms) == ("invalid_payload", None, -1)
+    assert (settlement.outcome, settlement.error, settlement.retry_at_ms) == (
+        "invalid_payload",
+        None,
+        -1,
+    )
     rejection = settlement.rejection
     assert rejection is not None and rejection["type"] == "ValidationError"
     assert rejection["message"] == "payload.invoice: Input should be a valid string (got 7)"
     assert json.loads(settlement.rejection_json)["message"] == rejection["message"]
 
 
-async def test_a_validator_raising_something_else_is_a_failed_attempt_under_the_retry_rules() -> None:
+async def test_a_validator_raising_something_else_is_a_failed_attempt_under_the_retry_rules() -> (
+    None
+):
     def broken(payload: Any) -> Any:
         raise LookupError("schema registry down")
 
@@ -208,11 +276,26 @@ async def test_a_settlement_carries_the_attempts_own_times_and_retries_from_its_
         raise ValueError("card declined")
 
     failed = await run_attempt(JOB, [slow_failure], lambda: next(readings))
-    assert (failed.started_ms, failed.ended_ms, failed.times) == (NOW + 5, NOW + 305, (NOW + 5, NOW + 305))
+    assert (failed.started_ms, failed.ended_ms, failed.times) == (
+        NOW + 5,
+        NOW + 305,
+        (NOW + 5, NOW + 305),
+    )
     assert failed.retry_at_ms == NOW + 305 + 10_000
     readings = iter([NOW + 1, NOW + 2])
     done = await run_attempt(JOB, [], lambda: next(readings))
     assert (done.started_ms, done.ended_ms) == (NOW + 1, NOW + 2)
-    lost = lost_settlement({"id": "j1", "token": "w:1", "attempts": "1", "max": "3", "btype": "fixed",
-                            "bdelay": "1000", "bmax": "1000", "bjit": "none"}, NOW)
+    lost = lost_settlement(
+        {
+            "id": "j1",
+            "token": "w:1",
+            "attempts": "1",
+            "max": "3",
+            "btype": "fixed",
+            "bdelay": "1000",
+            "bmax": "1000",
+            "bjit": "none",
+        },
+        NOW,
+    )
     assert lost.times == ("", ""), "a lost worker measured nothing: the script's now"

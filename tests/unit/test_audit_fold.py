@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import random
 
-from audit.relay.fold import fold_new
 from audit.jsontext import dump_json, parse_json
+from audit.relay.fold import fold_new
 from scheduler.core.outbox import OutboxEvent, decode_entry
 from scheduler.core.timeutil import ms_to_utc
 
@@ -22,17 +22,36 @@ class Stream:
         self.seq = 0
         self.events: list[OutboxEvent] = []
 
-    def add(self, kind: str, attempt: int, ts: int, job: str = "j", **fields: object) -> OutboxEvent:
+    def add(
+        self, kind: str, attempt: int, ts: int, job: str = "j", **fields: object
+    ) -> OutboxEvent:
         self.seq += 1
-        raw = {"e": kind, "id": job, "ts": str(ts), "a": str(attempt), **{k: str(v) for k, v in fields.items()}}
+        raw = {
+            "e": kind,
+            "id": job,
+            "ts": str(ts),
+            "a": str(attempt),
+            **{k: str(v) for k, v in fields.items()},
+        }
         event = decode_entry(f"{1_700_000_000_000 + self.seq // 3}-{self.seq % 3}", raw)
         self.events.append(event)
         return event
 
     def scheduled(self, ts: int = T0, **over: object) -> None:
-        fields: dict[str, object] = dict(topic="t", run_at=T0 + 1000, due=T0 + 1000, tz="UTC", payload='{"p":1}',
-                                         metadata='{"m":1}', max_attempts=3, backoff_type="fixed",
-                                         backoff_delay=1000, timeout_ms=5000, trace="", cron="")
+        fields: dict[str, object] = dict(
+            topic="t",
+            run_at=T0 + 1000,
+            due=T0 + 1000,
+            tz="UTC",
+            payload='{"p":1}',
+            metadata='{"m":1}',
+            max_attempts=3,
+            backoff_type="fixed",
+            backoff_delay=1000,
+            timeout_ms=5000,
+            trace="",
+            cron="",
+        )
         fields.update(over)
         self.add("scheduled", 0, ts, **fields)
 
@@ -45,16 +64,30 @@ def test_success_after_failures_counts_finished_attempts_and_keeps_the_last_erro
     s.scheduled()
     for n in (1, 2):
         s.add("attempt_started", n, T0 + n * 100, worker="w", due=T0 + n * 100 - 3)
-        s.add("attempt_failed", n, T0 + n * 100 + 10, worker="w", outcome="failed", error=s.error(f"e{n}"),
-              duration_ms=10)
+        s.add(
+            "attempt_failed",
+            n,
+            T0 + n * 100 + 10,
+            worker="w",
+            outcome="failed",
+            error=s.error(f"e{n}"),
+            duration_ms=10,
+        )
         s.add("retry_scheduled", n, T0 + n * 100 + 10, next_at=T0 + (n + 1) * 100)
     s.add("attempt_started", 3, T0 + 300, worker="w", due=T0 + 300)
     s.add("completed", 3, T0 + 320, worker="w", outcome="succeeded", duration_ms=20)
     out = fold_new("j", CREATED, s.events).result()
-    assert (out.job.status, out.job.attempts, out.job.completed_at) == ("completed", 3, ms_to_utc(T0 + 320))
+    assert (out.job.status, out.job.attempts, out.job.completed_at) == (
+        "completed",
+        3,
+        ms_to_utc(T0 + 320),
+    )
     assert out.job.last_error == {"type": "E", "message": "e2", "traceback": "tb"}
     assert [(a.attempt, a.outcome, a.error_message, a.lateness_ms) for a in out.attempts] == [
-        (1, "failed", "e1", 3), (2, "failed", "e2", 3), (3, "succeeded", None, 0)]
+        (1, "failed", "e1", 3),
+        (2, "failed", "e2", 3),
+        (3, "succeeded", None, 0),
+    ]
     assert out.job.updated_at == ms_to_utc(T0 + 320)
 
 
@@ -71,7 +104,15 @@ def test_terminal_failure_has_no_completed_at() -> None:
     s = Stream()
     s.scheduled(max_attempts=1)
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
-    s.add("attempt_failed", 1, T0 + 110, worker="w", outcome="timed_out", error=s.error("slow"), duration_ms=10)
+    s.add(
+        "attempt_failed",
+        1,
+        T0 + 110,
+        worker="w",
+        outcome="timed_out",
+        error=s.error("slow"),
+        duration_ms=10,
+    )
     s.add("failed", 1, T0 + 110, error=s.error("slow"))
     s.add("schedule.failed", 1, T0 + 110, payload="{}")
     out = fold_new("j", CREATED, s.events).result()
@@ -85,10 +126,15 @@ def test_cancelled_wins_whatever_comes_after_it() -> None:
     s.scheduled()
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
     s.add("cancelled", 1, T0 + 105, running=1)
-    s.add("completed", 1, T0 + 120, worker="w", outcome="succeeded", duration_ms=20)  # a late completion
+    s.add(
+        "completed", 1, T0 + 120, worker="w", outcome="succeeded", duration_ms=20
+    )  # a late completion
     out = fold_new("j", CREATED, s.events).result()
     assert (out.job.status, out.job.cancelled_at, out.job.completed_at) == (
-        "cancelled", ms_to_utc(T0 + 105), None)
+        "cancelled",
+        ms_to_utc(T0 + 105),
+        None,
+    )
     assert (out.job.attempts, out.attempts[0].outcome) == (1, "succeeded")
 
 
@@ -113,7 +159,8 @@ def test_released_attempt_is_refilled_by_its_rerun() -> None:
     s.add("completed", 1, T0 + 210, worker="w2", outcome="no_listener", duration_ms=10)
     out = fold_new("j", CREATED, s.events).result()
     assert [(a.worker, a.started_at, a.outcome, a.lateness_ms) for a in out.attempts] == [
-        ("w2", ms_to_utc(T0 + 200), "no_listener", 50)]
+        ("w2", ms_to_utc(T0 + 200), "no_listener", 50)
+    ]
     assert out.job.attempts == 1
 
 
@@ -121,15 +168,34 @@ def test_any_order_and_duplicates_give_the_same_rows() -> None:
     s = Stream()
     s.scheduled(trace="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", cron="nightly")
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 100)
-    s.add("attempt_failed", 1, T0 + 110, worker="w", outcome="worker_lost", error=s.error("lost"), duration_ms=1)
+    s.add(
+        "attempt_failed",
+        1,
+        T0 + 110,
+        worker="w",
+        outcome="worker_lost",
+        error=s.error("lost"),
+        duration_ms=1,
+    )
     s.add("retry_scheduled", 1, T0 + 110, next_at=T0 + 200)
     s.add("attempt_started", 2, T0 + 200, worker="w", due=T0 + 200)
     s.add("attempt_released", 2, T0 + 210, worker="w")
     s.add("attempt_started", 2, T0 + 220, worker="v", due=T0 + 210)
     s.add("cancelled", 2, T0 + 230, running=1)
-    s.add("attempt_failed", 2, T0 + 240, worker="v", outcome="failed", error=s.error("late"), duration_ms=20)
+    s.add(
+        "attempt_failed",
+        2,
+        T0 + 240,
+        worker="v",
+        outcome="failed",
+        error=s.error("late"),
+        duration_ms=20,
+    )
     expected = fold_new("j", CREATED, s.events).result()
-    assert expected.job.trace_id == "0af7651916cd43dd8448eb211c80319c" and expected.job.cron_name == "nightly"
+    assert (
+        expected.job.trace_id == "0af7651916cd43dd8448eb211c80319c"
+        and expected.job.cron_name == "nightly"
+    )
     assert (expected.job.status, expected.job.attempts) == ("cancelled", 2)
     rng = random.Random(7)
     for _ in range(200):
@@ -145,24 +211,37 @@ def test_a_reused_job_id_starts_a_new_life() -> None:
     s.add("completed", 1, T0 + 110, worker="w", outcome="succeeded")
     s.scheduled(ts=T0 + 10_000, topic="again")
     out = fold_new("j", CREATED, s.events).result()
-    assert (out.job.topic, out.job.status, out.job.attempts, out.job.completed_at, out.attempts) == (
-        "again", "active", 0, None, ())
+    assert (
+        out.job.topic,
+        out.job.status,
+        out.job.attempts,
+        out.job.completed_at,
+        out.attempts,
+    ) == ("again", "active", 0, None, ())
 
 
 def test_events_before_scheduled_make_a_stub_with_what_they_know() -> None:
     s = Stream()
     s.add("attempt_started", 1, T0 + 100, worker="w", due=T0 + 90, topic="from-start")
     out = fold_new("j", CREATED, s.events).result()
-    assert (out.job.topic, out.job.status, out.job.max_attempts, out.job.payload) == ("from-start", "active", None,
-                                                                                      None)
+    assert (out.job.topic, out.job.status, out.job.max_attempts, out.job.payload) == (
+        "from-start",
+        "active",
+        None,
+        None,
+    )
 
 
 def test_unusual_values_never_poison_a_batch() -> None:
     s = Stream()
-    s.scheduled(payload="not json", metadata="[1, 2]", max_attempts="many", run_at="", trace="garbage")
+    s.scheduled(
+        payload="not json", metadata="[1, 2]", max_attempts="many", run_at="", trace="garbage"
+    )
     s.add("attempt_failed", 1, T0 + 1, outcome="exploded", error='"just a string"', duration_ms="x")
     out = fold_new("j", CREATED, s.events).result()
-    assert out.job.payload == "not json" and out.job.metadata is None and out.job.max_attempts is None
+    assert (
+        out.job.payload == "not json" and out.job.metadata is None and out.job.max_attempts is None
+    )
     assert out.job.run_at is None and out.job.trace_id == "garbage"
     assert out.job.last_error == {"type": None, "message": "just a string"}
     assert (out.attempts[0].outcome, out.attempts[0].duration_ms) == ("failed", None)
@@ -174,7 +253,9 @@ def test_json_that_jsonb_refuses_is_cleaned() -> None:
     assert "\\u0000" not in text and "\\ud800" not in text
     assert json.loads(text) == {"a\ufffd": "x\ufffdy", "s": "\ufffd"}
     assert json.loads(dump_json({"ok": "é"})) == {"ok": "é"}
-    assert json.loads(dump_json({1: 2**70})) == {"1": 2**70}, "what orjson refuses, the stdlib writes"
+    assert json.loads(dump_json({1: 2**70})) == {"1": 2**70}, (
+        "what orjson refuses, the stdlib writes"
+    )
 
 
 def test_trace_id_of_a_traceparent_else_the_text_as_it_is() -> None:

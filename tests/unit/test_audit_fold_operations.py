@@ -16,8 +16,15 @@ def failed_run(s: Stream, first_ts: int, attempts: int = 2) -> None:
     for n in range(1, attempts + 1):
         ts = first_ts + n * 100
         s.add("attempt_started", n, ts, worker="w", due=ts)
-        s.add("attempt_failed", n, ts + 10, worker="w", outcome="failed", error=s.error(f"e{n}@{first_ts}"),
-              duration_ms=10)
+        s.add(
+            "attempt_failed",
+            n,
+            ts + 10,
+            worker="w",
+            outcome="failed",
+            error=s.error(f"e{n}@{first_ts}"),
+            duration_ms=10,
+        )
         if n < attempts:
             s.add("retry_scheduled", n, ts + 10, next_at=ts + 100)
     s.add("failed", attempts, first_ts + attempts * 100 + 10, error=s.error("last"))
@@ -31,13 +38,22 @@ def test_retried_reopens_a_failed_job_and_numbers_its_attempts_on() -> None:
     s.add("retried", 2, T0 + 1_000, **{"from": "failed"}, due=T0 + 1_000, actor="alice@host")
     job = fold_new("j", CREATED, s.events).result().job
     assert (job.status, job.attempts, job.failed_at, job.completed_at) == ("active", 2, None, None)
-    assert job.last_error is not None and job.last_error["message"] == "last", "history kept until a new error"
+    assert job.last_error is not None and job.last_error["message"] == "last", (
+        "history kept until a new error"
+    )
     s.add("attempt_started", 1, T0 + 1_100, worker="w", due=T0 + 1_000)
     s.add("completed", 1, T0 + 1_120, worker="w", outcome="succeeded", duration_ms=20)
     out = fold_new("j", CREATED, s.events).result()
-    assert (out.job.status, out.job.attempts, out.job.completed_at) == ("completed", 3, ms_to_utc(T0 + 1_120))
+    assert (out.job.status, out.job.attempts, out.job.completed_at) == (
+        "completed",
+        3,
+        ms_to_utc(T0 + 1_120),
+    )
     assert [(a.attempt, a.outcome, a.lateness_ms) for a in out.attempts] == [
-        (1, "failed", 0), (2, "failed", 0), (3, "succeeded", 100)]
+        (1, "failed", 0),
+        (2, "failed", 0),
+        (3, "succeeded", 100),
+    ]
 
 
 def test_retried_twice_and_from_cancelled_keeps_every_attempt_row() -> None:
@@ -47,20 +63,34 @@ def test_retried_twice_and_from_cancelled_keeps_every_attempt_row() -> None:
     s.add("retried", 1, T0 + 1_000, **{"from": "failed"}, due=T0 + 1_000, actor="a")
     s.add("attempt_started", 1, T0 + 1_100, worker="w", due=T0 + 1_000)
     s.add("cancelled", 1, T0 + 1_105, running=1, actor="b")
-    s.add("attempt_failed", 1, T0 + 1_110, worker="w", outcome="failed", error=s.error("late"), duration_ms=5)
+    s.add(
+        "attempt_failed",
+        1,
+        T0 + 1_110,
+        worker="w",
+        outcome="failed",
+        error=s.error("late"),
+        duration_ms=5,
+    )
     assert fold_new("j", CREATED, s.events).result().job.status == "cancelled"
     s.add("retried", 1, T0 + 2_000, **{"from": "cancelled"}, due=T0 + 2_000, actor="c")
     s.add("attempt_started", 1, T0 + 2_100, worker="w", due=T0 + 2_000)
     s.add("completed", 1, T0 + 2_110, worker="w", outcome="succeeded", duration_ms=10)
     out = fold_new("j", CREATED, s.events).result()
     assert (out.job.status, out.job.attempts, out.job.cancelled_at) == ("completed", 3, None)
-    assert [(a.attempt, a.outcome) for a in out.attempts] == [(1, "failed"), (2, "failed"), (3, "succeeded")]
+    assert [(a.attempt, a.outcome) for a in out.attempts] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "succeeded"),
+    ]
 
 
 def test_rescheduled_moves_run_at_and_tz() -> None:
     s = Stream()
     s.scheduled()
-    s.add("rescheduled", 0, T0 + 10, run_at=T0 + 60_000, due=T0 + 60_000, tz="Europe/Paris", actor="a")
+    s.add(
+        "rescheduled", 0, T0 + 10, run_at=T0 + 60_000, due=T0 + 60_000, tz="Europe/Paris", actor="a"
+    )
     job = fold_new("j", CREATED, s.events).result().job
     assert (job.status, job.run_at, job.tz) == ("active", ms_to_utc(T0 + 60_000), "Europe/Paris")
 
@@ -79,7 +109,11 @@ def test_deleted_ends_an_unfinished_row_cancelled_and_leaves_a_finished_one() ->
     done.add("completed", 1, T0 + 110, worker="w", outcome="succeeded")
     done.add("deleted", 1, T0 + 200, **{"from": "completed"}, actor="a")
     job = fold_new("j", CREATED, done.events).result().job
-    assert (job.status, job.completed_at, job.cancelled_at) == ("completed", ms_to_utc(T0 + 110), None)
+    assert (job.status, job.completed_at, job.cancelled_at) == (
+        "completed",
+        ms_to_utc(T0 + 110),
+        None,
+    )
 
 
 def test_a_new_life_after_a_retry_numbers_attempts_from_one_again() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from audit.relay.fold import fold_new
 from audit.jsontext import JsonText, dump_json, json_text, storable_json
+from audit.relay.fold import fold_new
 from scheduler.core.outbox import decode_entry
 from scheduler.core.timeutil import ms_to_utc
 
@@ -23,10 +23,31 @@ def test_big_integers_are_embedded_as_written() -> None:
 def test_a_fold_keeps_payload_metadata_and_error_texts() -> None:
     error = '{"type":"E","message":"m","traceback":"","n":36893488147419103233}'
     events = [
-        decode_entry(f"{T0}-0", {"e": "scheduled", "id": "j", "ts": str(T0), "a": "0", "topic": "t",
-                                 "payload": BIG, "metadata": '{"m":-1180591620717411303424}'}),
-        decode_entry(f"{T0 + 1}-0", {"e": "attempt_failed", "id": "j", "ts": str(T0 + 1), "a": "1",
-                                     "worker": "w", "outcome": "failed", "error": error, "duration_ms": "1"}),
+        decode_entry(
+            f"{T0}-0",
+            {
+                "e": "scheduled",
+                "id": "j",
+                "ts": str(T0),
+                "a": "0",
+                "topic": "t",
+                "payload": BIG,
+                "metadata": '{"m":-1180591620717411303424}',
+            },
+        ),
+        decode_entry(
+            f"{T0 + 1}-0",
+            {
+                "e": "attempt_failed",
+                "id": "j",
+                "ts": str(T0 + 1),
+                "a": "1",
+                "worker": "w",
+                "outcome": "failed",
+                "error": error,
+                "duration_ms": "1",
+            },
+        ),
     ]
     fold = fold_new("j", ms_to_utc(T0), events)
     assert fold.job["payload"] == JsonText(BIG) and fold.job["last_error"] == JsonText(error)
@@ -42,7 +63,14 @@ def test_only_escapes_jsonb_refuses_are_replaced() -> None:
     # \\u0000 after an escaped backslash is text; a pair is kept; lone halves and NUL are not
     text = r'["\\u0000","\ud83d\ude00","\ud83d","\ude00x","a\u0000b","\ud800\ud800\udc00"]'
     fixed = storable_json(text)
-    assert json.loads(fixed) == ["\\u0000", "\U0001f600", "\ufffd", "\ufffdx", "a\ufffdb", "\ufffd\U00010000"]
+    assert json.loads(fixed) == [
+        "\\u0000",
+        "\U0001f600",
+        "\ufffd",
+        "\ufffdx",
+        "a\ufffdb",
+        "\ufffd\U00010000",
+    ]
     assert storable_json('{"a":"\\u00e9"}') == '{"a":"\\u00e9"}'
 
 

@@ -39,7 +39,9 @@ def _git(*args: str) -> str | None:
     """Output of a git command in the repository, or None without git or outside a clone."""
     if shutil.which("git") is None:
         return None
-    done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+    )
     return done.stdout if done.returncode == 0 else None
 
 
@@ -51,7 +53,9 @@ def _committed_manifests() -> dict[str, str]:
     found = {}
     for ref in refs:
         text = _git("show", f"{ref}:{MANIFEST_PATH}")
-        if text is not None:  # absent there (a commit deleting it shows up as a broken prefix below)
+        if (
+            text is not None
+        ):  # absent there (a commit deleting it shows up as a broken prefix below)
             found[ref] = text
     return found
 
@@ -60,7 +64,8 @@ def test_every_migration_is_listed_and_unchanged() -> None:
     listed = _entries(MANIFEST.read_text())
     files = sorted(p.name for p in MIGRATIONS.glob("*.sql"))
     assert sorted(name for _, name in listed) == files, (
-        "every migration file is listed in audit/migrations/SHA256SUMS (append a line for a new one)")
+        "every migration file is listed in audit/migrations/SHA256SUMS (append a line for a new one)"
+    )
     for checksum, name in listed:
         actual = hashlib.sha256((MIGRATIONS / name).read_bytes()).hexdigest()
         assert actual == checksum, f"{name} changed after it landed: add a new migration instead"
@@ -78,4 +83,5 @@ def test_the_list_only_grows() -> None:
         before = _entries(text)
         assert current[: len(before)] == before, (
             f"audit/migrations/SHA256SUMS at {ref[:12]} is not a prefix of the current one: "
-            "a migration that landed was changed or removed")
+            "a migration that landed was changed or removed"
+        )

@@ -32,7 +32,10 @@ def test_queries_use_bound_parameters_only() -> None:
 
 
 def test_parse_rejects_duplicates_and_empty_queries() -> None:
-    assert dict(parse_queries("-- name: a\nSELECT 1;\n-- name: b\nSELECT 2;")) == {"a": "SELECT 1;", "b": "SELECT 2;"}
+    assert dict(parse_queries("-- name: a\nSELECT 1;\n-- name: b\nSELECT 2;")) == {
+        "a": "SELECT 1;",
+        "b": "SELECT 2;",
+    }
     with pytest.raises(ValueError, match="twice"):
         parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;")
     with pytest.raises(ValueError, match="empty"):
@@ -43,7 +46,9 @@ def test_migrations_are_numbered_from_one_without_gaps() -> None:
     versions = [m.version for m in load_migrations()]
     assert versions == list(range(1, len(versions) + 1))
     for path in (AUDIT / "migrations").iterdir():
-        if path.name != "SHA256SUMS":  # the append-only guard (test_audit_migrations_append_only.py)
+        if (
+            path.name != "SHA256SUMS"
+        ):  # the append-only guard (test_audit_migrations_append_only.py)
             assert re.fullmatch(r"\d{4}_[a-z0-9_]+\.sql", path.name), path.name
 
 

@@ -28,8 +28,11 @@ def test_a_pending_entry_is_kept() -> None:
 
 
 def test_the_slowest_group_decides() -> None:
-    groups = [GroupPosition("audit", (20, 0), 0, None), GroupPosition("metrics", (12, 5), 1, (11, 0)),
-              GroupPosition("other", (15, 0), 0, None)]
+    groups = [
+        GroupPosition("audit", (20, 0), 0, None),
+        GroupPosition("metrics", (12, 5), 1, (11, 0)),
+        GroupPosition("other", (15, 0), 0, None),
+    ]
     assert trim_point(groups) == (11, 0)
 
 

@@ -35,7 +35,9 @@ print(json.dumps({"targets": report["targets"], "markdown": markdown(report)}))
 
 
 def _report() -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=BENCH, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=BENCH, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     result: dict[str, Any] = json.loads(out.stdout)
     return result
@@ -49,12 +51,16 @@ def test_targets_are_judged_for_both_audit_variants() -> None:
     assert rows["e2e_split latency p99 ≤ 20 ms" + proc]["met"] == "met"
     assert rows["e2e_split latency p99 ≤ 20 ms" + thread]["met"] == "NOT met"
     assert rows["e2e_split CPU per job ≤ best peer's without audit" + proc]["met"] == "met"
-    assert "1,900 vs bullmq 600 = 3.17×" == rows["e2e_split jobs/s ≥ 3× best peer" + proc]["measured"]
+    assert (
+        "1,900 vs bullmq 600 = 3.17×" == rows["e2e_split jobs/s ≥ 3× best peer" + proc]["measured"]
+    )
 
 
 def test_table_has_a_ratio_column_per_horae_variant() -> None:
     md = _report()["markdown"]
     header = next(line for line in md.splitlines() if line.startswith("| metric |"))
-    assert header.endswith("| best peer | horae ÷ best | horae+audit ÷ best | horae+audit-proc ÷ best |")
+    assert header.endswith(
+        "| best peer | horae ÷ best | horae+audit ÷ best | horae+audit-proc ÷ best |"
+    )
     row = next(line for line in md.splitlines() if line.startswith("| e2e_split jobs/s"))
     assert row.endswith("| bullmq 600 | 5.00× | 1.67× | 3.17× |")

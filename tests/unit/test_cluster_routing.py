@@ -9,11 +9,16 @@ import pytest
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from scheduler.store.cluster import _redirect, _Slots, first_key
-from scheduler.store.cluster_url import is_cluster_url, parse_cluster_url, url_partitions, with_url_layout
 from scheduler.core.config import load_settings
 from scheduler.core.errors import ConfigError
 from scheduler.core.keys import Keys
+from scheduler.store.cluster import _redirect, _Slots, first_key
+from scheduler.store.cluster_url import (
+    is_cluster_url,
+    parse_cluster_url,
+    url_partitions,
+    with_url_layout,
+)
 from scheduler.store.listing import Cursor, partition_token
 from scheduler.store.partitions import job_routing, parse_subset, partition_of
 
@@ -26,34 +31,67 @@ def test_cluster_urls_give_seed_nodes_credentials_and_partitions() -> None:
     assert "p@ss" not in repr(address)
     assert is_cluster_url(url) and not is_cluster_url("redis://h:1/0") and not is_cluster_url(None)
     assert url_partitions(url) == 12 and url_partitions("redis+cluster://h:1") is None
-    assert url_partitions("redis://h:1?partitions=3") is None  # only the cluster scheme carries a layout
+    assert (
+        url_partitions("redis://h:1?partitions=3") is None
+    )  # only the cluster scheme carries a layout
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("redis+cluster://h", "node 'h': each node must be host:port"),
-    ("redis+cluster://h:1,h:99999", "node 'h:99999'"),
-    ("rediss+cluster://h:1?ssl_ca_cert=/ca.pem", "option 'ssl_ca_cert': a cluster URL takes partitions=N and"),
-    ("redis+cluster://h:1?ssl_ca_certs=/ca.pem", "option 'ssl_ca_certs' is a TLS option: use rediss\\+cluster://"),
-    ("rediss+cluster://h:1?ssl_cert_reqs=maybe", "ssl_cert_reqs='maybe': must be one of none, optional, required"),
-    ("rediss+cluster://h:1?ssl_check_hostname=perhaps", "ssl_check_hostname='perhaps': must be true or false"),
-    ("unix+cluster://h:1", "scheme 'unix\\+cluster': a cluster needs redis\\+cluster://.* rediss\\+cluster://"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis+cluster://h", "node 'h': each node must be host:port"),
+        ("redis+cluster://h:1,h:99999", "node 'h:99999'"),
+        (
+            "rediss+cluster://h:1?ssl_ca_cert=/ca.pem",
+            "option 'ssl_ca_cert': a cluster URL takes partitions=N and",
+        ),
+        (
+            "redis+cluster://h:1?ssl_ca_certs=/ca.pem",
+            "option 'ssl_ca_certs' is a TLS option: use rediss\\+cluster://",
+        ),
+        (
+            "rediss+cluster://h:1?ssl_cert_reqs=maybe",
+            "ssl_cert_reqs='maybe': must be one of none, optional, required",
+        ),
+        (
+            "rediss+cluster://h:1?ssl_check_hostname=perhaps",
+            "ssl_check_hostname='perhaps': must be true or false",
+        ),
+        (
+            "unix+cluster://h:1",
+            "scheme 'unix\\+cluster': a cluster needs redis\\+cluster://.* rediss\\+cluster://",
+        ),
+    ],
+)
 def test_bad_cluster_urls_name_the_part(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_cluster_url(url)
 
 
 def test_rediss_cluster_urls_carry_the_standalone_tls_options_to_every_node() -> None:
-    url = ("rediss+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7000?partitions=3&ssl_ca_certs=/etc/ca.pem"
-           "&ssl_certfile=/etc/c.pem&ssl_keyfile=/etc/c.key&ssl_check_hostname=false&ssl_cert_reqs=Required")
+    url = (
+        "rediss+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7000?partitions=3&ssl_ca_certs=/etc/ca.pem"
+        "&ssl_certfile=/etc/c.pem&ssl_keyfile=/etc/c.key&ssl_check_hostname=false&ssl_cert_reqs=Required"
+    )
     address = parse_cluster_url(url)
     assert is_cluster_url(url) and url_partitions(url) == 3
     assert address.tls and address.nodes == (("10.0.0.1", 7000), ("10.0.0.2", 7000))
     assert address.client_kwargs() == {
-        "username": "u", "password": "pw", "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_certfile": "/etc/c.pem",
-        "ssl_keyfile": "/etc/c.key", "ssl_check_hostname": False, "ssl_cert_reqs": "required"}
+        "username": "u",
+        "password": "pw",
+        "ssl": True,
+        "ssl_ca_certs": "/etc/ca.pem",
+        "ssl_certfile": "/etc/c.pem",
+        "ssl_keyfile": "/etc/c.key",
+        "ssl_check_hostname": False,
+        "ssl_cert_reqs": "required",
+    }
     assert not parse_cluster_url("redis+cluster://h:1?partitions=2").tls
-    assert parse_cluster_url("rediss://h:1/0").client_kwargs() == {"username": None, "password": None, "ssl": True}
+    assert parse_cluster_url("rediss://h:1/0").client_kwargs() == {
+        "username": None,
+        "password": None,
+        "ssl": True,
+    }
 
 
 async def test_the_wire_of_a_tls_cluster_client_verifies_every_node_as_redis_py_does() -> None:
@@ -81,21 +119,31 @@ def test_cluster_nodes_lines_become_node_views() -> None:
     text = (
         "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
         "b2 127.0.0.1:7001@17001,redis-b.example master,fail - 0 0 2 disconnected 5461-10922 [10923->-c3]\n"
-        "c3 :7002@17002 slave a1 0 0 1 connected\n")
+        "c3 :7002@17002 slave a1 0 0 1 connected\n"
+    )
     a, b, c = parse_nodes(text, "seed.example")
-    assert (a.address, a.host, a.master, a.slots) == ("127.0.0.1:7000", "127.0.0.1", True, [(0, 5460)])
+    assert (a.address, a.host, a.master, a.slots) == (
+        "127.0.0.1:7000",
+        "127.0.0.1",
+        True,
+        [(0, 5460)],
+    )
     assert (b.host, b.slots, "fail" in b.flags) == ("redis-b.example", [(5461, 10922)], True)
     assert (c.address, c.master, c.slots) == ("seed.example:7002", False, [])
     b.probe = "unreachable (ConnectionError: refused)"
-    assert b.describe() == ("redis node 127.0.0.1:7001: master, slots 5461-10922, "
-                            "unreachable (ConnectionError: refused), the cluster marks it fail")
+    assert b.describe() == (
+        "redis node 127.0.0.1:7001: master, slots 5461-10922, "
+        "unreachable (ConnectionError: refused), the cluster marks it fail"
+    )
 
 
 def test_the_url_partitions_and_the_setting_must_agree() -> None:
     s = load_settings(path=None, env={}, redis_url="redis+cluster://h:1?partitions=6")
     assert s.cluster.partitions == 6
     with pytest.raises(ConfigError, match="partitions=6 but \\[cluster\\] partitions=3"):
-        with_url_layout(s.model_copy(update={"cluster": s.cluster.model_copy(update={"partitions": 3})}))
+        with_url_layout(
+            s.model_copy(update={"cluster": s.cluster.model_copy(update={"partitions": 3})})
+        )
     with pytest.raises(ConfigError, match="partitions='0'"):
         url_partitions("redis+cluster://h:1?partitions=0")
 
@@ -103,8 +151,24 @@ def test_the_url_partitions_and_the_setting_must_agree() -> None:
 def test_commands_route_by_their_first_key() -> None:
     assert first_key(("EVALSHA", "sha", 2, "{ns|3}:due", "{ns|3}:active", "x")) == "{ns|3}:due"
     assert first_key(("EVALSHA", "sha", 0)) is None
-    assert first_key(("XREADGROUP", "GROUP", "g", "c", "COUNT", 5, "BLOCK", 10, "STREAMS", "{ns}:outbox", ">")) \
+    assert (
+        first_key(
+            (
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "COUNT",
+                5,
+                "BLOCK",
+                10,
+                "STREAMS",
+                "{ns}:outbox",
+                ">",
+            )
+        )
         == "{ns}:outbox"
+    )
     assert first_key(("XINFO", "GROUPS", "{ns}:outbox")) == "{ns}:outbox"
     assert first_key(("XGROUP", "CREATE", "{ns}:outbox", "audit", "0")) == "{ns}:outbox"
     assert first_key(("HGETALL", "{ns}:j:1")) == "{ns}:j:1"
@@ -116,14 +180,23 @@ def test_a_key_slot_is_its_hash_tag_slot() -> None:
     for key in ("{ns}:due", "{ns|5}:j:abc", "plain", b"{ns}:outbox", "{}:empty-tag"):
         raw = key if isinstance(key, bytes) else key.encode()
         assert slots.slot(key) == key_slot(raw)
-    slots.load([[0, 8191, ["", 7000, "id1"], ["127.0.0.1", 7003, "id4"]],
-                [8192, 16383, ["127.0.0.1", 7001, "id2"]]], "10.0.0.9")
+    slots.load(
+        [
+            [0, 8191, ["", 7000, "id1"], ["127.0.0.1", 7003, "id4"]],
+            [8192, 16383, ["127.0.0.1", 7001, "id2"]],
+        ],
+        "10.0.0.9",
+    )
     assert slots.owner[0] == ("10.0.0.9", 7000) and slots.owner[16383] == ("127.0.0.1", 7001)
     assert slots.masters == [("10.0.0.9", 7000), ("127.0.0.1", 7001)] and len(slots.nodes) == 3
 
 
 def test_redirections_are_read_and_other_errors_left_alone() -> None:
-    assert _redirect(ResponseError("MOVED 3999 127.0.0.1:7002")) == ("MOVED", 3999, ("127.0.0.1", 7002))
+    assert _redirect(ResponseError("MOVED 3999 127.0.0.1:7002")) == (
+        "MOVED",
+        3999,
+        ("127.0.0.1", 7002),
+    )
     assert _redirect(ResponseError("ASK 12 10.0.0.1:7000")) == ("ASK", 12, ("10.0.0.1", 7000))
     assert _redirect(ResponseError("TRYAGAIN multiple keys"))[0] == "BUSY"  # type: ignore[index]
     assert _redirect(ResponseError("CLUSTERDOWN The cluster is down"))[0] == "BUSY"  # type: ignore[index]

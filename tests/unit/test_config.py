@@ -27,8 +27,12 @@ def test_config_file_equals_the_code_defaults() -> None:
 
 def test_env_overrides_file_and_arguments_override_env(tmp_path: Path) -> None:
     cfg = tmp_path / "h.toml"
-    cfg.write_text('namespace = "fromfile"\n[worker]\nconcurrency = 3\n[redis]\nurl = "redis://file:1/0"\n')
-    s = load_settings(cfg, env={"HORAE_WORKER__CONCURRENCY": "7", "HORAE_REDIS_URL": "redis://env:2/0"})
+    cfg.write_text(
+        'namespace = "fromfile"\n[worker]\nconcurrency = 3\n[redis]\nurl = "redis://file:1/0"\n'
+    )
+    s = load_settings(
+        cfg, env={"HORAE_WORKER__CONCURRENCY": "7", "HORAE_REDIS_URL": "redis://env:2/0"}
+    )
     assert (s.namespace, s.worker.concurrency, s.redis_url) == ("fromfile", 7, "redis://env:2/0")
     s = load_settings(cfg, env={"HORAE_REDIS_URL": "redis://env:2/0"}, redis_url="redis://arg:3/0")
     assert s.redis_url == "redis://arg:3/0"

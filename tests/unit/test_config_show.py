@@ -76,13 +76,20 @@ def test_every_setting_is_listed_with_its_default_source(isolated: Path) -> None
 
 def test_each_source_is_named_and_no_secret_is_shown(isolated: Path) -> None:
     config = isolated / "horae.toml"
-    config.write_text('namespace = "from-file"\n[database]\nurl = "postgresql://u:dbpass@db:5432/x"\n'
-                      '[worker]\nconcurrency = 3\n[analytics.spark_conf]\n'
-                      '"spark.hadoop.fs.s3a.secret.key" = "s3secret"\n"spark.driver.memory" = "4g"\n')
-    env = {"HORAE_WORKER__CONCURRENCY": "7", "HORAE_CONSOLE__OPERATOR_TOKEN": "op-token-1",
-           "HORAE_RETRY__ATTEMPTS": "9"}
+    config.write_text(
+        'namespace = "from-file"\n[database]\nurl = "postgresql://u:dbpass@db:5432/x"\n'
+        "[worker]\nconcurrency = 3\n[analytics.spark_conf]\n"
+        '"spark.hadoop.fs.s3a.secret.key" = "s3secret"\n"spark.driver.memory" = "4g"\n'
+    )
+    env = {
+        "HORAE_WORKER__CONCURRENCY": "7",
+        "HORAE_CONSOLE__OPERATOR_TOKEN": "op-token-1",
+        "HORAE_RETRY__ATTEMPTS": "9",
+    }
 
-    result = CliRunner().invoke(cli, ["--redis-url", "redis://:redispass@r:6379/0", "config", "show"], env=env)
+    result = CliRunner().invoke(
+        cli, ["--redis-url", "redis://:redispass@r:6379/0", "config", "show"], env=env
+    )
     lines = show(["--redis-url", "redis://:redispass@r:6379/0"], env)
 
     for secret in ("dbpass", "redispass", "op-token-1", "s3secret"):
@@ -90,12 +97,17 @@ def test_each_source_is_named_and_no_secret_is_shown(isolated: Path) -> None:
     assert lines["redis_url"] == ('"redis://:***@r:6379/0"', "option --redis-url")
     assert lines["database_url"] == ('"postgresql://u:***@db:5432/x"', f"file {config}")
     assert lines["namespace"] == ('"from-file"', f"file {config}")
-    assert lines["worker.concurrency"] == ("7", "environment HORAE_WORKER__CONCURRENCY")  # env over file
+    assert lines["worker.concurrency"] == (
+        "7",
+        "environment HORAE_WORKER__CONCURRENCY",
+    )  # env over file
     assert lines["retry.attempts"] == ("9", "environment HORAE_RETRY__ATTEMPTS")
     assert lines["console.operator_token"] == ('"***"', "environment HORAE_CONSOLE__OPERATOR_TOKEN")
     assert lines["console.viewer_token"] == ('""', "default")
     assert lines["analytics.spark_conf"] == (
-        '{"spark.hadoop.fs.s3a.secret.key" = "***", "spark.driver.memory" = "4g"}', f"file {config}")
+        '{"spark.hadoop.fs.s3a.secret.key" = "***", "spark.driver.memory" = "4g"}',
+        f"file {config}",
+    )
     assert lines["data_dir"] == (f'"{isolated / ".horae"}"', f"default: .horae/ next to {config}")
     assert lines["worker.lease_ms"] == ("30000", "default")
 
@@ -128,30 +140,64 @@ def test_a_users_module_shadowing_a_package_is_refused_with_its_path(tmp_path: P
     (tmp_path / "mine" / "listeners" / "__init__.py").write_text("")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-    imported = subprocess.run([sys.executable, "-c", "import horae"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=60)
-    command = subprocess.run([str(HORAE), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                             env={**env, "PYTHONPATH": str(tmp_path / "mine")})
+    imported = subprocess.run(
+        [sys.executable, "-c", "import horae"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    command = subprocess.run(
+        [str(HORAE), "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PYTHONPATH": str(tmp_path / "mine")},
+    )
 
     assert imported.returncode == 1 and "PackageShadowed" in imported.stderr, imported.stderr
-    assert f"`import audit` resolves to {tmp_path / 'audit.py'}, not to {ROOT / 'audit' / '__init__.py'}" \
+    assert (
+        f"`import audit` resolves to {tmp_path / 'audit.py'}, not to {ROOT / 'audit' / '__init__.py'}"
         in imported.stderr
+    )
     assert command.returncode == 1 and command.stdout == "", command.stdout
-    assert command.stderr.startswith("Error: horae's package 'listeners' is shadowed: `import listeners` "
-                                     f"resolves to {tmp_path / 'mine' / 'listeners' / '__init__.py'}"), command.stderr
+    assert command.stderr.startswith(
+        "Error: horae's package 'listeners' is shadowed: `import listeners` "
+        f"resolves to {tmp_path / 'mine' / 'listeners' / '__init__.py'}"
+    ), command.stderr
     assert len(command.stderr.splitlines()) == 1
 
 
-def test_a_users_console_module_does_not_stop_the_library_but_stops_the_console_command(tmp_path: Path) -> None:
+def test_a_users_console_module_does_not_stop_the_library_but_stops_the_console_command(
+    tmp_path: Path,
+) -> None:
     """`console` is imported only by `horae console`: a project's own console.py may sit beside
     its code that imports horae; the CLI, which may serve the console, still refuses it."""
     (tmp_path / "console.py").write_text("raise SystemExit('the user module was imported')\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-    imported = subprocess.run([sys.executable, "-c", "import horae; print(horae.__version__)"], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=60)
-    command = subprocess.run([str(HORAE), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                             env={**env, "PYTHONPATH": str(tmp_path)})
+    imported = subprocess.run(
+        [sys.executable, "-c", "import horae; print(horae.__version__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    command = subprocess.run(
+        [str(HORAE), "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PYTHONPATH": str(tmp_path)},
+    )
 
-    assert imported.returncode == 0 and imported.stdout.strip() == metadata.version("horae"), imported.stderr
-    assert command.returncode == 1 and "horae's package 'console' is shadowed" in command.stderr, command.stderr
+    assert imported.returncode == 0 and imported.stdout.strip() == metadata.version("horae"), (
+        imported.stderr
+    )
+    assert command.returncode == 1 and "horae's package 'console' is shadowed" in command.stderr, (
+        command.stderr
+    )

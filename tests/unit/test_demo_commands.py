@@ -9,8 +9,8 @@ import shlex
 import click
 import pytest
 
-from scheduler.cli.main import cli
 from scheduler.cli.demo import suggested_commands
+from scheduler.cli.main import cli
 
 
 def parse(command: str) -> tuple[str | None, list[str]]:
@@ -34,9 +34,14 @@ def test_every_suggestion_names_the_demo_namespace(namespace: str) -> None:
 
     assert commands[0] == f"horae --namespace {shlex.quote(namespace)} audit show job-42"
     assert [parse(c) for c in commands] == [
-        (namespace, ["audit", "show"]), (namespace, ["jobs", "show"]), (namespace, ["jobs", "stats"]),
+        (namespace, ["audit", "show"]),
+        (namespace, ["jobs", "show"]),
+        (namespace, ["jobs", "stats"]),
     ]
 
 
 def test_the_default_namespace_needs_no_flag_and_no_audit_no_audit_command() -> None:
-    assert suggested_commands("horae", "j1", audit=False) == ["horae jobs show j1", "horae jobs stats"]
+    assert suggested_commands("horae", "j1", audit=False) == [
+        "horae jobs show j1",
+        "horae jobs stats",
+    ]

@@ -114,14 +114,19 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
 
 def test_kustomization_lists_every_manifest() -> None:
     listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
-    assert sorted(listed) == sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed) == sorted(
+        p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
 
 
 @pytest.mark.parametrize("name", ["horae-worker", "horae-relay", "horae-console"])
 def test_deployments_probe_the_port_and_paths_their_command_serves(name: str) -> None:
     doc = _by("Deployment", name)
     spec = _pod_spec(doc)
-    assert doc["spec"]["selector"]["matchLabels"].items() <= doc["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        doc["spec"]["selector"]["matchLabels"].items()
+        <= doc["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert spec["securityContext"]["runAsNonRoot"] is True
     (container,) = spec["containers"]
     port = served_port(container["args"])
@@ -141,15 +146,21 @@ def test_the_worker_drains_before_kubernetes_kills_it_and_a_budget_guards_it() -
     pre_stop = container.get("lifecycle", {}).get("preStop", {})
     pre_stop_s = int(pre_stop["exec"]["command"][-1]) if pre_stop else 0
     grace = grace_of(container["args"], _env(container))
-    assert spec["terminationGracePeriodSeconds"] > pre_stop_s + grace + 5, (spec["terminationGracePeriodSeconds"],
-                                                                            grace)
+    assert spec["terminationGracePeriodSeconds"] > pre_stop_s + grace + 5, (
+        spec["terminationGracePeriodSeconds"],
+        grace,
+    )
     assert horae_command(container["args"])[1]["metrics_port"] == int(
-        doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"])
+        doc["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]
+    )
     pdb = _by("PodDisruptionBudget", "horae-worker")
     assert pdb["spec"]["selector"]["matchLabels"] == doc["spec"]["selector"]["matchLabels"]
     config = _by("ConfigMap", "horae-example-app")
     assert config["data"]["example_app.py"] == (DEPLOY / "example" / "example_app.py").read_text()
-    assert horae_command(container["args"])[1]["app"] == "example_app" and _env(container)["PYTHONPATH"] == "/app"
+    assert (
+        horae_command(container["args"])[1]["app"] == "example_app"
+        and _env(container)["PYTHONPATH"] == "/app"
+    )
 
 
 def test_the_console_takes_its_tokens_from_a_secret_and_stops_after_its_endpoint_is_gone() -> None:
@@ -157,10 +168,14 @@ def test_the_console_takes_its_tokens_from_a_secret_and_stops_after_its_endpoint
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
     secret = _by("Secret", "horae-console")
     for name in ("HORAE_CONSOLE__VIEWER_TOKEN", "HORAE_CONSOLE__OPERATOR_TOKEN"):
-        assert refs[name]["name"] == "horae-console" and refs[name]["key"] in secret["stringData"], name
+        assert (
+            refs[name]["name"] == "horae-console" and refs[name]["key"] in secret["stringData"]
+        ), name
     assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
     assert horae_command(container["args"])[1]["host"] == "0.0.0.0"  # (needs the tokens above)
-    assert "HORAE_AUDIT__RELAY" not in _env(container)  # its Scheduler opens the audit trail only with relay on
+    assert "HORAE_AUDIT__RELAY" not in _env(
+        container
+    )  # its Scheduler opens the audit trail only with relay on
     service = _by("Service", "horae-console")
     assert service["spec"]["ports"][0]["targetPort"] == "http"
 
@@ -172,7 +187,10 @@ def test_migrations_run_as_a_job_and_the_nightly_report_as_a_cronjob() -> None:
     (report,) = _pod_spec(cron)["containers"]
     assert horae_command(report["args"])[0] == "report"
     defaults = AnalyticsSettings()
-    assert (cron["spec"]["schedule"], cron["spec"]["timeZone"]) == (defaults.nightly_cron, defaults.nightly_tz)
+    assert (cron["spec"]["schedule"], cron["spec"]["timeZone"]) == (
+        defaults.nightly_cron,
+        defaults.nightly_tz,
+    )
     for doc in _manifests():
         if doc["kind"] in ("Deployment", "Job", "CronJob"):
             for container in _pod_spec(doc)["containers"]:
@@ -195,8 +213,20 @@ def _seconds(text: str) -> float:
 
 def test_compose_runs_the_stack_with_probes_on_the_served_ports() -> None:
     services = _compose()["services"]
-    assert {"redis", "postgres", "migrate", "worker", "relay", "console", "prometheus", "grafana"} <= set(services)
-    assert services["redis"]["command"][services["redis"]["command"].index("--appendonly") + 1] == "yes"
+    assert {
+        "redis",
+        "postgres",
+        "migrate",
+        "worker",
+        "relay",
+        "console",
+        "prometheus",
+        "grafana",
+    } <= set(services)
+    assert (
+        services["redis"]["command"][services["redis"]["command"].index("--appendonly") + 1]
+        == "yes"
+    )
     assert horae_command(services["migrate"]["command"])[0] == "migrate"
     for name in ("worker", "relay", "console"):
         service = services[name]
@@ -210,27 +240,41 @@ def test_compose_runs_the_stack_with_probes_on_the_served_ports() -> None:
     assert horae_command(worker["command"])[1]["app"] == "example_app"
     assert "../example:/app:ro" in worker["volumes"] and env["PYTHONPATH"] == "/app"
     assert "HORAE_CONSOLE__OPERATOR_TOKEN" in services["console"]["environment"]
-    assert "HORAE_AUDIT__RELAY" not in services["console"]["environment"]  # (the audit pages need it on)
+    assert (
+        "HORAE_AUDIT__RELAY" not in services["console"]["environment"]
+    )  # (the audit pages need it on)
 
 
 def test_compose_prometheus_scrapes_the_worker_and_grafana_provisions_the_dashboards() -> None:
     services = _compose()["services"]
     metrics = horae_command(services["worker"]["command"])[1]["metrics_port"]
     scrape = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())
-    targets = [t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]]
+    targets = [
+        t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    ]
     assert f"worker:{metrics}" in targets
     mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in services["grafana"]["volumes"])
-    assert (COMPOSE / mounts["./grafana/provisioning"].replace("/etc/grafana/provisioning", "")).exists()
+    assert (
+        COMPOSE / mounts["./grafana/provisioning"].replace("/etc/grafana/provisioning", "")
+    ).exists()
     dashboards_dir = mounts["../../dashboards"]
     assert (COMPOSE / "../../dashboards").resolve() == ROOT / "dashboards"
     provider = yaml.safe_load((COMPOSE / "grafana/provisioning/dashboards/horae.yaml").read_text())
     assert provider["providers"][0]["options"]["path"] == dashboards_dir
-    sources = yaml.safe_load((COMPOSE / "grafana/provisioning/datasources/horae.yaml").read_text())["datasources"]
+    sources = yaml.safe_load((COMPOSE / "grafana/provisioning/datasources/horae.yaml").read_text())[
+        "datasources"
+    ]
     kinds = {s["type"] for s in sources}
     import json
 
-    for board in (ROOT / "dashboards").glob("*.json"):  # each dashboard's datasource variable has a source
-        (variable,) = [v for v in json.loads(board.read_text())["templating"]["list"] if v["type"] == "datasource"]
+    for board in (ROOT / "dashboards").glob(
+        "*.json"
+    ):  # each dashboard's datasource variable has a source
+        (variable,) = [
+            v
+            for v in json.loads(board.read_text())["templating"]["list"]
+            if v["type"] == "datasource"
+        ]
         assert variable["query"] in kinds, board.name
 
 
@@ -246,8 +290,13 @@ def _unit(path: Path) -> dict[str, list[str]]:
 
 def test_systemd_units_run_the_same_commands() -> None:
     units = {p.name: _unit(p) for p in SYSTEMD.glob("*.service")}
-    assert set(units) == {"horae-worker.service", "horae-relay.service", "horae-console.service",
-                          "horae-migrate.service", "horae-nightly.service"}
+    assert set(units) == {
+        "horae-worker.service",
+        "horae-relay.service",
+        "horae-console.service",
+        "horae-migrate.service",
+        "horae-nightly.service",
+    }
     commands = {}
     for name, unit in units.items():
         binary, *args = unit["ExecStart"][0].split()
@@ -255,14 +304,22 @@ def test_systemd_units_run_the_same_commands() -> None:
         commands[name] = horae_command(args)[0]
         if name in ("horae-worker.service", "horae-relay.service"):
             assert served_port(args) > 0
-    assert commands == {"horae-worker.service": "worker", "horae-relay.service": "audit relay",
-                        "horae-console.service": "console", "horae-migrate.service": "migrate",
-                        "horae-nightly.service": "report"}
+    assert commands == {
+        "horae-worker.service": "worker",
+        "horae-relay.service": "audit relay",
+        "horae-console.service": "console",
+        "horae-migrate.service": "migrate",
+        "horae-nightly.service": "report",
+    }
     worker = units["horae-worker.service"]
     env = dict(pair.split("=", 1) for pair in " ".join(worker["Environment"]).split())
-    assert float(worker["TimeoutStopSec"][0]) > grace_of(worker["ExecStart"][0].split()[1:], env) + 5
+    assert (
+        float(worker["TimeoutStopSec"][0]) > grace_of(worker["ExecStart"][0].split()[1:], env) + 5
+    )
     assert _unit(SYSTEMD / "horae-nightly.timer")["Unit"] == ["horae-nightly.service"]
-    assert "HORAE_AUDIT__RELAY=false" not in " ".join(units["horae-console.service"].get("Environment", []))
+    assert "HORAE_AUDIT__RELAY=false" not in " ".join(
+        units["horae-console.service"].get("Environment", [])
+    )
 
 
 def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
@@ -271,7 +328,11 @@ def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         pytest.skip("systemd-analyze is not installed")
     horae = Path(sys.executable).with_name("horae")  # (verify wants ExecStart's binary to exist)
     for path in [*SYSTEMD.glob("*.service"), *SYSTEMD.glob("*.timer")]:
-        (tmp_path / path.name).write_text(path.read_text().replace("/opt/horae/bin/horae", str(horae)))
+        (tmp_path / path.name).write_text(
+            path.read_text().replace("/opt/horae/bin/horae", str(horae))
+        )
     units = sorted(str(p) for p in tmp_path.iterdir())
-    done = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [analyze, "verify", *units], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr

@@ -17,8 +17,18 @@ from scheduler.core.validation import build_job
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("1h30m", 5400), ("2m30s", 150), ("1d12h", 129600), ("500ms", 0.5), ("1m30s500ms", 90.5),
-     ("1h 30m", 5400), (" 1d 2h 3m 4s ", 93784), ("1.5h", 5400), ("0s", 0), ("1h0m", 3600)],
+    [
+        ("1h30m", 5400),
+        ("2m30s", 150),
+        ("1d12h", 129600),
+        ("500ms", 0.5),
+        ("1m30s500ms", 90.5),
+        ("1h 30m", 5400),
+        (" 1d 2h 3m 4s ", 93784),
+        ("1.5h", 5400),
+        ("0s", 0),
+        ("1h0m", 3600),
+    ],
 )
 def test_compound_durations(text: str, seconds: float) -> None:
     assert parse_duration(text, "timeout") == pytest.approx(seconds)
@@ -26,11 +36,18 @@ def test_compound_durations(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("1h30", "the number '30' has no unit"), ("h", "a unit needs a number"),
-     ("-5m", "must be a duration >= 0"),
-     ("30m1h", "largest first"), ("1h1h", "largest first"), ("5 minutes", "a string like '30s'"),
-     ("soon", "a string like"), ("", "empty"),
-     ("1h-5m", "must be a duration >= 0"), ("1w", "a string like")],
+    [
+        ("1h30", "the number '30' has no unit"),
+        ("h", "a unit needs a number"),
+        ("-5m", "must be a duration >= 0"),
+        ("30m1h", "largest first"),
+        ("1h1h", "largest first"),
+        ("5 minutes", "a string like '30s'"),
+        ("soon", "a string like"),
+        ("", "empty"),
+        ("1h-5m", "must be a duration >= 0"),
+        ("1w", "a string like"),
+    ],
 )
 def test_bad_durations_name_the_field_and_the_problem(text: str, says: str) -> None:
     with pytest.raises(InvalidDelay) as info:
@@ -40,9 +57,19 @@ def test_bad_durations_name_the_field_and_the_problem(text: str, says: str) -> N
 
 
 def test_schedule_timeout_takes_a_compound_duration_and_names_timeout() -> None:
-    args: dict[str, Any] = {"topic": "t", "run_at_ms": 5_000, "tz": "UTC", "payload": None, "retry": None,
-                            "metadata": None, "job_id": None, "cron": "", "default_retry": RetryPolicy(),
-                            "default_timeout_ms": 60_000, "now_ms": 1_000}
+    args: dict[str, Any] = {
+        "topic": "t",
+        "run_at_ms": 5_000,
+        "tz": "UTC",
+        "payload": None,
+        "retry": None,
+        "metadata": None,
+        "job_id": None,
+        "cron": "",
+        "default_retry": RetryPolicy(),
+        "default_timeout_ms": 60_000,
+        "now_ms": 1_000,
+    }
     assert build_job(timeout="1h30m", **args).timeout_ms == 5_400_000
     with pytest.raises(InvalidDelay, match=r"^timeout '1h30': the number '30' has no unit") as info:
         build_job(timeout="1h30", **args)

@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 
 from scheduler.core.errors import ConfigError
-from scheduler.observe.health import HealthServer, bind_host, first_failure, in_container, worker_readiness
+from scheduler.observe.health import (
+    HealthServer,
+    bind_host,
+    first_failure,
+    in_container,
+    worker_readiness,
+)
 
 
-async def _get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str] | None, bytes]:
+async def _get(
+    port: int, path: str, method: str = "GET"
+) -> tuple[int, dict[str, str] | None, bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     await writer.drain()
@@ -34,9 +42,14 @@ async def server() -> AsyncIterator[HealthServer]:
     await s.close()
 
 
-async def test_healthz_answers_while_readyz_says_starting_until_a_check_is_set(server: HealthServer) -> None:
+async def test_healthz_answers_while_readyz_says_starting_until_a_check_is_set(
+    server: HealthServer,
+) -> None:
     assert (await _get(server.port, "/healthz"))[:2] == (200, {"status": "ok", "reason": ""})
-    assert (await _get(server.port, "/readyz"))[:2] == (503, {"status": "unready", "reason": "starting"})
+    assert (await _get(server.port, "/readyz"))[:2] == (
+        503,
+        {"status": "unready", "reason": "starting"},
+    )
 
     async def fine() -> str | None:
         return None
@@ -47,15 +60,19 @@ async def test_healthz_answers_while_readyz_says_starting_until_a_check_is_set(s
     assert b"Content-Type: application/json" in head and b"Cache-Control: no-store" in head
 
 
-async def test_drain_turns_readiness_503_for_good_and_liveness_stays_200(server: HealthServer) -> None:
+async def test_drain_turns_readiness_503_for_good_and_liveness_stays_200(
+    server: HealthServer,
+) -> None:
     async def fine() -> str | None:
         return None
 
     server.ready = fine
     server.drain("draining after SIGTERM")
     server.drain("a later reason does not replace the first")
-    assert (await _get(server.port, "/readyz"))[:2] == (503, {"status": "unready",
-                                                               "reason": "draining after SIGTERM"})
+    assert (await _get(server.port, "/readyz"))[:2] == (
+        503,
+        {"status": "unready", "reason": "draining after SIGTERM"},
+    )
     assert (await _get(server.port, "/healthz"))[0] == 200
 
 
@@ -77,7 +94,9 @@ async def test_a_taken_port_is_a_config_error_naming_address_and_option() -> Non
         taken.listen()
         port = taken.getsockname()[1]
         s = HealthServer("127.0.0.1", port, option="--health-port ([worker] health_port)")
-        with pytest.raises(ConfigError, match=rf"127\.0\.0\.1:{port} .*--health-port \(\[worker\] health_port\)"):
+        with pytest.raises(
+            ConfigError, match=rf"127\.0\.0\.1:{port} .*--health-port \(\[worker\] health_port\)"
+        ):
             await s.start()
 
 
@@ -102,7 +121,10 @@ async def test_first_failure_names_the_check_masks_passwords_and_bounds_time() -
     assert await first_failure([("b", says)]) == "b: not registered"
     loop = asyncio.get_running_loop()
     start = loop.time()
-    assert await first_failure([("postgresql", hangs)], timeout_s=0.2) == "postgresql: no answer within 0.2s"
+    assert (
+        await first_failure([("postgresql", hangs)], timeout_s=0.2)
+        == "postgresql: no answer within 0.2s"
+    )
     assert loop.time() - start < 2
 
 
@@ -127,7 +149,9 @@ async def test_worker_readiness_needs_redis_and_the_worker_in_the_registry() -> 
     assert await check() == "redis: ConnectionError: Connection refused"
 
 
-def test_bind_host_is_loopback_outside_a_container_and_every_interface_inside(tmp_path: Path) -> None:
+def test_bind_host_is_loopback_outside_a_container_and_every_interface_inside(
+    tmp_path: Path,
+) -> None:
     marker = tmp_path / ".containerenv"
     none = (str(marker),)
     assert not in_container({}, none)
@@ -144,5 +168,7 @@ async def test_a_readiness_check_that_raises_is_a_503_with_its_error(server: Hea
         raise RuntimeError("the check itself is broken")
 
     server.ready = broken
-    assert (await _get(server.port, "/readyz"))[:2] == (503, {"status": "unready",
-                                                               "reason": "RuntimeError: the check itself is broken"})
+    assert (await _get(server.port, "/readyz"))[:2] == (
+        503,
+        {"status": "unready", "reason": "RuntimeError: the check itself is broken"},
+    )

@@ -15,8 +15,18 @@ import scheduler
 
 HEAVY = ("redis", "hiredis", "opentelemetry")
 # listeners' names for applications; dispatch internals stay in listeners.
-LISTENER_NAMES = ("InvalidDeclaration", "Listener", "ListenerRegistry", "PayloadRejected", "ScheduleArrivedEvent", "ScheduleFailedEvent",
-                  "Schema", "Validator", "default_registry", "on_event")
+LISTENER_NAMES = (
+    "InvalidDeclaration",
+    "Listener",
+    "ListenerRegistry",
+    "PayloadRejected",
+    "ScheduleArrivedEvent",
+    "ScheduleFailedEvent",
+    "Schema",
+    "Validator",
+    "default_registry",
+    "on_event",
+)
 
 
 def test_all_is_sorted_and_is_scheduler_api_plus_the_listener_names() -> None:
@@ -32,8 +42,17 @@ def test_every_name_is_the_implementation_object() -> None:
         assert horae._SOURCES[name] == scheduler._SOURCES[name], name
     for name in LISTENER_NAMES:
         assert getattr(horae, name) is getattr(listeners, name), name
-    from horae import (Backoff, Dedupe, JobState, RateLimit, RetryPolicy, ScheduleResult, Scheduler, TopicOptions,
-                       on_event)
+    from horae import (
+        Backoff,
+        Dedupe,
+        JobState,
+        RateLimit,
+        RetryPolicy,
+        Scheduler,
+        ScheduleResult,
+        TopicOptions,
+        on_event,
+    )
     from scheduler.api import Scheduler as Impl
 
     assert Scheduler is Impl and on_event is listeners.on_event
@@ -64,8 +83,11 @@ def test_readme_code_imports_from_horae_names_it_exports() -> None:
     blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
     code = "\n".join(blocks)
     assert "from scheduler import" not in code and "from listeners import" not in code
-    imported = {n.strip() for group in re.findall(r"^from horae import (.+)$", code, re.MULTILINE)
-                for n in group.split(",")}
+    imported = {
+        n.strip()
+        for group in re.findall(r"^from horae import (.+)$", code, re.MULTILINE)
+        for n in group.split(",")
+    }
     assert {"Scheduler", "on_event", "ScheduleArrivedEvent"} <= imported <= set(horae.__all__)
     compile(blocks[0], "README quick start", "exec")
     assert 'job_id="' in blocks[0] and "timeout=" in blocks[0]

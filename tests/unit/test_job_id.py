@@ -20,7 +20,9 @@ def test_every_character_is_equally_likely() -> None:
             counts[ch] = counts.get(ch, 0) + 1
     mean = 20_000 * 16 / 62  # ~5,161 per character
     assert len(counts) == 62
-    assert all(abs(n - mean) < 0.1 * mean for n in counts.values()), counts  # ~7 standard deviations
+    assert all(abs(n - mean) < 0.1 * mean for n in counts.values()), (
+        counts
+    )  # ~7 standard deviations
 
 
 def test_with_trace_is_replace_without_its_cost() -> None:
@@ -30,8 +32,25 @@ def test_with_trace_is_replace_without_its_cost() -> None:
 
     from scheduler.core.job import NewJob
 
-    job = NewJob("j1", "t", 5, 5, "Europe/Berlin", '{"a":1}', "", 3, "fixed", 1000, 2000, "none", 60_000,
-                 key="k", priority="2", dedupe_key="d", retry_given=False)
+    job = NewJob(
+        "j1",
+        "t",
+        5,
+        5,
+        "Europe/Berlin",
+        '{"a":1}',
+        "",
+        3,
+        "fixed",
+        1000,
+        2000,
+        "none",
+        60_000,
+        key="k",
+        priority="2",
+        dedupe_key="d",
+        retry_given=False,
+    )
     traced = job.with_trace("00-" + "a" * 32 + "-" + "b" * 16 + "-01")
     assert traced == replace(job, trace=traced.trace) and traced is not job
     assert job.trace == "" and traced.key == "k" and traced.retry_given is False

@@ -16,6 +16,13 @@ def test_rows_of_one_topic_on_several_partitions_merge_into_one() -> None:
         ["s", "3000|w|app", "9000", "0", "-1"],  # a live worker serves it on one partition
     ]
     s, t = merge_rows(rows)
-    assert (t.topic, t.worker, t.app, t.last_served, t.served, t.waiting, t.waiting_since) == \
-        ("t", "w-new", "app-new", ms_to_utc(3000), False, 3, ms_to_utc(4000))
+    assert (t.topic, t.worker, t.app, t.last_served, t.served, t.waiting, t.waiting_since) == (
+        "t",
+        "w-new",
+        "app-new",
+        ms_to_utc(3000),
+        False,
+        3,
+        ms_to_utc(4000),
+    )
     assert (s.topic, s.served, s.waiting, s.waiting_since) == ("s", True, 0, None)

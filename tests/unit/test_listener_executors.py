@@ -52,11 +52,17 @@ def test_executor_values_are_checked_naming_the_listener_the_value_and_the_choic
     assert EXECUTORS == ("loop", "thread", "process")
     with pytest.raises(ValueError) as err:
         reg.on_event("t", executor="fork")(render)  # type: ignore[arg-type]
-    assert str(err.value) == (f"executor of listener {__name__}.render must be one of 'loop', 'thread', "
-                              "'process' or None, got 'fork'")
-    with pytest.raises(ValueError, match=r"executor='loop' of listener .*\.render: a sync function would block"):
+    assert str(err.value) == (
+        f"executor of listener {__name__}.render must be one of 'loop', 'thread', "
+        "'process' or None, got 'fork'"
+    )
+    with pytest.raises(
+        ValueError, match=r"executor='loop' of listener .*\.render: a sync function would block"
+    ):
         reg.on_event("t", executor="loop")(render)
-    with pytest.raises(ValueError, match=r"executor='thread' of listener .*\.notify: an async function"):
+    with pytest.raises(
+        ValueError, match=r"executor='thread' of listener .*\.notify: an async function"
+    ):
         reg.on_event("t", executor="thread")(notify)
     assert reg.topics() == []  # nothing registered by a refused decorator
     reg.on_event("t", executor="loop")(notify)
@@ -68,21 +74,29 @@ def test_a_process_listener_must_be_importable_by_module_and_qualname() -> None:
     reg = ListenerRegistry()
     with pytest.raises(UnimportableListener) as err:
         reg.add("t", lambda event: None, executor="process")
-    assert f"listener {__name__}.test_a_process_listener_must_be_importable_by_module_and_qualname.<locals>." \
-           "<lambda> cannot run with executor='process'" in str(err.value)
+    assert (
+        f"listener {__name__}.test_a_process_listener_must_be_importable_by_module_and_qualname.<locals>."
+        "<lambda> cannot run with executor='process'" in str(err.value)
+    )
     assert "define it at module level" in str(err.value)
 
     def nested(event: Any) -> None:
         pass
 
-    with pytest.raises(UnimportableListener, match=r"<locals>\.nested cannot run with executor='process'"):
+    with pytest.raises(
+        UnimportableListener, match=r"<locals>\.nested cannot run with executor='process'"
+    ):
         reg.on_event("t", executor="process")(nested)
     nested.__module__ = "__main__"
     nested.__qualname__ = "nested"
-    with pytest.raises(UnimportableListener, match=r"listener __main__\.nested .* defined in __main__"):
+    with pytest.raises(
+        UnimportableListener, match=r"listener __main__\.nested .* defined in __main__"
+    ):
         reg.add("t", nested, executor="process")
     assert isinstance(err.value, ValueError) and reg.topics() == []
-    registry_module.on_event("module.level", executor="process")(render)  # the default registry's decorator
+    registry_module.on_event("module.level", executor="process")(
+        render
+    )  # the default registry's decorator
     try:
         assert registry_module.default_registry.in_process(render)
     finally:
@@ -95,10 +109,15 @@ def test_one_function_has_one_executor_and_the_registry_lists_its_process_listen
     reg.add("pdf", render, executor="process")
     reg.add("pdf", notify)
     reg.add("pdf.again", render, executor="process")  # the same executor for another topic: fine
-    with pytest.raises(ValueError, match=r"registered already with executor='process'; it cannot also run with "
-                                         r"executor=None"):
+    with pytest.raises(
+        ValueError,
+        match=r"registered already with executor='process'; it cannot also run with "
+        r"executor=None",
+    ):
         reg.add("other", render)
-    assert reg.process_listeners() == [render, render] and reg.process_listeners(["pdf"]) == [render]
+    assert reg.process_listeners() == [render, render] and reg.process_listeners(["pdf"]) == [
+        render
+    ]
     assert reg.process_listeners(["nothing"]) == []
     reg.remove("pdf", render)
     assert reg.in_process(render)  # still a listener of pdf.again
@@ -108,17 +127,26 @@ def test_one_function_has_one_executor_and_the_registry_lists_its_process_listen
 
 def test_first_use_refuses_a_listener_whose_module_level_name_is_another_object() -> None:
     (fn,) = _WRAPPED_REGISTRY.listeners("wrapped")
-    with pytest.raises(UnimportableListener, match=r"wrapped is <function wrapped at .*>, not the registered "
-                                                   r"function \(a decorator wraps it after @on_event\?\): "
-                                                   r"put @on_event outermost"):
+    with pytest.raises(
+        UnimportableListener,
+        match=r"wrapped is <function wrapped at .*>, not the registered "
+        r"function \(a decorator wraps it after @on_event\?\): "
+        r"put @on_event outermost",
+    ):
         check_resolves(fn)
-    with pytest.raises(ConfigError, match=rf"listener {__name__}\.wrapped cannot run with executor='process'"):
+    with pytest.raises(
+        ConfigError, match=rf"listener {__name__}\.wrapped cannot run with executor='process'"
+    ):
         ProcessPool(_WRAPPED_REGISTRY, WorkerSettings()).check(["wrapped"])
-    ProcessPool(_WRAPPED_REGISTRY, WorkerSettings()).check(["other"])  # a worker not serving it: no check
+    ProcessPool(_WRAPPED_REGISTRY, WorkerSettings()).check(
+        ["other"]
+    )  # a worker not serving it: no check
     reg = ListenerRegistry()
     reg.add("pdf", render, executor="process")
     ProcessPool(reg, WorkerSettings()).check(["pdf"])
-    with pytest.raises(UnimportableListener, match=r"importing 'no_such_module_x' failed: ModuleNotFoundError"):
+    with pytest.raises(
+        UnimportableListener, match=r"importing 'no_such_module_x' failed: ModuleNotFoundError"
+    ):
         resolve("no_such_module_x", "f")
     with pytest.raises(UnimportableListener, match=rf"module '{__name__}' has no 'missing.f'"):
         resolve(__name__, "missing.f")
@@ -126,7 +154,11 @@ def test_first_use_refuses_a_listener_whose_module_level_name_is_another_object(
 
 def test_pool_settings_are_bounded() -> None:
     settings = WorkerSettings()
-    assert (settings.processes, settings.max_jobs_per_child, settings.max_memory_mb_per_child) == (0, 0, 0)
+    assert (settings.processes, settings.max_jobs_per_child, settings.max_memory_mb_per_child) == (
+        0,
+        0,
+        0,
+    )
     assert ProcessPool(ListenerRegistry(), settings).size >= 1  # 0: the core count
     assert ProcessPool(ListenerRegistry(), WorkerSettings(processes=3)).size == 3
     for field in ("processes", "max_jobs_per_child", "max_memory_mb_per_child"):
@@ -165,14 +197,24 @@ def _raised(exc: BaseException) -> BaseException:
 
 def test_a_childs_exception_comes_back_with_its_type_message_and_traceback() -> None:
     back = rebuilt(error_of(_raised(Retry(delay=7, message="later"))), 42)
-    assert type(back) is Retry and back.delay == 7 and str(back) == "later"  # the retry decision survives
+    assert (
+        type(back) is Retry and back.delay == 7 and str(back) == "later"
+    )  # the retry decision survives
     assert "raised in listener process 42:\nTraceback (most recent call last):" in back.__notes__[0]
     assert "in _raised\n    raise exc" in back.__notes__[0]
     back = rebuilt(error_of(_raised(PageError(3))), 42)  # its __init__ is not called again
     assert type(back) is PageError and back.page == 3 and str(back) == "page 3 does not render"
-    back = rebuilt(error_of(_raised(Unpicklable("holds a lock"))), 42)  # one of the same name and message
-    assert type(back).__name__ == "Unpicklable" and type(back) is not Unpicklable and str(back) == "holds a lock"
-    assert type(back).__module__ == __name__ and back.__notes__[0].startswith("raised in listener process 42:")
+    back = rebuilt(
+        error_of(_raised(Unpicklable("holds a lock"))), 42
+    )  # one of the same name and message
+    assert (
+        type(back).__name__ == "Unpicklable"
+        and type(back) is not Unpicklable
+        and str(back) == "holds a lock"
+    )
+    assert type(back).__module__ == __name__ and back.__notes__[0].startswith(
+        "raised in listener process 42:"
+    )
     back = rebuilt(error_of(_raised(LocalError("defined in a function"))), 42)
     assert type(back).__name__ == "LocalError" and str(back) == "defined in a function"
     with pytest.raises(TypeError):
@@ -183,11 +225,13 @@ def test_an_event_that_does_not_pickle_is_refused_naming_the_listener() -> None:
     class Local:  # a payload model a child could not import
         pass
 
-    good = ScheduleArrivedEvent("j", "t", {"page": 1}, 1, 3, datetime.now(UTC),
-                                reporter=object())  # type: ignore[arg-type]
+    good = ScheduleArrivedEvent("j", "t", {"page": 1}, 1, 3, datetime.now(UTC), reporter=object())  # type: ignore[arg-type]
     assert pickle.loads(sent(render, good)).reporter is None
-    with pytest.raises(TypeError, match=rf"the event of listener {__name__}\.render cannot be sent to a child "
-                                        r"process \(executor='process'\): (PicklingError|AttributeError): .*Local"):
+    with pytest.raises(
+        TypeError,
+        match=rf"the event of listener {__name__}\.render cannot be sent to a child "
+        r"process \(executor='process'\): (PicklingError|AttributeError): .*Local",
+    ):
         sent(render, ScheduleArrivedEvent("j", "t", Local(), 1, 3, datetime.now(UTC)))
 
 

@@ -88,7 +88,10 @@ def test_a_refusal_names_the_field_path_the_value_and_the_rule() -> None:
         parse_payload(Order.model_validate, {"items": [{"to": "a"}, {"to": 5, "attempts": "many"}]})
     message = str(caught.value)
     assert message.startswith("payload.items[1].to: Input should be a valid string (got 5)")
-    assert "payload.items[1].attempts: Input should be a valid integer" in message and "(got 'many')" in message
+    assert (
+        "payload.items[1].attempts: Input should be a valid integer" in message
+        and "(got 'many')" in message
+    )
     assert type(caught.value.cause).__name__ == "ValidationError"
 
 

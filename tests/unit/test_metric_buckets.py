@@ -60,8 +60,14 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def scraped() -> Samples:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(free_port()), str(LATENCY_S)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(free_port()), str(LATENCY_S)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     code, _, text = out.stdout.partition("\n")
     assert Path(code).is_relative_to(ROOT), f"the child ran {code}, not this tree's code"
@@ -75,11 +81,14 @@ def scraped() -> Samples:
 @pytest.mark.parametrize("panel", ["Lateness p50 / p99", "Attempt duration p50 / p99"])
 def test_the_dashboard_quantile_of_a_5ms_latency_is_about_5ms(scraped: Samples, panel: str) -> None:
     queries = dashboard_queries(panel)
-    assert [q.split(",")[0] for q in queries] == ["histogram_quantile(0.5", "histogram_quantile(0.99"]
+    assert [q.split(",")[0] for q in queries] == [
+        "histogram_quantile(0.5",
+        "histogram_quantile(0.99",
+    ]
     for expr in queries:
         result = Evaluator(scraped).eval(expr)
         assert isinstance(result, dict) and len(result) == 1, result
-        (labels, value), = result.items()
+        ((labels, value),) = result.items()
         assert dict(labels)["topic"] == "t"
         # 5 ms lands in the (2.5 ms, 5 ms] bucket: p50 3.75 ms, p99 4.975 ms (the default
         # buckets gave 2.5 s and 4.95 s)
@@ -87,8 +96,11 @@ def test_the_dashboard_quantile_of_a_5ms_latency_is_about_5ms(scraped: Samples, 
 
 
 def test_buckets_run_from_1ms_to_1h(scraped: Samples) -> None:
-    les = {float(dict(labels)["le"]) for labels in scraped.series
-           if dict(labels)["__name__"] == "horae_job_lateness_seconds_bucket"}
+    les = {
+        float(dict(labels)["le"])
+        for labels in scraped.series
+        if dict(labels)["__name__"] == "horae_job_lateness_seconds_bucket"
+    }
     assert min(les) == 0.001 and max(les - {math.inf}) == 3600.0 and math.inf in les
     assert len(les) >= 15, sorted(les)
 
@@ -96,7 +108,11 @@ def test_buckets_run_from_1ms_to_1h(scraped: Samples) -> None:
 def test_histogram_quantile_interpolates_as_prometheus_does() -> None:
     inf = math.inf
     assert histogram_quantile(0.5, [(0.1, 0), (0.5, 10), (inf, 10)]) == pytest.approx(0.3)
-    assert histogram_quantile(0.5, [(0.1, 10), (inf, 10)]) == pytest.approx(0.05)  # first bucket from 0
-    assert histogram_quantile(0.99, [(1.0, 1), (inf, 10)]) == 1.0  # in +Inf: the highest finite bound
+    assert histogram_quantile(0.5, [(0.1, 10), (inf, 10)]) == pytest.approx(
+        0.05
+    )  # first bucket from 0
+    assert (
+        histogram_quantile(0.99, [(1.0, 1), (inf, 10)]) == 1.0
+    )  # in +Inf: the highest finite bound
     assert math.isnan(histogram_quantile(0.5, [(1.0, 0), (inf, 0)]))
     assert math.isnan(histogram_quantile(0.5, [(1.0, 3)]))  # no +Inf bucket

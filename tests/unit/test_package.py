@@ -39,7 +39,9 @@ def test_every_public_name_resolves_to_its_module() -> None:
     assert scheduler.__all__ == sorted(scheduler._SOURCES)
     for name in scheduler.__all__:
         value = getattr(scheduler, name)
-        assert getattr(value, "__module__", scheduler._SOURCES[name]) == scheduler._SOURCES[name], name
+        assert getattr(value, "__module__", scheduler._SOURCES[name]) == scheduler._SOURCES[name], (
+            name
+        )
     assert scheduler.SCHEDULE_FAILED_TOPIC == "schedule.failed"
 
 

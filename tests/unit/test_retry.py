@@ -32,15 +32,42 @@ def test_fixed_backoff_repeats_the_same_delay() -> None:
         (lambda: RetryPolicy(attempts="3"), "attempts", "'3' (str)"),  # type: ignore[arg-type]
         (lambda: RetryPolicy(attempts=True), "attempts", "True (bool)"),
         (lambda: RetryPolicy(attempts=2.0), "attempts", "2.0 (float)"),  # type: ignore[arg-type]
-        (lambda: Backoff("fixed", delay_ms=999), "backoff.delay", "from 1,000 to 3,600,000; got 999"),
+        (
+            lambda: Backoff("fixed", delay_ms=999),
+            "backoff.delay",
+            "from 1,000 to 3,600,000; got 999",
+        ),
         (lambda: Backoff("fixed", delay_ms=3_600_001), "backoff.delay", "got 3,600,001"),
-        (lambda: Backoff("linear", delay_ms=1000), "backoff.type", "exponential, fixed; got 'linear'"),  # type: ignore[arg-type]
-        (lambda: Backoff("fixed", 1_000, max_delay_ms=999), "backoff.max_delay", "from 1,000 to 86,400,000; got 999"),
-        (lambda: Backoff("fixed", 1_000, max_delay_ms=86_400_001), "backoff.max_delay", "got 86,400,001"),
-        (lambda: Backoff("fixed", 1_000, max_delay_ms=60_000.0), "backoff.max_delay", "60000.0 (float)"),  # type: ignore[arg-type]
-        (lambda: Backoff("fixed", 60_000, max_delay_ms=59_999), "backoff.max_delay",
-         ">= backoff.delay (60,000); got 59,999"),
-        (lambda: Backoff("fixed", 1_000, jitter="half"), "backoff.jitter", "none, full, equal; got 'half'"),  # type: ignore[arg-type]
+        (
+            lambda: Backoff("linear", delay_ms=1000),
+            "backoff.type",
+            "exponential, fixed; got 'linear'",
+        ),  # type: ignore[arg-type]
+        (
+            lambda: Backoff("fixed", 1_000, max_delay_ms=999),
+            "backoff.max_delay",
+            "from 1,000 to 86,400,000; got 999",
+        ),
+        (
+            lambda: Backoff("fixed", 1_000, max_delay_ms=86_400_001),
+            "backoff.max_delay",
+            "got 86,400,001",
+        ),
+        (
+            lambda: Backoff("fixed", 1_000, max_delay_ms=60_000.0),
+            "backoff.max_delay",
+            "60000.0 (float)",
+        ),  # type: ignore[arg-type]
+        (
+            lambda: Backoff("fixed", 60_000, max_delay_ms=59_999),
+            "backoff.max_delay",
+            ">= backoff.delay (60,000); got 59,999",
+        ),
+        (
+            lambda: Backoff("fixed", 1_000, jitter="half"),
+            "backoff.jitter",
+            "none, full, equal; got 'half'",
+        ),  # type: ignore[arg-type]
     ],
 )
 def test_out_of_bounds_is_rejected_with_the_code(build, field: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
@@ -62,8 +89,9 @@ def test_bounds_themselves_are_allowed() -> None:
 def test_the_contract_signature() -> None:
     b = Backoff("exponential", 30_000)
     assert (b.max_delay_ms, b.jitter) == (3_600_000, "none")
-    assert Backoff("fixed", 1_000, 5_000, "full") == Backoff(type="fixed", delay_ms=1_000, max_delay_ms=5_000,
-                                                              jitter="full")
+    assert Backoff("fixed", 1_000, 5_000, "full") == Backoff(
+        type="fixed", delay_ms=1_000, max_delay_ms=5_000, jitter="full"
+    )
 
 
 def test_the_cap_bounds_every_gap_of_twenty_attempts() -> None:
@@ -73,9 +101,15 @@ def test_the_cap_bounds_every_gap_of_twenty_attempts() -> None:
         assert max(delays) == 3_600_000 and all(1_000 <= d <= 3_600_000 for d in delays)
     policy = RetryPolicy(20, Backoff("exponential", 30_000, max_delay_ms=300_000))
     delays = [policy.decide(k).delay_ms for k in range(1, 20)]  # type: ignore[union-attr]
-    assert delays[:5] == [30_000, 60_000, 120_000, 240_000, 300_000] and set(delays[4:]) == {300_000}
+    assert delays[:5] == [30_000, 60_000, 120_000, 240_000, 300_000] and set(delays[4:]) == {
+        300_000
+    }
     # the default cap changes nothing below an hour: 30 s * 2^6 = 32 min, then the hour
-    assert [DEFAULT.backoff.delay_for_retry(k) for k in (7, 8, 9)] == [1_920_000, 3_600_000, 3_600_000]
+    assert [DEFAULT.backoff.delay_for_retry(k) for k in (7, 8, 9)] == [
+        1_920_000,
+        3_600_000,
+        3_600_000,
+    ]
 
 
 def test_a_fixed_backoff_ignores_the_cap_it_cannot_reach() -> None:
@@ -107,8 +141,10 @@ def test_jitter_values_with_a_fixed_draw() -> None:
 def test_dict_form_is_accepted() -> None:
     policy = parse_retry({"attempts": 3, "backoff": {"type": "fixed", "delay": 10000}}, DEFAULT)
     assert policy == RetryPolicy(3, Backoff("fixed", 10_000))
-    assert policy.to_dict() == {"attempts": 3, "backoff": {"type": "fixed", "delay": 10000, "max_delay": 3_600_000,
-                                                           "jitter": "none"}}
+    assert policy.to_dict() == {
+        "attempts": 3,
+        "backoff": {"type": "fixed", "delay": 10000, "max_delay": 3_600_000, "jitter": "none"},
+    }
     assert parse_retry(policy.to_dict(), DEFAULT) == policy
     assert parse_retry(None, DEFAULT) is DEFAULT
     assert parse_retry({"attempts": 2}, DEFAULT) == RetryPolicy(2, DEFAULT.backoff)
@@ -135,17 +171,31 @@ def test_bad_dict_forms_are_rejected(value: object) -> None:
 
 
 def test_dict_form_takes_max_delay_and_jitter() -> None:
-    policy = parse_retry({"attempts": 4, "backoff": {"type": "exponential", "delay": 2_000, "max_delay": 8_000,
-                                                     "jitter": "equal"}}, DEFAULT)
+    policy = parse_retry(
+        {
+            "attempts": 4,
+            "backoff": {
+                "type": "exponential",
+                "delay": 2_000,
+                "max_delay": 8_000,
+                "jitter": "equal",
+            },
+        },
+        DEFAULT,
+    )
     assert policy == RetryPolicy(4, Backoff("exponential", 2_000, 8_000, "equal"))
-    assert parse_retry({"backoff": {"jitter": "full"}}, DEFAULT).backoff == Backoff("exponential", 30_000,
-                                                                                   jitter="full")
+    assert parse_retry({"backoff": {"jitter": "full"}}, DEFAULT).backoff == Backoff(
+        "exponential", 30_000, jitter="full"
+    )
     with pytest.raises(RetryPolicyInvalid, match="allowed: type, delay, max_delay, jitter") as info:
         parse_retry({"backoff": {"type": "fixed", "delay": 1_000, "cap": 5_000}}, DEFAULT)
     assert info.value.field == "backoff"
     with pytest.raises(RetryPolicyInvalid) as info:
         parse_retry({"backoff": {"delay": 10_000, "max_delay": 5_000}}, DEFAULT)
-    assert (info.value.code, info.value.field) == ("SCHEDULE_RETRY_POLICY_INVALID", "backoff.max_delay")
+    assert (info.value.code, info.value.field) == (
+        "SCHEDULE_RETRY_POLICY_INVALID",
+        "backoff.max_delay",
+    )
 
 
 def test_listener_decisions() -> None:
@@ -157,9 +207,18 @@ def test_listener_decisions() -> None:
 
 @pytest.mark.parametrize(
     ("delay_s", "applied_ms"),
-    [(0, 1_000), (-5, 1_000), (0.2, 1_000), (1e7, 3_600_000), (float("inf"), 3_600_000), (float("nan"), 1_000)],
+    [
+        (0, 1_000),
+        (-5, 1_000),
+        (0.2, 1_000),
+        (1e7, 3_600_000),
+        (float("inf"), 3_600_000),
+        (float("nan"), 1_000),
+    ],
 )
-def test_a_listeners_retry_delay_is_clamped_into_the_bounds(delay_s: float, applied_ms: int) -> None:
+def test_a_listeners_retry_delay_is_clamped_into_the_bounds(
+    delay_s: float, applied_ms: int
+) -> None:
     decision = DEFAULT.decide(1, Retry(delay=delay_s))
     assert decision is not None and decision.delay_ms == applied_ms
     assert decision.requested_ms is not None  # the caller logs the clamp
@@ -167,7 +226,9 @@ def test_a_listeners_retry_delay_is_clamped_into_the_bounds(delay_s: float, appl
 
 def test_a_listeners_retry_delay_is_capped_by_the_jobs_own_max_delay() -> None:
     policy = RetryPolicy(3, Backoff("fixed", 1_000, max_delay_ms=86_400_000, jitter="full"))
-    assert policy.decide(1, Retry(delay=36_000)) == RetryDecision(36_000_000)  # within bounds: as asked, no jitter
+    assert policy.decide(1, Retry(delay=36_000)) == RetryDecision(
+        36_000_000
+    )  # within bounds: as asked, no jitter
     assert policy.decide(1, Retry(delay=1e7)) == RetryDecision(86_400_000, 1e10)
     small = RetryPolicy(3, Backoff("fixed", 1_000, max_delay_ms=5_000))
     assert small.decide(1, Retry(delay=60)) == RetryDecision(5_000, 60_000.0)

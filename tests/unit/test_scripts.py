@@ -75,17 +75,23 @@ def test_header_names_the_script_and_documents_its_returns(name: str) -> None:
 
 @pytest.mark.parametrize("table", ["KEYS", "ARGV"])
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_every_index_used_is_documented_and_every_documented_one_used(name: str, table: str) -> None:
+def test_every_index_used_is_documented_and_every_documented_one_used(
+    name: str, table: str
+) -> None:
     header, body = split(name)
     used = indexes(rf"\b{table}\[(\d+)\]", body)
     documented = indexes(rf"\b{table}\[(\d+)\]", header)
     open_ranges = indexes(rf"\b{table}\[(\d+)\.\.\]", header)  # ARGV[n..]: repeated groups from n
     for index in used - documented:
-        assert any(index >= start for start in open_ranges), f"{name}: {table}[{index}] used but not documented"
+        assert any(index >= start for start in open_ranges), (
+            f"{name}: {table}[{index}] used but not documented"
+        )
     for index in documented:
         assert index in used, f"{name}: {table}[{index}] documented but not used"
     for start in open_ranges:
-        assert re.search(rf"\bi = {start}\b", body), f"{name}: {table}[{start}..] documented but not read"
+        assert re.search(rf"\bi = {start}\b", body), (
+            f"{name}: {table}[{start}..] documented but not read"
+        )
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)

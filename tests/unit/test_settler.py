@@ -13,8 +13,8 @@ import pytest
 from scheduler.core.errors import StorageError
 from scheduler.core.job import Settlement
 from scheduler.store.scripts import SettleCode
-from scheduler.worker.settler import Settler
 from scheduler.testing.clocks import FakeClock
+from scheduler.worker.settler import Settler
 
 
 class FlakyStore:
@@ -43,8 +43,13 @@ async def test_a_failed_write_is_retried_until_it_lands() -> None:
     store = FlakyStore(failures=3)
     s = settler(store, retry_for_s=5.0)
     try:
-        replies = await asyncio.wait_for(asyncio.gather(
-            s.settle(Settlement("a", "w:1", "succeeded")), s.settle(Settlement("b", "w:1", "succeeded"))), 5)
+        replies = await asyncio.wait_for(
+            asyncio.gather(
+                s.settle(Settlement("a", "w:1", "succeeded")),
+                s.settle(Settlement("b", "w:1", "succeeded")),
+            ),
+            5,
+        )
     finally:
         await s.stop()
     assert replies == [SettleCode.COMPLETED, SettleCode.COMPLETED] and store.calls == 4

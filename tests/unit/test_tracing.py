@@ -28,8 +28,8 @@ from scheduler.observe.tracing import (
     get_tracer,
     is_noop,
     listener_span,
-    span_context_of,
     producer_span,
+    span_context_of,
     traceparent_of,
 )
 
@@ -55,25 +55,30 @@ def test_tracer_without_sdk_is_noop_and_sdk_tracer_is_not() -> None:
 
 def test_parse_reads_a_valid_traceparent_as_the_propagator_does() -> None:
     ours = span_context_of(VALID)
-    theirs = trace.get_current_span(TraceContextTextMapPropagator().extract({"traceparent": VALID})).get_span_context()
+    theirs = trace.get_current_span(
+        TraceContextTextMapPropagator().extract({"traceparent": VALID})
+    ).get_span_context()
     assert ours == theirs
     assert ours is not None and ours.is_remote and ours.trace_flags.sampled
     assert span_context_of(VALID[:-2] + "00").trace_flags.sampled is False  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("value", [
-    "",
-    VALID[:-1],                                                    # too short
-    VALID + "-extra",                                              # version 00 has exactly 4 fields
-    "ff" + VALID[2:],                                              # version ff is invalid
-    VALID.upper(),                                                 # hex is lowercase
-    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",     # all-zero trace id
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",     # all-zero parent id
-    "00-4bf92f3577b34da6a3ce929d0e0e473--00f067aa0ba902b7-01",     # a dash inside an id
-    "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     # int() would accept a sign
-    "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     # wrong separator
-    "01" + VALID[2:] + "x",                                        # later version: more fields follow a dash
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        VALID[:-1],  # too short
+        VALID + "-extra",  # version 00 has exactly 4 fields
+        "ff" + VALID[2:],  # version ff is invalid
+        VALID.upper(),  # hex is lowercase
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # all-zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  # all-zero parent id
+        "00-4bf92f3577b34da6a3ce929d0e0e473--00f067aa0ba902b7-01",  # a dash inside an id
+        "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # int() would accept a sign
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # wrong separator
+        "01" + VALID[2:] + "x",  # later version: more fields follow a dash
+    ],
+)
 def test_parse_rejects_what_the_spec_calls_invalid(value: str) -> None:
     assert span_context_of(value) is None
     assert context_from(value) is None
@@ -84,7 +89,9 @@ def test_a_later_version_keeps_its_first_four_fields() -> None:
     assert ctx is not None and f"{ctx.trace_id:032x}" == VALID[3:35]
 
 
-def test_format_round_trips_and_matches_the_propagator(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+def test_format_round_trips_and_matches_the_propagator(
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     tracer, _ = sdk
     with producer_span(tracer, "t") as span:
         carrier: dict[str, str] = {}
@@ -95,7 +102,9 @@ def test_format_round_trips_and_matches_the_propagator(sdk: tuple[trace.Tracer, 
     assert traceparent_of(trace.INVALID_SPAN) == ""
 
 
-def test_attempt_and_listener_spans_continue_the_stored_trace(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+def test_attempt_and_listener_spans_continue_the_stored_trace(
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     tracer, exporter = sdk
     with producer_span(tracer, "t", attributes={MESSAGING_MESSAGE_ID: "j1"}) as producer:
         stored = traceparent_of(producer)
@@ -110,16 +119,25 @@ def test_attempt_and_listener_spans_continue_the_stored_trace(sdk: tuple[trace.T
     listeners = [sp for sp in spans if sp.kind is SpanKind.INTERNAL]
     assert [sp.attributes[JOB_ATTEMPT] for sp in attempts] == [1, 2]  # type: ignore[index]
     for sp in attempts:
-        assert sp.parent is not None and sp.parent.span_id == producer_ctx.span_id and sp.parent.is_remote
+        assert (
+            sp.parent is not None
+            and sp.parent.span_id == producer_ctx.span_id
+            and sp.parent.is_remote
+        )
         assert sp.context.trace_id == producer_ctx.trace_id
         assert sp.attributes[JOB_ID] == sp.attributes[MESSAGING_MESSAGE_ID] == "j1"  # type: ignore[index]
-        assert sp.attributes[MESSAGING_SYSTEM] == "horae" and sp.attributes[MESSAGING_DESTINATION] == "t"  # type: ignore[index]
+        assert (
+            sp.attributes[MESSAGING_SYSTEM] == "horae"
+            and sp.attributes[MESSAGING_DESTINATION] == "t"
+        )  # type: ignore[index]
         assert sp.attributes[ATTEMPT_OUTCOME] == "succeeded"  # type: ignore[index]
     assert [sp.parent.span_id for sp in listeners] == [a.context.span_id for a in attempts]  # type: ignore[union-attr]
     assert all(sp.name == "mod.fn" and sp.attributes[LISTENER] == "mod.fn" for sp in listeners)  # type: ignore[index]
 
 
-def test_a_bad_stored_traceparent_starts_a_new_trace(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+def test_a_bad_stored_traceparent_starts_a_new_trace(
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     tracer, exporter = sdk
     with attempt_span(tracer, "t", "garbage", "j1", 1, 1, 0):
         pass
@@ -127,7 +145,9 @@ def test_a_bad_stored_traceparent_starts_a_new_trace(sdk: tuple[trace.Tracer, In
     assert span.parent is None
 
 
-def test_errors_are_recorded_where_the_contract_says(sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+def test_errors_are_recorded_where_the_contract_says(
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     tracer, exporter = sdk
     with pytest.raises(ValueError), attempt_span(tracer, "t", "", "j1", 1, 1, 0):
         with listener_span(tracer, "mod.fn"):
@@ -135,15 +155,23 @@ def test_errors_are_recorded_where_the_contract_says(sdk: tuple[trace.Tracer, In
     with pytest.raises(RuntimeError), producer_span(tracer, "t"):
         raise RuntimeError("no store")
     listener, attempt, producer = exporter.get_finished_spans()
-    assert listener.status.status_code is StatusCode.ERROR and listener.status.description == "ValueError: boom"
+    assert (
+        listener.status.status_code is StatusCode.ERROR
+        and listener.status.description == "ValueError: boom"
+    )
     assert [e.attributes["exception.type"] for e in listener.events] == ["ValueError"]  # type: ignore[index]
-    assert attempt.status.status_code is StatusCode.UNSET and not attempt.events, "the worker sets the outcome"
-    assert producer.status.status_code is StatusCode.ERROR and producer.events[0].name == "exception"
+    assert attempt.status.status_code is StatusCode.UNSET and not attempt.events, (
+        "the worker sets the outcome"
+    )
+    assert (
+        producer.status.status_code is StatusCode.ERROR and producer.events[0].name == "exception"
+    )
     assert current_traceparent() == ""
 
 
 def test_a_cron_tick_starts_a_new_trace_linked_to_its_schedule(
-        sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     tracer, exporter = sdk
     with producer_span(tracer, "t", "create"):
         with producer_span(tracer, "t", "create", new_trace=True, link_to=VALID) as tick:
@@ -175,7 +203,8 @@ def test_a_sampled_parent_gives_the_attempt_its_attributes_at_start(flags: str) 
 
 
 def test_an_unsampled_parent_builds_no_attributes_unless_the_sampler_records_anyway(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Under a parent-based sampler an unsampled job's attempt records nothing and builds no
     attribute dict; a sampler that ignores the parent (ALWAYS_ON) still gets them all."""
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
@@ -200,19 +229,26 @@ def test_an_unsampled_parent_builds_no_attributes_unless_the_sampler_records_any
 
 
 def test_a_producer_span_that_is_not_current_still_parents_under_the_callers_span(
-        sdk: tuple[trace.Tracer, InMemorySpanExporter]) -> None:
+    sdk: tuple[trace.Tracer, InMemorySpanExporter],
+) -> None:
     """The scheduling call's span is not made current (nothing runs under it but our store
     call), yet it is the child of the caller's span and its traceparent is its own; the
     attribute callable is called only for a recording span."""
     tracer, exporter = sdk
     calls: list[int] = []
     with producer_span(tracer, "caller") as caller:
-        with producer_span(tracer, "t", attributes=lambda: calls.append(1) or {MESSAGING_MESSAGE_ID: "j1"},
-                           current=False) as span:
+        with producer_span(
+            tracer,
+            "t",
+            attributes=lambda: calls.append(1) or {MESSAGING_MESSAGE_ID: "j1"},
+            current=False,
+        ) as span:
             assert current_traceparent() == traceparent_of(caller) != traceparent_of(span)
     inner = exporter.get_finished_spans()[0]
     assert inner.parent is not None and inner.parent.span_id == caller.get_span_context().span_id
     assert inner.attributes[MESSAGING_MESSAGE_ID] == "j1" and calls == [1]  # type: ignore[index]
-    with producer_span(trace.NoOpTracer(), "t", attributes=lambda: calls.append(2) or {}, current=False):
+    with producer_span(
+        trace.NoOpTracer(), "t", attributes=lambda: calls.append(2) or {}, current=False
+    ):
         pass
     assert calls == [1], "a non-recording span builds no attributes"

@@ -13,8 +13,18 @@ DEFAULTS: dict[str, Any] = {"default_retry": RetryPolicy(), "default_timeout_ms"
 
 
 def job(**overrides: Any) -> Any:
-    args: dict[str, Any] = {"topic": "t", "run_at_ms": 5_000, "tz": "UTC", "payload": None, "retry": None,
-                            "metadata": None, "timeout": None, "job_id": None, "cron": "", **overrides}
+    args: dict[str, Any] = {
+        "topic": "t",
+        "run_at_ms": 5_000,
+        "tz": "UTC",
+        "payload": None,
+        "retry": None,
+        "metadata": None,
+        "timeout": None,
+        "job_id": None,
+        "cron": "",
+        **overrides,
+    }
     return build_job(**args, **DEFAULTS, now_ms=1_000)
 
 

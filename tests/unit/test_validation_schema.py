@@ -3,7 +3,7 @@ one) as the worker will see it: refused with InvalidPayload naming the field."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,8 +21,20 @@ class Email(BaseModel):
 
 
 def job(payload: Any, validate: Any) -> Any:
-    return build_job("email.send", 5_000, "UTC", payload, None, None, None, None, "", **DEFAULTS,
-                     now_ms=1_000, validate=validate)
+    return build_job(
+        "email.send",
+        5_000,
+        "UTC",
+        payload,
+        None,
+        None,
+        None,
+        None,
+        "",
+        **DEFAULTS,
+        now_ms=1_000,
+        validate=validate,
+    )
 
 
 def test_a_valid_payload_is_stored_as_given() -> None:
@@ -50,4 +62,4 @@ def test_the_schema_sees_the_json_value_not_the_python_one() -> None:
     job({"at": (1, 2)}, record)
     assert seen == [{"at": [1, 2]}], "a tuple reaches the worker as a list"
     with pytest.raises(InvalidPayload, match="JSON-serializable"):
-        job({"at": datetime(2027, 1, 1, tzinfo=timezone.utc)}, record)
+        job({"at": datetime(2027, 1, 1, tzinfo=UTC)}, record)

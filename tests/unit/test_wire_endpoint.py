@@ -16,14 +16,28 @@ def endpoint(url: str) -> Endpoint:
 
 def test_tls_with_a_user_and_password() -> None:
     e = endpoint("rediss://app:s%40cret@cache.example:6390/4")
-    assert (e.host, e.port, e.path, e.username, e.password, e.db) == ("cache.example", 6390, None, "app", "s@cret", 4)
+    assert (e.host, e.port, e.path, e.username, e.password, e.db) == (
+        "cache.example",
+        6390,
+        None,
+        "app",
+        "s@cret",
+        4,
+    )
     assert isinstance(e.ssl, ssl.SSLContext)
     assert e.handshake() == [("AUTH", "app", "s@cret"), ("SELECT", 4)]
 
 
 def test_plain_tcp_with_a_password_only() -> None:
     e = endpoint("redis://:pw@10.0.0.5/0")
-    assert (e.host, e.port, e.ssl, e.username, e.password, e.db) == ("10.0.0.5", 6379, None, None, "pw", 0)
+    assert (e.host, e.port, e.ssl, e.username, e.password, e.db) == (
+        "10.0.0.5",
+        6379,
+        None,
+        None,
+        "pw",
+        0,
+    )
     assert e.handshake() == [("AUTH", "pw")]
 
 

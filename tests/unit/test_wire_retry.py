@@ -21,7 +21,9 @@ class Broken(WireConnection):
     async def _call(self, *args: Any, raw: bool = False) -> Any:
         return (await self._call_many([args]))[0]
 
-    async def _call_many(self, commands: Any, raw: Any = (), return_exceptions: bool = False) -> list[Any]:
+    async def _call_many(
+        self, commands: Any, raw: Any = (), return_exceptions: bool = False
+    ) -> list[Any]:
         self.sent += 1
         if self.sent <= self.failures:
             raise RedisConnectionError("Connection closed by server")
