@@ -19,15 +19,24 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api import Scheduler
-from scheduler.cli.common import (Invalid, echo_json, error_lines, iso, mask_urls, no_relay, print_table, to_json,
-                                  when_text)
+from scheduler.cli.common import (
+    Invalid,
+    echo_json,
+    error_lines,
+    iso,
+    mask_urls,
+    no_relay,
+    print_table,
+    to_json,
+    when_text,
+)
 from scheduler.core.config import Settings
 from scheduler.core.errors import InvalidDelay, SchedulerError
 from scheduler.core.job import JobInfo, JobState
-from scheduler.store.listing import MAX_LIMIT
 from scheduler.core.outbox import FAILED_OUTCOMES, INVALID_PAYLOAD
 from scheduler.core.progress import LogLine
 from scheduler.core.timeutil import ms_to_utc, parse_duration
+from scheduler.store.listing import MAX_LIMIT
 
 Run = Callable[[Any], Any]
 STATES = [s.value for s in JobState]
@@ -52,7 +61,11 @@ def _missing(settings: Settings, job_id: str) -> str:
 def superseded(info: JobInfo) -> bool:
     """The job completed after the attempt whose error `last_error` holds (an invalid_payload
     completion's last_error is its own refusal, not an earlier error)."""
-    return info.state is JobState.COMPLETED and bool(info.last_error) and info.outcome != INVALID_PAYLOAD
+    return (
+        info.state is JobState.COMPLETED
+        and bool(info.last_error)
+        and info.outcome != INVALID_PAYLOAD
+    )
 
 
 def error_label(info: JobInfo, attempt: int | None) -> str:
@@ -67,34 +80,80 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
     table = Table(title=f"job {info.id}", show_header=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("value")
-    for name in ("topic", "state", "outcome", "attempts", "max_attempts", "run_at", "tz", "next_attempt_at",
-                 "created_at", "finished_at", "key", "priority", "cron", "timeout_ms", "backoff_type",
-                 "backoff_delay_ms", "backoff_max_delay_ms", "backoff_jitter", "deduplicated"):
+    for name in (
+        "topic",
+        "state",
+        "outcome",
+        "attempts",
+        "max_attempts",
+        "run_at",
+        "tz",
+        "next_attempt_at",
+        "created_at",
+        "finished_at",
+        "key",
+        "priority",
+        "cron",
+        "timeout_ms",
+        "backoff_type",
+        "backoff_delay_ms",
+        "backoff_max_delay_ms",
+        "backoff_jitter",
+        "deduplicated",
+    ):
         value = doc[name]
         table.add_row(name, Text("-" if value is None else str(value)))
     for name in ("payload", "metadata"):
         table.add_row(name, Text(json.dumps(doc[name], indent=1)))
     if info.progress is not None:
-        table.add_row("progress", Text(_progress_text(info.progress.percent, info.progress.message)))
+        table.add_row(
+            "progress", Text(_progress_text(info.progress.percent, info.progress.message))
+        )
     if info.logs:
-        table.add_row(f"logs (last {len(info.logs)})", Text("\n".join(_log_text(line) for line in info.logs)))
+        table.add_row(
+            f"logs (last {len(info.logs)})", Text("\n".join(_log_text(line) for line in info.logs))
+        )
     error = info.last_error
     if error:
-        table.add_row(error_label(info, doc["last_error_attempt"]), Text("\n".join(error_lines(error))))
+        table.add_row(
+            error_label(info, doc["last_error_attempt"]), Text("\n".join(error_lines(error)))
+        )
     print_table(console, table)
     if doc["audit_attempts"] is None:
         click.echo(f"attempts from the audit trail: unavailable ({doc['audit_error']})")
         return
-    attempts = Table("#", "worker", "started (UTC)", "outcome", "ms", "late ms", "progress", "error",
-                     title="attempts (audit)")
+    attempts = Table(
+        "#",
+        "worker",
+        "started (UTC)",
+        "outcome",
+        "ms",
+        "late ms",
+        "progress",
+        "error",
+        title="attempts (audit)",
+    )
     for a in doc["audit_attempts"]:
-        error_text = f"{a['error_type']}: {a['error_message']}" if a["error_type"] or a["error_message"] else ""
-        progress = "" if a["progress_percent"] is None else _progress_text(a["progress_percent"],
-                                                                           a["progress_message"])
-        attempts.add_row(str(a["attempt"]), a["worker"] or "", a["started_at"] or "", a["outcome"] or "running",
-                         "" if a["duration_ms"] is None else str(a["duration_ms"]),
-                         "" if a["lateness_ms"] is None else str(a["lateness_ms"]), Text(progress),
-                         Text(error_text))
+        error_text = (
+            f"{a['error_type']}: {a['error_message']}"
+            if a["error_type"] or a["error_message"]
+            else ""
+        )
+        progress = (
+            ""
+            if a["progress_percent"] is None
+            else _progress_text(a["progress_percent"], a["progress_message"])
+        )
+        attempts.add_row(
+            str(a["attempt"]),
+            a["worker"] or "",
+            a["started_at"] or "",
+            a["outcome"] or "running",
+            "" if a["duration_ms"] is None else str(a["duration_ms"]),
+            "" if a["lateness_ms"] is None else str(a["lateness_ms"]),
+            Text(progress),
+            Text(error_text),
+        )
     print_table(console, attempts)
 
 
@@ -114,11 +173,15 @@ def _parse_when(text: str, now_ms: int) -> datetime:
         return ms_to_utc(now_ms + round(parse_duration(text, "WHEN") * 1000))
     except InvalidDelay:
         pass
+    except OverflowError:
+        raise Invalid(f"WHEN {text!r} is past the year 9999; give a delay or datetime before it") from None
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise Invalid(f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: wall time in --tz) or a "
-                      f"delay such as 2h or 90s; got {text!r}") from None
+        raise Invalid(
+            f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: wall time in --tz) or a "
+            f"delay such as 2h or 90s; got {text!r}"
+        ) from None
 
 
 def register(cli: click.Group, run: Run, console: Console) -> None:
@@ -130,14 +193,29 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @jobs.command("list")
     @click.option("--topic", default=None, help="Only jobs of this topic.")
-    @click.option("--state", type=click.Choice(STATES), default=None, help="Only jobs in this state.")
-    @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
-                  help="Jobs per page.")
+    @click.option(
+        "--state", type=click.Choice(STATES), default=None, help="Only jobs in this state."
+    )
+    @click.option(
+        "--limit",
+        type=click.IntRange(1, MAX_LIMIT),
+        default=100,
+        show_default=True,
+        help="Jobs per page.",
+    )
     @click.option("--cursor", default=None, help="The cursor printed by the previous page.")
-    @click.option("--json", "as_json", is_flag=True, help='One JSON object {"items": [...], "cursor": ...}.')
+    @click.option(
+        "--json", "as_json", is_flag=True, help='One JSON object {"items": [...], "cursor": ...}.'
+    )
     @click.pass_obj
-    def jobs_list(settings: Settings, topic: str | None, state: str | None, limit: int, cursor: str | None,
-                  as_json: bool) -> None:
+    def jobs_list(
+        settings: Settings,
+        topic: str | None,
+        state: str | None,
+        limit: int,
+        cursor: str | None,
+        as_json: bool,
+    ) -> None:
         """One page of jobs: waiting ones first (highest priority, then earliest), then running,
         completed, failed, cancelled. The next page's cursor is printed after the table."""
 
@@ -149,21 +227,48 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_json({"items": page.items, "cursor": page.cursor})
             return
-        title = f"jobs in {settings.namespace}" + (f", topic {topic}" if topic else "") + (
-            f", {state}" if state else "")
-        table = Table("id", "topic", "state", "attempts", "run at (UTC)", "next attempt (UTC)", "key", "priority",
-                      "last error", title=title)
+        title = (
+            f"jobs in {settings.namespace}"
+            + (f", topic {topic}" if topic else "")
+            + (f", {state}" if state else "")
+        )
+        table = Table(
+            "id",
+            "topic",
+            "state",
+            "attempts",
+            "run at (UTC)",
+            "next attempt (UTC)",
+            "key",
+            "priority",
+            "last error",
+            title=title,
+        )
         for j in page.items:
             first_error = (error_lines(j.last_error) or [""])[0]
-            table.add_row(j.id, j.topic, j.state.value, f"{j.attempts}/{j.max_attempts}", _when(j.run_at),
-                          _when(j.next_attempt_at), j.key or "", str(j.priority), Text(first_error))
+            table.add_row(
+                j.id,
+                j.topic,
+                j.state.value,
+                f"{j.attempts}/{j.max_attempts}",
+                _when(j.run_at),
+                _when(j.next_attempt_at),
+                j.key or "",
+                str(j.priority),
+                Text(first_error),
+            )
         print_table(console, table)
         if page.cursor:
             click.echo(f"next page: --cursor {page.cursor}")
 
     @jobs.command("show")
     @click.argument("job_id")
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object: the job's fields and its attempts.")
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="One JSON object: the job's fields and its attempts.",
+    )
     @click.pass_obj
     def jobs_show(settings: Settings, job_id: str, as_json: bool) -> None:
         """One job as Redis holds it and, when the audit trail is reachable, its attempts."""
@@ -183,9 +288,12 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             raise click.ClickException(_missing(settings, job_id))
         failed = [a.attempt for a in attempts or [] if a.outcome in FAILED_OUTCOMES]
         doc = to_json(info)
-        doc.update(last_error_attempt=failed[-1] if failed and info.last_error else None,
-                   last_error_superseded=superseded(info),
-                   audit_attempts=None if attempts is None else to_json(attempts), audit_error=audit_error)
+        doc.update(
+            last_error_attempt=failed[-1] if failed and info.last_error else None,
+            last_error_superseded=superseded(info),
+            audit_attempts=None if attempts is None else to_json(attempts),
+            audit_error=audit_error,
+        )
         if as_json:
             echo_json(doc)
         else:
@@ -193,7 +301,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @jobs.command("stats")
     @click.option("--topic", default=None, help="Only jobs of this topic.")
-    @click.option("--json", "as_json", is_flag=True, help='One JSON object {"<state>": count, ...}.')
+    @click.option(
+        "--json", "as_json", is_flag=True, help='One JSON object {"<state>": count, ...}.'
+    )
     @click.pass_obj
     def jobs_stats(settings: Settings, topic: str | None, as_json: bool) -> None:
         """Jobs per state currently in Redis."""
@@ -206,15 +316,21 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_json(counts)
             return
-        table = Table("state", "jobs", title=f"namespace {settings.namespace}" + (f", topic {topic}" if topic else ""))
+        table = Table(
+            "state",
+            "jobs",
+            title=f"namespace {settings.namespace}" + (f", topic {topic}" if topic else ""),
+        )
         for state, n in counts.items():
             table.add_row(state, str(n))
         print_table(console, table)
         for t in known:  # known topics no live worker serves (scheduler/store/topic_memory.py)
             if t.waiting and topic in (None, t.topic):
                 since = when_text(t.waiting_since)
-                click.echo(f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
-                           f"(last served {when_text(t.last_served)} by {t.app})")
+                click.echo(
+                    f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
+                    f"(last served {when_text(t.last_served)} by {t.app})"
+                )
 
     for verb in ("cancel", "retry", "delete"):
         _operation(jobs, run, verb)
@@ -222,8 +338,15 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @jobs.command("reschedule")
     @click.argument("job_id")
     @click.argument("when")
-    @click.option("--tz", default="UTC", show_default=True, help="IANA zone of a naive WHEN (kept with the job).")
-    @click.option("--json", "as_json", is_flag=True, help='One JSON object {"id", "changed", "run_at", "tz"}.')
+    @click.option(
+        "--tz",
+        default="UTC",
+        show_default=True,
+        help="IANA zone of a naive WHEN (kept with the job).",
+    )
+    @click.option(
+        "--json", "as_json", is_flag=True, help='One JSON object {"id", "changed", "run_at", "tz"}.'
+    )
     @click.pass_obj
     def jobs_reschedule(settings: Settings, job_id: str, when: str, tz: str, as_json: bool) -> None:
         """Move a scheduled or retrying job to WHEN: an ISO datetime (naive: wall time in --tz;
@@ -237,15 +360,20 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 info = await s.get_job(job_id)
                 if info is None:
                     raise click.ClickException(_missing(settings, job_id))
-                raise click.ClickException(f"{job_id}: not rescheduled: it is {info.state.value}; "
-                                           f"{REFUSED['reschedule']}")
+                raise click.ClickException(
+                    f"{job_id}: not rescheduled: it is {info.state.value}; {REFUSED['reschedule']}"
+                )
 
         info = run(main())
         run_at = info.run_at if info is not None else None
         if as_json:
             echo_json({"id": job_id, "changed": True, "run_at": run_at, "tz": tz})
             return
-        local = f" ({run_at.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M:%S %Z})" if run_at and tz != "UTC" else ""
+        local = (
+            f" ({run_at.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M:%S %Z})"
+            if run_at and tz != "UTC"
+            else ""
+        )
         click.echo(f"{job_id}: rescheduled to {iso(run_at)}{local}")
 
     cron = cli.commands["cron"]
@@ -265,7 +393,9 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
         info = run(main())
         if info is None:
-            raise click.ClickException(f"no cron schedule named {name!r} in namespace {settings.namespace!r}")
+            raise click.ClickException(
+                f"no cron schedule named {name!r} in namespace {settings.namespace!r}"
+            )
         if as_json:
             echo_json(info)
             return
@@ -274,13 +404,25 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         table.add_column("field", style="bold", no_wrap=True)
         table.add_column("value")
         for field, value in (
-            ("every" if info.every else "cron", info.trigger.removeprefix("every ")), ("zone", info.tz),
+            ("every" if info.every else "cron", info.trigger.removeprefix("every ")),
+            ("zone", info.tz),
             ("topic", info.topic),
-            ("declared", "in code, beside its listeners (@on_event)" if info.declared else "no (schedule_cron)"),
-            ("next run (zone)", nxt.astimezone(ZoneInfo(info.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-"),
-            ("next run (UTC)", _when(nxt)), ("last run (UTC)", _when(info.last_run_at)),
-            ("misfire", info.misfire), ("paused", "yes" if info.paused else "no"),
-            ("max attempts", str(info.max_attempts)), ("payload", json.dumps(info.payload)),
+            (
+                "declared",
+                "in code, beside its listeners (@on_event)"
+                if info.declared
+                else "no (schedule_cron)",
+            ),
+            (
+                "next run (zone)",
+                nxt.astimezone(ZoneInfo(info.tz)).strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
+            ),
+            ("next run (UTC)", _when(nxt)),
+            ("last run (UTC)", _when(info.last_run_at)),
+            ("misfire", info.misfire),
+            ("paused", "yes" if info.paused else "no"),
+            ("max attempts", str(info.max_attempts)),
+            ("payload", json.dumps(info.payload)),
             ("metadata", json.dumps(dict(info.metadata))),
         ):
             table.add_row(field, Text(value))
@@ -290,15 +432,22 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 def _operation(jobs: click.Group, run: Run, verb: str) -> None:
     """`jobs cancel|retry|delete ID...`: one line per id; exit 1 when any id was not changed."""
 
-    @jobs.command(verb, help={
-        "cancel": "Cancel jobs: a waiting or retrying job never runs again; a running attempt finishes "
-                  "but the job ends cancelled.",
-        "retry": "Run failed or cancelled jobs again, due now, with a fresh budget of attempts.",
-        "delete": "Delete jobs that are not running (their ids are free again).",
-    }[verb])
+    @jobs.command(
+        verb,
+        help={
+            "cancel": "Cancel jobs: a waiting or retrying job never runs again; a running attempt finishes "
+            "but the job ends cancelled.",
+            "retry": "Run failed or cancelled jobs again, due now, with a fresh budget of attempts.",
+            "delete": "Delete jobs that are not running (their ids are free again).",
+        }[verb],
+    )
     @click.argument("ids", nargs=-1, required=True)
-    @click.option("--json", "as_json", is_flag=True,
-                  help='One JSON object {"results": [{"id", "changed", "state", "error"}]}.')
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON object {"results": [{"id", "changed", "state", "error"}]}.',
+    )
     @click.pass_context
     def command(ctx: click.Context, ids: tuple[str, ...], as_json: bool) -> None:
         settings: Settings = ctx.obj
@@ -312,11 +461,22 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
                 for i in unique:
                     after = await s.get_job(i)
                     ok = i in changed
-                    error = (None if ok else _missing(settings, i) if before[i] is None
-                             else f"{i}: not {DONE[verb]}: it is "
-                                  f"{(after or before[i]).state.value}; {REFUSED[verb]}")  # type: ignore[union-attr]
-                    results.append({"id": i, "changed": ok, "state": after.state.value if after else None,
-                                    "error": error})
+                    error = (
+                        None
+                        if ok
+                        else _missing(settings, i)
+                        if before[i] is None
+                        else f"{i}: not {DONE[verb]}: it is "
+                        f"{(after or before[i]).state.value}; {REFUSED[verb]}"
+                    )  # type: ignore[union-attr]
+                    results.append(
+                        {
+                            "id": i,
+                            "changed": ok,
+                            "state": after.state.value if after else None,
+                            "error": error,
+                        }
+                    )
                 return results
 
         results = run(main())
