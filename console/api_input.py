@@ -13,7 +13,8 @@ from fastapi import Body, HTTPException, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from console.data import STATES
-from scheduler.core.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_LEN, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: console.api)
 
 
 class FieldInvalid(HTTPException):

@@ -19,7 +19,8 @@ from scheduler.core.errors import (
     ScheduleError,
     shown,
 )
-from scheduler.core.flow import MAX_KEY_LEN, Dedupe, parse_priority
+from scheduler.core.flow import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: a job key's limit)
+from scheduler.core.flow import Dedupe, parse_priority
 from scheduler.core.job import NewJob, new_job_id
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.core.retry import RetryPolicy, parse_retry
