@@ -13,7 +13,8 @@ from fastapi import Body, HTTPException, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from console.data import STATES
-from scheduler.core.validation import MAX_JSON_DEPTH, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: console.api)
 
 
 class FieldInvalid(HTTPException):
@@ -70,9 +71,9 @@ Whole = BeforeValidator(json_int)  # after the Field bounds, or the document los
 # A text PostgreSQL and the engine can store: no NUL; a topic has a non-blank character.
 STORABLE = r"^[^\x00]*$"
 NAME = r"^[^\x00]*[^\s\x00][^\x00]*$"
-MAX_KEY_LEN = 512
 JSON_LIMITS = (
-    f"any JSON, at most [limits] json_bytes as JSON (512 KiB by default) and {MAX_JSON_DEPTH} levels "
+    f"any JSON, at most [limits] json_bytes as JSON ({MAX_JSON_BYTES // 1024} KiB by default) "
+    f"and {MAX_JSON_DEPTH} levels "
     "of arrays and objects deep, without NUL or an unpaired surrogate in its strings (a 400 naming "
     "the member)"
 )

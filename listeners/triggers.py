@@ -19,7 +19,9 @@ from listeners.shown import shown
 
 MISFIRE_MODES = ("coalesce", "skip", "all")
 MIN_EVERY_MS = 1000  # an interval shorter than a second is a busy loop, not a schedule
-MAX_NAME_LEN = 200  # scheduler.core.validation.MAX_ID_LEN: tick ids are cron:{name}:{ms}
+# A schedule's name, and a job's id (scheduler.core.validation.MAX_ID_LEN): tick ids are
+# cron:{name}:{ms}.
+MAX_NAME_LEN = 200
 # A cron expression's length: every field written as a list of each value fits
 # ("0,1,...,59" is 170 characters, and names are kept with the schedule and its ticks).
 MAX_CRON_LEN = 256

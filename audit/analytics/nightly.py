@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from scheduler import Scheduler
 
 NIGHTLY_TOPIC: Final = "horae.audit.nightly"
-NIGHTLY_CRON: Final = "30 2 * * *"
 
 
 def nightly_window(fired_at: datetime, zone: str) -> tuple[date, date]:

@@ -21,7 +21,7 @@ PRIORITY_ALIASES: dict[str, int] = {"low": -1, "normal": 0, "high": 1}
 
 MAX_RATE = 1_000_000
 MIN_RATE_PER_MS, MAX_RATE_PER_MS = 1, 86_400_000  # 1 ms .. 1 day
-MAX_DEDUPE_KEY = 512
+MAX_KEY_LEN = 512  # a job's key and a dedupe key, in characters
 MAX_DEDUPE_WINDOW_MS = 30 * 86_400_000  # 30 days
 DEDUPE_MODES = ("throttle", "debounce")
 
@@ -131,14 +131,14 @@ class Dedupe:
 
     def __post_init__(self) -> None:
         key = self.key
-        if not isinstance(key, str) or not key or len(key) > MAX_DEDUPE_KEY or "\x00" in key:
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN or "\x00" in key:
             text = (
                 shown(key)
                 if not isinstance(key, str) or len(key) <= 60
                 else f"{key[:60]!r}... ({len(key):,} chars)"
             )
             raise InvalidFlowOption(
-                f"dedupe.key must be a non-empty string of at most {MAX_DEDUPE_KEY} characters "
+                f"dedupe.key must be a non-empty string of at most {MAX_KEY_LEN} characters "
                 f"without NUL; got {text}",
                 field="dedupe.key",
             )

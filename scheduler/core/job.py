@@ -22,7 +22,7 @@ from scheduler.core.outbox import (
     Outcome,
 )
 from scheduler.core.progress import Progress
-from scheduler.core.retry import DEFAULT_MAX_DELAY_MS
+from scheduler.core.retry import DEFAULT_DELAY_MS, DEFAULT_MAX_DELAY_MS
 
 _ID_BYTES = 12  # 96 random bits = exactly 16 base64 characters
 _NOT_BASE62 = frozenset("-_")
@@ -79,7 +79,7 @@ class JobInfo:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     tz: str = "UTC"
     backoff_type: str = "exponential"
-    backoff_delay_ms: int = 30_000
+    backoff_delay_ms: int = DEFAULT_DELAY_MS
     timeout_ms: int = 0
     created_at: datetime | None = None
     finished_at: datetime | None = None

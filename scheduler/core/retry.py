@@ -20,6 +20,7 @@ from scheduler.core.errors import DoNotRetry, Retry, RetryPolicyInvalid, shown
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 20
 MIN_DELAY_MS, MAX_DELAY_MS = 1_000, 3_600_000
 MIN_MAX_DELAY_MS, MAX_MAX_DELAY_MS = 1_000, 86_400_000
+DEFAULT_DELAY_MS = 30_000  # the first retry's wait, when a policy names none
 DEFAULT_MAX_DELAY_MS = 3_600_000
 BACKOFF_TYPES = ("exponential", "fixed")
 JITTER_MODES = ("none", "full", "equal")
@@ -53,7 +54,7 @@ class Backoff:
     never below MIN_DELAY_MS."""
 
     type: BackoffType = "exponential"
-    delay_ms: int = 30_000
+    delay_ms: int = DEFAULT_DELAY_MS
     max_delay_ms: int = DEFAULT_MAX_DELAY_MS
     jitter: Jitter = "none"
 

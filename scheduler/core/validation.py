@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
-from listeners.triggers import MISFIRE_MODES
+from listeners.triggers import MAX_NAME_LEN, MISFIRE_MODES
 from scheduler.core.errors import (
     InvalidCron,
     InvalidDelay,
@@ -19,6 +19,7 @@ from scheduler.core.errors import (
     ScheduleError,
     shown,
 )
+from scheduler.core.flow import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: a job key's limit)
 from scheduler.core.flow import Dedupe, parse_priority
 from scheduler.core.job import NewJob, new_job_id
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
@@ -26,7 +27,7 @@ from scheduler.core.retry import RetryPolicy, parse_retry
 from scheduler.core.timeutil import parse_duration, zone
 
 MAX_TOPIC_LEN = 200
-MAX_ID_LEN = 200
+MAX_ID_LEN = MAX_NAME_LEN  # a job's id and a schedule's name (tick ids are cron:{name}:{ms})
 MAX_JSON_BYTES = 512 * 1024  # a payload's or metadata's JSON text, each (README "Limits")
 # Arrays and objects nested in a payload or metadata, each: what every reader can walk back
 # (pydantic, behind the console's API, stops serializing at 255 levels from its response's root).
@@ -311,9 +312,6 @@ def check_payload(payload_json: str, validate: Validator | None) -> None:
         raise InvalidPayload(
             f"payload refused by the topic's schema: {exc}", field="payload"
         ) from exc
-
-
-MAX_KEY_LEN = 512
 
 
 def check_run_at_ms(ms: int, field: str) -> int:

@@ -31,7 +31,7 @@ class MigrationStore:
         self.redis, self.namespace = redis, namespace
         self.wire = make_wire(redis, True)
         self.meta_key = Keys(namespace).meta
-        self.lock_key = Keys(namespace).prefix + "migrate_lock"
+        self.lock_key = Keys(namespace).migrate_lock
         self._scripts = Scripts(
             audit=True
         )  # (copy and drop write no event: the flag changes nothing)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core.errors import MigrationRefused
-from scheduler.core.keys import Keys
+from scheduler.core.keys import KeyName, Keys
 from scheduler.core.procutil import pid_alive
 from scheduler.core.timeutil import ms_to_utc, rfc3339
 from scheduler.ops.migrate_store import MigrationStore
@@ -154,7 +154,7 @@ class Migration:
         """Each new partition's lease and FIFO counters at least every old one's, so no token or
         FIFO place repeats one of a job that moves there."""
         every, new_tags = all_tags(self.ns, old, self.new), tags(self.ns, self.new)
-        for name in ("lease_seq", "seq"):
+        for name in (KeyName.LEASE_SEQ, KeyName.FIFO_SEQ):
             values = dict(
                 zip(
                     (k.prefix for k in every),
@@ -237,7 +237,11 @@ class Migration:
                 tag, [s[5:] for s in keys if s.startswith("cron:")], router, new_tags, summary, dry
             )
             windowed: dict[str, str] = {}
-            dd = [(s, f) for s in keys if (f := parse_flow(s)) is not None and f.kind == "dd"]
+            dd = [
+                (s, f)
+                for s in keys
+                if (f := parse_flow(s)) is not None and f.kind == KeyName.FLOW_DEDUPE
+            ]
             for (s, f), holder in zip(
                 dd, await self.store.many([("GET", tag.prefix + s) for s, _ in dd])
             ):
@@ -308,9 +312,9 @@ class Migration:
         for job_id, h, target in movers:
             sets = job_sets(tag, job_id, h)
             topic, key, pol = h.get("topic", ""), h.get("key", ""), h.get("pol", "")
-            ks = flow_key(tag, "ks", topic, key) if pol in POLICY_SLOTS else None
+            ks = flow_key(tag, KeyName.FLOW_SLOTS, topic, key) if pol in POLICY_SLOTS else None
             dedupe = h.get("dd") or windowed.get(job_id)
-            dd = flow_key(tag, "dd", topic, dedupe) if dedupe else None
+            dd = flow_key(tag, KeyName.FLOW_DEDUPE, topic, dedupe) if dedupe else None
             start = len(reads)
             reads += [("ZSCORE", s, job_id) for s in sets]
             reads += [("GET", tag.payload(job_id)), ("LRANGE", tag.logs(job_id), 0, -1)]
@@ -363,18 +367,18 @@ class Migration:
             await self._lock()
             for suffix in await self.store.scan(tag):
                 key, f = tag.prefix + suffix, parse_flow(suffix)
-                if f is not None and f.kind == "rl":
+                if f is not None and f.kind == KeyName.FLOW_RATE:
                     target = new_tags[router.flow(f.topic, f.key)]
                     if target.prefix != tag.prefix:
                         await self._merge_rate(key, target.prefix + suffix)
-                elif f is not None or suffix.startswith("pk:"):
+                elif f is not None or suffix.startswith(KeyName.PARKED):
                     await self._drop_departed(
                         tag,
                         key,
                         "ZRANGE"
-                        if f is None or f.kind == "ff"
+                        if f is None or f.kind == KeyName.FLOW_FIFO
                         else "HGETALL"
-                        if f.kind == "ks"
+                        if f.kind == KeyName.FLOW_SLOTS
                         else "GET",
                     )
                 elif suffix.startswith("fifo_blocked:"):

@@ -8,36 +8,12 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.keys import Keys
+from scheduler.core.keys import FLOW_KINDS, PER_NAME_PREFIXES, TAG_KEYS, KeyName, Keys
 from scheduler.store.partitions import job_routing, partition_of, topic_home
 
 # Per-key flow-control keys ({tag}:<kind>:<len(topic)>:<topic>:<key>, lua/_flow.lua).
-FLOW_KINDS = ("ks", "ff", "dd", "rl")
-_FLOW = re.compile(r"^(ks|ff|dd|rl):(\d+):")
-# Keys of a tag that hold nothing of a job or schedule: what a partition the namespace no longer
-# has is cleared of once its jobs and schedules left (besides the per-topic and per-key ones).
-PARTITION_KEYS = (
-    "due",
-    "due:levels",
-    "active",
-    "completed",
-    "failed",
-    "cancelled",
-    "lease_seq",
-    "seq",
-    "counts",
-    "outbox",
-    "crons",
-    "cron_names",
-    "crons_declared",
-    "topic_names",
-    "dlq_topics",
-    "workers",
-    "served",
-    "topics_known",
-    "unpark",
-)
-PER_NAME_KINDS = ("due:p:", "topic:", "fifo_blocked:", "dlq:", "pk:")
+_FLOW = re.compile(r"^(" + "|".join(FLOW_KINDS) + r"):(\d+):")
+_PRIORITY = KeyName.DUE + KeyName.DUE_PRIORITY  # "due:p:"
 
 
 def tags(namespace: str, count: int) -> list[Keys]:
@@ -127,13 +103,13 @@ def job_sets(tag: Keys, job_id: str, fields: Mapping[str, str]) -> list[str]:
         tag.cancelled,
         tag.active,
         tag.dead_letters(topic),
-        f"{tag.prefix}pk:{topic}",
+        tag.parked(topic),
     ]
     prio = fields.get("prio", "")
     if prio not in ("", "0"):
-        sets.append(f"{tag.due}:p:{prio}")
+        sets.append(tag.due_priority(prio))
     if fields.get("pol") == "key_strict_fifo":
-        sets.append(flow_key(tag, "ff", topic, fields.get("key", "")))
+        sets.append(flow_key(tag, KeyName.FLOW_FIFO, topic, fields.get("key", "")))
     return sets
 
 
@@ -165,17 +141,16 @@ def job_ops(
     for key, score in scores.items():
         there = retarget(key, source, target)
         suffix = key[len(source.prefix) :]
-        if suffix.startswith(
-            "pk:"
-        ):  # parked: claim looks at the topic again at once, as after a release
+        if suffix.startswith(KeyName.PARKED):
+            # parked: claim looks at the topic again at once, as after a release
             copy.append((there, ["z", score, job_id]))
-            copy.append((target.prefix + "unpark", ["u", "0", topic]))
+            copy.append((target.unpark, ["u", "0", topic]))
         else:
             copy.append((there, ["z", score, job_id]))
-            if suffix.startswith("due:p:"):
-                prio = suffix[len("due:p:") :]
-                copy.append((target.due + ":levels", ["z", prio, prio]))
-            if suffix.startswith("dlq:"):
+            if suffix.startswith(_PRIORITY):
+                prio = suffix[len(_PRIORITY) :]
+                copy.append((target.due_levels, ["z", prio, prio]))
+            if suffix.startswith(KeyName.DEAD_LETTERS):
                 copy.append((target.dead_letter_topics, ["s", topic, ""]))
         drop.append((key, ["z", "", job_id]))
     for kind, key, extra in marks:
@@ -209,7 +184,5 @@ def leftover_key(suffix: str) -> bool:
     """Whether a key of a tag the new layout drops (after its jobs and schedules moved) is one
     of the namespace's own kinds, so clearing it is safe: anything else is left alone."""
     return (
-        suffix in PARTITION_KEYS
-        or suffix.startswith(PER_NAME_KINDS)
-        or parse_flow(suffix) is not None
+        suffix in TAG_KEYS or suffix.startswith(PER_NAME_PREFIXES) or parse_flow(suffix) is not None
     )

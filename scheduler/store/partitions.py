@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 
 from scheduler.core.errors import ConfigError
+from scheduler.core.keys import DATA_KEYS
 
 MAX_PARTITIONS = 1024
 
@@ -91,4 +92,5 @@ def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError
     )
 
 
-LEGACY_KEYS: Sequence[str] = ("due", "active", "outbox", "crons", "counts", "completed", "failed")
+# The keys under the plain `{ns}` tag that show the unpartitioned layout holds data.
+LEGACY_KEYS: Sequence[str] = DATA_KEYS

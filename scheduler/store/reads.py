@@ -165,7 +165,7 @@ class ReadStore(StoreBase):
         if "waiting" in walk.groups:
             try:
                 levels, parked = await self.wire.call_many(
-                    [("ZRANGE", f"{k.due}:levels", 0, -1), ("ZRANGE", f"{k.prefix}unpark", 0, -1)]
+                    [("ZRANGE", k.due_levels, 0, -1), ("ZRANGE", k.unpark, 0, -1)]
                 )
             except RedisError as exc:
                 raise self.storage_error("read of the listing's sets", exc) from exc
@@ -204,9 +204,9 @@ class ReadStore(StoreBase):
         """The Redis key of a listing's set token (scheduler/store/listing.py)."""
         k = self.keys
         if token == "due" or token.startswith("p:"):
-            return k.due if token == "due" else f"{k.due}:{token}"
+            return k.due if token == "due" else k.due_priority(token[2:])
         if token.startswith("pk:"):
-            return f"{k.prefix}{token}"
+            return k.parked(token[3:])
         return {
             "active": k.active,
             "completed": k.completed,

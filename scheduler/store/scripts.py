@@ -12,6 +12,9 @@ from enum import IntEnum
 from importlib import resources
 from types import MappingProxyType
 
+from scheduler.core.keys import TAG_END, KeyName, key_names
+from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, SUCCESS_OUTCOMES
+
 SCRIPT_NAMES = (
     "enqueue",
     "claim",
@@ -191,8 +194,9 @@ def settle_reply(code: int) -> SettleReply:
 
 def script_source(name: str, audit: bool = True) -> str:
     """The full source of a script as sent to Redis: the compiled-in values (audit flag,
-    defaults, chunk field names, claim fields per job) and the helpers of _lib.lua and
-    _flow.lua that the body uses (directly or through another helper), then the body.
+    defaults, chunk field names, claim fields per job, the names of lua_names) and the helpers
+    of _lib.lua and _flow.lua that the body uses (directly or through another helper), then
+    the body.
 
     Only the helpers used: Redis runs a script's whole top level on every call, and
     each definition costs (measured here: about 8 us per call for all of _lib.lua,
@@ -212,6 +216,7 @@ def script_source(name: str, audit: bool = True) -> str:
             + ", ".join(json.dumps(f) for f in PAYLOAD_CHUNK_FIELDS)
             + " }\n",
             f"local CLAIM_FIELDS = {CLAIM_FIELDS}\n",
+            *(f"local {name} = {json.dumps(text)}\n" for name, text in lua_names().items()),
         )
     )
     body = (lua / f"{name}.lua").read_text()
@@ -221,6 +226,25 @@ def script_source(name: str, audit: bool = True) -> str:
         + _blocks((lua / "_flow.lua").read_text())
     )
     return "".join(text for _, text in _used(blocks, body)) + "\n" + body
+
+
+def lua_names() -> Mapping[str, str]:
+    """The names declared in Python that the scripts use, as Lua locals (each compiled into a
+    script only when it uses it, as a constant: no cost per call): K_<NAME> each key name
+    (scheduler/core/keys.py KeyName); JOB_MARK, PAYLOAD_MARK and LOGS_MARK, where a job's,
+    its payload's and its log list's names follow the tag ('}:j:', ...); EV_<TYPE> each event
+    type and OUTCOME_<NAME> each attempt outcome (scheduler/core/outbox.py), upper case, '.'
+    as '_'. tests/unit/test_lua_names.py checks that the scripts name nothing else."""
+    names = {f"K_{name}": text for name, text in key_names().items()}
+    names["JOB_MARK"] = TAG_END + KeyName.JOB
+    names["PAYLOAD_MARK"] = TAG_END + KeyName.PAYLOAD
+    names["LOGS_MARK"] = TAG_END + KeyName.LOGS
+    for prefix, texts in (
+        ("EV", sorted(EVENT_TYPES)),
+        ("OUTCOME", SUCCESS_OUTCOMES + FAILED_OUTCOMES),
+    ):
+        names.update({f"{prefix}_{t.upper().replace('.', '_')}": t for t in texts})
+    return names
 
 
 _DEFINITION = re.compile(r"local (?:function )?([A-Za-z_]\w*)")

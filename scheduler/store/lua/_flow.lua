@@ -41,7 +41,7 @@ local function slot_holder(ns, job_prefix, pol, topic, key, state)
   local slots = POLICY_SLOTS[pol]
   local slot = slots and slots[state]
   if not slot then return nil end
-  local ks = flow_key(ns, 'ks', topic, key)
+  local ks = flow_key(ns, K_FLOW_SLOTS, topic, key)
   local holder = redis.call('HGET', ks, slot)
   if not holder then return nil end
   local st = redis.call('HGET', job_prefix .. holder, 'state')
@@ -57,7 +57,7 @@ local function move_slot(ns, pol, topic, key, id, from, to)
   if not slots then return end
   local a, b = from and slots[from], to and slots[to]
   if a == b then return end
-  local ks = flow_key(ns, 'ks', topic, key)
+  local ks = flow_key(ns, K_FLOW_SLOTS, topic, key)
   if a and redis.call('HGET', ks, a) == id then redis.call('HDEL', ks, a) end
   if b then redis.call('HSET', ks, b, id) end
 end
@@ -75,7 +75,7 @@ end
 -- in {ns}:due:p:<p>; any other in the due set.
 local function wait_set(dl, prio, topic, due, dl_prefix)
   if dl == '1' then return dl_prefix .. topic end
-  if prio and prio ~= '' and prio ~= '0' then return due .. ':p:' .. prio end
+  if prio and prio ~= '' and prio ~= '0' then return due .. K_DUE_PRIORITY .. prio end
   return due
 end
 
@@ -83,7 +83,7 @@ end
 local function wait_add(dl, prio, topic, due, dl_prefix, score, id)
   local set = wait_set(dl, prio, topic, due, dl_prefix)
   redis.call('ZADD', set, score, id)
-  if set ~= due and dl ~= '1' then redis.call('ZADD', due .. ':levels', prio, prio) end
+  if set ~= due and dl ~= '1' then redis.call('ZADD', due .. K_DUE_LEVELS, prio, prio) end
   return set
 end
 
@@ -91,8 +91,8 @@ end
 -- ("" for none) the key expires by itself, so any holder still stored counts; without
 -- one only an unfinished holder does.
 local function dedupe_holder(ns, topic, dd, window)
-  local holder = redis.call('GET', flow_key(ns, 'dd', topic, dd))
-  local state = holder and redis.call('HGET', ns .. 'j:' .. holder, 'state')
+  local holder = redis.call('GET', flow_key(ns, K_FLOW_DEDUPE, topic, dd))
+  local state = holder and redis.call('HGET', ns .. K_JOB .. holder, 'state')
   if state and (window ~= '' or (state ~= 'completed' and state ~= 'failed' and state ~= 'cancelled')) then
     return holder, state
   end
@@ -103,24 +103,24 @@ end
 -- (then it must take part in flow control with field dd: flow_leave frees the key).
 local function dedupe_hold(ns, topic, dd, window, id)
   if window == '' then
-    redis.call('SET', flow_key(ns, 'dd', topic, dd), id)
+    redis.call('SET', flow_key(ns, K_FLOW_DEDUPE, topic, dd), id)
   else
-    redis.call('SET', flow_key(ns, 'dd', topic, dd), id, 'PX', window)
+    redis.call('SET', flow_key(ns, K_FLOW_DEDUPE, topic, dd), id, 'PX', window)
   end
 end
 
 -- A new job (`dropped`) was kept out by the job holding its slot: recorded on the
 -- holder (its dups count and a `deduplicated` event), never a silent drop.
 local function record_refusal(ns, outbox, holder, reason, dropped, now)
-  redis.call('HINCRBY', ns .. 'j:' .. holder, 'dups', '1')
-  emit(outbox, 'e', 'deduplicated', 'id', holder, 'ts', now, 'a', '0', 'reason', reason, 'dropped', dropped)
+  redis.call('HINCRBY', ns .. K_JOB .. holder, 'dups', '1')
+  emit(outbox, 'e', EV_DEDUPLICATED, 'id', holder, 'ts', now, 'a', '0', 'reason', reason, 'dropped', dropped)
 end
 
 -- The job that keeps a new job of `topic` and `key` out under policy `pol` (short,
 -- stately, exclusive: their waiting slot is taken), or nil.
 local function flow_refusal(ns, pol, topic, key)
   if pol == 'standard' or pol == 'key_strict_fifo' then return nil end
-  return slot_holder(ns, ns .. 'j:', pol, topic, key, 'scheduled')
+  return slot_holder(ns, ns .. K_JOB, pol, topic, key, 'scheduled')
 end
 
 -- A new job (hash `job_key`, already created) joins flow control: its fields key, prio,
@@ -131,7 +131,7 @@ local function flow_join(ns, due, job_key, id, topic, key, pol, prio, flow, dd)
   if key ~= '' then extra[#extra + 1] = 'key'; extra[#extra + 1] = key end
   if prio ~= '0' then
     extra[#extra + 1] = 'prio'; extra[#extra + 1] = prio
-    redis.call('ZADD', due .. ':levels', prio, prio)
+    redis.call('ZADD', due .. K_DUE_LEVELS, prio, prio)
   end
   if flow then
     extra[#extra + 1] = 'fl'; extra[#extra + 1] = '1'
@@ -140,7 +140,7 @@ local function flow_join(ns, due, job_key, id, topic, key, pol, prio, flow, dd)
   if dd then extra[#extra + 1] = 'dd'; extra[#extra + 1] = dd end
   if #extra > 0 then redis.call('HSET', job_key, unpack(extra)) end
   if pol == 'key_strict_fifo' then
-    redis.call('ZADD', flow_key(ns, 'ff', topic, key), redis.call('INCR', ns .. 'seq'), id)
+    redis.call('ZADD', flow_key(ns, K_FLOW_FIFO, topic, key), redis.call('INCR', ns .. K_FIFO_SEQ), id)
   elseif pol ~= 'standard' then
     move_slot(ns, pol, topic, key, id, nil, 'scheduled')
   end
@@ -151,19 +151,19 @@ end
 -- (the key's ff zset keeps it), so only this brings it back. Heads whose hash is gone
 -- (pruned) are skipped, as claim does.
 local function fifo_promote(ns, topic, key)
-  local ff = flow_key(ns, 'ff', topic, key)
+  local ff = flow_key(ns, K_FLOW_FIFO, topic, key)
   local head = redis.call('ZRANGE', ff, '0', '0')[1]
-  while head and redis.call('EXISTS', ns .. 'j:' .. head) == 0 do
+  while head and redis.call('EXISTS', ns .. K_JOB .. head) == 0 do
     redis.call('ZREM', ff, head)
     head = redis.call('ZRANGE', ff, '0', '0')[1]
   end
   if not head then return end
-  local f = redis.call('HMGET', ns .. 'j:' .. head, 'state', 'due', 'run_at', 'prio', 'dl')
+  local f = redis.call('HMGET', ns .. K_JOB .. head, 'state', 'due', 'run_at', 'prio', 'dl')
   if (f[1] ~= 'scheduled' and f[1] ~= 'retrying') or f[5] == '1' then return end
   local score = f[2] or f[3]
-  redis.call('ZREM', ns .. 'pk:' .. topic, head)
-  local set = wait_add('', f[4], topic, ns .. 'due', '', score, head)
-  wake_if_first(set, ns .. 'wake', head, score)
+  redis.call('ZREM', ns .. K_PARKED .. topic, head)
+  local set = wait_add('', f[4], topic, ns .. K_DUE, '', score, head)
+  wake_if_first(set, ns .. K_WAKE, head, score)
 end
 
 -- A job taking part in flow control (fields `fh`: flow_fields) finishes or is deleted
@@ -176,21 +176,21 @@ local function flow_leave(ns, id, fh, from, failed, now_s)
   move_slot(ns, pol, topic, key, id, from, nil)
   if pol == 'key_strict_fifo' then
     if failed then
-      redis.call('SADD', ns .. 'fifo_blocked:' .. topic, key)
+      redis.call('SADD', ns .. K_FIFO_BLOCKED .. topic, key)
     else
-      redis.call('ZREM', flow_key(ns, 'ff', topic, key), id)
-      if from == 'failed' then redis.call('SREM', ns .. 'fifo_blocked:' .. topic, key) end
+      redis.call('ZREM', flow_key(ns, K_FLOW_FIFO, topic, key), id)
+      if from == 'failed' then redis.call('SREM', ns .. K_FIFO_BLOCKED .. topic, key) end
       fifo_promote(ns, topic, key)
     end
   end
   if fh.dd and fh.dd ~= '' then
-    local ddk = flow_key(ns, 'dd', topic, fh.dd)
+    local ddk = flow_key(ns, K_FLOW_DEDUPE, topic, fh.dd)
     if redis.call('GET', ddk) == id then redis.call('DEL', ddk) end
   end
   -- parked jobs wait for this mark: when it moved to now, wake the sleeping workers (they
   -- planned their next claim for the old mark, up to claim's RECHECK_MS away)
-  if redis.call('ZADD', ns .. 'unpark', 'XX', 'LT', 'CH', now_s, topic) == 1 then
-    redis.call('PUBLISH', ns .. 'wake', now_s)
+  if redis.call('ZADD', ns .. K_UNPARK, 'XX', 'LT', 'CH', now_s, topic) == 1 then
+    redis.call('PUBLISH', ns .. K_WAKE, now_s)
   end
 end
 

@@ -2,7 +2,10 @@
 -- scripts.py also prepends `local AUDIT = true|false`: with the audit trail
 -- off, no outbox event is written at all (no stream to grow, no cost), and
 -- `local DEFAULTS = {...}` (scripts.JOB_DEFAULTS): job hash fields that are
--- not stored while they hold that value.
+-- not stored while they hold that value. The names Python declares are compiled
+-- in as locals too (scripts.lua_names), never written here: K_<NAME> the key
+-- names (scheduler/core/keys.py KeyName, e.g. ns .. K_PARKED .. topic), EV_<TYPE>
+-- the event types and OUTCOME_<NAME> the outcomes (scheduler/core/outbox.py).
 --
 -- Job hash {ns}:j:<id>, compact on purpose (memory per delayed job):
 --   topic, state, run_at, timeout, created   always
@@ -84,7 +87,7 @@ local CHUNK = 64
 local INLINE_CHUNKS = #CHUNK_FIELDS  -- CHUNK_FIELDS (p1..p8) is compiled in by scripts.py
 
 local function payload_key(job_key)
-  return (string.gsub(job_key, '}:j:', '}:p:', 1))
+  return (string.gsub(job_key, JOB_MARK, PAYLOAD_MARK, 1))
 end
 
 -- Append the payload's hash fields to `fields` (HSET arguments), or store it
@@ -122,7 +125,7 @@ end
 
 -- The list of a job's log lines ({ns}:l:<id> for {ns}:j:<id>).
 local function log_key(job_key)
-  return (string.gsub(job_key, '}:j:', '}:l:', 1))
+  return (string.gsub(job_key, JOB_MARK, LOGS_MARK, 1))
 end
 
 -- Delete a finished job: its hash, its payload key and its log list, if any.
@@ -205,7 +208,7 @@ local function create_job(job, due, outbox, counts, now, j)
   redis.call('HSET', job, unpack(fields))
   redis.call('ZADD', due, j.due, j.id)
   move_count(counts, j.topic, nil, 'scheduled')
-  emit(outbox, 'e', 'scheduled', 'id', j.id, 'ts', now, 'a', '0',
+  emit(outbox, 'e', EV_SCHEDULED, 'id', j.id, 'ts', now, 'a', '0',
     'topic', j.topic, 'run_at', j.run_at, 'due', j.due, 'tz', j.tz,
     'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,
     'backoff_type', j.btype, 'backoff_delay', j.bdelay, 'timeout_ms', j.timeout,
@@ -230,7 +233,7 @@ local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline
   redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
   redis.call('ZADD', active, deadline, id)
   move_count(counts, topic, state, 'running')
-  emit(outbox, 'e', 'attempt_started', 'id', id, 'ts', now_s, 'a', attempt_s,
+  emit(outbox, 'e', EV_ATTEMPT_STARTED, 'id', id, 'ts', now_s, 'a', attempt_s,
     'worker', worker, 'due', job_due, 'topic', topic)
   return attempt, token
 end

@@ -16,9 +16,9 @@ local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4]
 
 local function cancelled_event(attempts, running)
   if actor == '' then
-    emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', running)
+    emit(outbox, 'e', EV_CANCELLED, 'id', id, 'ts', now, 'a', attempts, 'running', running)
   else
-    emit(outbox, 'e', 'cancelled', 'id', id, 'ts', now, 'a', attempts, 'running', running, 'actor', actor)
+    emit(outbox, 'e', EV_CANCELLED, 'id', id, 'ts', now, 'a', attempts, 'running', running, 'actor', actor)
   end
 end
 
@@ -30,7 +30,7 @@ if f[6] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'run
 end
 if state == 'scheduled' or state == 'retrying' then
   redis.call('ZREM', wait_set(f[4], f[5], f[2], due, dl_prefix), id)
-  redis.call('ZREM', ns_of(job) .. 'pk:' .. f[2], id)  -- parked by a limit
+  redis.call('ZREM', ns_of(job) .. K_PARKED .. f[2], id)  -- parked by a limit
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)
   redis.call('ZADD', cancelled, now, id)
   move_count(counts, f[2], state, 'cancelled')

@@ -123,16 +123,16 @@ end
 -- behind its key's head is not parked but dropped (held returns true): parked, such
 -- jobs could fill every batch and keep a later-due head parked for good.
 local ns = ns_of(prefix)
-local flow_on = redis.call('EXISTS', ns .. 'topic_names') == 1
+local flow_on = redis.call('EXISTS', ns .. K_TOPIC_NAMES) == 1
 local RECHECK_MS = 1000
-local unpark = ns .. 'unpark'
+local unpark = ns .. K_UNPARK
 local topic_cfg = {}
 local function tcfg(topic)
   local c = topic_cfg[topic]
   if c == nil then
     c = false
     if flow_on then
-      local f = redis.call('HMGET', ns .. 'topic:' .. topic, 'concurrency', 'rl_max', 'rl_per', 'rl_key')
+      local f = redis.call('HMGET', ns .. K_TOPIC .. topic, 'concurrency', 'rl_max', 'rl_per', 'rl_key')
       if f[1] or f[2] then
         c = { conc = tonumber(f[1]), rl_max = tonumber(f[2]), rl_per = tonumber(f[3]), rl_key = f[4] == '1' }
       end
@@ -150,7 +150,7 @@ local function held(id, h, topic)
   local c = tcfg(topic)
   local pol = h.pol
   if pol == 'key_strict_fifo' then
-    local ff = flow_key(ns, 'ff', topic, h.key)
+    local ff = flow_key(ns, K_FLOW_FIFO, topic, h.key)
     local head = redis.call('ZRANGE', ff, '0', '0')[1]
     local pruned = false
     while head and head ~= id and redis.call('EXISTS', prefix .. head) == 0 do
@@ -170,7 +170,7 @@ local function held(id, h, topic)
     if running >= c.conc then return now + RECHECK_MS end
   end
   if c and c.rl_max then
-    local rk = flow_key(ns, 'rl', topic, c.rl_key and (h.key or '') or '')
+    local rk = flow_key(ns, K_FLOW_RATE, topic, c.rl_key and (h.key or '') or '')
     local interval = c.rl_per / c.rl_max
     local tolerance = (math.max(1, math.floor(c.rl_max / 20)) - 1) * interval
     local tat = math.max(tonumber(redis.call('GET', rk) or '0'), now)
@@ -181,7 +181,7 @@ local function held(id, h, topic)
 end
 local function park(set, id, score, topic, at)
   redis.call('ZREM', set, id)
-  redis.call('ZADD', ns .. 'pk:' .. topic, score, id)
+  redis.call('ZADD', ns .. K_PARKED .. topic, score, id)
   redis.call('ZADD', unpark, 'LT', int(at), topic)  -- the earliest reason to look again wins
 end
 -- Move parked jobs of topics whose time has come back to their due sets (a batch of
@@ -190,7 +190,7 @@ local ready = {}
 if flow_on then
   ready = redis.call('ZRANGEBYSCORE', unpark, '-inf', now_s, 'LIMIT', '0', '16')
   for _, topic in ipairs(ready) do
-    local pk = ns .. 'pk:' .. topic
+    local pk = ns .. K_PARKED .. topic
     redis.call('ZREM', unpark, topic)
     local back = redis.call('ZRANGE', pk, '0', int(limit - 1), 'WITHSCORES')
     for i = 1, #back, 2 do
@@ -202,12 +202,12 @@ end
 
 -- The due sets, highest priority first: {ns}:due:p:<p> for p > 0, {ns}:due (0), then p < 0.
 local sets = { due }
-local levels = redis.call('ZREVRANGE', due .. ':levels', '0', '-1')
+local levels = redis.call('ZREVRANGE', due .. K_DUE_LEVELS, '0', '-1')
 if #levels > 0 then
   sets = {}
   for _, p in ipairs(levels) do
     if tonumber(p) < 0 and sets[#sets] ~= due and not sets.zero then sets[#sets + 1] = due; sets.zero = true end
-    sets[#sets + 1] = due .. ':p:' .. p
+    sets[#sets + 1] = due .. K_DUE_PRIORITY .. p
   end
   if not sets.zero then sets[#sets + 1] = due end
 end
@@ -252,13 +252,13 @@ for _, set in ipairs(sets) do
     if (serve == nil and parked == 0) or #ids < size then break end
   end
   if set ~= due and redis.call('EXISTS', set) == 0 then
-    redis.call('ZREM', due .. ':levels', string.sub(set, #due + 4))  -- an emptied priority level
+    redis.call('ZREM', due .. K_DUE_LEVELS, string.sub(set, #due + #K_DUE_PRIORITY + 1))  -- an emptied priority level
   end
 end
 
 -- A topic whose parked jobs were not all moved back, and none held again: the rest next.
 for _, topic in ipairs(ready) do
-  if redis.call('EXISTS', ns .. 'pk:' .. topic) == 1 and not redis.call('ZSCORE', unpark, topic) then
+  if redis.call('EXISTS', ns .. K_PARKED .. topic) == 1 and not redis.call('ZSCORE', unpark, topic) then
     redis.call('ZADD', unpark, now_s, topic)
   end
 end

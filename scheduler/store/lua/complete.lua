@@ -36,17 +36,17 @@ for i = 4, #ARGV, 6 do
   else
     redis.call('ZREM', active, id)
     local fin_s, duration = attempt_times(f[6], ARGV[i + 4], ARGV[i + 5], now, now_s)
-    if err == '' and outcome == 'succeeded' then
+    if err == '' and outcome == OUTCOME_SUCCEEDED then
       redis.call('HSET', key, 'token', '', 'finished', fin_s)
     elseif err == '' then  -- no_listener: `jobs show` says why the job completed without a run
       redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome)
     else
       redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome, 'last_error', err)
     end
-    local kind = 'completed'
+    local kind = EV_COMPLETED
     if f[2] == 'cancelled' then
       redis.call('ZADD', cancelled, now_s, id)
-      kind = 'attempt_succeeded'
+      kind = EV_ATTEMPT_SUCCEEDED
       res[#res + 1] = 2
     else
       if f[7] == '1' then flow_leave(ns_of(prefix), id, flow_fields(key), 'running', false, now_s) end

@@ -15,6 +15,6 @@ local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'w')
 if not f[1] then return -3 end
 move_count(counts, f[2], f[1], nil)
 delete_job(job)
-emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', f[1], 'actor', actor)
+emit(outbox, 'e', EV_DELETED, 'id', id, 'ts', now, 'a', f[3] or '0', 'from', f[1], 'actor', actor)
 notify_done(f[4], KEYS[5], id)
 return 2

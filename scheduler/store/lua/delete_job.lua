@@ -22,10 +22,10 @@ for _, set in ipairs(sets) do
 end
 local ns = ns_of(job)
 redis.call('ZREM', wait_set('', f[5], f[2], KEYS[2], ''), id)  -- a priority's due set
-redis.call('ZREM', ns .. 'pk:' .. f[2], id)  -- parked by a limit
+redis.call('ZREM', ns .. K_PARKED .. f[2], id)  -- parked by a limit
 if f[6] == '1' then flow_leave(ns, id, flow_fields(job), state, false, now) end
 move_count(counts, f[2], state, nil)
 delete_job(job)
-emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'actor', actor)
+emit(outbox, 'e', EV_DELETED, 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'actor', actor)
 notify_done(f[7], KEYS[8], id)
 return 2

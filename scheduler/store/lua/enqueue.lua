@@ -71,7 +71,7 @@ if dd ~= '' then
   local holder, state = dedupe_holder(ns, topic, dd, dd_window)
   if holder then
     if dd_mode ~= 'debounce' then return refuse(holder, 'throttle') end
-    local hkey = ns .. 'j:' .. holder
+    local hkey = ns .. K_JOB .. holder
     if state == 'scheduled' or state == 'retrying' then
       -- debounce: the waiting holder takes this call's payload and time; its window restarts
       local hprio = redis.call('HGET', hkey, 'prio')
@@ -81,12 +81,12 @@ if dd ~= '' then
       add_payload(hkey, job.payload, fields)
       redis.call('HSET', hkey, unpack(fields))
       if job.due == job.run_at then redis.call('HDEL', hkey, 'due') else redis.call('HSET', hkey, 'due', job.due) end
-      redis.call('ZREM', ns .. 'pk:' .. topic, holder)
+      redis.call('ZREM', ns .. K_PARKED .. topic, holder)
       local set = wait_add('', hprio, topic, due, '', job.due, holder)
       redis.call('HINCRBY', hkey, 'dups', '1')
-      emit(KEYS[3], 'e', 'debounced', 'id', holder, 'ts', now, 'a', '0', 'run_at', job.run_at, 'due', job.due,
+      emit(KEYS[3], 'e', EV_DEBOUNCED, 'id', holder, 'ts', now, 'a', '0', 'run_at', job.run_at, 'due', job.due,
         'payload', job.payload, 'dropped', job.id)
-      redis.call('PEXPIRE', flow_key(ns, 'dd', topic, dd), dd_window)
+      redis.call('PEXPIRE', flow_key(ns, K_FLOW_DEDUPE, topic, dd), dd_window)
       wake_if_first(set, KEYS[5], holder, job.due)
       return { 4, holder, 'debounce' }
     end

@@ -93,11 +93,11 @@ for i = 6, #ARGV, 11 do
     redis.call('HSET', key, 'token', '', 'last_error', err)
     local fin_s, duration = attempt_times(f[6], ARGV[i + 9], ARGV[i + 10], now, now_s)
     if AUDIT and (f[12] or f[13]) then
-      emit(outbox, unpack(attempt_report(key, attempt, f[12], f[13], { 'e', 'attempt_failed', 'id', id,
+      emit(outbox, unpack(attempt_report(key, attempt, f[12], f[13], { 'e', EV_ATTEMPT_FAILED, 'id', id,
         'ts', now_s, 'a', attempt, 'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration,
         'finished', fin_s })))
     else
-      emit(outbox, 'e', 'attempt_failed', 'id', id, 'ts', now_s, 'a', attempt,
+      emit(outbox, 'e', EV_ATTEMPT_FAILED, 'id', id, 'ts', now_s, 'a', attempt,
         'worker', f[5], 'outcome', outcome, 'error', err, 'duration_ms', duration, 'finished', fin_s)
     end
     if f[2] == 'cancelled' then
@@ -109,7 +109,7 @@ for i = 6, #ARGV, 11 do
       local set = wait_add(f[8], f[9], f[3], due, dl_prefix, retry_at_s, id)
       if fh then move_slot(ns, fh.pol, fh.topic, fh.key, id, 'running', 'retrying') end
       move_count(counts, f[3], f[2], 'retrying')
-      emit(outbox, 'e', 'retry_scheduled', 'id', id, 'ts', now_s, 'a', attempt,
+      emit(outbox, 'e', EV_RETRY_SCHEDULED, 'id', id, 'ts', now_s, 'a', attempt,
         'next_at', retry_at_s)
       wake_if_first(set, wake, id, retry_at_s)
       res[#res + 1] = 3
@@ -118,8 +118,8 @@ for i = 6, #ARGV, 11 do
       redis.call('HSET', key, 'state', 'failed', 'finished', fin_s)
       redis.call('ZADD', failed, fin_s, id)
       move_count(counts, f[3], f[2], 'failed')
-      emit(outbox, 'e', 'failed', 'id', id, 'ts', now_s, 'a', attempt, 'error', err, 'finished', fin_s)
-      emit(outbox, 'e', 'schedule.failed', 'id', id, 'ts', now_s, 'a', attempt)
+      emit(outbox, 'e', EV_FAILED, 'id', id, 'ts', now_s, 'a', attempt, 'error', err, 'finished', fin_s)
+      emit(outbox, 'e', EV_SCHEDULE_FAILED, 'id', id, 'ts', now_s, 'a', attempt)
       dead_letter(key, id, f[3], f[7], attempt, ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
       notify_done(f[11], done, id)
       res[#res + 1] = 4

@@ -39,7 +39,7 @@ while i <= #ARGV do
     local created = 0
     local last = nil
     local topic = f[3]
-    local cfg = redis.call('HMGET', ns .. 'topic:' .. topic, 'policy', 'prio', 'concurrency', 'rl_max')
+    local cfg = redis.call('HMGET', ns .. K_TOPIC .. topic, 'policy', 'prio', 'concurrency', 'rl_max')
     local pol, jkey, prio = cfg[1] or 'standard', f[13] or name, f[14] or cfg[2] or '0'
     local dd, ddw = f[15], f[16] or ''
     local held_dd = dd and ddw == '' and dd or nil

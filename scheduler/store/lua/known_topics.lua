@@ -29,7 +29,7 @@ end
 local scanned = 0
 if next(waiting) then
   local sets = { due }
-  for _, p in ipairs(redis.call('ZRANGE', due .. ':levels', '0', '-1')) do sets[#sets + 1] = due .. ':p:' .. p end
+  for _, p in ipairs(redis.call('ZRANGE', due .. K_DUE_LEVELS, '0', '-1')) do sets[#sets + 1] = due .. K_DUE_PRIORITY .. p end
   for _, set in ipairs(sets) do
     if scanned >= cap then break end
     local ids = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', '0', string.format('%d', cap - scanned))

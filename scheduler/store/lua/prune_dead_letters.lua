@@ -25,7 +25,7 @@ for _, id in ipairs(old) do
   local f = redis.call('HMGET', key, 'state', 'topic', 'attempts', 'w')
   if f[1] then
     move_count(counts, f[2], f[1], nil)
-    emit(outbox, 'e', 'deleted', 'id', id, 'ts', ARGV[1], 'a', f[3] or '0', 'from', f[1], 'actor', 'retention')
+    emit(outbox, 'e', EV_DELETED, 'id', id, 'ts', ARGV[1], 'a', f[3] or '0', 'from', f[1], 'actor', 'retention')
     notify_done(f[4], KEYS[4], id)
   end
   delete_job(key)

@@ -17,7 +17,7 @@ for i = 4, #ARGV, 2 do
   if f[1] == token then
     redis.call('ZREM', active, id)
     local attempt = tonumber(f[4])
-    emit(outbox, 'e', 'attempt_released', 'id', id, 'ts', now, 'a', attempt, 'worker', f[5])
+    emit(outbox, 'e', EV_ATTEMPT_RELEASED, 'id', id, 'ts', now, 'a', attempt, 'worker', f[5])
     redis.call('HSET', key, 'token', '', 'attempts', attempt - 1)
     if f[2] == 'cancelled' then
       redis.call('HSET', key, 'finished', now)

@@ -33,7 +33,7 @@ wake_if_first(KEYS[4], KEYS[7], new_id, now)
 redis.call('ZREM', set, id)
 move_count(counts, h['topic'], h['state'], nil)
 delete_job(dl)
-emit(outbox, 'e', 'deleted', 'id', id, 'ts', now, 'a', h['attempts'] or '0', 'from', h['state'],
+emit(outbox, 'e', EV_DELETED, 'id', id, 'ts', now, 'a', h['attempts'] or '0', 'from', h['state'],
   'actor', actor, 'replayed_as', new_id)
 notify_done(h['w'], KEYS[8], id)
 return 4

@@ -18,9 +18,9 @@ if tonumber(run_at) < tonumber(now) then due_ms = now end
 redis.call('HSET', job, 'run_at', run_at)
 if due_ms == run_at then redis.call('HDEL', job, 'due') else redis.call('HSET', job, 'due', due_ms) end
 if tz == DEFAULTS.tz then redis.call('HDEL', job, 'tz') else redis.call('HSET', job, 'tz', tz) end
-redis.call('ZREM', ns_of(job) .. 'pk:' .. f[3], id)  -- parked by a limit: due again
+redis.call('ZREM', ns_of(job) .. K_PARKED .. f[3], id)  -- parked by a limit: due again
 local set = wait_add('', f[4], f[3], due, '', due_ms, id)
-emit(outbox, 'e', 'rescheduled', 'id', id, 'ts', now, 'a', f[2] or '0', 'run_at', run_at, 'due', due_ms,
+emit(outbox, 'e', EV_RESCHEDULED, 'id', id, 'ts', now, 'a', f[2] or '0', 'run_at', run_at, 'due', due_ms,
   'tz', tz, 'actor', actor)
 wake_if_first(set, wake, id, due_ms)
 return 3

@@ -29,9 +29,9 @@ if f[7] == '1' then
   -- its key unblocked
   local fh, ns = flow_fields(job), ns_of(job)
   move_slot(ns, fh.pol, fh.topic, fh.key, id, nil, 'scheduled')
-  if fh.pol == 'key_strict_fifo' then redis.call('SREM', ns .. 'fifo_blocked:' .. fh.topic, fh.key) end
+  if fh.pol == 'key_strict_fifo' then redis.call('SREM', ns .. K_FIFO_BLOCKED .. fh.topic, fh.key) end
 end
 move_count(counts, f[2], state, 'scheduled')
-emit(outbox, 'e', 'retried', 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
+emit(outbox, 'e', EV_RETRIED, 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
 wake_if_first(set, wake, id, now)
 return 1
