@@ -36,7 +36,6 @@ from scheduler.observe.tracing import get_tracer
 from scheduler.store.cluster_url import with_url_layout
 from scheduler.store.connection import open_connection
 from scheduler.store.listing import list_jobs
-from scheduler.store.partitioned import PartitionedStore
 from scheduler.store.partitions import parse_subset
 from scheduler.store.redis import RedisStore
 from scheduler.store.scripts import DrainCode
@@ -44,7 +43,7 @@ from scheduler.store.topic_memory import KnownTopic, forget_topic, known_topics
 from scheduler.worker.advertise import WorkerInfo, check_worker_id, live_workers
 from scheduler.worker.declared_crons import DeclaredSync, sync_declared
 from scheduler.worker.loop import Worker
-from scheduler.worker.partitioned import PartitionedWorker
+from scheduler.worker.partitioned import AnyWorker, PartitionedWorker, SharedSlots
 
 if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
@@ -86,12 +85,12 @@ class Scheduler(ScheduleCalls):
         self.registry = listeners if listeners is not None else default_registry
         self._clock = clock
         self._redis: aioredis.Redis | None = None
-        self._store: RedisStore | PartitionedStore | None = None
+        self._store: RedisStore | None = None
         self._audit: AuditTrail | None = None
         self._relay: AuditRelay | ThreadedRelay | ChildRelay | None = (
             None  # this process's audit relay (made by connect() when the audit is on)
         )
-        self._workers: weakref.WeakSet[Worker] = (
+        self._workers: weakref.WeakSet[AnyWorker] = (
             weakref.WeakSet()
         )  # made here: candidates for local handoff
         self.metrics = Metrics()
@@ -180,12 +179,13 @@ class Scheduler(ScheduleCalls):
             self._redis = None
 
     @property
-    def store(self) -> RedisStore:  # (or a PartitionedStore: the same interface, duck-typed)
+    def store(self) -> RedisStore:
+        """The namespace's store, over its partitions (one when unpartitioned)."""
         if self._store is None:
             raise SchedulerError(
                 "Scheduler is not connected: use `async with Scheduler(...)` or await connect()"
             )
-        return self._store  # type: ignore[return-value]
+        return self._store
 
     @property
     def clock(self) -> Clock:
@@ -421,7 +421,7 @@ class Scheduler(ScheduleCalls):
         topics: Sequence[str] | None = None,
         all_topics: bool = False,
         grace: float | None = None,
-    ) -> Worker:
+    ) -> AnyWorker:
         """A Worker bound to this scheduler (start()/stop() it yourself); it relays the audit too.
         It claims `topics`, or by default the topics it has listeners for plus those no live
         worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
@@ -430,37 +430,10 @@ class Scheduler(ScheduleCalls):
         beside listeners"). `grace`: seconds its attempts may finish when it stops or drains
         (None: [worker] grace_s)."""
         store = self.store
-        if isinstance(
-            store, PartitionedStore
-        ):  # one loop per served partition (worker_partitioned.py)
 
-            def make(p: int, worker_id: str, slots: object) -> Worker:
-                return Worker(
-                    store.parts[p],
-                    self.registry,
-                    self.clock,
-                    self.settings.worker,
-                    self.settings.retention,
-                    self.metrics,
-                    cron=self.settings.cron,
-                    tracer=self.tracer,
-                    concurrency=concurrency,
-                    topics=topics,
-                    all_topics=all_topics,
-                    worker_id=worker_id,
-                    shared=slots,
-                    grace=grace,
-                )
-
-            worker: Worker = PartitionedWorker(
-                make,
-                parse_subset(self.settings.worker.partitions, store.count),
-                store.partition_for,
-                concurrency or self.settings.worker.concurrency,
-            )
-        else:
-            worker = Worker(
-                store,
+        def make(part: RedisStore, worker_id: str | None, slots: SharedSlots | None) -> Worker:
+            return Worker(
+                part,
                 self.registry,
                 self.clock,
                 self.settings.worker,
@@ -471,8 +444,21 @@ class Scheduler(ScheduleCalls):
                 concurrency=concurrency,
                 topics=topics,
                 all_topics=all_topics,
+                worker_id=worker_id,
+                shared=slots,
                 grace=grace,
             )
+
+        worker: AnyWorker
+        if store.count > 1:  # one loop per served partition (worker/partitioned.py)
+            worker = PartitionedWorker(
+                lambda p, worker_id, slots: make(store.partition(p), worker_id, slots),
+                parse_subset(self.settings.worker.partitions, store.count),
+                store.partition_for,
+                concurrency or self.settings.worker.concurrency,
+            )
+        else:
+            worker = make(store, None, None)
         self._workers.add(worker)
         worker.on_declare = self._sync_declared
         if self._audit is not None:
@@ -487,7 +473,7 @@ class Scheduler(ScheduleCalls):
         topics: Sequence[str] | None = None,
         grace: float | None = None,
         all_topics: bool = False,
-    ) -> AsyncIterator[Worker]:
+    ) -> AsyncIterator[AnyWorker]:
         """Run a worker in the background for the duration of the block; stop gracefully."""
         w = self.make_worker(concurrency, topics, all_topics, grace)
         await w.start()

@@ -33,7 +33,7 @@ from scheduler.observe.tracing import (
 from scheduler.store.bulk import Enqueued
 
 if TYPE_CHECKING:
-    from scheduler.worker.loop import Worker
+    from scheduler.worker.partitioned import AnyWorker
 
 log = logging.getLogger("horae.scheduler")
 
@@ -52,7 +52,7 @@ class Scheduling:
     """The single-job scheduling path of one Scheduler; `workers` are its own running
     workers, the candidates for local handoff."""
 
-    def __init__(self, host: Host, workers: weakref.WeakSet[Worker]) -> None:
+    def __init__(self, host: Host, workers: weakref.WeakSet[AnyWorker]) -> None:
         self._host = host
         self._workers = workers
 

@@ -82,7 +82,7 @@ class Router:
         )
 
     def schedule(self, name: str, topic: str) -> int:
-        """A schedule's partition: its topic's home, else by its name (store_partitioned.upsert_cron)."""
+        """A schedule's partition: its topic's home, else by its name (RedisStore.upsert_cron)."""
         home = self.home(topic)
         return home if home is not None else partition_of(name, self.count)
 

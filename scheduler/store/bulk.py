@@ -1,5 +1,5 @@
-"""Bulk enqueue: many enqueue.lua calls in pipelined batches (RedisStore.enqueue_many),
-and the one place that builds enqueue.lua's KEYS and ARGV."""
+"""Bulk enqueue: many enqueue.lua calls in pipelined batches (RedisStore.enqueue_many), every
+partition's at once, and the one place that builds enqueue.lua's KEYS and ARGV."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from scheduler.core.errors import KeyRequired
 from scheduler.core.job import NewJob, ScheduleResult
+from scheduler.core.keys import Keys
 from scheduler.store.base import StoreBase
 from scheduler.store.scripts import EnqueueCode, ScriptCode
 
@@ -31,9 +32,7 @@ class Enqueued:
 
     result: ScheduleResult
     waiting: int = 0
-    home: int | None = (
-        None  # not stored: the topic lives on this partition (store_partitioned re-sends)
-    )
+    home: int | None = None  # not stored: the topic lives on this partition (the store re-sends)
 
 
 def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
@@ -61,10 +60,10 @@ class BulkStore(StoreBase):
     """enqueue.lua's call shape and the pipelined batches of enqueue_many."""
 
     def _enqueue_call(
-        self, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
+        self, k: Keys, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
     ) -> tuple[list[str], list[Any]]:
-        """KEYS and ARGV of enqueue.lua for one job (one place for its argument order)."""
-        k = self.keys
+        """KEYS and ARGV of enqueue.lua for one job on the partition of `k` (one place for its
+        argument order)."""
         return (
             [
                 k.job(job.id),
@@ -103,7 +102,7 @@ class BulkStore(StoreBase):
                 job.dedupe_mode,
                 "1" if job.retry_given else "0",
                 "1" if job.timeout_given else "0",
-                "" if self.keys.partition is None else str(self.keys.partition),
+                "" if k.partition is None else str(k.partition),
             ],
         )
 
@@ -116,21 +115,60 @@ class BulkStore(StoreBase):
     ) -> list[Enqueued]:
         """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
         usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
-        replies (Redis runs one while the next is packed). One reply per job, in order.
+        replies (Redis runs one while the next is packed); each partition's jobs in their own
+        batches, all partitions at once. Jobs refused for their topic's home partition are sent
+        there in a second round. One reply per job, in order.
 
         Raises:
             StorageError: Redis failed; batches written before the failure may be stored
                 (scheduling the same ids again is a no-op for those).
         """
+        where = [self.partition_for(j) for j in jobs]
+        out = await self._enqueue_grouped(jobs, where, now_ms, batch, in_flight)
+        moved = [
+            (i, h) for i, done in enumerate(out) if (h := self._home_of(done.home)) is not None
+        ]
+        for i, home in moved:
+            self.learn_home(jobs[i].topic, home)
+        if moved:
+            again = await self._enqueue_grouped(
+                [jobs[i] for i, _ in moved], [h for _, h in moved], now_ms, batch, in_flight
+            )
+            for (i, _), done in zip(moved, again):
+                out[i] = done
+        return out
+
+    async def _enqueue_grouped(
+        self, jobs: Sequence[NewJob], where: Sequence[int], now_ms: int, batch: int, in_flight: int
+    ) -> list[Enqueued]:
+        """`jobs[i]` on partition `where[i]`, each partition's in its own batches, all at once."""
+        if len(set(where)) <= 1:  # one partition (always, unpartitioned): its batches alone
+            k = self.parts[where[0]] if where else self.keys
+            return await self._enqueue_on(k, jobs, now_ms, batch, in_flight)
+        groups: dict[int, list[int]] = {}
+        for i, p in enumerate(where):
+            groups.setdefault(p, []).append(i)
+        done = await asyncio.gather(
+            *(
+                self._enqueue_on(self.parts[p], [jobs[i] for i in idx], now_ms, batch, in_flight)
+                for p, idx in groups.items()
+            )
+        )
+        replies = {i: r for idx, rs in zip(groups.values(), done) for i, r in zip(idx, rs)}
+        return [replies[i] for i in range(len(jobs))]
+
+    async def _enqueue_on(
+        self, k: Keys, jobs: Sequence[NewJob], now_ms: int, batch: int, in_flight: int
+    ) -> list[Enqueued]:
+        """enqueue_many on the partition of `k`."""
         pending: deque[asyncio.Future[list[Enqueued]]] = deque()
         created: list[Enqueued] = []
         try:
             for start in range(0, len(jobs), batch):
                 if len(pending) >= in_flight:
                     created += await pending.popleft()
-                pending.append(
-                    asyncio.ensure_future(self._enqueue_batch(jobs[start : start + batch], now_ms))
-                )
+                chunk = jobs[start : start + batch]
+                pending.append(asyncio.ensure_future(self._enqueue_batch(k, chunk, now_ms)))
             while pending:
                 created += await pending.popleft()
         finally:
@@ -138,11 +176,11 @@ class BulkStore(StoreBase):
                 await asyncio.gather(*pending, return_exceptions=True)
         return created
 
-    async def _enqueue_batch(self, jobs: Sequence[NewJob], now_ms: int) -> list[Enqueued]:
+    async def _enqueue_batch(self, k: Keys, jobs: Sequence[NewJob], now_ms: int) -> list[Enqueued]:
         script = self._scripts["enqueue"]
         commands = []
         for job in jobs:
-            keys, args = self._enqueue_call(job, now_ms, "", 0)
+            keys, args = self._enqueue_call(k, job, now_ms, "", 0)
             commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
         try:
             try:

@@ -15,8 +15,6 @@ from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import StorageError
 from scheduler.core.procutil import scrub
 from scheduler.store.cluster_url import cluster_client, is_cluster_url
-from scheduler.store.partitioned import PartitionedStore
-from scheduler.store.partitions import MIGRATION_FIELDS, layout_error, migration_error
 from scheduler.store.redis import RedisStore
 
 if TYPE_CHECKING:
@@ -30,7 +28,7 @@ class Connection:
     services: ServiceUrls
     redis: aioredis.Redis
     clock: Clock
-    store: RedisStore | PartitionedStore
+    store: RedisStore
 
 
 async def open_connection(
@@ -79,48 +77,23 @@ async def open_connection(
     return Connection(urls, redis, clock, store)
 
 
-async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore | PartitionedStore:
-    """The namespace's store: one RedisStore, or one per partition behind a PartitionedStore;
-    either way the count is checked against the namespace's stored layout."""
+async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore:
+    """The namespace's store over its partitions (one when unpartitioned), its count checked
+    against the namespace's stored layout."""
     c = s.cluster
-    replicas = c.wait_replicas if c.durability == "replicated" else 0
-    if c.partitions > 1:
-        parted = PartitionedStore(
-            redis,
-            s.namespace,
-            c.partitions,
-            audit=s.audit.enabled,
-            replicas=replicas,
-            replica_timeout_ms=c.wait_timeout_ms,
-        )
-        try:
-            await parted.check_layout()
-        except BaseException:
-            await parted.aclose()
-            raise
-        return parted
     store = RedisStore(
         redis,
         s.namespace,
         audit=s.audit.enabled,
-        replicas=replicas,
+        replicas=c.wait_replicas if c.durability == "replicated" else 0,
         replica_timeout_ms=c.wait_timeout_ms,
+        partitions=c.partitions,
     )
     try:
-        stored, *migration = await store.wire.call(
-            "HMGET", store.keys.meta, "partitions", *MIGRATION_FIELDS
-        )
-    except Exception:  # noqa: BLE001
-        # Not readable (no such ACL right, TLS refused, a blip): the caller's first call meets
-        # the same error and says it as it always did (naming the ACL keys, the CA to give);
-        # a namespace whose layout cannot be read cannot be used either.
-        return store
-    if migration[1] is not None:
+        await store.check_layout()
+    except BaseException:
         await store.aclose()
-        raise migration_error(s.namespace, migration)
-    if stored is not None and int(stored) != 1:
-        await store.aclose()
-        raise layout_error(s.namespace, int(stored), 1)
+        raise
     return store
 
 

@@ -1,5 +1,6 @@
 """Cron schedules in Redis: upsert, due reads, firing (tick jobs), pause, removal
-and listing."""
+and listing. A schedule lives on its name's partition, or on its topic's home partition when
+the topic is pinned (a topic-wide limit), so its ticks are counted there."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from scheduler.core.job import CronFire, CronInfo, NewCron
+from scheduler.core.keys import Keys
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.base import StoreBase
 from scheduler.store.wire import as_map
@@ -22,8 +24,17 @@ class CronStore(StoreBase):
     # ------------------------------------------------------------------ cron
     async def upsert_cron(self, cron: NewCron, now_ms: int) -> int:
         """Create or update a schedule: UpsertCode (1 created, 2 rescheduled, 0 updated in
-        place) or ScriptCode.OTHER_ORIGIN (-12: the name is a schedule of the other origin)."""
-        k, job = self.keys, cron.job
+        place) or ScriptCode.OTHER_ORIGIN (-12: the name is a schedule of the other origin).
+        An existing schedule stays on its partition; a new one goes to its name's, or to its
+        topic's home when the topic is pinned."""
+        job = cron.job
+        k = await self._cron_keys(cron.name)
+        if k is None:
+            k = self._name_keys(cron.name)
+            topic = self.parts[0].topic(job.topic)  # (every partition holds its configuration)
+            home = await self._call(f"read of topic {job.topic}", "HGET", topic, "home") or ""
+            if home.isdigit() and int(home) < self.count:
+                k = self.parts[int(home)]
         return int(
             await self._run(
                 "upsert_cron",
@@ -57,19 +68,21 @@ class CronStore(StoreBase):
         )
 
     async def due_crons(self, now_ms: int, limit: int) -> list[dict[str, str]]:
-        """Schedules whose next fire is due, with their fields (O(due), not O(all))."""
+        """Schedules whose next fire is due, with their fields (O(due), not O(all)); of one
+        partition (the worker's loop)."""
+        k = self.single
         try:
             names = await self.wire.call(
-                "ZRANGEBYSCORE", self.keys.crons_due, "-inf", now_ms, "LIMIT", 0, limit
+                "ZRANGEBYSCORE", k.crons_due, "-inf", now_ms, "LIMIT", 0, limit
             )
-            rows = await self._cron_rows(names)
+            rows = await self._cron_rows(k, names)
         except RedisError as exc:
             raise self.storage_error("read of due crons", exc) from exc
         return rows
 
-    async def _cron_rows(self, names: Sequence[str]) -> list[dict[str, str]]:
+    async def _cron_rows(self, k: Keys, names: Sequence[str]) -> list[dict[str, str]]:
         try:
-            flats = await self.wire.call_many([("HGETALL", self.keys.cron(n)) for n in names])
+            flats = await self.wire.call_many([("HGETALL", k.cron(n)) for n in names])
         except RedisError as exc:
             raise self.storage_error("read of crons", exc) from exc
         out = []
@@ -82,7 +95,7 @@ class CronStore(StoreBase):
         """Create the tick jobs and advance the schedules; per schedule: jobs created or STALE."""
         if not fires:
             return []
-        k = self.keys
+        k = self.single
         args: list[Any] = [now_ms, k.cron_prefix, k.job_prefix]
         for f in fires:
             args += [f.name, f.expected_next_ms, f.new_next_ms, len(f.ticks)]
@@ -97,7 +110,7 @@ class CronStore(StoreBase):
 
     async def set_cron_paused(self, name: str, paused: bool, next_ms: int, now_ms: int) -> int:
         """Pause or resume; 1 changed, 0 unchanged, ScriptCode.NOT_FOUND."""
-        k = self.keys
+        k = await self._cron_keys(name) or self._name_keys(name)
         return int(
             await self._run(
                 "set_cron_paused",
@@ -109,7 +122,7 @@ class CronStore(StoreBase):
     async def remove_cron(self, name: str, declared_topic: str = "") -> bool:
         """Delete a schedule; False when there was none. With `declared_topic`, only a declared
         schedule of that topic (a worker removing one gone from its code)."""
-        k = self.keys
+        k = await self._cron_keys(name) or self._name_keys(name)
         deleted = int(
             await self._run(
                 "remove_cron",
@@ -121,12 +134,18 @@ class CronStore(StoreBase):
 
     async def get_cron(self, name: str) -> CronInfo | None:
         """One schedule, or None."""
-        rows = await self._cron_rows([name])
+        k = await self._cron_keys(name) or self._name_keys(name)
+        rows = await self._cron_rows(k, [name])
         return _cron_info(rows[0]) if rows else None
 
     async def declared_crons(self) -> dict[str, str]:
         """The schedules declared beside listeners: name -> topic (O(declared), not O(all))."""
-        k = self.keys
+        merged: dict[str, str] = {}
+        for names in await self._each(self._declared_crons_in):
+            merged.update(names)
+        return merged
+
+    async def _declared_crons_in(self, k: Keys) -> dict[str, str]:
         try:
             names = sorted(await self.wire.call("SMEMBERS", k.crons_declared))
             topics = await self.wire.call_many([("HGET", k.cron(n), "topic") for n in names])
@@ -136,17 +155,24 @@ class CronStore(StoreBase):
 
     async def existing_crons(self, names: Sequence[str]) -> set[str]:
         """Which of `names` are stored schedules."""
+        return set().union(*await self._each(lambda k: self._existing_crons_in(k, names)))
+
+    async def _existing_crons_in(self, k: Keys, names: Sequence[str]) -> set[str]:
         try:
-            found = await self.wire.call_many([("EXISTS", self.keys.cron(n)) for n in names])
+            found = await self.wire.call_many([("EXISTS", k.cron(n)) for n in names])
         except RedisError as exc:
             raise self.storage_error("read of crons", exc) from exc
         return {n for n, f in zip(names, found) if int(f)}
 
     async def list_crons(self) -> list[CronInfo]:
         """Every schedule, by name."""
+        rows = await self._each(self._list_crons_in)
+        return sorted((c for part in rows for c in part), key=lambda c: c.name)
+
+    async def _list_crons_in(self, k: Keys) -> list[CronInfo]:
         try:
-            names = sorted(await self.wire.call("SMEMBERS", self.keys.cron_names))
-            rows = await self._cron_rows(names)
+            names = sorted(await self.wire.call("SMEMBERS", k.cron_names))
+            rows = await self._cron_rows(k, names)
         except RedisError as exc:
             raise self.storage_error("read of crons", exc) from exc
         return [_cron_info(r) for r in rows]

@@ -66,7 +66,7 @@ def group_of(token: str) -> str:
 
 
 def partition_token(token: str) -> tuple[int | None, str]:
-    """A partitioned namespace's cursor token "<partition>|<set token>" (store_partitioned.py)
+    """A partitioned namespace's cursor token "<partition>|<set token>" (RedisStore.list_job_ids)
     as (partition, set token; "" = the partition's start); (None, token) for a plain one."""
     head, sep, rest = token.partition("|")
     if sep and head.isdigit():

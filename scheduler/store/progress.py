@@ -18,13 +18,15 @@ class ProgressStore(StoreBase):
 
     async def set_progress(self, job_id: str, token: str, progress: str) -> int:
         """Replace the job's progress (`progress.progress_text`'s form) if `token` still holds
-        its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST."""
-        return int(await self._run("set_progress", [self.keys.job(job_id)], [token, progress]))
+        its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST. On one partition (the worker's
+        loop that holds the lease)."""
+        return int(await self._run("set_progress", [self.single.job(job_id)], [token, progress]))
 
     async def append_log(self, job_id: str, token: str, entry: str) -> int:
         """Append one entry (`progress.log_entry`'s form) to the job's log, keeping the last
-        LOG_LINES, if `token` still holds its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST."""
-        k = self.keys
+        LOG_LINES, if `token` still holds its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST.
+        On one partition (the worker's loop that holds the lease)."""
+        k = self.single
         return int(
             await self._run(
                 "append_log", [k.job(job_id), k.logs(job_id)], [token, entry, LOG_LINES]
@@ -34,7 +36,10 @@ class ProgressStore(StoreBase):
     async def watch_job(self, job_id: str) -> str | None:
         """Flag the job as waited for (its end is then published on the done channel) and
         return its state; None when there is no such job."""
-        reply = await self._run("watch_job", [self.keys.job(job_id)], [])
+        k = await self._job_keys(job_id)
+        if k is None:
+            return None
+        reply = await self._run("watch_job", [k.job(job_id)], [])
         if reply == ScriptCode.NOT_FOUND:
             return None
         return str(reply)
@@ -43,10 +48,13 @@ class ProgressStore(StoreBase):
         self, on_message: Callable[[bytes | None, bytes | None], None]
     ) -> Subscription:
         """Call `on_message(channel, job id)` for every waited job that ends or is removed, and
-        `on_message(None, None)` after a lost subscription is back (messages may be lost)."""
-        sub = Subscription(self.wire.pubsub_endpoint, [self.keys.done], on_message)
+        `on_message(None, None)` after a lost subscription is back (messages may be lost). One
+        subscription to every partition's done channel."""
+        channels = [k.done for k in self.parts]
+        sub = Subscription(self.wire.pubsub_endpoint, channels, on_message)
         try:
             await sub.start()
         except (RedisError, OSError) as exc:
-            raise self.storage_error(f"subscription to {self.keys.done}", exc) from exc
+            what = channels[0] if self.count == 1 else "the done channels"
+            raise self.storage_error(f"subscription to {what}", exc) from exc
         return sub

@@ -1,5 +1,6 @@
 """Reading jobs: one job's snapshot (payload chunks joined), many at once, a page of
-ids of a state walk (lua/list_jobs.lua), and the per-state counts."""
+ids of a state walk (lua/list_jobs.lua; partition after partition), and the per-state counts
+(summed over the partitions)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from scheduler.core.job import JobInfo, JobState
+from scheduler.core.keys import Keys
 from scheduler.core.progress import parse_log, parse_progress
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.base import StoreBase
-from scheduler.store.listing import Cursor, Walk, set_order
+from scheduler.store.listing import Cursor, Walk, partition_token, set_order
 from scheduler.store.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
 from scheduler.store.wire import as_map
 
@@ -38,6 +40,7 @@ _STATES = tuple(s.value for s in JobState)
 # Dead letters wait in their queue as "scheduled" jobs; every count shows them apart under this key.
 DEAD_LETTER = "dead_letter"
 COUNT_KEYS = (*_STATES, DEAD_LETTER)
+_SEP = "|"  # a partitioned listing cursor's set token is "<partition>|<the partition's token>"
 
 
 class ReadStore(StoreBase):
@@ -45,14 +48,17 @@ class ReadStore(StoreBase):
 
     async def get_job(self, job_id: str) -> JobInfo | None:
         """A snapshot of the job, or None when unknown (or pruned)."""
-        key = self.keys.job(job_id)
+        k = await self._job_keys(job_id)
+        if k is None:
+            return None
+        key = k.job(job_id)
         try:
             flat, chunks, separate, logs = await self.wire.call_many(
                 [
                     ("HGETALL", key),
                     ("HMGET", key, *PAYLOAD_CHUNK_FIELDS),
-                    ("GET", self.keys.payload(job_id)),
-                    ("LRANGE", self.keys.logs(job_id), 0, -1),
+                    ("GET", k.payload(job_id)),
+                    ("LRANGE", k.logs(job_id), 0, -1),
                 ],
                 raw=(False, True, False, False),
             )
@@ -95,41 +101,46 @@ class ReadStore(StoreBase):
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
-        """Jobs per state currently held in Redis (all topics, or one). The counts hash
-        keeps <topic>|<state> fields only; the totals are their sums."""
+        """Jobs per state currently held in Redis (all topics, or one), summed over the
+        partitions."""
+        totals: dict[str, int] = {}
+        for counts in await self._each(lambda k: self._stats_in(k, topic)):
+            for state, n in counts.items():
+                totals[state] = totals.get(state, 0) + n
+        return totals
+
+    async def _stats_in(self, k: Keys, topic: str | None) -> dict[str, int]:
+        """stats() of one partition. The counts hash keeps <topic>|<state> fields only; the
+        totals are their sums."""
         try:
             if topic is not None:
                 values = await self.wire.call(
-                    "HMGET", self.keys.counts, *(f"{topic}|{s.value}" for s in JobState)
+                    "HMGET", k.counts, *(f"{topic}|{s.value}" for s in JobState)
                 )
                 one = {s.value: int(v or 0) for s, v in zip(JobState, values)}
-                return self._apart(one, (await self._held_dead_letters([topic])).get(topic, 0))
-            counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
+                return self._apart(one, (await self._held_dead_letters(k, [topic])).get(topic, 0))
+            counts = as_map(await self.wire.call("HGETALL", k.counts))
         except RedisError as exc:
             raise self.storage_error("read of counts", exc) from exc
         totals = {s.value: 0 for s in JobState}
         for name, value in counts.items():
             _, sep, state = name.rpartition("|")
-            if (
-                sep and state in totals
-            ):  # (a bare <state> field is an older layout's total: not summed)
+            if sep and state in totals:  # (a bare <state> field: an older layout's total)
                 totals[state] += int(value)
-        held = await self._held_dead_letters(None)
+        held = await self._held_dead_letters(k, None)
         return self._apart(totals, sum(held.values()))
 
-    async def _held_dead_letters(self, topics: list[str] | None) -> dict[str, int]:
+    async def _held_dead_letters(self, k: Keys, topics: list[str] | None) -> dict[str, int]:
         """How many dead letters wait in the queue of each of `topics` (its {ns}:dlq:<topic> set;
-        None: every dead-letter topic)."""
+        None: every dead-letter topic) on the partition of `k`."""
         try:
             if topics is None:
                 topics = sorted(
-                    str(t) for t in await self.wire.call("SMEMBERS", self.keys.dead_letter_topics)
+                    str(t) for t in await self.wire.call("SMEMBERS", k.dead_letter_topics)
                 )
             if not topics:
                 return {}
-            sizes = await self.wire.call_many(
-                [("ZCARD", self.keys.dead_letters(t)) for t in topics]
-            )
+            sizes = await self.wire.call_many([("ZCARD", k.dead_letters(t)) for t in topics])
         except RedisError as exc:
             raise self.storage_error("read of dead-letter counts", exc) from exc
         return {t: int(n) for t, n in zip(topics, sizes)}
@@ -142,9 +153,19 @@ class ReadStore(StoreBase):
         return {**counts, "scheduled": counts.get("scheduled", 0) - held, DEAD_LETTER: held}
 
     async def stats_by_topic(self) -> dict[str, dict[str, int]]:
-        """stats() per topic: every topic with a <topic>|<state> field, sorted."""
+        """stats() per topic: every topic with a <topic>|<state> field, sorted; summed over the
+        partitions."""
+        merged: dict[str, dict[str, int]] = {}
+        for per_topic in await self._each(self._stats_by_topic_in):
+            for topic, counts in per_topic.items():
+                row = merged.setdefault(topic, dict.fromkeys(counts, 0))
+                for state, n in counts.items():
+                    row[state] = row.get(state, 0) + n
+        return dict(sorted(merged.items()))
+
+    async def _stats_by_topic_in(self, k: Keys) -> dict[str, dict[str, int]]:
         try:
-            counts = as_map(await self.wire.call("HGETALL", self.keys.counts))
+            counts = as_map(await self.wire.call("HGETALL", k.counts))
         except RedisError as exc:
             raise self.storage_error("read of counts", exc) from exc
         out: dict[str, dict[str, int]] = {}
@@ -152,15 +173,38 @@ class ReadStore(StoreBase):
             topic, sep, state = name.rpartition("|")
             if sep and state in _STATES:
                 out.setdefault(topic, {s: 0 for s in _STATES})[state] += int(value)
-        held = await self._held_dead_letters(None)
+        held = await self._held_dead_letters(k, None)
         return {t: self._apart(c, held.get(t, 0)) for t, c in sorted(out.items())}
 
     async def list_job_ids(
         self, walk: Walk, after: Cursor | None, limit: int, budget: int
     ) -> tuple[list[str], Cursor | None]:
         """One page of job ids of `walk` after `after` (lua/list_jobs.lua: at most `budget`
-        members examined), and the next page's cursor (None: the walk is over)."""
-        k = self.keys
+        members examined per partition), and the next page's cursor (None: the walk is over).
+        Partition after partition, each in its own order: a cursor's set token is then
+        "<partition>|<the partition's token>"."""
+        if self.count == 1:
+            return await self._list_ids_in(self.keys, walk, after, limit, budget)
+        part, inner = 0, None
+        if after is not None:
+            at, token = partition_token(after.set)
+            part = at if at is not None and at < self.count else 0
+            inner = Cursor(token, after.score, after.id) if at is not None and token else None
+        ids: list[str] = []
+        while part < self.count and len(ids) < limit:
+            got, following = await self._list_ids_in(
+                self.parts[part], walk, inner, limit - len(ids), budget
+            )
+            ids += got
+            if following is not None:
+                return ids, Cursor(f"{part}{_SEP}{following.set}", following.score, following.id)
+            part, inner = part + 1, None
+        return ids, (Cursor(f"{part}{_SEP}", "", "") if part < self.count else None)
+
+    async def _list_ids_in(
+        self, k: Keys, walk: Walk, after: Cursor | None, limit: int, budget: int
+    ) -> tuple[list[str], Cursor | None]:
+        """list_job_ids on the partition of `k`."""
         levels, parked = [], []
         if "waiting" in walk.groups:
             try:
@@ -180,7 +224,7 @@ class ReadStore(StoreBase):
             return [], None
         res = await self._run(
             "list_jobs",
-            [self._set_key(t) for t in tokens],
+            [_set_key(k, t) for t in tokens],
             [
                 k.job_prefix,
                 "1" if exact else "0",
@@ -200,20 +244,20 @@ class ReadStore(StoreBase):
         )
         return list(res[3:]), following
 
-    def _set_key(self, token: str) -> str:
-        """The Redis key of a listing's set token (scheduler/store/listing.py)."""
-        k = self.keys
-        if token == "due" or token.startswith("p:"):
-            return k.due if token == "due" else k.due_priority(token[2:])
-        if token.startswith("pk:"):
-            return k.parked(token[3:])
-        return {
-            "active": k.active,
-            "completed": k.completed,
-            "failed": k.failed,
-            "cancelled": k.cancelled,
-        }[token]
-
     async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
         """get_job of each id, all pipelined on the connection at once; in order."""
         return list(await asyncio.gather(*(self.get_job(job_id) for job_id in job_ids)))
+
+
+def _set_key(k: Keys, token: str) -> str:
+    """The Redis key of a listing's set token (scheduler/store/listing.py)."""
+    if token == "due" or token.startswith("p:"):
+        return k.due if token == "due" else k.due_priority(token[2:])
+    if token.startswith("pk:"):
+        return k.parked(token[3:])
+    return {
+        "active": k.active,
+        "completed": k.completed,
+        "failed": k.failed,
+        "cancelled": k.cancelled,
+    }[token]

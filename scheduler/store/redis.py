@@ -1,7 +1,7 @@
 """RedisStore, the one class that talks to Redis (one async method per Lua script, plus
-reads, over scheduler/store/wire.py), and the job lifecycle: enqueue, claim, settle, leases,
-operations, prune. Its other parts: store_base, store_crons, store_topics, store_reads, store_bulk,
-store_progress."""
+reads, over scheduler/store/wire.py), for a namespace of any number of partitions, and the job
+lifecycle: enqueue, claim, settle, leases, operations, prune. Its other parts: base.py (the
+connection and the partitions), crons.py, topics.py, reads.py, bulk.py, progress.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from scheduler.store.bulk import BulkStore, Enqueued, enqueued
 from scheduler.store.crons import CronStore
 from scheduler.store.progress import ProgressStore
 from scheduler.store.reads import ReadStore
-from scheduler.store.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode
+from scheduler.store.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode, ScriptCode
 from scheduler.store.topics import TopicStore
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.
@@ -36,11 +36,19 @@ LEASE_FIELDS = (
 
 
 class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, StoreBase):
-    """All job state of one namespace in one Redis (or one Cluster slot)."""
+    """All job state of one namespace in one Redis (or one Cluster slot per partition)."""
 
     async def enqueue(self, job: NewJob, now_ms: int) -> Enqueued:
-        """Store a new job (or not: see ScheduleResult)."""
-        done, _ = await self.enqueue_for(job, now_ms, "", 0)
+        """Store a new job (or not: see ScheduleResult) on its partition; refused there for its
+        topic's home partition (a topic-wide limit), it is sent there."""
+        k = self.keys if self.count == 1 else self.parts[self.partition_for(job)]
+        done = enqueued(job, await self._run("enqueue", *self._enqueue_call(k, job, now_ms, "", 0)))
+        home = self._home_of(done.home)
+        if home is not None:
+            self.learn_home(job.topic, home)
+            k = self.parts[home]
+            reply = await self._run("enqueue", *self._enqueue_call(k, job, now_ms, "", 0))
+            done = enqueued(job, reply)
         return done
 
     async def enqueue_for(
@@ -51,7 +59,8 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
 
         Returns what happened, and the leased attempt (None: queued as usual, or not stored).
         """
-        res = await self._run("enqueue", *self._enqueue_call(job, now_ms, worker_id, lease_ms))
+        k = self.single
+        res = await self._run("enqueue", *self._enqueue_call(k, job, now_ms, worker_id, lease_ms))
         done = enqueued(job, res)
         if int(res[0]) != EnqueueCode.LEASED:
             return done, None
@@ -91,7 +100,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters waiting
         on the `listened` topics. Returns the jobs, the next due ms and the next cron tick ms (None:
         nothing waits)."""
-        k = self.keys
+        k = self.single
         raw = await self._run(
             "claim",
             [
@@ -152,7 +161,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         it is written; each attempt's own end (Settlement.ended_ms) is its finished time."""
         if not items:
             return []
-        k = self.keys
+        k = self.single
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
             args += [s.job_id, s.token, s.outcome, s.rejection_json, *s.times]
@@ -167,7 +176,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         """Settle failed (or lease-expired) attempts in one call; one result code per item."""
         if not items:
             return []
-        k = self.keys
+        k = self.single
         args: list[Any] = [
             now_ms,
             k.job_prefix,
@@ -202,7 +211,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
     async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
         """Cancel a job; the script's code (1, 2, or scripts.ScriptCode NOT_FOUND/FINISHED).
         `actor` is recorded in the `cancelled` event ("" for none)."""
-        k = self.keys
+        k = await self._job_keys(job_id)
+        if k is None:
+            return int(ScriptCode.NOT_FOUND)
         return int(
             await self._run(
                 "cancel",
@@ -213,7 +224,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Run a failed or cancelled job again, due now; OperationCode.RETRIED or a ScriptCode."""
-        k = self.keys
+        k = await self._job_keys(job_id)
+        if k is None:
+            return int(ScriptCode.NOT_FOUND)
         return int(
             await self._run(
                 "retry_job",
@@ -224,7 +237,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
 
     async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
         """Remove a job that is not running; OperationCode.DELETED or a ScriptCode."""
-        k = self.keys
+        k = await self._job_keys(job_id)
+        if k is None:
+            return int(ScriptCode.NOT_FOUND)
         return int(
             await self._run(
                 "delete_job",
@@ -246,7 +261,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
     ) -> int:
         """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""
-        k = self.keys
+        k = await self._job_keys(job_id)
+        if k is None:
+            return int(ScriptCode.NOT_FOUND)
         return int(
             await self._run(
                 "reschedule_job",
@@ -261,16 +278,17 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         """Heartbeat for running attempts; returns how many leases were lost."""
         if not leases:
             return 0
-        args: list[Any] = [now_ms, lease_ms, self.keys.job_prefix]
+        k = self.single
+        args: list[Any] = [now_ms, lease_ms, k.job_prefix]
         for job_id, token in leases:
             args += [job_id, token]
-        return int(await self._run("extend_leases", [self.keys.active], args))
+        return int(await self._run("extend_leases", [k.active], args))
 
     async def release(self, leases: Sequence[tuple[str, str]], now_ms: int) -> int:
         """Give unfinished attempts back on graceful stop; returns how many."""
         if not leases:
             return 0
-        k = self.keys
+        k = self.single
         args: list[Any] = [now_ms, k.job_prefix, k.dead_letter_prefix]
         for job_id, token in leases:
             args += [job_id, token]
@@ -284,11 +302,10 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         """(id, token) of every running job leased to `worker_id`: after a claim whose reply
         was lost, the worker gives back what it holds without knowing (the active set holds
         only running jobs, so this read stays small)."""
+        k = self.single
         try:
-            ids = await self.wire.call("ZRANGE", self.keys.active, 0, -1)
-            rows = await self.wire.call_many(
-                [("HMGET", self.keys.job(i), "worker", "token") for i in ids]
-            )
+            ids = await self.wire.call("ZRANGE", k.active, 0, -1)
+            rows = await self.wire.call_many([("HMGET", k.job(i), "worker", "token") for i in ids])
         except RedisError as exc:
             raise self.storage_error("read of held leases", exc) from exc
         return [
@@ -306,7 +323,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         limit: int = 500,
     ) -> int:
         """Delete finished jobs past their retention; returns how many."""
-        k = self.keys
+        k = self.single
         return int(
             await self._run(
                 "prune",
@@ -317,13 +334,10 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
 
     async def expired_leases(self, now_ms: int, limit: int = 100) -> list[dict[str, str]]:
         """Running jobs whose lease passed (their worker is gone), with what recovery needs."""
+        k = self.single
         try:
-            ids = await self.wire.call(
-                "ZRANGEBYSCORE", self.keys.active, "-inf", now_ms, "LIMIT", 0, limit
-            )
-            rows = await self.wire.call_many(
-                [("HMGET", self.keys.job(i), *LEASE_FIELDS) for i in ids]
-            )
+            ids = await self.wire.call("ZRANGEBYSCORE", k.active, "-inf", now_ms, "LIMIT", 0, limit)
+            rows = await self.wire.call_many([("HMGET", k.job(i), *LEASE_FIELDS) for i in ids])
         except RedisError as exc:
             raise self.storage_error("read of expired leases", exc) from exc
         out = []

@@ -14,7 +14,7 @@ from listeners import Listener, ListenerRegistry, call_listener, qualified_name
 from scheduler.core.errors import DoNotRetry, Retry
 from scheduler.core.timeutil import ms_to_utc, parse_duration, utc_to_ms
 from scheduler.testing.clocks import SteppingClock
-from scheduler.worker.loop import Worker
+from scheduler.worker.partitioned import AnyWorker
 
 # Kicks of the worker within one settle before giving up: a listener that schedules a job
 # due at once, forever, would otherwise never let time move.
@@ -132,7 +132,7 @@ class TimeMachine:
     def __init__(
         self,
         clock: SteppingClock,
-        worker: Worker,
+        worker: AnyWorker,
         registry: RecordingRegistry,
         *,
         raise_errors: bool = True,

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TypeAlias
 
+from opentelemetry.trace import Tracer
+
+from listeners import ListenerRegistry
+from scheduler.core.clock import Clock
+from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.core.job import NewJob
+from scheduler.observe.metrics import Metrics
 from scheduler.store.bulk import Enqueued
 from scheduler.worker.loop import Worker, new_worker_id
+from scheduler.worker.process_pool import ProcessPool
 
 
 class SharedSlots:
@@ -46,7 +53,7 @@ class PartitionedWorker:
         concurrency: int,
     ) -> None:
         """`make(partition, worker_id, slots)` builds one partition's Worker; `route(job)` is
-        the partition a new job goes to (PartitionedStore.partition_for)."""
+        the partition a new job goes to (RedisStore.partition_for)."""
         self.id = new_worker_id()
         self.route = route
         self.concurrency = concurrency
@@ -65,9 +72,51 @@ class PartitionedWorker:
         for w in self.workers:  # a drain request seen by any partition's loop stops them all
             w.on_drain = self._drain
 
-    def __getattr__(self, name: str) -> Any:
-        """What is the same on every partition's worker (registry, settings, topics...)."""
-        return getattr(self.__dict__["workers"][0], name)
+    # What is the same on every partition's loop (the first one's, as Worker has them).
+    @property
+    def registry(self) -> ListenerRegistry:
+        return self.workers[0].registry
+
+    @property
+    def clock(self) -> Clock:
+        return self.workers[0].clock
+
+    @property
+    def settings(self) -> WorkerSettings:
+        return self.workers[0].settings
+
+    @property
+    def retention(self) -> RetentionSettings:
+        return self.workers[0].retention
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.workers[0].metrics
+
+    @property
+    def cron(self) -> CronSettings:
+        return self.workers[0].cron
+
+    @property
+    def tracer(self) -> Tracer:
+        return self.workers[0].tracer
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return self.workers[0].topics
+
+    @property
+    def all_topics(self) -> bool:
+        return self.workers[0].all_topics
+
+    @property
+    def grace(self) -> float | None:
+        return self.workers[0].grace
+
+    @property
+    def pool(self) -> ProcessPool:
+        """The listener processes every loop shares ([worker] processes is per process)."""
+        return self.workers[0].pool
 
     async def start(self) -> None:
         """The first partition's worker runs the hooks (declared schedules, audit relay), then all start."""
@@ -125,3 +174,7 @@ class PartitionedWorker:
 
     async def prune(self) -> int:
         return sum(await asyncio.gather(*(w.prune() for w in self.workers)))
+
+
+# What Scheduler.make_worker returns: a Worker, or one over each served partition.
+AnyWorker: TypeAlias = Worker | PartitionedWorker

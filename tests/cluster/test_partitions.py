@@ -109,12 +109,12 @@ async def test_a_topic_concurrency_of_2_holds_across_partitions(
             await eventually(lambda: is_true(len(done) == 24), timeout=30, what="24 limited jobs")
         assert peak[0] == 2, f"a topic-wide concurrency of 2 ran {peak[0]} at once"
         home = partition_of("topic:limited", P)
-        assert all([await s.store.parts[home].get_job(i) for i in ids])  # type: ignore[attr-defined]
+        assert all([await s.store.partition(home).get_job(i) for i in ids])
         # a schedule feeding the pinned topic lives (and ticks) on its home too, wherever its name points
         names = [f"feed-{i}" for i in range(6)]
         for name in names:
             await s.schedule_cron(name, "0 3 * * *", topic="limited")
-        assert all([await s.store.parts[home].get_cron(n) for n in names])  # type: ignore[attr-defined]
+        assert all([await s.store.partition(home).get_cron(n) for n in names])
         assert (await s.get_cron("feed-3")) is not None and await s.pause_cron("feed-3")
 
 
