@@ -380,7 +380,9 @@ class Scheduler(ScheduleCalls):
         """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
         [since, until], `cursor` from the previous page (`listing.list_jobs` documents the
         order and the arguments; README: Listing and bulk scheduling)."""
-        return await list_jobs(self.store, topic, state, limit, cursor, key, since, until)
+        return await list_jobs(
+            self.store, topic, state, limit, cursor, key=key, since=since, until=until
+        )
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:
@@ -444,9 +446,9 @@ class Scheduler(ScheduleCalls):
                     store.parts[p],
                     self.registry,
                     self.clock,
-                    self.settings.worker,
-                    self.settings.retention,
-                    self.metrics,
+                    settings=self.settings.worker,
+                    retention=self.settings.retention,
+                    metrics=self.metrics,
                     cron=self.settings.cron,
                     tracer=self.tracer,
                     concurrency=concurrency,
@@ -468,9 +470,9 @@ class Scheduler(ScheduleCalls):
                 store,
                 self.registry,
                 self.clock,
-                self.settings.worker,
-                self.settings.retention,
-                self.metrics,
+                settings=self.settings.worker,
+                retention=self.settings.retention,
+                metrics=self.metrics,
                 cron=self.settings.cron,
                 tracer=self.tracer,
                 concurrency=concurrency,

@@ -103,7 +103,7 @@ class Lifecycle(RuleBasedStateMachine):
             RetentionSettings(),
             Metrics(),
             {},
-            lambda *args: None,
+            lambda *args, **kwargs: None,
             self._noop,
         )
 
