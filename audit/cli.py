@@ -113,7 +113,7 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
     table.add_column("error", overflow="fold", min_width=12)
     for a in rows:
         error = f"{a.error_type}: {a.error_message}" if a.error_type or a.error_message else ""
-        table.add_row(
+        cells = (
             str(a.attempt),
             a.worker or "",
             _when(a.started_at),
@@ -122,6 +122,7 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
             _when(a.lateness_ms),
             error,
         )
+        table.add_row(*cells)
     return table
 
 

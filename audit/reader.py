@@ -283,13 +283,13 @@ class AuditTrail:
                 rows = await conn.fetch(query("recent_actions_of"), target, limit)
         return [
             OperatorAction(
-                r["at"],
-                r["actor"],
-                r["role"],
-                r["action"],
-                r["target"],
-                r["outcome"],
-                json.loads(r["detail"]) if r["detail"] is not None else None,
+                at=r["at"],
+                actor=r["actor"],
+                role=r["role"],
+                action=r["action"],
+                target=r["target"],
+                outcome=r["outcome"],
+                detail=json.loads(r["detail"]) if r["detail"] is not None else None,
             )
             for r in rows
         ]

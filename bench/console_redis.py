@@ -15,6 +15,7 @@ from typing import Any
 from scheduler.api import Scheduler
 from scheduler.core.job import ClaimedJob, NewJob, Settlement
 from scheduler.core.outbox import error_record
+from scheduler.core.request import JobRequest
 from scheduler.worker.advertise import entry_json
 
 DAY_MS = 86_400_000
@@ -121,19 +122,10 @@ def _job(
         "note": "x" * rng.randrange(0, 60),
     }
     key = f"cust-{rng.randrange(100_000)}" if rng.random() < 0.4 else None
-    job = s._scheduling.build_job(
-        topic,
-        run_at,
-        "UTC",
-        payload,
-        {"attempts": max_attempts},
-        None,
-        None,
-        None,
-        "",
-        now_ms=created,
-        key=key,
+    request = JobRequest(
+        topic=topic, run_at_ms=run_at, payload=payload, retry={"attempts": max_attempts}, key=key
     )
+    job = s._scheduling.build_job(request, now_ms=created)
     return job, Plan(
         job.id, topic, fate, tries, max_attempts, key or "", created, job.due_ms, job.payload_json
     )

@@ -98,7 +98,9 @@ async def record(
     audit = audit_of(scheduler)
     if audit is not None:
         try:
-            await audit.record_action(who.name, who.role.value, action, target, outcome, detail)
+            await audit.record_action(
+                who.name, who.role.value, action, target, outcome=outcome, detail=detail
+            )
             return
         except (StorageError, OSError, TimeoutError) as exc:
             log.warning("console: action not recorded in the audit (%s)", exc)
@@ -114,7 +116,9 @@ async def record(
 
 async def _guard(scheduler: Scheduler, who: Principal, action: str, target: str) -> None:
     if not who.can_act:
-        await record(scheduler, who, action, target, "refused", {"role": who.role.value})
+        await record(
+            scheduler, who, action, target, outcome="refused", detail={"role": who.role.value}
+        )
         raise Refused(f"{who.name} is a {who.role.value}: only operators may {action}")
 
 
@@ -149,7 +153,7 @@ async def job_action(
         Outcome("done", f"{action}: done") if ok else await _why_not(scheduler, action, job_id)
     )
     detail = {"run_at": run_at.isoformat(), "tz": tz} if action == "reschedule" and run_at else None
-    await record(scheduler, who, action, job_id, outcome.outcome, detail)
+    await record(scheduler, who, action, job_id, outcome=outcome.outcome, detail=detail)
     return outcome
 
 
@@ -194,8 +198,8 @@ async def dead_letter_action(
         who,
         f"dead_letter.{action}",
         job_id,
-        outcome.outcome,
-        {"job_id": outcome.job_id} if outcome.job_id else None,
+        outcome=outcome.outcome,
+        detail={"job_id": outcome.job_id} if outcome.job_id else None,
     )
     return outcome
 
@@ -251,8 +255,8 @@ async def cron_action(scheduler: Scheduler, who: Principal, action: str, name: s
         who,
         f"cron.{action}",
         name,
-        outcome.outcome,
-        {"job_id": new_id} if new_id else None,
+        outcome=outcome.outcome,
+        detail={"job_id": new_id} if new_id else None,
     )
     return outcome
 
@@ -283,7 +287,7 @@ async def purge_dead_letters(scheduler: Scheduler, who: Principal, topic: str) -
     """Remove every dead letter held on `topic` (bulk; the page asks for confirmation)."""
     await _guard(scheduler, who, "dead_letter.purge", topic)
     n = await scheduler.purge_dead_letters(topic, actor=who.actor)
-    await record(scheduler, who, "dead_letter.purge", topic, "done", {"removed": n})
+    await record(scheduler, who, "dead_letter.purge", topic, outcome="done", detail={"removed": n})
     return Outcome("done", f"removed {n} dead letters")
 
 
@@ -300,5 +304,12 @@ async def replay_all(
             replayed += 1
         except DeadLetterNotFound:
             continue  # replayed or deleted by someone else meanwhile
-    await record(scheduler, who, "dead_letter.replay_all", topic, "done", {"replayed": replayed})
+    await record(
+        scheduler,
+        who,
+        "dead_letter.replay_all",
+        topic,
+        outcome="done",
+        detail={"replayed": replayed},
+    )
     return Outcome("done", f"replayed {replayed} dead letters")

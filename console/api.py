@@ -453,7 +453,7 @@ async def reschedule_job(request: Request, who: Who, job_id: str, body: Reschedu
     """Move a scheduled or retrying job to `run_at`."""
     return _action(
         await actions.job_action(
-            console_of(request).scheduler, who, "reschedule", job_id, body.run_at, body.tz
+            console_of(request).scheduler, who, "reschedule", job_id, run_at=body.run_at, tz=body.tz
         )
     )
 

@@ -232,7 +232,7 @@ def _install_errors(app: FastAPI) -> None:
             message = "body: not JSON text in UTF-8"
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
-        return answer(request, exc.status_code, code, message, field, headers)
+        return answer(request, exc.status_code, code, message, field=field, headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

@@ -117,7 +117,15 @@ async def overview(scheduler: Scheduler) -> Overview:
         )
         for n in names
     ]
-    return Overview(rows, sorted(workers, key=lambda w: w.id), pending, age, problem, now, unserved)
+    return Overview(
+        rows,
+        sorted(workers, key=lambda w: w.id),
+        relay_pending=pending,
+        relay_age_s=age,
+        audit_problem=problem,
+        at=now,
+        unserved=unserved,
+    )
 
 
 def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:
@@ -145,7 +153,15 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
             problem = f"audit trail unavailable: {exc}"
     if job is None and record is None:
         return None
-    return JobDetail(job_id, job, record, attempts, actions, trace_id_of(job, record), problem)
+    return JobDetail(
+        job_id,
+        job,
+        record,
+        attempts=attempts,
+        actions=actions,
+        trace_id=trace_id_of(job, record),
+        audit_problem=problem,
+    )
 
 
 async def last_tick_states(

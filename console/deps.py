@@ -98,8 +98,8 @@ async def _refuse(request: Request, who: Principal, describe: Describe | None) -
             who,
             named[0],
             named[1],
-            "refused",
-            {"role": who.role.value},
+            outcome="refused",
+            detail={"role": who.role.value},
         )
     what = named[0] if named else "act"
     raise Refused(f"{who.name} is a {who.role.value}: only operators may {what}")

@@ -157,13 +157,18 @@ class Gate:
                     send,
                     400,
                     "REQUEST_INVALID",
-                    f"Content-Length {length[:40]!r} is no number",
-                    "body",
+                    message=f"Content-Length {length[:40]!r} is no number",
+                    field="body",
                 )
                 return
             if int(length) > self.limit:
                 await refuse(
-                    scope, send, 413, "PAYLOAD_TOO_LARGE", TooLarge(self.limit).detail, "body"
+                    scope,
+                    send,
+                    413,
+                    "PAYLOAD_TOO_LARGE",
+                    message=TooLarge(self.limit).detail,
+                    field="body",
                 )
                 return
         await self.app(scope, self._bounded(receive), send)

@@ -161,7 +161,7 @@ async def job_action(
                 field="run_at",
             ) from None
     outcome = await actions.job_action(
-        console_of(request).scheduler, who, action, job_id, when, tz or "UTC"
+        console_of(request).scheduler, who, action, job_id, run_at=when, tz=tz or "UTC"
     )
     return _back(f"/jobs/{segment(job_id)}", outcome)
 

@@ -20,7 +20,9 @@ from listeners import ListenerRegistry, default_registry
 from scheduler.core.clock import Clock
 from scheduler.core.config import Settings, load_settings
 from scheduler.core.errors import SchedulerError
-from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, NewJob
+from scheduler.core.flow import Dedupe
+from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import Backoff, RetryPolicy
 from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.facade.crons import CronSchedules
@@ -215,14 +217,23 @@ class Scheduler(ScheduleCalls):
         misfire: str | None = None,
         timeout: timedelta | float | str | None = None,
         key: str | None = None,
-        dedupe: Any = None,
+        dedupe: Dedupe | None = None,
         priority: int | str | None = None,
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job
         (`cron_schedules.py` documents the arguments). Raises ScheduleError; nothing is stored."""
-        return await self._crons.schedule(
-            name, cron, topic, tz, payload, retry, metadata, misfire, timeout, key, dedupe, priority
+        request = JobRequest(
+            topic=topic,
+            tz=tz,
+            payload=payload,
+            retry=retry,
+            metadata=metadata,
+            timeout=timeout,
+            key=key,
+            dedupe=dedupe,
+            priority=priority,
         )
+        return await self._crons.schedule(name, cron, request, misfire)
 
     async def unschedule(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""
@@ -348,13 +359,7 @@ class Scheduler(ScheduleCalls):
 
     async def replay(self, job_id: str, *, actor: str | None = None) -> str:
         """Schedule a dead letter's payload again on its source topic (due now) and remove it; the new id."""
-
-        def build(topic: str, now_ms: int, payload: Any, metadata: Any) -> NewJob:
-            return self._scheduling.build_job(
-                topic, now_ms, "UTC", payload, None, metadata, None, None, "", now_ms=now_ms
-            )
-
-        return await self._topics.replay(job_id, build, actor)
+        return await self._topics.replay(job_id, self._scheduling.build_job, actor)
 
     async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
         """Remove every dead letter held on `topic`; how many."""
@@ -375,7 +380,9 @@ class Scheduler(ScheduleCalls):
         """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
         [since, until], `cursor` from the previous page (`listing.list_jobs` documents the
         order and the arguments; README: Listing and bulk scheduling)."""
-        return await list_jobs(self.store, topic, state, limit, cursor, key, since, until)
+        return await list_jobs(
+            self.store, topic, state, limit, cursor, key=key, since=since, until=until
+        )
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:
@@ -436,9 +443,9 @@ class Scheduler(ScheduleCalls):
                 part,
                 self.registry,
                 self.clock,
-                self.settings.worker,
-                self.settings.retention,
-                self.metrics,
+                settings=self.settings.worker,
+                retention=self.settings.retention,
+                metrics=self.metrics,
                 cron=self.settings.cron,
                 tracer=self.tracer,
                 concurrency=concurrency,

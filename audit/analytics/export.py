@@ -243,7 +243,15 @@ def write_partition(
         filesystem=fs,
         row_group_size=ROW_GROUP_ROWS,
     )
-    _commit_day(fs, root, staging, table, day, data.num_rows, exported_at or datetime.now(UTC))
+    _commit_day(
+        fs,
+        root,
+        staging,
+        table=table,
+        day=day,
+        rows=data.num_rows,
+        exported_at=exported_at or datetime.now(UTC),
+    )
     fs.delete_dir(staging)
 
 
@@ -284,12 +292,27 @@ async def export_days(
                     staging = f"{root}/{table}/_staging-{uuid.uuid4().hex}"
                     run_days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
                     counts = await asyncio.to_thread(
-                        csv_to_partitions, csv_path, schema, fs, staging, run_days, progress, table
+                        csv_to_partitions,
+                        csv_path,
+                        schema,
+                        fs,
+                        staging=staging,
+                        days=run_days,
+                        progress=progress,
+                        table=table,
                     )
                     csv_path.unlink()
                     exported_at = clock()
                     for day in run_days:
-                        _commit_day(fs, root, staging, table, day, counts[day], exported_at)
+                        _commit_day(
+                            fs,
+                            root,
+                            staging,
+                            table=table,
+                            day=day,
+                            rows=counts[day],
+                            exported_at=exported_at,
+                        )
                     fs.delete_dir(staging)
                     results.append(
                         ExportResult(

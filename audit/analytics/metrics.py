@@ -61,14 +61,15 @@ def _count_if(condition: Column) -> Column:
 def job_counts(jobs: DataFrame, keys: Sequence[str]) -> DataFrame:
     """keys + jobs, completed, failed, cancelled, with_failure, recovered, failure_rate, retry_recovery_rate."""
     status, had_failure = F.col("status"), F.col("failed_attempts") > 0
-    counts = jobs.groupBy(*keys).agg(
+    columns = [
         F.count(F.lit(1)).cast("long").alias("jobs"),
         _count_if(status == outbox.STATUS_COMPLETED).alias("completed"),
         _count_if(status == outbox.STATUS_FAILED).alias("failed"),
         _count_if(status == outbox.STATUS_CANCELLED).alias("cancelled"),
         _count_if(had_failure).alias("with_failure"),
         _count_if(had_failure & (status == outbox.STATUS_COMPLETED)).alias("recovered"),
-    )
+    ]
+    counts = jobs.groupBy(*keys).agg(*columns)
     return counts.select(
         "*",
         ratio(F.col("failed"), F.col("completed") + F.col("failed")).alias("failure_rate"),

@@ -215,5 +215,11 @@ def run_report(
     summary, html, aggregates = run_publish(request, analysis, progress, clock)
     timings["publish"] = time.perf_counter() - started
     return ReportResult(
-        request.out, summary, html, tuple(aggregates), analysis, tuple(exports), timings
+        out=request.out,
+        summary=summary,
+        html=html,
+        aggregates=tuple(aggregates),
+        analysis=analysis,
+        exports=tuple(exports),
+        timings=timings,
     )

@@ -122,21 +122,23 @@ def run_counts(infos: list[JobInfo]) -> str:
     return ", ".join(f"{state} {n}" for state, n in sorted(counts.items())) or "none"
 
 
+_COLUMNS = (
+    "job",
+    "topic",
+    "run at (zone)",
+    "state",
+    "attempts",
+    "last error",
+    "audit (Postgres)",
+)
+
+
 def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:
-    table = Table(
-        "job",
-        "topic",
-        "run at (zone)",
-        "state",
-        "attempts",
-        "last error",
-        "audit (Postgres)",
-        title="What happened",
-    )
+    table = Table(*_COLUMNS, title="What happened")
     for info in infos:
         error = info.last_error or {}
         status, rows = audit.get(info.id, ("-", 0))
-        table.add_row(
+        cells = (
             info.id,
             info.topic,
             f"{info.run_at.astimezone(ZoneInfo(info.tz)):%H:%M:%S} {info.tz}",
@@ -145,4 +147,5 @@ def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:
             f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
             f"{status}, {rows} attempt rows",
         )
+        table.add_row(*cells)
     return table

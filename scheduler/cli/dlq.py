@@ -73,6 +73,16 @@ async def _chosen(
     return chosen
 
 
+_DLQ_COLUMNS = (
+    "id",
+    "source topic",
+    "source job",
+    "failed at",
+    "attempts",
+    "error",
+)
+
+
 def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add the `dlq` group to the `horae` command."""
 
@@ -111,18 +121,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items([_doc(dl) for dl in page.items], page.cursor)
             return
-        table = Table(
-            "id",
-            "source topic",
-            "source job",
-            "failed at",
-            "attempts",
-            "error",
-            title=f"dead letters of {topic}",
-        )
+        table = Table(*_DLQ_COLUMNS, title=f"dead letters of {topic}")
         for dl in page.items:
             d = _doc(dl)
-            table.add_row(
+            cells = (
                 dl.id,
                 str(d["source_topic"]),
                 str(d["source_job_id"]),
@@ -130,6 +132,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 str(d["attempts"]),
                 f"{d['error_type']}: {d['error']}",
             )
+            table.add_row(*cells)
         print_table(console, table)
         if page.cursor:
             click.echo(f"next page: --cursor {page.cursor}")
@@ -207,7 +210,7 @@ def _bulk_command(dlq: click.Group, run: Run, verb: str) -> None:
     ) -> None:
         async def main() -> None:
             async with Scheduler(settings=settings) as s:
-                chosen = await _chosen(s, topic, ids, all_, verb.capitalize(), yes)
+                chosen = await _chosen(s, topic, ids, all_=all_, verb=verb.capitalize(), yes=yes)
                 if verb == "replay":
                     for job_id in chosen:
                         click.echo(f"{job_id} -> {await s.replay(job_id)}")

@@ -76,6 +76,18 @@ def error_label(info: JobInfo, attempt: int | None) -> str:
     return f"last_error (from {which}, before the job completed)"
 
 
+_ATTEMPT_COLUMNS = (
+    "#",
+    "worker",
+    "started (UTC)",
+    "outcome",
+    "ms",
+    "late ms",
+    "progress",
+    "error",
+)
+
+
 def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
     table = Table(title=f"job {info.id}", show_header=False)
     table.add_column("field", style="bold", no_wrap=True)
@@ -122,17 +134,7 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
     if doc["audit_attempts"] is None:
         click.echo(f"attempts from the audit trail: unavailable ({doc['audit_error']})")
         return
-    attempts = Table(
-        "#",
-        "worker",
-        "started (UTC)",
-        "outcome",
-        "ms",
-        "late ms",
-        "progress",
-        "error",
-        title="attempts (audit)",
-    )
+    attempts = Table(*_ATTEMPT_COLUMNS, title="attempts (audit)")
     for a in doc["audit_attempts"]:
         error_text = (
             f"{a['error_type']}: {a['error_message']}"
@@ -144,7 +146,7 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
             if a["progress_percent"] is None
             else _progress_text(a["progress_percent"], a["progress_message"])
         )
-        attempts.add_row(
+        cells = (
             str(a["attempt"]),
             a["worker"] or "",
             a["started_at"] or "",
@@ -154,6 +156,7 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
             Text(progress),
             Text(error_text),
         )
+        attempts.add_row(*cells)
     print_table(console, attempts)
 
 
@@ -174,7 +177,9 @@ def _parse_when(text: str, now_ms: int) -> datetime:
     except InvalidDelay:
         pass
     except OverflowError:
-        raise Invalid(f"WHEN {text!r} is past the year 9999; give a delay or datetime before it") from None
+        raise Invalid(
+            f"WHEN {text!r} is past the year 9999; give a delay or datetime before it"
+        ) from None
     try:
         return datetime.fromisoformat(text)
     except ValueError:
@@ -182,6 +187,19 @@ def _parse_when(text: str, now_ms: int) -> datetime:
             f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: wall time in --tz) or a "
             f"delay such as 2h or 90s; got {text!r}"
         ) from None
+
+
+_LIST_COLUMNS = (
+    "id",
+    "topic",
+    "state",
+    "attempts",
+    "run at (UTC)",
+    "next attempt (UTC)",
+    "key",
+    "priority",
+    "last error",
+)
 
 
 def register(cli: click.Group, run: Run, console: Console) -> None:
@@ -232,21 +250,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             + (f", topic {topic}" if topic else "")
             + (f", {state}" if state else "")
         )
-        table = Table(
-            "id",
-            "topic",
-            "state",
-            "attempts",
-            "run at (UTC)",
-            "next attempt (UTC)",
-            "key",
-            "priority",
-            "last error",
-            title=title,
-        )
+        table = Table(*_LIST_COLUMNS, title=title)
         for j in page.items:
             first_error = (error_lines(j.last_error) or [""])[0]
-            table.add_row(
+            cells = (
                 j.id,
                 j.topic,
                 j.state.value,
@@ -257,6 +264,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 str(j.priority),
                 Text(first_error),
             )
+            table.add_row(*cells)
         print_table(console, table)
         if page.cursor:
             click.echo(f"next page: --cursor {page.cursor}")

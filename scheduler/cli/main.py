@@ -290,6 +290,20 @@ def cron() -> None:
     """Recurring schedules."""
 
 
+_CRON_COLUMNS = (
+    "name",
+    "cron",
+    "zone",
+    "topic",
+    "next run (zone)",
+    "next run (UTC)",
+    "last run (UTC)",
+    "misfire",
+    "paused",
+    "declared",
+)
+
+
 @cron.command("list")
 @click.option(
     "--json",
@@ -309,22 +323,10 @@ def cron_list(settings: Settings, as_json: bool) -> None:
         if as_json:
             echo_items(crons)
             return
-        table = Table(
-            "name",
-            "cron",
-            "zone",
-            "topic",
-            "next run (zone)",
-            "next run (UTC)",
-            "last run (UTC)",
-            "misfire",
-            "paused",
-            "declared",
-            title=f"cron schedules in {settings.namespace}",
-        )
+        table = Table(*_CRON_COLUMNS, title=f"cron schedules in {settings.namespace}")
         for c in crons:
             nxt = c.next_run_at
-            table.add_row(
+            cells = (
                 c.name,
                 c.trigger,
                 c.tz,
@@ -336,6 +338,7 @@ def cron_list(settings: Settings, as_json: bool) -> None:
                 "yes" if c.paused else "no",
                 "in code" if c.declared else "no",
             )
+            table.add_row(*cells)
         print_table(console, table)
 
     _run(main())

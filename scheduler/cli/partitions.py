@@ -68,7 +68,12 @@ async def _record(settings: Settings, redis: Any, by: str, summary: Any) -> None
             RelayOptions.from_settings(settings.audit, partitions=summary.new),
         ) as trail:
             await trail.record_action(
-                by, "operator", "partitions.migrate", settings.namespace, "done", detail
+                by,
+                "operator",
+                action="partitions.migrate",
+                target=settings.namespace,
+                outcome="done",
+                detail=detail,
             )
     except Exception as exc:  # noqa: BLE001 - any failure of the audit leaves the migration done
         click.echo(
@@ -123,9 +128,10 @@ def register(cli: click.Group, run: Run) -> None:
         async def main() -> list[str]:
             async with _opened(settings) as (store, now_ms):
                 by = run_by()
-                summary = await Migration(store, to, by, now_ms, click.echo, GROUP).run(
-                    dry_run=dry_run
+                migration = Migration(
+                    store, to, by=by, now_ms=now_ms, say=click.echo, outbox_group=GROUP
                 )
+                summary = await migration.run(dry_run=dry_run)
                 if not dry_run:
                     await _record(settings, store.redis, by, summary)
                 return summary.lines("would move" if dry_run else "moved")

@@ -151,6 +151,20 @@ def _retry(
     return plain
 
 
+_TOPIC_COLUMNS = (
+    "topic",
+    "configured",
+    "policy",
+    "concurrency",
+    "rate limit",
+    "timeout",
+    "priority",
+    "warning size",
+    "dead letter",
+    "retry",
+)
+
+
 def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add the `topics` group to the `horae` command."""
 
@@ -190,19 +204,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items(docs)
             return
-        table = Table(
-            "topic",
-            "configured",
-            "policy",
-            "concurrency",
-            "rate limit",
-            "timeout",
-            "priority",
-            "warning size",
-            "dead letter",
-            "retry",
-            title=f"topics in {settings.namespace}",
-        )
+        table = Table(*_TOPIC_COLUMNS, title=f"topics in {settings.namespace}")
         for doc in docs:
             c = _cells(doc)
             table.add_row(
@@ -470,17 +472,19 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         click.echo("\n".join(keys), nl=bool(keys))
 
 
+_KNOWN_COLUMNS = (
+    "known topic",
+    "served now",
+    "last served",
+    "by",
+    "waiting jobs",
+    "waiting for a worker since",
+)
+
+
 def known_table(known: list[KnownTopic], namespace: str) -> Table:
     """The known topics (served within [worker] topic_memory), and the jobs of each that wait for a worker."""
-    table = Table(
-        "known topic",
-        "served now",
-        "last served",
-        "by",
-        "waiting jobs",
-        "waiting for a worker since",
-        title=f"topics workers served in {namespace}",
-    )
+    table = Table(*_KNOWN_COLUMNS, title=f"topics workers served in {namespace}")
     for t in known:
         table.add_row(
             *(

@@ -19,6 +19,18 @@ from scheduler.core.config import Settings
 Run = Callable[[Any], Any]
 
 
+_COLUMNS = (
+    "id",
+    "host",
+    "pid",
+    "topics",
+    "concurrency",
+    "running",
+    "last heartbeat (UTC)",
+    "state",
+)
+
+
 def register(cli: click.Group, run: Run, console: Console) -> None:
     """Add `workers` and `workers drain` to the `horae` command."""
 
@@ -45,20 +57,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if as_json:
             echo_items(infos)
             return
-        table = Table(
-            "id",
-            "host",
-            "pid",
-            "topics",
-            "concurrency",
-            "running",
-            "last heartbeat (UTC)",
-            "state",
-            title=f"live workers in {settings.namespace}",
-        )
+        table = Table(*_COLUMNS, title=f"live workers in {settings.namespace}")
         for w in infos:
             topics = "(all topics)" if w.all_topics else ", ".join(w.topics)
-            table.add_row(
+            cells = (
                 w.id,
                 w.host,
                 str(w.pid),
@@ -68,6 +70,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
                 when_text(w.last_heartbeat),
                 w.state,
             )
+            table.add_row(*cells)
         print_table(console, table)
 
     @workers.command("drain")

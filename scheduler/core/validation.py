@@ -23,6 +23,7 @@ from scheduler.core.flow import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: a jo
 from scheduler.core.flow import Dedupe, parse_priority
 from scheduler.core.job import NewJob, new_job_id
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy, parse_retry
 from scheduler.core.timeutil import parse_duration, zone
 
@@ -374,36 +375,23 @@ def flow_fields(key: object, dedupe: object, priority: object) -> dict[str, str]
 
 
 def build_job(
-    topic: object,
-    run_at_ms: int,
-    tz: str,
-    payload: Any,
-    retry: Any,
-    metadata: object,
-    timeout: Any,
-    job_id: object,
-    cron: str,
+    request: JobRequest,
     *,
     default_retry: RetryPolicy,
     default_timeout_ms: int,
     now_ms: int = 0,
     validate: Validator | None = None,
-    key: object = None,
-    dedupe: object = None,
-    priority: object = None,
     max_json_bytes: int = MAX_JSON_BYTES,
     due_by_ms: int | None = None,
 ) -> NewJob:
     """Validate every part of a request and build the job to store.
 
     Args:
-        topic, tz, payload, retry, metadata, timeout, job_id: as given to Scheduler.schedule_at.
-        run_at_ms: the requested time; one at or before `due_by_ms` is due at `now_ms`.
-        cron: the schedule's name for a cron template ("" for none).
+        request: as the caller gave it; `run_at_ms` at or before `due_by_ms` is due at
+            `now_ms`; its key, dedupe and priority are checked by flow_fields.
         default_retry, default_timeout_ms: what an omitted retry or timeout means (unless the
             topic's configuration has its own: enqueue.lua applies it).
         validate: the topic's payload schema when this process knows one (None: unchecked).
-        key, dedupe, priority: flow control (flow_fields).
         max_json_bytes: the largest payload and metadata, each, as JSON ([limits] json_bytes).
         due_by_ms: the latest instant that is "now" for the caller (Clock.caller_now_ms: the
             process's own clock may lead the Redis-calibrated one, so `schedule_at(topic,
@@ -412,39 +400,44 @@ def build_job(
     Raises:
         ScheduleError: a subclass naming the first invalid field.
     """
-    topic = check_topic(topic)
-    zone(tz)
-    policy = parse_retry(retry, default_retry)
-    meta = check_metadata(metadata)
+    r = request
+    topic = check_topic(r.topic)
+    zone(r.tz)
+    policy = parse_retry(r.retry, default_retry)
+    meta = check_metadata(r.metadata)
+    timeout = r.timeout
     timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
     if timeout_s <= 0 or timeout_s * 1000 > MAX_TIMEOUT_MS:
         raise InvalidDelay(
-            f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
+            f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; "
+            f"got {shown(timeout)}",
             field="timeout",
         )
-    check_run_at_ms(run_at_ms, "run_at")
-    given_id = check_job_id(job_id)
-    flow = flow_fields(key, dedupe, priority)
-    payload_json = to_json(payload, "payload", max_json_bytes)
+    run_at_ms = check_run_at_ms(r.run_at_ms, "run_at")
+    given_id = check_job_id(r.job_id)
+    flow = flow_fields(r.key, r.dedupe, r.priority)
+    payload_json = to_json(r.payload, "payload", max_json_bytes)
     check_payload(payload_json, validate)
+    metadata_json = to_json(dict(meta), "metadata", max_json_bytes) if meta else "{}"
+    dead_letter = "" if r.dead_letter is None else check_dead_letter(topic, r.dead_letter)
     return NewJob(
         id=given_id or new_job_id(),
         topic=topic,
-        due_ms=now_ms
-        if run_at_ms <= max(now_ms, due_by_ms or 0)
-        else run_at_ms,  # a past time runs at once
+        # a past time runs at once
+        due_ms=now_ms if run_at_ms <= max(now_ms, due_by_ms or 0) else run_at_ms,
         run_at_ms=run_at_ms,
-        tz=tz,
+        tz=r.tz,
         payload_json=payload_json,
-        metadata_json=to_json(dict(meta), "metadata", max_json_bytes) if meta else "{}",
+        metadata_json=metadata_json,
         max_attempts=policy.attempts,
         backoff_type=policy.backoff.type,
         backoff_delay_ms=policy.backoff.delay_ms,
         backoff_max_delay_ms=policy.backoff.max_delay_ms,
         backoff_jitter=policy.backoff.jitter,
         timeout_ms=max(1, int(timeout_s * 1000)),
-        cron=cron,
-        retry_given=retry is not None,
+        cron=r.cron,
+        retry_given=r.retry is not None,
         timeout_given=timeout is not None,
+        dead_letter=dead_letter,
         **flow,
     )

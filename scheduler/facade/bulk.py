@@ -4,14 +4,15 @@ pipelined batches under one PRODUCER span (RedisStore.enqueue_many)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span, Tracer
 
 from scheduler.core.errors import InvalidDelay, InvalidJobId, ScheduleError, shown
 from scheduler.core.job import NewJob
+from scheduler.core.request import JobRequest
 from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.core.validation import check_run_at_ms
 from scheduler.facade.scheduling import observe
@@ -39,24 +40,8 @@ ITEM_KEYS = (
 _KNOWN = frozenset(ITEM_KEYS)
 
 
-class BuildJob(Protocol):
-    """Validate one request and build its job (the facade's, with its defaults and schemas)."""
-
-    def __call__(
-        self,
-        topic: Any,
-        run_at_ms: int,
-        tz: str,
-        payload: Any,
-        retry: Any,
-        metadata: Any,
-        timeout: Any,
-        job_id: str | None,
-        *,
-        key: Any = None,
-        dedupe: Any = None,
-        priority: Any = None,
-    ) -> NewJob: ...
+# Validate one request and build its job (the facade's, with its defaults and schemas).
+BuildJob = Callable[[JobRequest], NewJob]
 
 
 def build_jobs(items: Iterable[Mapping[str, Any]], build: BuildJob, now_ms: int) -> list[NewJob]:
@@ -117,19 +102,20 @@ def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob
             )
         else:
             run_at_ms = now_ms
-        return build(
-            item.get("topic"),
-            run_at_ms,
-            tz,
-            item.get("payload"),
-            item.get("retry"),
-            item.get("metadata"),
-            item.get("timeout"),
-            item.get("job_id"),
+        request = JobRequest(
+            topic=item.get("topic"),
+            run_at_ms=run_at_ms,
+            tz=tz,
+            payload=item.get("payload"),
+            retry=item.get("retry"),
+            metadata=item.get("metadata"),
+            timeout=item.get("timeout"),
+            job_id=item.get("job_id"),
             key=item.get("key"),
             dedupe=item.get("dedupe"),
             priority=item.get("priority"),
         )
+        return build(request)
     except ScheduleError as exc:
         raise _at(index, exc) from exc
 

@@ -5,24 +5,22 @@ and resume it; the trigger arithmetic is `cron.py`'s and `interval.py`'s."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
 from listeners import Declaration
 from scheduler.core.cron import Trigger, next_fire, parse_cron, trigger_of
 from scheduler.core.errors import InvalidCron, ScheduleError, shown
 from scheduler.core.interval import IntervalSpec, parse_interval
 from scheduler.core.job import CronInfo, NewCron, NewJob
-from scheduler.core.retry import RetryPolicy
+from scheduler.core.request import JobRequest
 from scheduler.core.validation import check_cron_name, check_misfire
 from scheduler.facade.scheduling import Host
 from scheduler.observe.tracing import CRON_NAME, current_traceparent, producer_span
 from scheduler.store.scripts import PauseCode, ScriptCode
 
-# (topic, run_at_ms, tz, payload, retry, metadata, timeout, job_id, cron, *, key=, priority=)
-# -> a checked NewJob.
-BuildJob = Callable[..., NewJob]
+# A request -> its checked NewJob (the facade's Scheduling.build_job).
+BuildJob = Callable[[JobRequest], NewJob]
 
 
 @dataclass(frozen=True)
@@ -43,19 +41,7 @@ class CronSchedules:
         self._build = build
 
     async def schedule(
-        self,
-        name: str,
-        cron: str,
-        topic: str,
-        tz: str,
-        payload: Any,
-        retry: RetryPolicy | Mapping[str, Any] | None,
-        metadata: Mapping[str, Any] | None,
-        misfire: str | None,
-        timeout: timedelta | float | str | None,
-        key: str | None = None,
-        dedupe: object = None,
-        priority: int | str | None = None,
+        self, name: str, cron: str, request: JobRequest, misfire: str | None
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job.
 
@@ -66,12 +52,13 @@ class CronSchedules:
         Args:
             name: the schedule's unique name (tick job ids are cron:{name}:{tick ms}).
             cron: 5 fields, or 6 with seconds first ("30 30 3 * * *" = 03:30:30).
-            topic, tz, payload, retry, metadata, timeout: as for schedule_at, per tick.
+            request: each tick's topic, tz, payload, retry, metadata, timeout as for
+                schedule_at; key: the key of its ticks under the topic's policy (default: the
+                schedule's name, so a singleton topic never runs two ticks at once); priority:
+                of its ticks; dedupe: Dedupe(key, window=) in throttle mode: a tick is not
+                created while another job holds the key (debounce is refused: ticks do not
+                move). Its run_at_ms, job_id and cron are the schedule's own.
             misfire: after downtime: "coalesce" (one run), "skip" (none), "all" (each, capped).
-            key: the key of its ticks under the topic's policy (default: the schedule's name,
-                so a singleton topic never runs two ticks at once); priority: of its ticks.
-            dedupe: Dedupe(key, window=) in throttle mode: a tick is not created while another
-                job holds the key (debounce is refused: ticks do not move).
 
         Returns:
             The stored schedule.
@@ -82,25 +69,15 @@ class CronSchedules:
         host = self._host
         check_cron_name(name)
         mode = check_misfire(misfire or host.settings.cron.misfire)
-        spec = parse_cron(cron, tz)
+        spec = parse_cron(cron, request.tz)
+        metadata = request.metadata
         meta = (
             {**dict(metadata or {}), "cron": name}
             if isinstance(metadata, Mapping) or metadata is None
             else metadata
         )
         job = self._build(
-            topic,
-            0,
-            tz,
-            payload,
-            retry,
-            meta,
-            timeout,
-            f"cron:{name}",
-            name,
-            key=key,
-            priority=priority,
-            dedupe=dedupe,
+            replace(request, run_at_ms=0, metadata=meta, job_id=f"cron:{name}", cron=name)
         )
         if job.dedupe_mode == "debounce":
             raise ScheduleError(
@@ -136,15 +113,14 @@ class CronSchedules:
             else parse_cron(decl.cron, decl.tz)
         )
         job = self._build(
-            decl.topic,
-            0,
-            decl.tz,
-            decl.payload,
-            None,
-            {"cron": decl.name},
-            None,
-            f"cron:{decl.name}",
-            decl.name,
+            JobRequest(
+                topic=decl.topic,
+                tz=decl.tz,
+                payload=decl.payload,
+                metadata={"cron": decl.name},
+                job_id=f"cron:{decl.name}",
+                cron=decl.name,
+            )
         )
         return Planned(decl.name, spec, mode, job)
 
@@ -160,15 +136,15 @@ class CronSchedules:
             now = host.clock.now_ms()
             return await host.store.upsert_cron(
                 NewCron(
-                    plan.name,
-                    expr,
-                    plan.misfire,
-                    next_fire(spec, now),
-                    plan.job,
-                    current_traceparent(),
-                    every,
-                    jitter,
-                    declared,
+                    name=plan.name,
+                    expr=expr,
+                    misfire=plan.misfire,
+                    next_ms=next_fire(spec, now),
+                    job=plan.job,
+                    trace=current_traceparent(),
+                    every_ms=every,
+                    jitter_ms=jitter,
+                    declared=declared,
                 ),
                 now,
             )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.core.clock import caller_now_ms
 from scheduler.core.flow import Dedupe
 from scheduler.core.job import ScheduleResult
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.timeutil import parse_duration, resolve_run_at, utc_to_ms
 from scheduler.core.validation import check_run_at_ms
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from scheduler.observe.metrics import Metrics
     from scheduler.store.redis import RedisStore
 
-Retry = RetryPolicy | Mapping[str, Any] | None
+# What retry= takes (not `Retry`: that is the public exception a listener raises).
+RetryArg = RetryPolicy | Mapping[str, Any] | None
 Duration = timedelta | float | str
 
 
@@ -45,7 +47,7 @@ class ScheduleCalls:
         tz: str = "UTC",
         *,
         payload: Any = None,
-        retry: Retry = None,
+        retry: RetryArg = None,
         metadata: Mapping[str, Any] | None = None,
         timeout: Duration | None = None,
         job_id: str | None = None,
@@ -57,20 +59,21 @@ class ScheduleCalls:
         """schedule_at, saying what happened: `created` False when nothing was stored, with
         `job_id` the job holding the slot and `reason` why (ScheduleResult)."""
         when = resolve_run_at(run_at, tz)
-        return await self._scheduling.enqueue(
-            topic,
-            utc_to_ms(when),
-            tz,
-            payload,
-            retry,
-            metadata,
-            timeout,
-            job_id,
+        request = JobRequest(
+            topic=topic,
+            run_at_ms=utc_to_ms(when),
+            tz=tz,
+            payload=payload,
+            retry=retry,
+            metadata=metadata,
+            timeout=timeout,
+            job_id=job_id,
             dead_letter=dead_letter,
             key=key,
             dedupe=dedupe,
             priority=priority,
         )
+        return await self._scheduling.enqueue(request)
 
     async def schedule_at(
         self,
@@ -79,7 +82,7 @@ class ScheduleCalls:
         tz: str = "UTC",
         *,
         payload: Any = None,
-        retry: Retry = None,
+        retry: RetryArg = None,
         metadata: Mapping[str, Any] | None = None,
         timeout: Duration | None = None,
         job_id: str | None = None,
@@ -134,7 +137,7 @@ class ScheduleCalls:
         delay: Duration,
         *,
         payload: Any = None,
-        retry: Retry = None,
+        retry: RetryArg = None,
         metadata: Mapping[str, Any] | None = None,
         timeout: Duration | None = None,
         job_id: str | None = None,
@@ -148,20 +151,21 @@ class ScheduleCalls:
         other keywords as schedule_at's."""
         seconds = parse_duration(delay, "delay")
         due = check_run_at_ms(self.clock.now_ms() + int(min(seconds, 1e16) * 1000), "delay")
-        result = await self._scheduling.enqueue(
-            topic,
-            due,
-            tz,
-            payload,
-            retry,
-            metadata,
-            timeout,
-            job_id,
+        request = JobRequest(
+            topic=topic,
+            run_at_ms=due,
+            tz=tz,
+            payload=payload,
+            retry=retry,
+            metadata=metadata,
+            timeout=timeout,
+            job_id=job_id,
             dead_letter=dead_letter,
             key=key,
             dedupe=dedupe,
             priority=priority,
         )
+        result = await self._scheduling.enqueue(request)
         return result.job_id
 
     async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -173,11 +177,6 @@ class ScheduleCalls:
             StorageError: Redis failed; earlier batches may be stored (retry with job_ids).
         """
         now = self.clock.now_ms()
-        jobs = build_jobs(
-            items,
-            partial(
-                self._scheduling.build_job, cron="", now_ms=now, due_by_ms=caller_now_ms(self.clock)
-            ),
-            now,
-        )
+        build = partial(self._scheduling.build_job, now_ms=now, due_by_ms=caller_now_ms(self.clock))
+        jobs = build_jobs(items, build, now)
         return await store_jobs(self.store, self.tracer, self.metrics, jobs, now)

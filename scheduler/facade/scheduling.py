@@ -7,18 +7,17 @@ import logging
 import time
 import weakref
 from contextlib import nullcontext
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.trace import Tracer
 
 from listeners import ListenerRegistry
 from scheduler.core.clock import caller_now_ms
 from scheduler.core.config import Settings
-from scheduler.core.flow import Dedupe
 from scheduler.core.job import NewJob, ScheduleResult
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
-from scheduler.core.validation import build_job, check_dead_letter
+from scheduler.core.validation import build_job
 from scheduler.facade import operations
 from scheduler.observe.metrics import Metrics
 from scheduler.observe.tracing import (
@@ -57,81 +56,27 @@ class Scheduling:
         self._workers = workers
 
     def build_job(
-        self,
-        topic: Any,
-        run_at_ms: int,
-        tz: str,
-        payload: Any,
-        retry: Any,
-        metadata: Any,
-        timeout: Any,
-        job_id: str | None,
-        cron: str,
-        *,
-        now_ms: int = 0,
-        due_by_ms: int | None = None,
-        **flow: Any,
+        self, request: JobRequest, *, now_ms: int = 0, due_by_ms: int | None = None
     ) -> NewJob:
         """Validate everything before anything is written (defaults from settings; the
-        payload against the topic's schema when this process's registry has one; `flow`:
-        key, dedupe, priority)."""
+        payload against the topic's schema when this process's registry has one)."""
         host = self._host
+        topic = request.topic
         validate = host.registry.validator(topic) if isinstance(topic, str) else None
         return build_job(
-            topic,
-            run_at_ms,
-            tz,
-            payload,
-            retry,
-            metadata,
-            timeout,
-            job_id,
-            cron,
+            request,
             default_retry=host.default_retry,
             default_timeout_ms=host.settings.worker.timeout_ms,
             now_ms=now_ms,
             validate=validate,
             max_json_bytes=host.settings.limits.json_bytes,
             due_by_ms=due_by_ms,
-            **flow,
         )
 
-    async def enqueue(
-        self,
-        topic: str,
-        run_at_ms: int,
-        tz: str,
-        payload: Any,
-        retry: Any,
-        metadata: Any,
-        timeout: Any,
-        job_id: str | None,
-        *,
-        cron: str = "",
-        dead_letter: str | None = None,
-        key: str | None = None,
-        dedupe: Dedupe | None = None,
-        priority: int | str | None = None,
-    ) -> ScheduleResult:
+    async def enqueue(self, request: JobRequest) -> ScheduleResult:
         """Build the job and store it (or hand it to a local worker when due now): the path of
-        Scheduler.schedule_at and schedule_in, whose keywords these are.
-
-        Args:
-            topic: listeners registered with @on_event(topic) run.
-            run_at_ms: when, epoch ms (schedule_at: its aware datetime, or naive wall-clock
-                time in `tz`; past = now. schedule_in: now + its delay).
-            tz: IANA zone name for a naive run_at (and recorded with the job).
-            payload: JSON-serializable value handed to listeners (checked against the
-                topic's schema when this process registered one: @on_event(topic, schema=)).
-            retry: RetryPolicy or {"attempts": n, "backoff": {"type": t, "delay": ms,
-                "max_delay": ms, "jitter": "none"|"full"|"equal"}} (omitted keys: the defaults).
-            metadata: JSON object kept with the job and its audit row.
-            timeout: per-attempt limit (default from config).
-            job_id: idempotency key; scheduling an existing id changes nothing.
-            cron: the schedule a tick belongs to ("" for none).
-            dead_letter: topic the job is copied to when its last attempt fails (default:
-                its topic's TopicOptions.dead_letter, if configured).
-            key, dedupe, priority: flow control (README "Flow control").
+        Scheduler.schedule_at, schedule_in and schedule, whose keywords `request` holds
+        (`run_at_ms`: schedule_at's run_at, or now + schedule_in's delay).
 
         Returns:
             What happened: the job's id, or the id of the job holding its slot when a
@@ -142,24 +87,7 @@ class Scheduling:
         """
         host = self._host
         now = host.clock.now_ms()
-        job = self.build_job(
-            topic,
-            run_at_ms,
-            tz,
-            payload,
-            retry,
-            metadata,
-            timeout,
-            job_id,
-            cron,
-            now_ms=now,
-            due_by_ms=caller_now_ms(host.clock),
-            key=key,
-            dedupe=dedupe,
-            priority=priority,
-        )
-        if dead_letter is not None:
-            job = replace(job, dead_letter=check_dead_letter(job.topic, dead_letter))
+        job = self.build_job(request, now_ms=now, due_by_ms=caller_now_ms(host.clock))
         # No SDK: skip the no-op span, but still keep a caller's propagated context. The span
         # is not made current: nothing but our own store call runs under it.
         scope = (
@@ -169,7 +97,7 @@ class Scheduling:
                 host.tracer,
                 job.topic,
                 "send",
-                lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: run_at_ms, JOB_TZ: tz},
+                lambda: {MESSAGING_MESSAGE_ID: job.id, JOB_RUN_AT: job.run_at_ms, JOB_TZ: job.tz},
                 current=False,
             )
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler.core.clock import Clock
 from scheduler.core.errors import (
@@ -17,6 +17,7 @@ from scheduler.core.errors import (
     shown,
 )
 from scheduler.core.job import JobInfo, JobPage, NewJob
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.topic_options import (
     TopicOptions,
@@ -56,9 +57,10 @@ class Host(Protocol):
     default_retry: RetryPolicy  # what a retry mapping's omitted keys mean
 
 
-BuildReplay = Callable[
-    [str, int, Any, Any], NewJob
-]  # (source topic, now ms, payload, metadata) -> the new job
+class BuildReplay(Protocol):
+    """A replay's request -> its checked job, due at `now_ms` (Scheduling.build_job)."""
+
+    def __call__(self, request: JobRequest, *, now_ms: int) -> NewJob: ...
 
 
 class Topics:
@@ -153,7 +155,10 @@ class Topics:
         h = self._host
         now = h.clock.now_ms()
         meta = {"replayed_from": dl.id, "source_job_id": dl.metadata["source_job_id"]}
-        job = build(str(dl.metadata["source_topic"]), now, dl.payload, meta)
+        request = JobRequest(
+            topic=str(dl.metadata["source_topic"]), run_at_ms=now, payload=dl.payload, metadata=meta
+        )
+        job = build(request, now_ms=now)
         code = await h.store.replay_dead_letter(dl, job, now, self._actor(actor))
         if code != OperationCode.REPLAYED:
             raise DeadLetterNotFound(

@@ -233,8 +233,9 @@ class Migration:
             if not dry:
                 await self._lock()
             keys = await self.store.scan(tag)
+            names = [s[5:] for s in keys if s.startswith("cron:")]
             await self._schedules(
-                tag, [s[5:] for s in keys if s.startswith("cron:")], router, new_tags, summary, dry
+                tag, names, router=router, new_tags=new_tags, summary=summary, dry=dry
             )
             windowed: dict[str, str] = {}
             dd = [
@@ -251,7 +252,15 @@ class Migration:
                     )  # (a dedupe key held by the job: routes it like its key)
             ids = sorted(s[2:] for s in keys if s.startswith("j:"))
             for i in range(0, len(ids), BATCH):
-                await self._jobs(tag, ids[i : i + BATCH], windowed, router, new_tags, summary, dry)
+                await self._jobs(
+                    tag,
+                    ids[i : i + BATCH],
+                    windowed,
+                    router=router,
+                    new_tags=new_tags,
+                    summary=summary,
+                    dry=dry,
+                )
         return router
 
     async def _schedules(
@@ -277,12 +286,14 @@ class Migration:
                 tag, target, name, None if score is None else str(score), bool(int(declared))
             )
             there = target.cron(name)
-            code = await self.store.copy(there, target.counts, there, there, h, copy)
+            code = await self.store.copy(
+                there, target.counts, payload=there, logs=there, fields=h, ops=copy
+            )
             if code == ScriptCode.CONFLICT:
                 summary.conflicts.append(f"schedule {name!r} ({tag.prefix} and {target.prefix})")
                 continue
             here = tag.cron(name)
-            await self.store.drop(here, tag.counts, here, here, drop)
+            await self.store.drop(here, tag.counts, payload=here, logs=here, ops=drop)
             await self.store.count_moved(1)
 
     async def _jobs(
@@ -335,24 +346,29 @@ class Migration:
                 rest = rest[1:]
             if dd and rest[0] == job_id:
                 marks.append(("x", dd, str(rest[1]) if int(rest[1]) > 0 else ""))
-            copy, drop = job_ops(tag, target, job_id, h, scores, marks)
+            copy, drop = job_ops(tag, target, job_id, fields=h, scores=scores, marks=marks)
             count = f"{h.get('topic', '')}|{h.get('state', '')}"
             code = await self.store.copy(
                 target.job(job_id),
                 target.counts,
-                target.payload(job_id),
-                target.logs(job_id),
-                h,
-                copy,
-                count,
-                payload,
-                lines or (),
+                payload=target.payload(job_id),
+                logs=target.logs(job_id),
+                fields=h,
+                ops=copy,
+                count=count,
+                big_payload=payload,
+                lines=lines or (),
             )
             if code == ScriptCode.CONFLICT:
                 summary.conflicts.append(f"job {job_id!r} ({tag.prefix} and {target.prefix})")
                 continue
             await self.store.drop(
-                tag.job(job_id), tag.counts, tag.payload(job_id), tag.logs(job_id), drop, count
+                tag.job(job_id),
+                tag.counts,
+                payload=tag.payload(job_id),
+                logs=tag.logs(job_id),
+                ops=drop,
+                count=count,
             )
             moved += 1
         await self.store.count_moved(moved)

@@ -36,12 +36,12 @@ async def read_layout(store: MigrationStore) -> Layout:
     meta = await store.meta()
     to, frm = meta.get("migrating_to"), meta.get("migrating_from")
     return Layout(
-        int(meta.get("partitions") or 1),
-        int(to) if to else None,
-        int(frm) if frm else None,
-        meta.get("migration_started", ""),
-        meta.get("migration_by", ""),
-        int(meta.get("migration_moved") or 0),
+        partitions=int(meta.get("partitions") or 1),
+        migrating_to=int(to) if to else None,
+        migrating_from=int(frm) if frm else None,
+        started=meta.get("migration_started", ""),
+        by=meta.get("migration_by", ""),
+        moved=int(meta.get("migration_moved") or 0),
     )
 
 

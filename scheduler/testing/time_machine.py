@@ -114,7 +114,16 @@ class RecordingRegistry(ListenerRegistry):
             f"horae: raised by listener {qualified_name(fn)} for job {job_id} "
             f"(topic {topic!r}, attempt {attempt}) at {at.isoformat()}"
         )
-        self.errors.append(ListenerError(exc, qualified_name(fn), job_id, topic, attempt, at))
+        self.errors.append(
+            ListenerError(
+                exception=exc,
+                listener=qualified_name(fn),
+                job_id=job_id,
+                topic=topic,
+                attempt=attempt,
+                at=at,
+            )
+        )
 
 
 class TimeMachine:

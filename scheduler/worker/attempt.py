@@ -208,7 +208,15 @@ def settlement(
         if isinstance(exc, ListenerProcessLost)
         else ATTEMPT_FAILED_OUTCOME,
         error,
-        retry_at(job.id, job.max_attempts, backoff, job.attempt, exc, now_ms, rand),
+        retry_at(
+            job.id,
+            job.max_attempts,
+            backoff,
+            attempt=job.attempt,
+            exc=exc,
+            now_ms=now_ms,
+            rand=rand,
+        ),
         started_ms=started_ms,
         ended_ms=now_ms,
     )
@@ -296,6 +304,14 @@ def lost_settlement(
         lease["token"],
         WORKER_LOST,
         error,
-        retry_at(lease["id"], int(lease["max"]), backoff, attempt, None, now_ms, rand),
+        retry_at(
+            lease["id"],
+            int(lease["max"]),
+            backoff,
+            attempt=attempt,
+            exc=None,
+            now_ms=now_ms,
+            rand=rand,
+        ),
         require_expired=True,
     )

@@ -9,7 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler.core.clock import Clock
 from scheduler.core.config import RetentionSettings, WorkerSettings
@@ -25,8 +25,20 @@ log = logging.getLogger("horae.worker")
 PRUNE_BATCH = 500  # store.prune's limit per set: a full batch means there may be more
 UNSERVED_EVERY_S = 5.0  # how often the known topics are pruned and their waiting jobs counted
 
+
 # After a failed attempt is written: (job id, topic, attempt, error, metadata, reply).
-OnFailure = Callable[[str, str, int, ErrorRecord, Any, SettleReply], None]
+class OnFailure(Protocol):
+    """What the worker does with a written failure (Worker._after_failure)."""
+
+    def __call__(
+        self,
+        job_id: str,
+        topic: str,
+        attempt: int,
+        error: ErrorRecord,
+        metadata: Any,
+        reply: SettleReply,
+    ) -> None: ...
 
 
 class Housekeeping:
@@ -125,9 +137,9 @@ class Housekeeping:
                 row["id"],
                 row["topic"],
                 attempt,
-                item.error,
-                json.loads(row.get("meta", "{}")),
-                reply,
+                error=item.error,
+                metadata=json.loads(row.get("meta", "{}")),
+                reply=reply,
             )
         return recovered
 

@@ -134,12 +134,12 @@ class Worker:
         self._housekeeping = Housekeeping(
             store,
             clock,
-            settings,
-            retention,
-            metrics,
-            self._leases,
-            self._after_failure,
-            self._advertise,
+            settings=settings,
+            retention=retention,
+            metrics=metrics,
+            leases=self._leases,
+            on_failure=self._after_failure,
+            advertise=self._advertise,
         )
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges,
         # and keeps the schedules declared beside the listeners of the topics served (declared_crons.py).
@@ -265,12 +265,12 @@ class Worker:
     def _entry(self, now: int, stopping: bool = False) -> str:
         return entry_json(
             self._filter.advertised(self.registry.topics()),
-            self.concurrency,
-            len(self._running),
-            self._filter.all_topics,
-            os.getpid(),
-            now,
-            self.settings.registry_ttl_ms,
+            concurrency=self.concurrency,
+            running=len(self._running),
+            all_topics=self._filter.all_topics,
+            pid=os.getpid(),
+            now_ms=now,
+            ttl_ms=self.settings.registry_ttl_ms,
             stopping=stopping,
         )
 
@@ -285,7 +285,7 @@ class Worker:
             else [(t, listener_app(self.registry.listeners(t))) for t in self._filter.listened]
         )
         done = await self.store.advertise_worker(
-            self.id, self._entry(now, stopping), topics, now, ttl, known
+            self.id, self._entry(now, stopping), topics, now_ms=now, ttl_ms=ttl, known=known
         )
         if done.drain_ms is not None:
             self._drain_requested()
@@ -386,12 +386,12 @@ class Worker:
                     jobs, next_due, self._next_cron = await self.store.claim(
                         self.clock.now_ms(),
                         limit,
-                        self.settings.lease_ms,
-                        self.id,
-                        self._filter.topics,
-                        self._filter.unserved,
-                        self._filter.listened,
-                        self.settings.topic_memory_ms,
+                        lease_ms=self.settings.lease_ms,
+                        worker_id=self.id,
+                        topics=self._filter.topics,
+                        unserved=self._filter.unserved,
+                        listened=self._filter.listened,
+                        memory_ms=self.settings.topic_memory_ms,
                     )
                 finally:
                     self._reserved -= limit
@@ -469,7 +469,13 @@ class Worker:
             await self._attempt_in_span(job, INVALID_SPAN, lateness_ms)
             return
         with attempt_span(
-            self.tracer, job.topic, job.trace, job.id, job.attempt, job.max_attempts, lateness_ms
+            self.tracer,
+            job.topic,
+            job.trace,
+            job_id=job.id,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            lateness_ms=lateness_ms,
         ) as span:
             await self._attempt_in_span(job, span, lateness_ms)
 
@@ -486,9 +492,9 @@ class Worker:
             job,
             self.registry.listeners(job.topic),
             self.clock.now_ms,
-            call,
-            self.registry.validator(job.topic),
-            AttemptReporter(self.store, job, self.clock.now_ms),
+            call=call,
+            validate=self.registry.validator(job.topic),
+            reporter=AttemptReporter(self.store, job, self.clock.now_ms),
         )
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)
@@ -522,7 +528,12 @@ class Worker:
                 {JOB_ID: job.id, JOB_ATTEMPT: job.attempt, "error.type": error["type"]},
             )
         self._after_failure(
-            job.id, job.topic, job.attempt, error, json.loads(job.metadata_json), reply
+            job.id,
+            job.topic,
+            job.attempt,
+            error=error,
+            metadata=json.loads(job.metadata_json),
+            reply=reply,
         )
 
     def _after_failure(
@@ -535,7 +546,7 @@ class Worker:
         reply: SettleReply,
     ) -> None:
         """Count a written failure; a job failed for good is delivered on SCHEDULE_FAILED_TOPIC."""
-        if note_failure(self.metrics, job_id, topic, attempt, error, reply):
+        if note_failure(self.metrics, job_id, topic, attempt=attempt, error=error, reply=reply):
             self._spawn(
                 self._emit_failed(
                     ScheduleFailedEvent(job_id, topic, dict(error), attempt, metadata)

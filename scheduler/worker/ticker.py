@@ -82,9 +82,9 @@ async def fire_due_crons(
             spec,
             expected,
             now,
-            row["misfire"],
-            settings.misfire_cap,
-            int(settings.misfire_grace_s * 1000),
+            misfire=row["misfire"],
+            cap=settings.misfire_cap,
+            grace_ms=int(settings.misfire_grace_s * 1000),
         )
         if now - expected > settings.misfire_grace_s * 1000:
             log.warning(

@@ -12,6 +12,7 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy
 from scheduler.core.cron import cron_job_id
 from scheduler.core.keys import Keys
+from scheduler.core.request import JobRequest
 from scheduler.core.timeutil import ms_to_utc, utc_to_ms
 from scheduler.core.validation import build_job
 from scheduler.store.scripts import SettleCode
@@ -102,15 +103,7 @@ async def test_claim_and_local_handoff_carry_the_cap_and_jitter(
         )
 
         job = build_job(
-            "t",
-            now,
-            "UTC",
-            None,
-            CUSTOM,
-            None,
-            None,
-            "handed",
-            "",
+            JobRequest(topic="t", run_at_ms=now, retry=CUSTOM, job_id="handed"),
             default_retry=s.default_retry,
             default_timeout_ms=60_000,
             now_ms=now,

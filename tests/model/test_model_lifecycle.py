@@ -39,6 +39,7 @@ from scheduler.core.config import CronSettings, RetentionSettings, WorkerSetting
 from scheduler.core.cron import next_fire, parse_cron
 from scheduler.core.errors import DoNotRetry
 from scheduler.core.job import ClaimedJob, NewCron
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.validation import build_job
 from scheduler.observe.metrics import Metrics
@@ -102,7 +103,7 @@ class Lifecycle(RuleBasedStateMachine):
             RetentionSettings(),
             Metrics(),
             {},
-            lambda *args: None,
+            lambda *args, **kwargs: None,
             self._noop,
         )
 
@@ -161,16 +162,15 @@ class Lifecycle(RuleBasedStateMachine):
     ) -> None:
         now = self.clock.now_ms()
         kind, delay, cap = backoff
+        retry = {"attempts": attempts, "backoff": {"type": kind, "delay": delay, "max_delay": cap}}
         job = build_job(
-            topic,
-            now + delay_ms,
-            "UTC",
-            {"n": job_id},
-            {"attempts": attempts, "backoff": {"type": kind, "delay": delay, "max_delay": cap}},
-            None,
-            None,
-            job_id,
-            "",
+            JobRequest(
+                topic=topic,
+                run_at_ms=now + delay_ms,
+                payload={"n": job_id},
+                retry=retry,
+                job_id=job_id,
+            ),
             default_retry=RetryPolicy(),
             default_timeout_ms=60_000,
             now_ms=now,
@@ -336,15 +336,7 @@ class Lifecycle(RuleBasedStateMachine):
         now = self.clock.now_ms()
         spec = parse_cron(f"*/{every_s} * * * * *", "UTC")
         job = build_job(
-            "alpha",
-            0,
-            "UTC",
-            None,
-            None,
-            {"cron": name},
-            None,
-            f"cron:{name}",
-            name,
+            JobRequest(topic="alpha", metadata={"cron": name}, job_id=f"cron:{name}", cron=name),
             default_retry=RetryPolicy(),
             default_timeout_ms=60_000,
         )

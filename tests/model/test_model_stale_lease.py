@@ -8,6 +8,7 @@ import redis.asyncio as aioredis
 
 from listeners.dispatch import DispatchResult
 from scheduler.core.job import NewJob
+from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.validation import build_job
 from scheduler.store.redis import RedisStore
@@ -18,15 +19,7 @@ NOW = 1_800_000_000_000
 
 def job(job_id: str) -> NewJob:
     return build_job(
-        "t",
-        NOW,
-        "UTC",
-        None,
-        {"attempts": 1},
-        None,
-        None,
-        job_id,
-        "",
+        JobRequest(topic="t", run_at_ms=NOW, retry={"attempts": 1}, job_id=job_id),
         default_retry=RetryPolicy(),
         default_timeout_ms=60_000,
         now_ms=NOW,

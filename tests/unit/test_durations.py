@@ -10,6 +10,7 @@ import pytest
 
 from scheduler import Dedupe, InvalidDelay, InvalidFlowOption, RateLimit, RetryPolicy, TopicOptions
 from scheduler.cli.topics import parse_rate_limit
+from scheduler.core.request import JobRequest
 from scheduler.core.timeutil import parse_duration
 from scheduler.core.topic_options import check_topic_options
 from scheduler.core.validation import build_job
@@ -58,21 +59,17 @@ def test_bad_durations_name_the_field_and_the_problem(text: str, says: str) -> N
 
 def test_schedule_timeout_takes_a_compound_duration_and_names_timeout() -> None:
     args: dict[str, Any] = {
-        "topic": "t",
-        "run_at_ms": 5_000,
-        "tz": "UTC",
-        "payload": None,
-        "retry": None,
-        "metadata": None,
-        "job_id": None,
-        "cron": "",
         "default_retry": RetryPolicy(),
         "default_timeout_ms": 60_000,
         "now_ms": 1_000,
     }
-    assert build_job(timeout="1h30m", **args).timeout_ms == 5_400_000
+
+    def request(timeout: str) -> JobRequest:
+        return JobRequest(topic="t", run_at_ms=5_000, timeout=timeout)
+
+    assert build_job(request("1h30m"), **args).timeout_ms == 5_400_000
     with pytest.raises(InvalidDelay, match=r"^timeout '1h30': the number '30' has no unit") as info:
-        build_job(timeout="1h30", **args)
+        build_job(request("1h30"), **args)
     assert info.value.field == "timeout"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler import InvalidJobId, InvalidPayload, InvalidTopic, RetryPolicy, ScheduleError
+from scheduler.core.request import JobRequest
 from scheduler.core.validation import MAX_ID_LEN, build_job, check_job_id, check_topic
 
 DEFAULTS: dict[str, Any] = {"default_retry": RetryPolicy(), "default_timeout_ms": 60_000}
@@ -25,7 +26,7 @@ def job(**overrides: Any) -> Any:
         "cron": "",
         **overrides,
     }
-    return build_job(**args, **DEFAULTS, now_ms=1_000)
+    return build_job(JobRequest(**args), **DEFAULTS, now_ms=1_000)
 
 
 @pytest.mark.parametrize("bad", ["", "x" * (MAX_ID_LEN + 1), 42])

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from scheduler import InvalidPayload, RetryPolicy
+from scheduler.core.request import JobRequest
 from scheduler.core.validation import build_job
 
 DEFAULTS: dict[str, Any] = {"default_retry": RetryPolicy(), "default_timeout_ms": 60_000}
@@ -22,15 +23,7 @@ class Email(BaseModel):
 
 def job(payload: Any, validate: Any) -> Any:
     return build_job(
-        "email.send",
-        5_000,
-        "UTC",
-        payload,
-        None,
-        None,
-        None,
-        None,
-        "",
+        JobRequest(topic="email.send", run_at_ms=5_000, payload=payload),
         **DEFAULTS,
         now_ms=1_000,
         validate=validate,
