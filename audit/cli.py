@@ -28,8 +28,8 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay.consumer import AuditRelay, serve
+from audit.settings import AuditSettings
 from scheduler.cli.common import echo_items, error_lines, print_table, when_text
-from scheduler.core.config import AuditSettings
 from scheduler.core.errors import InvalidDelay, SchedulerError, StorageError
 from scheduler.core.timeutil import parse_duration
 from scheduler.observe.health import HealthServer, bind_host

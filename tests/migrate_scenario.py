@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Dedupe, DoNotRetry, Scheduler
 from scheduler.core.clock import SystemClock
-from scheduler.core.config import load_settings
 from scheduler.facade.topics import TopicOptions
 from scheduler.ops.migrate_store import MigrationStore
 from scheduler.ops.migration import Migration, Summary

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from horae.settings import Settings
 from scheduler.cli.common import mask_urls
-from scheduler.core.config import Settings
 from scheduler.store.partitions import MAX_PARTITIONS
 
 Run = Callable[[Any], Any]

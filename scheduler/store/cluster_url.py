@@ -5,14 +5,13 @@ config checks stay pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Self, TypeVar
 from urllib.parse import parse_qsl, unquote
 
+from scheduler.core.config import ClusterSettings
 from scheduler.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from scheduler.core.config import Settings
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _PLAIN_SCHEMES = ("redis", "rediss")
@@ -154,7 +153,22 @@ def url_partitions(url: str | None) -> int | None:
     return None
 
 
-def with_url_layout(settings: Settings) -> Settings:
+class _Layout(Protocol):
+    """What with_url_layout needs of a settings model (the root's: horae/settings.py)."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+    @property
+    def cluster(self) -> ClusterSettings: ...
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Self: ...
+
+
+S = TypeVar("S", bound=_Layout)
+
+
+def with_url_layout(settings: S) -> S:
     """Settings whose [cluster] partitions is the URL's `partitions=` when it gives one.
 
     Raises:

@@ -17,7 +17,6 @@ from urllib.parse import parse_qsl, urlencode
 
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import ConfigError
 from scheduler.core.job import JobInfo, JobState
@@ -30,6 +29,7 @@ from scheduler.testing.time_machine import RecordingRegistry, TimeMachine
 
 if TYPE_CHECKING:
     from audit.records import AttemptRecord
+    from horae.settings import Settings
 
 FLUSH_TIMEOUT_S = 30.0
 PAGE = 1000

@@ -19,9 +19,9 @@ import asyncpg
 import pytest
 from redis.exceptions import RedisError
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.errors import StorageError
 from scheduler.core.keys import Keys
 from tests.cluster.conftest import delete_namespace

@@ -13,7 +13,7 @@ from audit.cli import register
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 from tests.audit_cli import host
 from tests.audit_outbox import Outbox
 

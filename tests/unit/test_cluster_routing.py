@@ -9,7 +9,7 @@ import pytest
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from scheduler.core.config import load_settings
+from horae.settings import load_settings
 from scheduler.core.errors import ConfigError
 from scheduler.core.keys import Keys
 from scheduler.store.cluster import _redirect, _Slots, first_key
