@@ -19,7 +19,7 @@ from scheduler.core.clock import SystemClock
 from scheduler.facade.topics import TopicOptions
 from scheduler.ops.migrate_store import MigrationStore
 from scheduler.ops.migration import Migration, Summary
-from scheduler.store.connection import redis_client
+from scheduler.store.clients import redis_client
 from tests.integration.engine_fixtures import eventually, is_true
 
 GROUP = "audit"

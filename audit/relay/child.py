@@ -189,7 +189,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 async def _run(spec: dict[str, Any]) -> None:
-    from scheduler.store.connection import redis_client
+    from scheduler.store.clients import redis_client
 
     module, _, name = spec["model"].partition(":")
     model: type[BaseModel] = getattr(importlib.import_module(module), name)

@@ -121,20 +121,6 @@ def _tls_options(query: str, tls: bool) -> tuple[tuple[str, str | bool], ...]:
     return tuple(found)
 
 
-def cluster_client(url: str, max_connections: int) -> object:
-    """The redis-py asyncio cluster client for the URL (its slot map: redis-py's own); with
-    TLS, every node it connects to (seeds, and nodes learnt from the slot map or a MOVED/ASK)
-    is verified with the URL's options."""
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
-
-    address = parse_cluster_url(url)
-    return RedisCluster(
-        startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
-        max_connections=max_connections,
-        **address.client_kwargs(),
-    )
-
-
 def url_partitions(url: str | None) -> int | None:
     """The `partitions=N` query of a redis+cluster:// (or rediss+cluster://) URL (the layout travels with the address,
     so every process given the URL agrees), or None.
@@ -185,12 +171,3 @@ def with_url_layout(settings: S) -> S:
     return settings.model_copy(
         update={"cluster": settings.cluster.model_copy(update={"partitions": n})}
     )
-
-
-def redis_client(url: str, max_connections: int = 64) -> Any:
-    """redis-py's asyncio client for any horae Redis URL (a RedisCluster for redis(s)+cluster://)."""
-    if is_cluster_url(url):
-        return cluster_client(url, max_connections)
-    import redis.asyncio as aioredis
-
-    return aioredis.Redis.from_url(url)

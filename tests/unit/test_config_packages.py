@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A module and the top-level packages it must not import (at any level, lazily neither).
 BELOW = {
     "scheduler/core/config.py": ("audit", "console", "horae"),
+    "scheduler/store/clients.py": ("audit", "console", "horae"),
     "scheduler/store/cluster_url.py": ("audit", "console", "horae"),
     "audit/settings.py": ("console", "horae"),
     "audit/options.py": ("console", "horae"),
