@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 
 import asyncpg
 import click
+import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -28,12 +29,13 @@ from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay.consumer import AuditRelay, serve
+from audit.settings import AuditSettings
 from scheduler.cli.common import echo_items, error_lines, print_table, when_text
-from scheduler.core.config import AuditSettings
 from scheduler.core.errors import InvalidDelay, SchedulerError, StorageError
 from scheduler.core.timeutil import parse_duration
 from scheduler.observe.health import HealthServer, bind_host
-from scheduler.store.cluster_url import redis_client, url_partitions
+from scheduler.store.clients import ClientSettings, redis_client
+from scheduler.store.cluster_url import url_partitions
 
 T = TypeVar("T")
 
@@ -52,6 +54,14 @@ class Connections(Protocol):
 
     @property
     def audit(self) -> AuditSettings: ...
+
+
+def _redis(conn: Connections) -> aioredis.Redis:
+    """The namespace's client as every process opens it (scheduler/store/clients.py: a cluster
+    client for `[cluster] enabled` too); a host object with only what Connections names gets
+    the default pool size and no cluster."""
+    url = _need(conn.redis_url, "Redis URL")
+    return redis_client(url, conn if isinstance(conn, ClientSettings) else None)
 
 
 def _need(value: str | None, what: str) -> str:
@@ -128,7 +138,7 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
 
 async def _show(conn: Connections, job_id: str, events: bool) -> bool:
     console = Console()
-    redis = redis_client(_need(conn.redis_url, "Redis URL"))
+    redis = _redis(conn)
     try:
         async with AuditTrail(
             redis,
@@ -175,7 +185,7 @@ def _since(text: str | None) -> datetime | None:
 async def _failures(
     conn: Connections, topic: str | None, since: datetime | None, limit: int
 ) -> list[AuditRecord]:
-    redis = redis_client(_need(conn.redis_url, "Redis URL"))
+    redis = _redis(conn)
     try:
         async with AuditTrail(
             redis,
@@ -212,7 +222,7 @@ def _partitions(conn: Connections) -> int:
 async def _relay(
     conn: Connections, options: RelayOptions, health_host: str | None, health_port: int | None
 ) -> None:
-    redis = redis_client(_need(conn.redis_url, "Redis URL"))
+    redis = _redis(conn)
     database_url = _need(conn.database_url, "database URL")
     relay = AuditRelay(
         redis, conn.namespace, database_url, replace(options, partitions=_partitions(conn))
@@ -262,7 +272,7 @@ async def _prune(database_url: str, months: int) -> list[str]:
 
 
 async def _lag(conn: Connections) -> tuple[int, float | None]:
-    redis = redis_client(_need(conn.redis_url, "Redis URL"))
+    redis = _redis(conn)
     try:
         trail = AuditTrail(
             redis,

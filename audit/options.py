@@ -1,42 +1,38 @@
-"""Tuning of the audit relay: what `[audit]` configures comes from Settings
-(`RelayOptions.from_settings`); the rest are the relay's internal timings."""
+"""Tuning of the audit relay: every tunable is an `[audit]` setting (audit/settings.py, defaults
+in config/horae.toml); `RelayOptions.from_settings` copies them, a caller may override some."""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 
 
 @dataclass(frozen=True, kw_only=True)
 class RelayOptions:
-    """Tuning of one relay. The first five fields are `[audit]` settings (no defaults
-    here: build with from_settings); the rest suit a relay inside a worker process."""
+    """Tuning of one relay: the `[audit]` settings of the same names (no defaults here: build
+    with from_settings), plus who consumes and how many outbox streams there are."""
 
     batch_size: int
     block_ms: int
     linger_ms: int  # after a batch that was not full, wait this long so the next one is bigger
     claim_idle_ms: int
     fold_cache: int  # jobs whose fold is kept between batches (0: always re-read a job's events)
-    retry_max_s: float = 5.0
-    retry_initial_s: float = 0.05
-    trim_interval_s: float = 2.0
-    trim_after_entries: int = (
-        2_000  # ... or as soon as this many entries were acknowledged since the last trim
-    )
-    trim_approximate: bool = (
-        True  # whole stream nodes only: cheaper, keeps a few acked entries longer
-    )
-    drain_timeout_s: float = 5.0
-    consumer_gc_idle_ms: int = 3_600_000
-    lag_scan_limit: int = 2_000
-    pool_max_size: int = 2
-    connect_timeout_s: float = 5.0
-    command_timeout_s: float = 30.0
+    retry_max_s: float
+    retry_initial_s: float
+    trim_interval_s: float
+    trim_after_entries: int  # ... or as soon as this many entries were acknowledged since a trim
+    trim_approximate: bool  # whole stream nodes only: cheaper, keeps a few acked entries longer
+    drain_timeout_s: float
+    consumer_gc_idle_ms: int
+    lag_scan_limit: int
+    pool_max_size: int
+    connect_timeout_s: float
+    command_timeout_s: float
     consumer: str | None = None  # default: unique per process (host:pid:random)
     partitions: int = 1  # the namespace's ([cluster] partitions): one outbox stream per partition
 
@@ -62,13 +58,8 @@ class RelayOptions:
         Raises:
             ValueError: for an invalid combination.
         """
-        base = cls(
-            batch_size=audit.batch_size,
-            block_ms=audit.block_ms,
-            linger_ms=audit.linger_ms,
-            claim_idle_ms=audit.claim_idle_ms,
-            fold_cache=audit.fold_cache,
-        )
+        tuned = {f.name for f in fields(cls)} - {"consumer", "partitions"}
+        base = cls(**{name: getattr(audit, name) for name in tuned})
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 

@@ -33,9 +33,9 @@ import redis as sync_redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from horae.settings import load_settings  # noqa: E402
 from listeners import ListenerRegistry, ScheduleArrivedEvent  # noqa: E402
 from scheduler import Scheduler  # noqa: E402
-from scheduler.core.config import load_settings  # noqa: E402
 from tests.cluster.servers import RedisCluster, binaries, free_ports, start_cluster  # noqa: E402
 
 CONCURRENCY = 50

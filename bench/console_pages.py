@@ -34,8 +34,8 @@ import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
 from bench import console_pg, console_plans, console_redis  # noqa: E402
+from horae.settings import load_settings  # noqa: E402
 from scheduler.api import Scheduler  # noqa: E402
-from scheduler.core.config import load_settings  # noqa: E402
 
 DB = "horae_bench_console"
 TARGET_MS = 200.0

@@ -35,9 +35,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def run(redis_url: str, n: int, due: int, concurrency: int) -> dict[str, float]:
+    from horae.settings import load_settings
     from listeners import ListenerRegistry, ScheduleArrivedEvent
     from scheduler import Scheduler
-    from scheduler.core.config import load_settings
 
     lateness: list[float] = []
     done = asyncio.Event()

@@ -165,9 +165,9 @@ SAMPLE_RATIO = 0.01
 
 async def run_once(redis_url: str, jobs: int, mode: str) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
+    from horae.settings import load_settings
     from listeners import ListenerRegistry
     from scheduler import Scheduler
-    from scheduler.core.config import load_settings
 
     exported = 0
     provider = None

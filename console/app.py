@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from console.actions import Refused
 from console.auth import Auth
 from console.gate import Gate
+from horae.settings import Settings, load_settings
 from scheduler.api import Scheduler
-from scheduler.core.config import Settings, load_settings
 from scheduler.core.errors import JobNotFound, ScheduleError, SchedulerError, StorageError
 
 HERE = Path(__file__).parent

@@ -28,7 +28,7 @@ from enum import Enum
 from fastapi import HTTPException, Request
 
 from console.gate import same_origin
-from scheduler.core.config import ConsoleSettings
+from console.settings import ConsoleSettings
 from scheduler.core.errors import ConfigError
 
 CSRF_COOKIE = "horae_csrf"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from scheduler.core.config import Settings
+from horae.settings import Settings
 
 
 def register(group: click.Group, resolved: Callable[[click.Context], Settings]) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException
 from starlette.datastructures import Headers
 
-from scheduler.core.config import ConsoleSettings
+from console.settings import ConsoleSettings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -316,8 +316,8 @@ def check_worker(image: list[str], podman: list[str], redis_port: int, names: li
 
 async def _schedule_slow(redis_url: str, sleep_s: float) -> str:
     """Schedule one deploy.slow job from this (host) process, audit off."""
+    from horae.settings import load_settings
     from scheduler import Scheduler
-    from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url)
     settings = settings.model_copy(

@@ -12,13 +12,12 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, default_registry
 from scheduler.core.clock import Clock
-from scheduler.core.config import Settings, load_settings
 from scheduler.core.errors import SchedulerError
 from scheduler.core.flow import Dedupe
 from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState
@@ -28,7 +27,7 @@ from scheduler.core.validation import check_cron_name, check_job_ref, check_job_
 from scheduler.facade.crons import CronSchedules
 from scheduler.facade.operations import JobOperations
 from scheduler.facade.schedule import ScheduleCalls
-from scheduler.facade.scheduling import Scheduling
+from scheduler.facade.scheduling import Host, Scheduling
 from scheduler.facade.topics import TopicOptions, Topics
 from scheduler.facade.waiting import Timeout, Waiters
 from scheduler.observe.metrics import Metrics
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     from audit import AuditRelay, AuditTrail
     from audit.relay.child import ChildRelay
     from audit.relay.thread import ThreadedRelay
+    from horae.settings import Settings
 
 log = logging.getLogger("horae")
 
@@ -73,7 +73,11 @@ class Scheduler(ScheduleCalls):
         clock: Clock | None = None,
         config_path: str | Path | None = None,
     ) -> None:
-        base = settings or load_settings(config_path)
+        if settings is None:
+            from horae.settings import load_settings  # the root's: every package's sections
+
+            settings = load_settings(config_path)
+        base = settings
         updates = {
             k: v
             for k, v in {
@@ -196,13 +200,19 @@ class Scheduler(ScheduleCalls):
         return self._clock
 
     @cached_property
+    def _host(self) -> Host:
+        """This Scheduler as the facade sees it: its `settings` through the engine's view
+        (Host declares `settings` writable, so the root's model does not match it as is)."""
+        return cast(Host, self)
+
+    @cached_property
     def _scheduling(self) -> Scheduling:
-        return Scheduling(self, self._workers)
+        return Scheduling(self._host, self._workers)
 
     # --------------------------------------------------- cron (scheduler/facade/crons.py)
     @cached_property
     def _crons(self) -> CronSchedules:
-        return CronSchedules(self, self._scheduling.build_job)
+        return CronSchedules(self._host, self._scheduling.build_job)
 
     async def schedule_cron(
         self,

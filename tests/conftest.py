@@ -116,7 +116,7 @@ async def database_url(server_dsn: str) -> AsyncIterator[str]:
 def horae_settings(redis_url: str, server_dsn: str) -> object:
     """The pytest plugin's settings (its `horae` fixture), on this run's servers: no config
     file, no environment (the HORAE_* URLs were removed above so nothing else reaches them)."""
-    from scheduler.core.config import load_settings
+    from horae.settings import load_settings
     from scheduler.testing.plugin import for_tests
 
     return for_tests(load_settings(path=None, env={}, redis_url=redis_url, database_url=server_dsn))

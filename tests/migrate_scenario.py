@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Dedupe, DoNotRetry, Scheduler
 from scheduler.core.clock import SystemClock
-from scheduler.core.config import load_settings
 from scheduler.facade.topics import TopicOptions
 from scheduler.ops.migrate_store import MigrationStore
 from scheduler.ops.migration import Migration, Summary
-from scheduler.store.connection import redis_client
+from scheduler.store.clients import redis_client
 from tests.integration.engine_fixtures import eventually, is_true
 
 GROUP = "audit"

@@ -26,7 +26,7 @@ if (
     TYPE_CHECKING
 ):  # the pipeline (pyarrow, and pyspark when it runs) is imported by the command only
     from audit.analytics.pipeline import ReportRequest, ReportResult
-    from scheduler.core.config import Settings
+    from audit.analytics.settings import ReportSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -265,7 +265,7 @@ def execute(
     return result
 
 
-def _database_url(settings: Settings) -> str:
+def _database_url(settings: ReportSettings) -> str:
     if settings.database_url:
         return settings.database_url
     from scheduler.core.datadir import data_dir_of
@@ -279,7 +279,7 @@ def _database_url(settings: Settings) -> str:
 @click.command("report")
 @report_options
 @click.pass_obj
-def report(settings: Settings, /, **opts: Any) -> None:
+def report(settings: ReportSettings, /, **opts: Any) -> None:
     """Failure analytics of a window: export, analyze (Spark), publish; prints the alerts."""
     url = (
         None
@@ -308,7 +308,7 @@ def main(
 ) -> None:
     """`report` standalone (python -m audit.analytics, spark-submit): Settings from --config
     and the environment, then the same command."""
-    from scheduler.core.config import load_settings
+    from horae.settings import load_settings  # a process entry: a composition root
 
     try:
         ctx.obj = load_settings(config_path, database_url=database_url)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from scheduler.core.datadir import data_dir_of
 
 if TYPE_CHECKING:
-    from scheduler.core.config import Settings
+    from audit.analytics.settings import ReportSettings
 
 SourceKind = Literal["parquet", "jdbc"]
 
@@ -36,7 +36,7 @@ class AnalyticsConfig:
     data_dir: str
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AnalyticsConfig:
+    def from_settings(cls, settings: ReportSettings) -> AnalyticsConfig:
         """The `[analytics]` section of `settings`, with its `data_dir`."""
         a = settings.analytics
         return cls(

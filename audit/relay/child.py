@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import importlib
 import json
 import logging
 import os
 import signal
 import sys
 from contextlib import suppress
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel
 
 from audit.options import RelayOptions
 from audit.relay.consumer import AuditRelay, serve
-from scheduler.core.config import Settings
+from audit.settings import AuditedSettings
 from scheduler.core.errors import StorageError
 
 __all__ = ["ChildRelay"]
@@ -49,8 +52,10 @@ class ChildRelay:
             the outbox through it.
     """
 
-    def __init__(self, settings: Settings, observer: AuditRelay) -> None:
+    def __init__(self, settings: BaseModel, observer: AuditRelay) -> None:
         self._settings = settings.model_dump(mode="json")
+        # The child rebuilds the same model (the root's Settings) without importing the root.
+        self._model = f"{type(settings).__module__}:{type(settings).__qualname__}"
         self._observer = observer
         self._proc: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -120,7 +125,11 @@ class ChildRelay:
         )  # stderr: the worker's own (the child logs there)
         assert proc.stdin is not None and proc.stdout is not None
         # The parent is this process as it spawns (a Scheduler made before a fork spawns from the child).
-        proc.stdin.write(json.dumps({"parent": os.getpid(), "settings": self._settings}).encode())
+        proc.stdin.write(
+            json.dumps(
+                {"parent": os.getpid(), "settings": self._settings, "model": self._model}
+            ).encode()
+        )
         proc.stdin.close()
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
@@ -180,9 +189,11 @@ def _die_with_parent(parent: int) -> None:
 
 
 async def _run(spec: dict[str, Any]) -> None:
-    from scheduler.store.connection import redis_client
+    from scheduler.store.clients import redis_client
 
-    settings = Settings.model_validate(spec["settings"])
+    module, _, name = spec["model"].partition(":")
+    model: type[BaseModel] = getattr(importlib.import_module(module), name)
+    settings = cast(AuditedSettings, model.model_validate(spec["settings"]))
     if (
         settings.telemetry.exporter == "otlp"
     ):  # its own push exporter; a Prometheus port is the worker's

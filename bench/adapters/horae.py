@@ -45,9 +45,9 @@ class HoraeAdapter(Adapter):
 
     def __init__(self, redis_url: str, on_run: Any, options: dict[str, Any]) -> None:
         super().__init__(redis_url, on_run, options)
+        from horae.settings import load_settings
         from listeners import ListenerRegistry
         from scheduler import Backoff, RetryPolicy, Scheduler
-        from scheduler.core.config import load_settings
 
         self.audit = bool(options.get("audit"))
         self.relay_process = self.audit and bool(options.get("relay_process"))

@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.core.config import Settings
+from horae.settings import Settings
 from scheduler.core.errors import ConfigError, ScheduleError, SchedulerError, StorageError
 from scheduler.core.outbox import error_doc  # noqa: F401 - the JSON form of an error record, for the commands
 from scheduler.core.procutil import hide_password

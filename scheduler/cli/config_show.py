@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from scheduler.core.config import Settings
+from horae.settings import Settings
 from scheduler.core.procutil import hide_password
 
 DEFAULTS_FILE = "horae-defaults.toml"  # package data of `scheduler`: a link to config/horae.toml

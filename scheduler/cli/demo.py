@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 from rich.console import Console
 from rich.table import Table
 
+from horae.settings import Settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent, ScheduleFailedEvent
 from scheduler.api import Scheduler
-from scheduler.core.config import Settings
 from scheduler.core.job import JobInfo
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 

@@ -12,9 +12,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from horae.settings import Settings
 from scheduler.api import Scheduler
 from scheduler.cli.common import echo_items, no_relay, print_table, when_text
-from scheduler.core.config import Settings
 from scheduler.core.job import JobInfo
 
 Run = Callable[[Any], Any]

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from horae.settings import Settings
 from scheduler.api import Scheduler
 from scheduler.cli.common import (
     Invalid,
@@ -30,7 +31,6 @@ from scheduler.cli.common import (
     to_json,
     when_text,
 )
-from scheduler.core.config import Settings
 from scheduler.core.errors import InvalidDelay, SchedulerError
 from scheduler.core.job import JobInfo, JobState
 from scheduler.core.outbox import FAILED_OUTCOMES, INVALID_PAYLOAD

@@ -23,10 +23,10 @@ try:  # first: checks that scheduler, listeners, audit and console are this dist
 except ImportError as exc:  # a module of the user's shadows one of them (horae/_packages.py)
     raise SystemExit(f"Error: {exc}") from None
 
+from horae.settings import Settings, load_settings
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
 from scheduler.cli.common import HoraeGroup, echo_items, no_relay, print_table, when_text
-from scheduler.core.config import Settings, load_settings
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.observe.health import HealthServer, bind_host, worker_readiness
 from scheduler.observe.logs import configure_logging
@@ -480,8 +480,8 @@ def config_show(ctx: click.Context, defaults: bool) -> None:
     environment VAR or option; passwords and tokens masked. Nothing is started."""
     import os
 
+    from horae.settings import setting_sources
     from scheduler.cli.config_show import annotated_defaults, data_dir_default, show_lines
-    from scheduler.core.config import setting_sources
     from scheduler.core.datadir import config_file
 
     if defaults:

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from horae.settings import Settings
 from scheduler.cli.common import mask_urls
-from scheduler.core.config import Settings
 from scheduler.store.partitions import MAX_PARTITIONS
 
 Run = Callable[[Any], Any]
@@ -26,7 +26,7 @@ async def _opened(settings: Settings) -> AsyncIterator[tuple[Any, Callable[[], i
     from scheduler.core.datadir import data_dir_of
     from scheduler.ops.migrate_store import MigrationStore
     from scheduler.ops.servers import resolve_services
-    from scheduler.store.connection import redis_client
+    from scheduler.store.clients import redis_client
 
     urls = await asyncio.to_thread(
         resolve_services,

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from horae.settings import Settings
 from scheduler.api import Scheduler
 from scheduler.cli.common import Invalid, echo_items, print_table, when_text
-from scheduler.core.config import Settings
 from scheduler.core.errors import ScheduleError, TopicInUse
 from scheduler.core.flow import RateLimit
 from scheduler.core.retry import BACKOFF_TYPES, JITTER_MODES, RetryPolicy

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from horae.settings import Settings
 from scheduler.api import Scheduler
 from scheduler.cli.common import echo_items, no_relay, print_table, when_text
-from scheduler.core.config import Settings
 
 Run = Callable[[Any], Any]
 

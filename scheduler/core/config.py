@@ -1,11 +1,16 @@
-"""Settings: one typed, frozen object. The only reader of env vars and config
-files. Precedence: explicit argument > env var > config file > defaults.
+"""The engine's settings: its sections, the top-level keys, and the loading every package's
+settings share. Precedence: explicit argument > env var > config file > defaults.
 
 Env vars: HORAE_REDIS_URL, HORAE_DATABASE_URL, HORAE_NAMESPACE, HORAE_DATA_DIR,
-HORAE_REDIS_APPENDFSYNC, HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any other
-value (e.g. HORAE_WORKER__CONCURRENCY=20). `config/horae.toml` lists every
-default; a test keeps it equal to the models below. Where the config file and
-the data directory are found: scheduler/core/datadir.py.
+HORAE_REDIS_APPENDFSYNC, HORAE_CONFIG (path of a TOML file), and HORAE_<SECTION>__<KEY> for any
+other value (e.g. HORAE_WORKER__CONCURRENCY=20). `config/horae.toml` lists every default; a test
+keeps it equal to the models. Where the config file and the data directory are found:
+scheduler/core/datadir.py.
+
+The audit's, the analytics' and the console's sections live beside their packages
+(audit/settings.py, audit/analytics/settings.py, console/settings.py); the root
+(horae/settings.py) composes them with these into the one Settings model and loads it. The
+engine sees that object through the `Settings` protocol below: only its own sections.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -24,11 +29,13 @@ from scheduler.core.errors import ConfigError
 from scheduler.core.procutil import hide_password
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A settings section (or the top level): frozen, unknown keys refused."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RetrySettings(_Section):
+class RetrySettings(Section):
     """Default retry policy of jobs that do not bring their own."""
 
     attempts: int = Field(5, ge=1, le=20)
@@ -46,7 +53,7 @@ class RetrySettings(_Section):
         return self
 
 
-class RetentionSettings(_Section):
+class RetentionSettings(Section):
     """How long finished jobs stay in Redis (the audit trail keeps them for good)."""
 
     completed_age_s: int = Field(604_800, ge=0)
@@ -60,7 +67,7 @@ class RetentionSettings(_Section):
     )  # per dead-letter topic; the oldest beyond it are dropped
 
 
-class WorkerSettings(_Section):
+class WorkerSettings(Section):
     """Worker behaviour."""
 
     concurrency: int = Field(10, ge=1, le=10_000)
@@ -99,7 +106,7 @@ class WorkerSettings(_Section):
         return int(duration_seconds(self.topic_memory, "worker.topic_memory") * 1000)
 
 
-class CronSettings(_Section):
+class CronSettings(Section):
     """Cron schedules."""
 
     misfire: Literal["coalesce", "skip", "all"] = "coalesce"
@@ -108,7 +115,7 @@ class CronSettings(_Section):
     fire_batch: int = Field(200, ge=1, le=5_000)
 
 
-class LimitsSettings(_Section):
+class LimitsSettings(Section):
     """Input limits checked at scheduling (nothing is written when one is exceeded)."""
 
     json_bytes: int = Field(
@@ -116,7 +123,7 @@ class LimitsSettings(_Section):
     )  # a payload's or metadata's JSON, each
 
 
-class TelemetrySettings(_Section):
+class TelemetrySettings(Section):
     """OpenTelemetry export. "none" installs nothing (the embedding app may install its own SDK)."""
 
     exporter: Literal["none", "otlp", "prometheus", "console"] = "none"
@@ -140,135 +147,7 @@ class TelemetrySettings(_Section):
     sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
 
 
-class AnalyticsSettings(_Section):
-    """The nightly PySpark failure report (`horae report`, extra `horae[analytics]`)."""
-
-    report_dir: str = "reports"
-    dataset_uri: str = (
-        ""  # "" = <data_dir>/analytics; any URI pyarrow and Spark read (s3a://, hdfs://)
-    )
-    master: str = "local[*]"
-    zone: str = "UTC"
-    baseline_days: int = Field(7, ge=1, le=366)
-    alert_margin: float = Field(0.10, ge=0, le=1)
-    alert_min_jobs: int = Field(20, ge=1)
-    top_errors: int = Field(20, ge=1)
-    signatures_per_day: int = Field(50, ge=1)
-    source: Literal["parquet", "jdbc"] = "parquet"
-    jdbc_partitions: int = Field(4, ge=1)
-    spark_jars: str = ""
-    spark_conf: dict[str, str] = Field(default_factory=dict)
-    nightly: bool = (
-        False  # `horae worker` schedules horae.audit.nightly and runs it (or `--nightly`)
-    )
-    nightly_cron: str = "30 2 * * *"
-    nightly_tz: str = "UTC"
-    nightly_timeout_s: float = Field(7200.0, gt=0)
-
-
-class AuditSettings(_Section):
-    """The Postgres audit trail and its relay.
-
-    enabled: every state change writes an outbox event (all processes of a
-    namespace must agree). relay: this process also moves the outbox into
-    Postgres (workers and `horae audit relay`); off, only Redis is needed.
-    """
-
-    enabled: bool = True
-    relay: bool = True
-    # The relay on a thread of its own (audit/relay/thread.py), so folding a batch never
-    # holds the worker's loop; false: on the loop of the process's first worker.
-    relay_thread: bool = True
-    # The relay in a child process of the worker's (audit/relay/child.py): its own interpreter,
-    # so a busy worker never shares a GIL with it; relay_thread is then ignored.
-    relay_process: bool = False
-    batch_size: int = Field(2_000, ge=1, le=50_000)
-    block_ms: int = Field(1_000, ge=1)
-    claim_idle_ms: int = Field(30_000, ge=100)
-    linger_ms: int = Field(20, ge=0, le=10_000)
-    fold_cache: int = Field(20_000, ge=0)
-    retention_months: int = Field(12, ge=1)
-    # /healthz and /readyz of `horae audit relay` (0 = not served; host as [worker] health_host).
-    health_port: int = Field(0, ge=0, le=65_535)
-    health_host: str = ""
-
-
-class ConsoleSettings(_Section):
-    """`horae console`: where it listens, who may see and act, where trace ids link to.
-
-    Bound to loopback it may run without credentials; any other address needs at least
-    one token (console/auth.py). A token is the password of HTTP basic auth (any user
-    name, recorded as the actor) or a bearer token of the JSON API.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65_535)
-    viewer_token: str = Field("", repr=False)  # may look at everything, act on nothing
-    operator_token: str = Field("", repr=False)  # may also cancel, retry, replay, pause...
-    # A link from a job's trace id, e.g. "http://jaeger:16686/trace/{trace_id}" ("" = none).
-    trace_url: str = ""
-    page_size: int = Field(50, ge=1, le=1_000)
-    # The Host names (optionally with a port) it answers besides loopback ones; checked for every
-    # request without tokens, and with tokens once set. Env: comma-separated.
-    allowed_hosts: tuple[str, ...] = ()
-    # Proxies (addresses or CIDRs) whose X-Forwarded-For/-Proto/-Host it believes; ignored from
-    # anyone else. Needs tokens: a proxied client is no loopback caller.
-    trusted_proxies: tuple[str, ...] = ()
-    max_body_bytes: int = Field(1_048_576, ge=1_024, le=1_073_741_824)  # a longer request body: 413
-
-    @field_validator("allowed_hosts", mode="before")
-    @classmethod
-    def _hosts(cls, value: Any) -> Any:
-        return tuple(_host_entry(h) for h in _items(value))
-
-    @field_validator("trusted_proxies", mode="before")
-    @classmethod
-    def _proxies(cls, value: Any) -> Any:
-        return tuple(_network_entry(p) for p in _items(value))
-
-
-def _items(value: Any) -> list[Any]:
-    """A list setting given as a list, or as comma-separated text (an env var)."""
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    raise ValueError(f"a list is required; got {value!r}")
-
-
-def _host_entry(value: Any) -> str:
-    """A Host header value as `[console] allowed_hosts` takes it: a name or address, an
-    optional port, lower-cased; never a URL."""
-    from urllib.parse import urlsplit
-
-    text = str(value).strip().lower() if isinstance(value, str) else ""
-    parts = urlsplit("//" + text) if text and not any(c in text for c in "/?#@ \\") else None
-    try:
-        port_ok = parts is not None and (parts.port is None or 0 < parts.port)
-    except ValueError:
-        port_ok = False
-    if parts is None or not parts.hostname or not port_ok:
-        raise ValueError(
-            f"allowed_hosts entry {value!r} is not a host name or address with an optional port "
-            "(like console.example.com, console.example.com:8443, 10.0.0.5, [fd00::5]:8080)"
-        )
-    return text
-
-
-def _network_entry(value: Any) -> str:
-    """An address or CIDR of `[console] trusted_proxies`."""
-    import ipaddress
-
-    try:
-        return str(ipaddress.ip_network(str(value).strip(), strict=False))
-    except ValueError:
-        raise ValueError(
-            f"trusted_proxies entry {value!r} is not an IP address or CIDR "
-            "(like 10.0.0.5, 10.0.0.0/8, fd00::/8)"
-        ) from None
-
-
-class ClusterSettings(_Section):
+class ClusterSettings(Section):
     """Running past one Redis (README: Scaling out).
 
     enabled: `redis_url` names seed nodes of a Redis Cluster (also implied by a
@@ -283,8 +162,9 @@ class ClusterSettings(_Section):
     wait_timeout_ms: int = Field(1_000, ge=1, le=60_000)
 
 
-class Settings(_Section):
-    """Everything configurable, with the defaults of config/horae.toml."""
+class ConnectionSettings(Section):
+    """The top-level keys: where Redis and PostgreSQL live, the namespace, the data directory.
+    The root Settings (horae/settings.py) adds every section to these."""
 
     redis_url: str | None = None
     database_url: str | None = None
@@ -296,16 +176,6 @@ class Settings(_Section):
     # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
     # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
     redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
-    retry: RetrySettings = RetrySettings()
-    retention: RetentionSettings = RetentionSettings()
-    worker: WorkerSettings = WorkerSettings()
-    cron: CronSettings = CronSettings()
-    limits: LimitsSettings = LimitsSettings()
-    telemetry: TelemetrySettings = TelemetrySettings()
-    analytics: AnalyticsSettings = AnalyticsSettings()
-    audit: AuditSettings = AuditSettings()
-    console: ConsoleSettings = ConsoleSettings()
-    cluster: ClusterSettings = ClusterSettings()
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The fields as repr() shows them: URL passwords as *** (a logged or printed
@@ -314,6 +184,51 @@ class Settings(_Section):
             masked = name in ("redis_url", "database_url") and isinstance(value, str)
             yield name, hide_password(value) if masked else value
 
+
+class OutboxSwitch(Protocol):
+    """The engine's part of `[audit]` (audit/settings.py holds the section): whether every
+    state change writes an outbox event."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+
+class Settings(Protocol):
+    """The settings as the engine reads them: the top-level keys and the engine's sections.
+    The root model (horae/settings.py) satisfies it; the engine never names the sections
+    of the packages above it."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+    @property
+    def database_url(self) -> str | None: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def data_dir(self) -> str: ...
+    @property
+    def redis_max_connections(self) -> int: ...
+    @property
+    def redis_appendfsync(self) -> Literal["always", "everysec", "no"]: ...
+    @property
+    def retry(self) -> RetrySettings: ...
+    @property
+    def retention(self) -> RetentionSettings: ...
+    @property
+    def worker(self) -> WorkerSettings: ...
+    @property
+    def cron(self) -> CronSettings: ...
+    @property
+    def limits(self) -> LimitsSettings: ...
+    @property
+    def telemetry(self) -> TelemetrySettings: ...
+    @property
+    def cluster(self) -> ClusterSettings: ...
+    @property
+    def audit(self) -> OutboxSwitch: ...
+
+
+M = TypeVar("M", bound=ConnectionSettings)
 
 _TOP_ENV = {
     "HORAE_REDIS_URL": "redis_url",
@@ -361,12 +276,14 @@ def _flatten_toml(raw: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def load_settings(
+def load_model(
+    model: type[M],
     path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     **overrides: Any,
-) -> Settings:
-    """Build Settings from a TOML file, the environment and explicit overrides.
+) -> M:
+    """Build `model` (the root Settings: horae.settings.load_settings) from a TOML file, the
+    environment and explicit overrides.
 
     Args:
         path: a TOML file; default HORAE_CONFIG, else the nearest horae.toml upward from
@@ -403,9 +320,7 @@ def load_settings(
     if not data.get("data_dir"):
         data["data_dir"] = str(default_data_dir(file if found else None, env))
     try:
-        from scheduler.store.cluster_url import with_url_layout
-
-        return with_url_layout(Settings.model_validate(data))
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"
@@ -416,15 +331,16 @@ def load_settings(
         ) from exc
 
 
-def setting_sources(
+def model_sources(
+    model: type[BaseModel],
     path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     given: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Where each setting load_settings(path, env, ...) would not take from the defaults
-    comes from, by dotted name (`worker.concurrency`, `redis_url`): "file PATH",
+    """Where each setting of `model` that load_model(model, path, env, ...) would not take
+    from the defaults comes from, by dotted name (`worker.concurrency`, `redis_url`): "file PATH",
     "environment VAR", or the label `given` has for it (e.g. "option --redis-url"), the
-    same precedence as load_settings. Values are not checked here (load_settings does).
+    same precedence as load_model. Values are not checked here (load_model does).
     """
     env = os.environ if env is None else env
     sources: dict[str, str] = {}
@@ -434,7 +350,7 @@ def setting_sources(
             raw = _flatten_toml(tomllib.loads(file.read_text()))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {file}: {exc}") from exc
-        sources.update(dict.fromkeys(_leaf_names(raw), f"file {file}"))
+        sources.update(dict.fromkeys(_leaf_names(model, raw), f"file {file}"))
     for name, value in env.items():
         if name in _TOP_ENV and value:
             sources[_TOP_ENV[name]] = f"environment {name}"
@@ -445,15 +361,15 @@ def setting_sources(
     return sources
 
 
-def _leaf_names(data: Mapping[str, Any]) -> Iterator[str]:
+def _leaf_names(model: type[BaseModel], data: Mapping[str, Any]) -> Iterator[str]:
     """Dotted names of the settings a flattened config file sets (a section's dict-valued
     setting, such as analytics.spark_conf, counts as one)."""
     for key, value in data.items():
-        field = Settings.model_fields.get(key)
+        field = model.model_fields.get(key)
         section = (
             field is not None
             and isinstance(field.annotation, type)
-            and issubclass(field.annotation, _Section)
+            and issubclass(field.annotation, Section)
         )
         if section and isinstance(value, Mapping):
             yield from (f"{key}.{inner}" for inner in value)

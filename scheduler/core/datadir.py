@@ -17,10 +17,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from scheduler.core.config import Settings
+from typing import Protocol
 
 CONFIG_NAME = "horae.toml"
 PROJECT_DATA = ".horae"
@@ -86,7 +83,14 @@ def absolute(value: str, base: Path) -> str:
     return str((base / Path(value).expanduser()).resolve())
 
 
-def data_dir_of(settings: Settings) -> Path:
+class _DataDirSetting(Protocol):
+    """Settings with a data directory (the root Settings, or the engine's view of them)."""
+
+    @property
+    def data_dir(self) -> str: ...
+
+
+def data_dir_of(settings: _DataDirSetting) -> Path:
     """The data directory of `settings`: its `data_dir`, or the default when it is empty.
 
     load_settings always fills `data_dir`; Settings built by hand may leave it empty.

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
 from redis.crc import key_slot
-from redis.retry import Retry
 
 from scheduler.core.keys import Keys
+from scheduler.store.clients import sync_client
 from scheduler.store.cluster_url import ClusterAddress, parse_cluster_url
 from scheduler.store.partitions import LEGACY_KEYS
 
@@ -52,14 +51,8 @@ class ClusterNodeView:
 
 def _client(address: ClusterAddress, host: str, port: int) -> redis.Redis:
     """One node's client; no retries: a dead node is reported at once, not after redis-py's backoff."""
-    return redis.Redis(
-        host=host,
-        port=port,
-        socket_connect_timeout=PROBE_TIMEOUT_S,
-        socket_timeout=PROBE_TIMEOUT_S,
-        retry=Retry(NoBackoff(), 0),
-        decode_responses=True,
-        **address.client_kwargs(),
+    return sync_client(
+        address, node=(host, port), timeout_s=PROBE_TIMEOUT_S, retry=False, decode=True
     )
 
 

@@ -12,7 +12,7 @@ from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.procutil import hide_password, scrub
 from scheduler.ops.cluster_status import cluster_status_lines
-from scheduler.store.cluster_url import is_cluster_url
+from scheduler.store.clients import sync_client, uses_cluster
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -33,7 +33,7 @@ def status_lines(settings: Settings, config: Path | None) -> list[str]:
         ("redis", settings.redis_url, probe_redis),
         ("postgres", settings.database_url, probe_postgres),
     ):
-        if url and name == "redis" and (is_cluster_url(url) or settings.cluster.enabled):
+        if url and name == "redis" and uses_cluster(url, settings):
             first, *rest = cluster_status_lines(
                 url, settings.namespace, settings.cluster.partitions
             )
@@ -57,9 +57,7 @@ def probe_redis(url: str) -> str:
     import redis
 
     try:
-        with redis.Redis.from_url(
-            url, socket_connect_timeout=PROBE_TIMEOUT_S, socket_timeout=PROBE_TIMEOUT_S
-        ) as client:
+        with sync_client(url, timeout_s=PROBE_TIMEOUT_S) as client:
             client.ping()
     except (redis.AuthenticationError, redis.ResponseError) as exc:  # it answered: the URL is wrong
         return f"answers, but refuses ({type(exc).__name__}: {exc})"

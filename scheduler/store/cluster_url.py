@@ -5,14 +5,13 @@ config checks stay pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Self, TypeVar
 from urllib.parse import parse_qsl, unquote
 
+from scheduler.core.config import ClusterSettings
 from scheduler.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from scheduler.core.config import Settings
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _PLAIN_SCHEMES = ("redis", "rediss")
@@ -122,20 +121,6 @@ def _tls_options(query: str, tls: bool) -> tuple[tuple[str, str | bool], ...]:
     return tuple(found)
 
 
-def cluster_client(url: str, max_connections: int) -> object:
-    """The redis-py asyncio cluster client for the URL (its slot map: redis-py's own); with
-    TLS, every node it connects to (seeds, and nodes learnt from the slot map or a MOVED/ASK)
-    is verified with the URL's options."""
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
-
-    address = parse_cluster_url(url)
-    return RedisCluster(
-        startup_nodes=[ClusterNode(h, p) for h, p in address.nodes],
-        max_connections=max_connections,
-        **address.client_kwargs(),
-    )
-
-
 def url_partitions(url: str | None) -> int | None:
     """The `partitions=N` query of a redis+cluster:// (or rediss+cluster://) URL (the layout travels with the address,
     so every process given the URL agrees), or None.
@@ -154,7 +139,22 @@ def url_partitions(url: str | None) -> int | None:
     return None
 
 
-def with_url_layout(settings: Settings) -> Settings:
+class _Layout(Protocol):
+    """What with_url_layout needs of a settings model (the root's: horae/settings.py)."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+    @property
+    def cluster(self) -> ClusterSettings: ...
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Self: ...
+
+
+S = TypeVar("S", bound=_Layout)
+
+
+def with_url_layout(settings: S) -> S:
     """Settings whose [cluster] partitions is the URL's `partitions=` when it gives one.
 
     Raises:
@@ -171,12 +171,3 @@ def with_url_layout(settings: Settings) -> Settings:
     return settings.model_copy(
         update={"cluster": settings.cluster.model_copy(update={"partitions": n})}
     )
-
-
-def redis_client(url: str, max_connections: int = 64) -> Any:
-    """redis-py's asyncio client for any horae Redis URL (a RedisCluster for redis(s)+cluster://)."""
-    if is_cluster_url(url):
-        return cluster_client(url, max_connections)
-    import redis.asyncio as aioredis
-
-    return aioredis.Redis.from_url(url)

@@ -14,7 +14,7 @@ from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import StorageError
 from scheduler.core.procutil import scrub
-from scheduler.store.cluster_url import cluster_client, is_cluster_url
+from scheduler.store.clients import redis_client
 from scheduler.store.redis import RedisStore
 
 if TYPE_CHECKING:
@@ -95,16 +95,3 @@ async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore:
         await store.aclose()
         raise
     return store
-
-
-def redis_client(url: str, s: Settings) -> aioredis.Redis:
-    """redis-py's client of `url` as every process of the namespace opens it (also those that
-    connect without a store: the partition migration, a worker's relay process): a RedisCluster
-    for a cluster (redis+cluster:// or cluster.enabled), else a blocking pool, which waits for a
-    free connection instead of failing past its size."""
-    if is_cluster_url(url) or s.cluster.enabled:
-        return cluster_client(url, s.redis_max_connections)  # type: ignore[return-value]
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url, max_connections=s.redis_max_connections, timeout=30
-    )
-    return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from scheduler.core.config import Settings
+    from horae.settings import Settings
     from scheduler.testing.time_machine import TimeMachine
     from scheduler.testing.under_test import Options, SchedulerUnderTest
 
@@ -114,7 +114,7 @@ def horae_settings() -> Settings:
     """The settings the `horae` fixture starts from: the application's (HORAE_* variables,
     horae.toml), `for_tests`. Override this fixture to pick other servers or options; the
     fixture always sets its own namespace and audit schema."""
-    from scheduler.core.config import load_settings
+    from horae.settings import load_settings
 
     return for_tests(load_settings())
 

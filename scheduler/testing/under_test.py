@@ -17,19 +17,19 @@ from urllib.parse import parse_qsl, urlencode
 
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import ConfigError
 from scheduler.core.job import JobInfo, JobState
 from scheduler.core.keys import Keys
 from scheduler.core.procutil import scrub
 from scheduler.core.timeutil import utc_to_ms
-from scheduler.store.cluster_url import redis_client
+from scheduler.store.clients import ClientSettings, redis_client
 from scheduler.testing.clocks import SteppingClock
 from scheduler.testing.time_machine import RecordingRegistry, TimeMachine
 
 if TYPE_CHECKING:
     from audit.records import AttemptRecord
+    from horae.settings import Settings
 
 FLUSH_TIMEOUT_S = 30.0
 PAGE = 1000
@@ -143,10 +143,12 @@ async def create_schema(dsn: str, schema: str) -> None:
         ) from None
 
 
-async def delete_namespace(redis_url: str, namespace: str) -> None:
+async def delete_namespace(
+    redis_url: str, namespace: str, settings: ClientSettings | None = None
+) -> None:
     """Delete every key of `namespace` (of each of its partitions too: `{ns|p}`; on a cluster,
-    on every master)."""
-    client = redis_client(redis_url)
+    on every master), through a client made from `settings` (default: the defaults)."""
+    client = redis_client(redis_url, settings)
     try:
         for pattern in (Keys(namespace).prefix + "*", "{" + namespace + "|*"):
             batch: list[bytes] = []
@@ -206,14 +208,12 @@ async def scheduler_under_test(
         finally:
             await worker.stop(grace=5)
     finally:
-        await _cleanup(
-            s.close, urls.redis_url, namespace, urls.database_url if audit else None, schema
-        )
+        await _cleanup(s.close, settings, namespace, urls.database_url if audit else None, schema)
 
 
 async def _cleanup(
     close: Callable[[], Awaitable[None]],
-    redis_url: str,
+    settings: Settings,
     namespace: str,
     dsn: str | None,
     schema: str,
@@ -222,7 +222,7 @@ async def _cleanup(
         await close()
     finally:
         try:
-            await delete_namespace(redis_url, namespace)
+            await delete_namespace(settings.redis_url or "", namespace, settings)
         finally:
             if dsn is not None:
                 await _on_database(dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

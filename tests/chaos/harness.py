@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 from tests.chaos import plan as P
 from tests.chaos.app import real_ms
 from tests.chaos.checker import RunFacts, Verdict, check

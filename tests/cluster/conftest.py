@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
 
-from scheduler.store.cluster_url import cluster_client
+from scheduler.store.clients import redis_client
 from tests.cluster.servers import RedisCluster, start_cluster
 from tests.procs import WorkerProcesses, producer
 
@@ -61,7 +61,7 @@ def namespace(cluster_url: str) -> Iterator[str]:
 @pytest.fixture
 async def cluster_redis(cluster_url: str) -> AsyncIterator[AsyncCluster]:
     """A redis-py cluster client for the test's own checks."""
-    client = cluster_client(cluster_url, 16)
+    client = redis_client(cluster_url)
     yield client  # type: ignore[misc]
     await client.aclose()  # type: ignore[attr-defined]
 
@@ -75,7 +75,7 @@ def redis_url(redis_cluster: RedisCluster) -> str:
 
 @pytest.fixture
 async def redis(cluster_url: str) -> AsyncIterator[AsyncCluster]:
-    client = cluster_client(cluster_url, 16)
+    client = redis_client(cluster_url)
     yield client  # type: ignore[misc]
     await client.aclose()  # type: ignore[attr-defined]
 

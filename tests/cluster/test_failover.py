@@ -19,9 +19,9 @@ import asyncpg
 import pytest
 from redis.exceptions import RedisError
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.errors import StorageError
 from scheduler.core.keys import Keys
 from tests.cluster.conftest import delete_namespace
@@ -183,10 +183,10 @@ def promoted_over(cluster: RedisCluster, victim: object) -> bool:
 
 
 async def _runs(url: str, namespace: str) -> Counter[str]:
-    from scheduler.store.cluster_url import cluster_client
+    from scheduler.store.clients import redis_client
     from tests.procs import app_key
 
-    client = cluster_client(url, 4)
+    client = redis_client(url)
     try:
         raw = await client.hgetall(app_key(namespace, "runs"))  # type: ignore[attr-defined]
     except RedisError:

@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.errors import ConfigError, InvalidFlowOption
 from scheduler.core.keys import Keys
 from scheduler.facade.topics import TopicOptions

@@ -19,9 +19,9 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler import Scheduler, StorageError
-from scheduler.core.config import load_settings
 from scheduler.core.keys import Keys
 from scheduler.store.partitions import partition_of
 from scheduler.testing.clocks import FakeClock

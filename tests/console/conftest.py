@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from console.app import create_app
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.core.config import load_settings
 
 # Text that would run if a page rendered it as HTML.
 XSS_PAYLOAD = '<script>window.__pwned=1</script>"><img src=x onerror="window.__pwned=2">'

@@ -18,8 +18,8 @@ import pytest
 
 from console.app import create_app
 from console.deps import MAX_BODY_DEPTH
+from console.settings import ConsoleSettings
 from scheduler.api import Scheduler
-from scheduler.core.config import ConsoleSettings
 from scheduler.core.errors import ConfigError
 from tests.console.conftest import Env, registry, settings_for
 
@@ -470,7 +470,7 @@ async def test_schedule_and_topic_names_with_a_slash_are_reachable(env: Env) -> 
 
 
 def test_the_settings_name_a_bad_entry_and_what_is_allowed() -> None:
-    from scheduler.core.config import load_settings
+    from horae.settings import load_settings
 
     good = load_settings(
         env={

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.core.config import load_settings
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually
 

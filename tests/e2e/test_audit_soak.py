@@ -13,9 +13,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.core.config import load_settings
 from tests.procs import WorkerProcesses
 from tests.procs.worker_app import COUNT_TOPIC, DOOMED_TOPIC, FAIL_ONCE_TOPIC
 

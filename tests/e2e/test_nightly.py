@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from audit.analytics.nightly import NIGHTLY_TOPIC, install_nightly
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.timeutil import utc_to_ms
 from scheduler.testing.clocks import FakeClock
 from tests.analytics_helpers import require_spark

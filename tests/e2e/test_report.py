@@ -25,9 +25,9 @@ from audit.analytics.nightly import run_report_subprocess
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
+from horae.settings import Settings, load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
-from scheduler.core.config import Settings, load_settings
 from tests.analytics_helpers import require_spark, spark_session
 from tests.audit_outbox import Outbox
 

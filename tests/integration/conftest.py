@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
 from audit.relay.consumer import AuditRelay
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 from tests.audit_outbox import Outbox
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler import JobState, Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.keys import Keys
 from scheduler.core.outbox import decode_entry
 from scheduler.testing.clocks import FakeClock

@@ -13,7 +13,7 @@ from audit.cli import register
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 from tests.audit_cli import host
 from tests.audit_outbox import Outbox
 
@@ -112,3 +112,21 @@ def test_cli_with_an_explicit_resolver(redis_url: str, namespace: str, database_
     register(cli, resolve)
     result = CliRunner().invoke(cli, ["migrate"], obj="host settings")
     assert result.exit_code == 0 and seen == ["host settings"], result.output
+
+
+def test_horae_audit_with_cluster_enabled_opens_a_cluster_client(
+    redis_url: str, namespace: str, database_url: str
+) -> None:
+    """`[cluster] enabled` with a plain redis:// URL: `horae audit` talks to a Redis Cluster
+    (the one client factory), so against this standalone Redis it fails asking for the slot map;
+    without the setting the same command reads the outbox."""
+    from scheduler.cli.main import cli
+
+    args = ["--redis-url", redis_url, "--database-url", database_url, "--namespace", namespace]
+    plain = CliRunner().invoke(cli, [*args, "audit", "lag"])
+    assert plain.exit_code == 0 and "pending 0" in plain.output, plain.output
+    clustered = CliRunner().invoke(
+        cli, [*args, "audit", "lag"], env={"HORAE_CLUSTER__ENABLED": "true"}
+    )
+    assert clustered.exit_code == 1, clustered.output
+    assert "cluster support disabled" in clustered.output, clustered.output

@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
-from scheduler.core.config import load_settings
+from horae.settings import load_settings
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ async def test_a_dead_relays_entries_are_taken_over_at_once(
     import subprocess
 
     from audit.options import RelayOptions
-    from scheduler.core.config import AuditSettings
+    from audit.settings import AuditSettings
 
     gone = subprocess.Popen(["true"])
     gone.wait()

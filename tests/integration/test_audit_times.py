@@ -17,9 +17,10 @@ import redis.asyncio as aioredis
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
 from audit.relay.consumer import AuditRelay
+from audit.settings import AuditSettings
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Backoff, JobState, RetryPolicy, Scheduler
-from scheduler.core.config import AuditSettings, load_settings
 from scheduler.core.errors import StorageError
 from scheduler.core.job import Settlement
 from scheduler.core.keys import Keys

@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from listeners.triggers import MAX_CRON_LEN
 from scheduler.api import Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.errors import InvalidCron, InvalidPayload
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import InvalidPayload, JobInfo, JobState, ScheduleError, Scheduler
-from scheduler.core.config import load_settings
 from scheduler.store.scripts import Script
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
+from horae.settings import load_settings
 from scheduler.cli.main import cli
-from scheduler.core.config import load_settings
 from scheduler.core.keys import Keys
-from scheduler.store.connection import redis_client
+from scheduler.store.clients import redis_client
 from scheduler.testing.under_test import delete_namespace
 from tests.migrate_scenario import (
     check_dedupe_kept,

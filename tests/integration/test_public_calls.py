@@ -19,9 +19,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from audit.reader import AuditTrail
+from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
-from scheduler.core.config import load_settings
 from scheduler.core.errors import AuditUnavailable, ScheduleError, StorageError
 from scheduler.core.topic_options import TopicOptions
 from tests.chaos.proxy import FaultProxy

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import Scheduler
-from scheduler.core.config import load_settings
 from tests.integration.engine_fixtures import eventually
 from tests.procs import WorkerProcesses, producer
 

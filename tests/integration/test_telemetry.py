@@ -344,7 +344,7 @@ import asyncio, sys, urllib.request
 import scheduler
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.core.config import load_settings
+from horae.settings import load_settings
 
 redis_url, namespace, port = sys.argv[1], sys.argv[2], sys.argv[3]
 

@@ -18,8 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from horae import ConfigError, ListenerRegistry, Scheduler
+from horae.settings import Settings
 from horae.testing import SchedulerUnderTest, TimeMachine
-from scheduler.core.config import Settings
 from scheduler.core.keys import Keys
 from scheduler.testing.plugin import DEFAULT_START, _checked
 from scheduler.testing.under_test import Options, scheduler_under_test, with_search_path

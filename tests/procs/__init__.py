@@ -163,9 +163,9 @@ def producer(redis_url: str, namespace: str) -> Any:
     Built from explicit settings, never from the environment: with HORAE_DATABASE_URL set
     (CI's second pass) an env-built Scheduler would migrate the machine's shared database.
     """
+    from horae.settings import load_settings
     from listeners import ListenerRegistry
     from scheduler import Scheduler
-    from scheduler.core.config import load_settings
 
     settings = load_settings(env={}, redis_url=redis_url, namespace=namespace)
     settings = settings.model_copy(

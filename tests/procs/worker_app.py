@@ -42,11 +42,12 @@ async def _redis_ready() -> aioredis.Redis:
         _init_lock = _init_lock or asyncio.Lock()
         async with _init_lock:
             if _client is None:
-                from scheduler.store.cluster_url import cluster_client, is_cluster_url
+                from scheduler.store.clients import redis_client
+                from scheduler.store.cluster_url import is_cluster_url
 
                 url = os.environ["HORAE_REDIS_URL"]  # a Redis Cluster's seeds in tests/cluster
                 if is_cluster_url(url):
-                    client = cluster_client(url, 16)
+                    client = redis_client(url)
                     await client.initialize()  # type: ignore[attr-defined]
                     _client = client  # type: ignore[assignment]
                 else:

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 
 from audit.options import RelayOptions
 from audit.relay.consumer import AuditRelay
+from audit.settings import AuditSettings
 from listeners import ListenerRegistry
 from scheduler import Scheduler
-from scheduler.core.config import AuditSettings
 from tests.hypothesis_profiles import budget
 from tests.integration.engine_fixtures import make_scheduler, outbox_events
 

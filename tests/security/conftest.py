@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 from tests.audit_cli import host
 from tests.security.certs import Certs, make_certs
 from tests.security.postgres_tls import DATABASE, ROLES, TlsPostgres, start_tls_postgres

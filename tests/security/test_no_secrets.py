@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from audit.migrate import migrate_url
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, SchedulerError
 from scheduler.cli.main import cli
-from scheduler.core.config import load_settings
 from scheduler.observe.metrics import Metrics
 from tests.integration.engine_fixtures import eventually, in_state
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)

@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 from audit.migrate import migrate_url
 from audit.options import RelayOptions
 from audit.reader import AuditTrail
+from audit.settings import AuditSettings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, StorageError
-from scheduler.core.config import AuditSettings
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, audited_scheduler, eventually, in_state
 from tests.security.postgres_tls import TlsPostgres

@@ -14,9 +14,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, StorageError
-from scheduler.core.config import load_settings
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import (
     START_MS,

@@ -15,8 +15,9 @@ from audit.analytics.location import DatasetLocation
 from audit.analytics.nightly import nightly_window, report_command
 from audit.analytics.options import AnalyticsConfig
 from audit.analytics.results import AlertRule, Stats, add_up, find_alerts
+from audit.analytics.settings import AnalyticsSettings
 from audit.analytics.window import ReportWindow, yesterday
-from scheduler.core.config import AnalyticsSettings, Settings
+from horae.settings import Settings
 
 
 def test_window_days_baseline_and_utc_partitions() -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import audit.cli
 from audit.cli import Connections, register
 from audit.options import RelayOptions
-from scheduler.core.config import AuditSettings
+from audit.settings import AuditSettings
 
 
 def test_from_settings_takes_every_audit_setting() -> None:

@@ -9,7 +9,7 @@ import pytest
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
-from scheduler.core.config import load_settings
+from horae.settings import load_settings
 from scheduler.core.errors import ConfigError
 from scheduler.core.keys import Keys
 from scheduler.store.cluster import _redirect, _Slots, first_key
@@ -97,17 +97,17 @@ def test_rediss_cluster_urls_carry_the_standalone_tls_options_to_every_node() ->
 async def test_the_wire_of_a_tls_cluster_client_verifies_every_node_as_redis_py_does() -> None:
     import ssl
 
+    from scheduler.store.clients import redis_client
     from scheduler.store.cluster import make_wire
-    from scheduler.store.cluster_url import cluster_client
 
-    client: Any = cluster_client("rediss+cluster://h1:7000,h2:7001", 2)
+    client: Any = redis_client("rediss+cluster://h1:7000,h2:7001")
     wire = make_wire(client)
     context = wire.endpoint.ssl
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     found = wire._endpoint(("h3", 7002))  # a node learnt later (CLUSTER SLOTS, MOVED, ASK)
     assert (found.host, found.port, found.ssl) == ("h3", 7002, context)
-    plain: Any = cluster_client("redis+cluster://h1:7000", 2)
+    plain: Any = redis_client("redis+cluster://h1:7000")
     assert make_wire(plain).endpoint.ssl is None
     await client.aclose()
     await plain.aclose()

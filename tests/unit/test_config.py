@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from horae.settings import Settings, load_settings
 from scheduler import ConfigError
-from scheduler.core.config import Settings, _flatten_toml, load_settings
+from scheduler.core.config import _flatten_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from pydantic import BaseModel
 
 import horae
+from horae.settings import Settings
 from scheduler.cli.main import cli
-from scheduler.core.config import Settings
 from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

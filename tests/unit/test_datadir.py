@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.core.config import Settings, load_settings
+from horae.settings import Settings, load_settings
 from scheduler.core.datadir import (
     data_dir_of,
     find_config,

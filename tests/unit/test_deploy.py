@@ -16,7 +16,8 @@ import click
 import pytest
 import yaml
 
-from scheduler.core.config import AnalyticsSettings, WorkerSettings
+from audit.analytics.settings import AnalyticsSettings
+from scheduler.core.config import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
