@@ -394,7 +394,7 @@ def _cron_action(verb: str) -> Any:
         async def main() -> bool:
             async with Scheduler(settings=settings) as s:
                 if verb == "remove":
-                    return await s.unschedule(name)
+                    return await s.delete_cron(name)
                 return await (s.pause_cron(name) if verb == "pause" else s.resume_cron(name))
 
         changed = _run(main())
