@@ -59,11 +59,13 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
-    from scheduler.core.job import JobInfo, JobPage, JobState, ScheduleResult
+    from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.core.progress import LogLine, Progress
     from scheduler.core.retry import Backoff, RetryPolicy
+    from scheduler.core.stats import Stats, TopicStats
     from scheduler.core.topic_options import TopicOptions
+    from scheduler.store.topic_memory import KnownTopic
     from scheduler.worker.advertise import WorkerInfo
     from scheduler.worker.loop import Worker
 
@@ -87,6 +89,7 @@ __all__ = [
     "AuditUnavailable",
     "Backoff",
     "ConfigError",
+    "CronInfo",
     "DeadLetterNotFound",
     "Dedupe",
     "DoNotRetry",
@@ -104,6 +107,7 @@ __all__ = [
     "JobPage",
     "JobState",
     "KeyRequired",
+    "KnownTopic",
     "LeaseLost",
     "Listener",
     "ListenerRegistry",
@@ -122,10 +126,12 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "Schema",
+    "Stats",
     "StorageError",
     "TopicInUse",
     "TopicOptions",
     "TopicPolicyLocked",
+    "TopicStats",
     "Validator",
     "WaitTimeout",
     "Worker",

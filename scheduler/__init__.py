@@ -40,11 +40,13 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
-    from scheduler.core.job import JobInfo, JobPage, JobState, ScheduleResult
+    from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.core.progress import LogLine, Progress
     from scheduler.core.retry import Backoff, RetryPolicy
+    from scheduler.core.stats import Stats, TopicStats
     from scheduler.core.topic_options import TopicOptions
+    from scheduler.store.topic_memory import KnownTopic
     from scheduler.worker.advertise import WorkerInfo
     from scheduler.worker.loop import Worker
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 _SOURCES = {
     "Backoff": "scheduler.core.retry",
     "ConfigError": "scheduler.core.errors",
+    "CronInfo": "scheduler.core.job",
     "DoNotRetry": "scheduler.core.errors",
     "InvalidCron": "scheduler.core.errors",
     "InvalidDelay": "scheduler.core.errors",
@@ -61,6 +64,7 @@ _SOURCES = {
     "InvalidTopic": "scheduler.core.errors",
     "InvalidProgress": "scheduler.core.errors",
     "JobInfo": "scheduler.core.job",
+    "KnownTopic": "scheduler.store.topic_memory",
     "JobNotFound": "scheduler.core.errors",
     "LeaseLost": "scheduler.core.errors",
     "LogLine": "scheduler.core.progress",
@@ -77,6 +81,8 @@ _SOURCES = {
     "ScheduleError": "scheduler.core.errors",
     "Scheduler": "scheduler.api",
     "SchedulerError": "scheduler.core.errors",
+    "Stats": "scheduler.core.stats",
+    "TopicStats": "scheduler.core.stats",
     "StorageError": "scheduler.core.errors",
     "AuditUnavailable": "scheduler.core.errors",
     "InvalidFlowOption": "scheduler.core.errors",
@@ -94,6 +100,7 @@ __all__ = [
     "AuditUnavailable",
     "Backoff",
     "ConfigError",
+    "CronInfo",
     "DeadLetterNotFound",
     "Dedupe",
     "DoNotRetry",
@@ -110,6 +117,7 @@ __all__ = [
     "JobPage",
     "JobState",
     "KeyRequired",
+    "KnownTopic",
     "LeaseLost",
     "LogLine",
     "Progress",
@@ -122,10 +130,12 @@ __all__ = [
     "ScheduleResult",
     "Scheduler",
     "SchedulerError",
+    "Stats",
     "StorageError",
     "TopicInUse",
     "TopicOptions",
     "TopicPolicyLocked",
+    "TopicStats",
     "WaitTimeout",
     "Worker",
     "WorkerInfo",

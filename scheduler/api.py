@@ -5,6 +5,7 @@ and (when enabled) the audit trail."""
 from __future__ import annotations
 
 import logging
+import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
@@ -23,6 +24,7 @@ from scheduler.core.flow import Dedupe
 from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState
 from scheduler.core.request import JobRequest
 from scheduler.core.retry import Backoff, RetryPolicy
+from scheduler.core.stats import Stats, TopicStats
 from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.facade.crons import CronSchedules
 from scheduler.facade.operations import JobOperations
@@ -53,6 +55,16 @@ if TYPE_CHECKING:
     from horae.settings import Settings
 
 log = logging.getLogger("horae")
+
+
+def _renamed(old: str, new: str) -> None:
+    """Warn the caller of a deprecated alias (kept one release) which name replaces it."""
+    warnings.warn(
+        f"Scheduler.{old} is deprecated and will be removed in the next release; "
+        f"use Scheduler.{new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 class Scheduler(ScheduleCalls):
@@ -245,9 +257,14 @@ class Scheduler(ScheduleCalls):
         )
         return await self._crons.schedule(name, cron, request, misfire)
 
-    async def unschedule(self, name: str) -> bool:
+    async def delete_cron(self, name: str) -> bool:
         """Remove a schedule (jobs it created stay). False when there was none."""
         return await self.store.remove_cron(check_cron_name(name))
+
+    async def unschedule(self, name: str) -> bool:
+        """Deprecated (one release): delete_cron, named like the other *_cron calls."""
+        _renamed("unschedule", "delete_cron")
+        return await self.delete_cron(name)
 
     async def pause_cron(self, name: str) -> bool:
         """Stop firing ticks until resumed. False when already paused; InvalidCron if unknown."""
@@ -326,14 +343,17 @@ class Scheduler(ScheduleCalls):
         """Cancel each job (each atomically, pipelined); how many were cancelled."""
         return await self._operations.cancel_many(ids, actor)
 
-    async def stats(self, topic: str | None = None) -> dict[str, int]:
+    async def stats(self, topic: str | None = None) -> Stats:
         """Jobs per state currently in Redis (of one topic, or all); dead letters waiting in their
-        queue under their own key, `dead_letter` (not `scheduled`)."""
-        return await self.store.stats(None if topic is None else check_topic(topic))
+        queue under their own key, `dead_letter` (not `scheduled`). A Stats: a dict[str, int]
+        with the counts as attributes too (`.scheduled`, `.total`)."""
+        return Stats(await self.store.stats(None if topic is None else check_topic(topic)))
 
-    async def stats_by_topic(self) -> dict[str, dict[str, int]]:
-        """Jobs per state currently in Redis, per topic that has any (sorted by topic)."""
-        return await self.store.stats_by_topic()
+    async def stats_by_topic(self) -> TopicStats:
+        """Jobs per state currently in Redis, per topic that has any (sorted by topic): a
+        TopicStats, a dict of Stats."""
+        by_topic = await self.store.stats_by_topic()
+        return TopicStats((t, Stats(c)) for t, c in by_topic.items())
 
     # ------------------------------------------------ topics and dead letters (scheduler/facade/topics.py)
     @cached_property

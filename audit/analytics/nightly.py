@@ -181,5 +181,5 @@ async def install_nightly(scheduler: Scheduler) -> str:
     return (
         f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) in namespace "
         f"{scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
-        f"`horae cron remove {NIGHTLY_TOPIC}` drops it"
+        f"`horae cron delete {NIGHTLY_TOPIC}` drops it"
     )

@@ -38,6 +38,16 @@ class Invalid(click.ClickException):
     exit_code = 2
 
 
+def warn_renamed(old: str, new: str) -> None:
+    """One line on stderr for a deprecated command (a hidden alias kept one release): the command
+    that replaces it. stdout stays as it was, for scripts that read it."""
+    click.echo(
+        f"Warning: `horae {old}` is deprecated and will be removed in the next release; "
+        f"use `horae {new}`",
+        err=True,
+    )
+
+
 def mask_urls(text: str) -> str:
     """`text` with the password of every URL in it replaced by ***."""
     return _URL.sub(lambda m: hide_password(m.group(0)), text)

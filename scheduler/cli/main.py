@@ -26,7 +26,14 @@ except ImportError as exc:  # a module of the user's shadows one of them (horae/
 from horae.settings import Settings, load_settings
 from listeners import ListenerRegistry, default_registry
 from scheduler.api import Scheduler
-from scheduler.cli.common import HoraeGroup, echo_items, no_relay, print_table, when_text
+from scheduler.cli.common import (
+    HoraeGroup,
+    echo_items,
+    no_relay,
+    print_table,
+    warn_renamed,
+    when_text,
+)
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.observe.health import HealthServer, bind_host, worker_readiness
 from scheduler.observe.logs import configure_logging
@@ -383,25 +390,37 @@ def cron_add(
 
 
 _CRON_HELP = {
-    "remove": "Delete the schedule NAME (the jobs it created stay).",
+    "delete": "Delete the schedule NAME (the jobs it created stay).",
     "pause": "Pause the schedule NAME: no ticks fire until it is resumed.",
     "resume": "Resume the schedule NAME from its next tick (ticks passed while paused do not run).",
 }
+# A renamed `cron` command -> its new name; the old one stays, hidden, for one release.
+_CRON_RENAMED = {"remove": "delete"}
 
 
 def _cron_action(verb: str) -> Any:
-    @cron.command(verb, help=_CRON_HELP[verb])
+    renamed = _CRON_RENAMED.get(verb)
+    action = renamed or verb
+
+    help = _CRON_HELP[action]
+    if renamed is not None:
+        help = f"Deprecated (removed in the next release): `horae cron {renamed}`. {help}"
+
+    @cron.command(verb, help=help, hidden=renamed is not None)
     @click.argument("name")
     @click.pass_obj
     def command(settings: Settings, name: str) -> None:
+        if renamed is not None:
+            warn_renamed(f"cron {verb}", f"cron {renamed}")
+
         async def main() -> bool:
             async with Scheduler(settings=settings) as s:
-                if verb == "remove":
-                    return await s.unschedule(name)
-                return await (s.pause_cron(name) if verb == "pause" else s.resume_cron(name))
+                if action == "delete":
+                    return await s.delete_cron(name)
+                return await (s.pause_cron(name) if action == "pause" else s.resume_cron(name))
 
         changed = _run(main())
-        if verb == "remove" and not changed:
+        if action == "delete" and not changed:
             raise click.ClickException(
                 f"no cron schedule named {name!r} in namespace {settings.namespace!r}"
             )
@@ -410,7 +429,7 @@ def _cron_action(verb: str) -> Any:
     return command
 
 
-for _verb in ("remove", "pause", "resume"):
+for _verb in ("delete", "pause", "resume", *_CRON_RENAMED):
     _cron_action(_verb)
 
 

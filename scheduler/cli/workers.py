@@ -1,4 +1,4 @@
-"""`horae workers` (the live workers, each running or draining) and `horae workers drain ID`
+"""`horae workers list` (the live workers, each running or draining) and `horae workers drain ID`
 (ask one worker to drain and exit, from any machine: README "Deploying"). Thin wrappers over
 the Scheduler facade; registered by scheduler/cli/main.py."""
 
@@ -14,7 +14,7 @@ from rich.text import Text
 
 from horae.settings import Settings
 from scheduler.api import Scheduler
-from scheduler.cli.common import echo_items, no_relay, print_table, when_text
+from scheduler.cli.common import echo_items, no_relay, print_table, warn_renamed, when_text
 
 Run = Callable[[Any], Any]
 
@@ -32,23 +32,35 @@ _COLUMNS = (
 
 
 def register(cli: click.Group, run: Run, console: Console) -> None:
-    """Add `workers` and `workers drain` to the `horae` command."""
+    """Add `workers list` and `workers drain` to the `horae` command."""
 
     @cli.group("workers", invoke_without_command=True)
+    @click.option(
+        "--json", "as_json", is_flag=True, hidden=True, help="Deprecated: `workers list --json`."
+    )
+    @click.pass_context
+    def workers(ctx: click.Context, as_json: bool) -> None:
+        """The live workers of the namespace (`workers list`), and asking one to drain."""
+        if ctx.invoked_subcommand is not None:
+            return
+        # `horae workers [--json]` listed them before `workers list` (kept one release).
+        warn_renamed("workers" + (" --json" if as_json else ""), "workers list")
+        _list(ctx.obj, as_json)
+
+    @workers.command("list")
     @click.option(
         "--json",
         "as_json",
         is_flag=True,
         help='One JSON object {"items": [...], "cursor": null} of the live workers.',
     )
-    @click.pass_context
-    def workers(ctx: click.Context, as_json: bool) -> None:
-        """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat and
-        state (running, or draining: it claims no more and exits once its attempts finished)."""
-        if ctx.invoked_subcommand is not None:
-            return
-        settings: Settings = ctx.obj
+    @click.pass_obj
+    def workers_list(settings: Settings, as_json: bool) -> None:
+        """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat
+        and state (running, or draining: it claims no more and exits once its attempts finished)."""
+        _list(settings, as_json)
 
+    def _list(settings: Settings, as_json: bool) -> None:
         async def main() -> Any:
             async with Scheduler(settings=no_relay(settings)) as s:
                 return await s.workers()
@@ -77,9 +89,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @click.argument("worker_id")
     @click.pass_obj
     def drain(settings: Settings, worker_id: str) -> None:
-        """Ask the live worker WORKER_ID (as `horae workers` lists it) to drain and exit: at its next
-        heartbeat it stops claiming and turns unready, its running attempts get its grace ([worker]
-        grace_s) to finish, the rest are released to other workers, and `horae worker` exits 0."""
+        """Ask the live worker WORKER_ID (as `horae workers list` lists it) to drain and exit: at
+        its next heartbeat it stops claiming and turns unready, its running attempts get its grace
+        ([worker] grace_s) to finish, the rest are released to other workers, and `horae worker`
+        exits 0."""
 
         async def main() -> bool:
             async with Scheduler(settings=no_relay(settings)) as s:
@@ -88,7 +101,7 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         if not run(main()):
             raise click.ClickException(
                 f"no live worker {worker_id!r} in namespace {settings.namespace!r} "
-                f"(`horae workers` lists them)"
+                f"(`horae workers list` lists them)"
             )
         click.echo(
             f"{worker_id}: drain requested (it stops claiming at its next heartbeat, then exits)"

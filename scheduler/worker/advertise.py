@@ -115,7 +115,7 @@ def entry_json(
 
 
 def check_worker_id(worker_id: object) -> str:
-    """The id of a worker to act on (as `horae workers` lists it).
+    """The id of a worker to act on (as `horae workers list` lists it).
 
     Any other string is looked up like a job id (check_job_ref): one that no live worker has,
     control characters included, is simply not found.
@@ -125,8 +125,8 @@ def check_worker_id(worker_id: object) -> str:
     """
     if not isinstance(worker_id, str) or not worker_id:
         raise ScheduleError(
-            f"worker_id must be a non-empty string, a worker's id as `horae workers` lists it; "
-            f"got {shown(worker_id)}",
+            "worker_id must be a non-empty string, a worker's id as `horae workers list` lists "
+            f"it; got {shown(worker_id)}",
             field="worker_id",
         )
     return worker_id

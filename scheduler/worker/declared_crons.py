@@ -101,6 +101,6 @@ async def sync_declared(
 def _taken(name: str) -> ConfigError:
     return ConfigError(
         f"schedule {name!r} is declared beside a listener, but a schedule of that name was "
-        "created with schedule_cron: give the declaration another name= (or remove the other "
-        f"with `horae cron remove {name}`)"
+        "created with schedule_cron: give the declaration another name= (or delete the other "
+        f"with `horae cron delete {name}`)"
     )

@@ -86,8 +86,14 @@ def test_cron_commands_show_next_run_in_zone_and_utc(
     )
     bad = run(["cron", "add", "x", "99 * * * *", "--topic", "t"], env)
     assert bad.returncode != 0 and "minute field '99' is invalid" in bad.stderr
-    assert run(["cron", "remove", "nightly-invoices"], env).returncode == 0
-    assert run(["cron", "remove", "nightly-invoices"], env).returncode != 0
+    deleted = run(["cron", "delete", "nightly-invoices"], env)
+    assert deleted.stdout.strip() == "nightly-invoices: deleted" and deleted.stderr == ""
+    assert run(["cron", "delete", "nightly-invoices"], env).returncode != 0
+    # the old name, kept one release: the same, plus a warning on stderr naming the new one
+    assert run(["cron", "add", "n", "0 3 * * *", "--topic", "t"], env).returncode == 0
+    removed = run(["cron", "remove", "n"], env)
+    assert removed.returncode == 0 and removed.stdout.strip() == "n: removed"
+    assert "use `horae cron delete`" in removed.stderr
 
 
 def test_bad_config_value_is_a_clear_error(

@@ -61,7 +61,7 @@ def horae(*args: str) -> tuple[int, list[str], str]:
             1,
             "Error: cannot reach Redis at redis://:***@127.0.0.1:1/0",
         ),
-        (("--redis-url", DEAD_REDIS, "workers", "--json"), 1, "Error: cannot reach Redis"),
+        (("--redis-url", DEAD_REDIS, "workers", "list", "--json"), 1, "Error: cannot reach Redis"),
         (("--redis-url", DEAD_REDIS, "jobs", "cancel", "x"), 1, "Error: cannot reach Redis"),
         (("--redis-url", DEAD_REDIS, "dlq", "list", "x.dlq"), 1, "Error: cannot reach Redis"),
         (("--redis-url", DEAD_REDIS, "topics", "list"), 1, "Error: cannot reach Redis"),
@@ -161,7 +161,7 @@ def test_every_subcommand_and_option_has_help_text() -> None:
     assert {
         "horae jobs list",
         "horae jobs show",
-        "horae workers",
+        "horae workers list",
         "horae cron show",
         "horae audit failures",
     } <= {p for p, _ in commands}

@@ -96,8 +96,8 @@ async def test_upsert_list_pause_resume_remove(
         assert resumed is not None and resumed.next_run_at == utc("2026-06-01T16:05:00")
         with pytest.raises(InvalidCron, match="no cron schedule named 'ghost'"):
             await s.pause_cron("ghost")
-        assert await s.unschedule("every-5") is True
-        assert await s.unschedule("every-5") is False
+        assert await s.delete_cron("every-5") is True
+        assert await s.delete_cron("every-5") is False
         assert [c.name for c in await s.list_crons()] == ["nightly-invoices"]
 
 

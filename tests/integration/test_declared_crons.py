@@ -215,7 +215,7 @@ async def test_a_declared_name_and_a_schedule_cron_name_never_take_each_other_ov
         ):
             await worker.start()
         assert (await cron(s, "a:every")).cron == "0 3 * * *"
-        await s.unschedule("a:every")
+        await s.delete_cron("a:every")
         async with s.worker():
             assert (await cron(s, "a:every")).declared
         with pytest.raises(InvalidCron, match="'a:every' is declared beside a listener") as info:

@@ -1,5 +1,6 @@
-"""`horae jobs list|show|stats|cancel|retry|delete|reschedule`, `horae workers`, `horae cron show` and
-`horae audit failures` against real Redis and PostgreSQL (the test's own namespace and database):
+"""`horae jobs list|show|stats|cancel|retry|delete|reschedule`, `horae workers list`,
+`horae cron show` and `horae audit failures` against real Redis and PostgreSQL (the test's own
+namespace and database):
 --json is one document with stable names (datetimes ISO 8601 UTC, tracebacks as lists of lines),
 tables are whole when piped, a completed job's earlier error says so, and every id gets one line."""
 
@@ -73,7 +74,7 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
                 lambda: in_state(s, flaky, JobState.COMPLETED), timeout=20, what="flaky completed"
             )
             await eventually(lambda: in_state(s, bad, JobState.FAILED), what="bad failed")
-            code, out, err = await run("workers", "--json")
+            code, out, err = await run("workers", "list", "--json")
             assert code == 0, err
             listed = json.loads(out)
             assert listed["cursor"] is None, listed
@@ -99,8 +100,20 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
             assert entry["last_heartbeat"].endswith("Z") and datetime.fromisoformat(
                 entry["last_heartbeat"]
             )
-            code, out, _ = await run("workers")
-            assert code == 0 and w.id in out and f" {worker_pid} " in out
+            code, table, _ = await run("workers", "list")
+            assert code == 0 and w.id in table and f" {worker_pid} " in table
+            # the old `horae workers [--json]` (kept one release): the same output, a warning
+            for args in (["--json"], []):
+                code, old, err = await run("workers", *args)
+                assert code == 0, err
+                if args:
+                    assert [e["id"] for e in json.loads(old)["items"]] == [w.id], old
+                else:
+                    assert w.id in old and f" {worker_pid} " in old, old
+                assert err == [
+                    f"Warning: `horae workers{' --json' if args else ''}` is deprecated and will "
+                    "be removed in the next release; use `horae workers list`"
+                ], err
         await s.audit.flush(timeout=10)
         await s.schedule_cron(
             "nightly", "30 3 * * *", topic="t.flaky", tz="Europe/Berlin", payload={"b": 1}

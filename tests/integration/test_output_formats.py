@@ -36,11 +36,17 @@ INSTANT_KEYS = re.compile(r"(_at|^last_heartbeat|^last_served|^waiting_since|^at
 
 
 def json_commands(group: click.Group, prefix: str = "") -> set[str]:
-    """Every command path that has a --json option (a group that runs on its own included)."""
+    """Every command path that has a --json option (a group that runs on its own included; a
+    deprecated command or option, hidden, left out)."""
     out: set[str] = set()
     for name, command in group.commands.items():
         path = f"{prefix}{name}"
-        if any("--json" in getattr(p, "opts", ()) for p in command.params):
+        if command.hidden:
+            continue
+        if any(
+            "--json" in getattr(p, "opts", ()) and not getattr(p, "hidden", False)
+            for p in command.params
+        ):
             out.add(path)
         if isinstance(command, click.Group):
             out |= json_commands(command, f"{path} ")
@@ -111,7 +117,7 @@ LISTS = {
     "jobs list",
     "dlq list",
     "dlq topics",
-    "workers",
+    "workers list",
     "topics list",
     "cron list",
     "audit failures",
@@ -155,7 +161,7 @@ async def test_every_json_output_and_api_answer_has_one_format(
                 "topics blocked": ["t.ok"],
                 "dlq list": ["t.bad.dlq"],
                 "dlq topics": [],
-                "workers": [],
+                "workers list": [],
                 "audit failures": [],
             }
             assert json_commands(cli) == set(args), "a command with --json needs a row here"
@@ -172,7 +178,7 @@ async def test_every_json_output_and_api_answer_has_one_format(
                 ("jobs list", []),
                 ("jobs show", [bad]),
                 ("audit show", [bad]),
-                ("workers", []),
+                ("workers list", []),
                 ("dlq list", ["t.bad.dlq"]),
                 ("audit failures", []),
                 ("topics list", []),
@@ -195,7 +201,7 @@ async def test_every_json_output_and_api_answer_has_one_format(
             )
             assert docs["dlq topics"]["items"] == [{"topic": "t.bad.dlq", "count": 1}]
             assert [d["id"] for d in docs["dlq list"]["items"]] == [dead.id]
-            assert [w_["id"] for w_ in docs["workers"]["items"]] == [w.id]
+            assert [w_["id"] for w_ in docs["workers list"]["items"]] == [w.id]
             topics = [t["name"] for t in docs["topics list"]["items"]]
             assert {"t.ok", "t.bad", "t.bad.dlq"} <= set(topics), topics
 

@@ -28,8 +28,8 @@ COMMANDS: dict[str, list[str]] = {
     "console": ["--port", "0"],
     "cron add": ["n/x", "0 3 * * *", "--topic", "t/x"],
     "cron list": [],
+    "cron delete": ["n/x"],
     "cron pause": ["n/x"],
-    "cron remove": ["n/x"],
     "cron resume": ["n/x"],
     "cron show": ["n/x"],
     "demo": [],
@@ -56,7 +56,7 @@ COMMANDS: dict[str, list[str]] = {
     "topics set": ["t/x", "--concurrency", "2"],
     "topics show": ["t/x"],
     "worker": ["--all-topics"],
-    "workers": [],
+    "workers list": [],
     "workers drain": ["w/x"],
 }
 # Commands that do not fail on unreachable servers, by design (each with the reason).
@@ -66,6 +66,13 @@ NOT_FAILING = {
     "services start": "starts this data directory's embedded servers (the test run's own); reaches no configured one",
     "config show": "prints the settings and their sources; reaches no server",
     "services stop": "stops this data directory's embedded servers: it would stop the test run's own",
+}
+
+
+# Deprecated commands kept one release (hidden) -> the command replacing them, with its arguments.
+DEPRECATED: dict[str, str] = {
+    "cron remove": "cron delete",
+    "workers": "workers list",
 }
 
 
@@ -84,9 +91,21 @@ def leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
 
 
 def test_the_table_names_every_command() -> None:
-    assert leaf_commands(cli) == set(COMMANDS) | set(NOT_FAILING) and not set(COMMANDS) & set(
-        NOT_FAILING
-    )
+    assert leaf_commands(cli) == set(COMMANDS) | set(NOT_FAILING) | set(DEPRECATED)
+    assert not set(COMMANDS) & set(NOT_FAILING) and set(DEPRECATED.values()) <= set(COMMANDS)
+
+
+def _hidden(group: click.Group, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for name, command in group.commands.items():
+        out |= {f"{prefix}{name}"} if command.hidden else set()
+        if isinstance(command, click.Group):
+            out |= _hidden(command, f"{prefix}{name} ")
+    return out
+
+
+def test_only_the_deprecated_commands_are_hidden() -> None:
+    assert _hidden(cli) == set(DEPRECATED) - {"workers"}  # (`workers` alone: the group, shown)
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS))
@@ -109,3 +128,20 @@ def test_with_the_servers_down_a_command_exits_1_with_one_line(path: str, tmp_pa
         errors,
     )
     assert "Traceback" not in result.output and "s3cret" not in result.output, result.output
+
+
+@pytest.mark.parametrize("path", sorted(DEPRECATED))
+def test_a_deprecated_command_warns_and_still_runs(path: str) -> None:
+    new = DEPRECATED[path]
+    args = [*DEAD, *path.split(), *COMMANDS[new]]
+    result = CliRunner().invoke(cli, args, prog_name="horae")
+    lines = [
+        line for line in result.stderr.splitlines() if line.strip() and not LOG_LINE.match(line)
+    ]
+    assert lines == [
+        f"Warning: `horae {path}` is deprecated and will be removed in the next release; "
+        f"use `horae {new}`",
+        lines[-1],
+    ], lines
+    # then it runs as the new command does: here, to the unreachable servers
+    assert result.exit_code == 1 and lines[-1].startswith("Error: cannot reach Redis"), lines

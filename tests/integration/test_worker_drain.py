@@ -222,13 +222,13 @@ async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
                 BLOCK_TOPIC, 0, payload={"n": 2}
             )  # a claims no more: b runs it
 
-            shown = _horae(env, "workers", "--json")
+            shown = _horae(env, "workers", "list", "--json")
             assert shown.returncode == 0, shown.stderr
             states = {
                 w["id"]: (w["state"], w["running"]) for w in json.loads(shown.stdout)["items"]
             }
             assert states[a_id] == ("draining", 1) and a.proc.poll() is None, states
-            table = _horae(env, "workers")
+            table = _horae(env, "workers", "list")
             assert [
                 line for line in table.stdout.splitlines() if a_id in line and "draining" in line
             ], table.stdout

@@ -167,7 +167,7 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
         listed = {i.pid: i.topics for i in await s.workers()}
         assert listed == {a.pid: (A_TOPIC,), b.pid: (B_TOPIC,)}, workers.logs()
         shown = subprocess.run(
-            [str(HORAE), "workers"],
+            [str(HORAE), "workers", "list"],
             env={**workers.env({}), "COLUMNS": "250"},
             capture_output=True,
             text=True,

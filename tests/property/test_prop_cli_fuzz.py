@@ -217,7 +217,7 @@ JOB_COMMANDS = st.one_of(
     ),
     st.tuples(
         st.just("cron"),
-        st.sampled_from(["show", "pause", "resume", "remove"]),
+        st.sampled_from(["show", "pause", "resume", "delete"]),
         mostly(st.just("c1")),
     ),
 )
