@@ -174,7 +174,9 @@ def _parse_when(text: str, now_ms: int) -> datetime:
     except InvalidDelay:
         pass
     except OverflowError:
-        raise Invalid(f"WHEN {text!r} is past the year 9999; give a delay or datetime before it") from None
+        raise Invalid(
+            f"WHEN {text!r} is past the year 9999; give a delay or datetime before it"
+        ) from None
     try:
         return datetime.fromisoformat(text)
     except ValueError:
@@ -460,15 +462,15 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
                 results = []
                 for i in unique:
                     after = await s.get_job(i)
-                    ok = i in changed
+                    ok, was = i in changed, before[i]
                     error = (
                         None
                         if ok
                         else _missing(settings, i)
-                        if before[i] is None
+                        if was is None
                         else f"{i}: not {DONE[verb]}: it is "
-                        f"{(after or before[i]).state.value}; {REFUSED[verb]}"
-                    )  # type: ignore[union-attr]
+                        f"{(after or was).state.value}; {REFUSED[verb]}"
+                    )
                     results.append(
                         {
                             "id": i,

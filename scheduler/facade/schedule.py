@@ -32,11 +32,17 @@ class ScheduleCalls:
     """Mixed into Scheduler, which provides the attributes below."""
 
     if TYPE_CHECKING:
-        _scheduling: Scheduling
-        clock: Clock
-        store: RedisStore
         tracer: Tracer
         metrics: Metrics
+
+        # Read-only here because Scheduler provides them as properties (a plain attribute
+        # declaration would make them writeable, which a property cannot override).
+        @property
+        def _scheduling(self) -> Scheduling: ...
+        @property
+        def clock(self) -> Clock: ...
+        @property
+        def store(self) -> RedisStore: ...
 
     async def schedule(
         self,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -34,6 +34,8 @@ from scheduler.store.partitions import (
 from scheduler.store.redis import RedisStore
 from scheduler.store.scripts import DrainCode, ScriptCode, TopicCode
 from scheduler.store.wire import Subscription
+
+T = TypeVar("T")
 
 HOME_HINT_S = 10.0
 _SEP = "|"  # a listing cursor's set token is "<partition>|<the partition's token>"
@@ -131,7 +133,9 @@ class PartitionedStore:
             raise self.storage_error(f"read of job {job_id}", exc) from exc
         return next((self.parts[p] for p, f in zip(order[1:], found) if int(f)), None)
 
-    async def _on_job(self, job_id: str, call: Callable[[RedisStore], Any], missing: Any) -> Any:
+    async def _on_job(
+        self, job_id: str, call: Callable[[RedisStore], Awaitable[T]], missing: T
+    ) -> T:
         part = await self.locate(job_id)
         return missing if part is None else await call(part)
 
@@ -182,7 +186,7 @@ class PartitionedStore:
         return out  # type: ignore[return-value]
 
     async def get_job(self, job_id: str) -> JobInfo | None:
-        return await self._on_job(job_id, lambda s: s.get_job(job_id), None)  # type: ignore[no-any-return]
+        return await self._on_job(job_id, lambda s: s.get_job(job_id), None)
 
     async def get_jobs(self, job_ids: Sequence[str]) -> list[JobInfo | None]:
         return list(await asyncio.gather(*(self.get_job(j) for j in job_ids)))
@@ -190,35 +194,35 @@ class PartitionedStore:
     async def cancel(self, job_id: str, now_ms: int, actor: str = "") -> int:
         return await self._on_job(
             job_id,
-            lambda s: s.cancel(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            lambda s: s.cancel(job_id, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
         )
 
     async def retry_job(self, job_id: str, now_ms: int, actor: str) -> int:
         return await self._on_job(
             job_id,
-            lambda s: s.retry_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            lambda s: s.retry_job(job_id, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
         )
 
     async def delete_job(self, job_id: str, now_ms: int, actor: str) -> int:
         return await self._on_job(
             job_id,
-            lambda s: s.delete_job(job_id, now_ms, actor),  # type: ignore[no-any-return]
+            lambda s: s.delete_job(job_id, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
         )
 
     async def reschedule_job(
         self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
     ) -> int:
-        return await self._on_job(  # type: ignore[no-any-return]
+        return await self._on_job(
             job_id,
             lambda s: s.reschedule_job(job_id, run_at_ms, tz, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
         )
 
     async def watch_job(self, job_id: str) -> str | None:
-        return await self._on_job(job_id, lambda s: s.watch_job(job_id), None)  # type: ignore[no-any-return]
+        return await self._on_job(job_id, lambda s: s.watch_job(job_id), None)
 
     async def subscribe_done(
         self, on_message: Callable[[bytes | None, bytes | None], None]
@@ -389,17 +393,17 @@ class PartitionedStore:
     async def replay_dead_letter(
         self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str
     ) -> int:
-        return await self._on_job(  # type: ignore[no-any-return]
+        return await self._on_job(
             dead_letter.id,
             lambda s: s.replay_dead_letter(dead_letter, job, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
         )
 
     async def held_dead_letter_topic(self, job_id: str) -> str | None:
-        return await self._on_job(job_id, lambda s: s.held_dead_letter_topic(job_id), None)  # type: ignore[no-any-return]
+        return await self._on_job(job_id, lambda s: s.held_dead_letter_topic(job_id), None)
 
     async def delete_dead_letter(self, job_id: str, topic: str, now_ms: int, actor: str) -> int:
-        return await self._on_job(  # type: ignore[no-any-return]
+        return await self._on_job(
             job_id,
             lambda s: s.delete_dead_letter(job_id, topic, now_ms, actor),
             int(ScriptCode.NOT_FOUND),
