@@ -78,7 +78,8 @@ def masters(cluster: RedisCluster) -> list[int]:
 async def drain(
     url: str, ports: list[int], n: int, partitions: int, durability: str = "async"
 ) -> dict[str, Any]:
-    """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per job."""
+    """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per
+    job."""
     ns, reg, done = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), asyncio.Event()
     count = [0]
 
@@ -117,7 +118,8 @@ async def drain(
 
 
 async def e2e(url: str, ports: list[int], n: int, partitions: int) -> dict[str, Any]:
-    """A worker running while a producer schedules N jobs due now: jobs/s and schedule-to-start latency."""
+    """A worker running while a producer schedules N jobs due now: jobs/s and schedule-to-start
+    latency."""
     ns, reg, late = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), []
     done = asyncio.Event()
 
@@ -241,7 +243,10 @@ def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
         "partitions": partitions,
         "jobs": n,
         "instructions_per_job": round(instructions / n) if instructions else None,
-        "note": "enqueue (schedule_many) + claim + complete of each job, outbox on; one node, every slot",
+        "note": (
+            "enqueue (schedule_many) + claim + complete of "
+            "each job, outbox on; one node, every slot"
+        ),
     }
 
 

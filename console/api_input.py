@@ -72,7 +72,8 @@ STORABLE = r"^[^\x00]*$"
 NAME = r"^[^\x00]*[^\s\x00][^\x00]*$"
 MAX_KEY_LEN = 512
 JSON_LIMITS = (
-    f"any JSON, at most [limits] json_bytes as JSON (512 KiB by default) and {MAX_JSON_DEPTH} levels "
+    f"any JSON, at most [limits] json_bytes as JSON "
+    f"(512 KiB by default) and {MAX_JSON_DEPTH} levels "
     "of arrays and objects deep, without NUL or an unpaired surrogate in its strings (a 400 naming "
     "the member)"
 )
@@ -133,7 +134,9 @@ def _duration_schema(lowest: float, above: bool, highest: float) -> dict[str, An
             {"type": "string", "pattern": DURATION_TEXT, "maxLength": MAX_DURATION_TEXT},
             number,
         ],
-        "description": "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'",
+        "description": (
+            "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'"
+        ),
     }
 
 

@@ -49,8 +49,8 @@ def _alerts(analysis: Analysis) -> str:
     if not analysis.alerts:
         return f'<div class="ok">{escape(no_alerts_text(analysis, names=8))}.</div>'
     rows = "".join(
-        f"<tr><td>{escape(a.topic)}</td><td>{KIND_TEXT[a.kind]}</td><td class=n>{_rate(a.failure_rate)}</td>"
-        f"<td class=n>{_rate(a.baseline_rate)}</td></tr>"
+        f"<tr><td>{escape(a.topic)}</td><td>{KIND_TEXT[a.kind]}</td><td "
+        f"class=n>{_rate(a.failure_rate)}</td><td class=n>{_rate(a.baseline_rate)}</td></tr>"
         for a in analysis.alerts
     )
     why = unjudged_text(analysis.unjudged(), names=8)
@@ -111,7 +111,8 @@ def _rate_chart(analysis: Analysis) -> str:
         labels = [f"{h:02d}:00" for h in range(24)]
         dashed = f"; dashed: the baseline rate ({_baseline_text(w.baseline_days)})" if base else ""
         note = (
-            f'<p class="muted">Failed / (completed + failed) per hour of {w.since} ({escape(w.zone)}); '
+            f'<p class="muted">Failed / (completed + failed) '
+            f"per hour of {w.since} ({escape(w.zone)}); "
             f"{shown.format(len(ordered))}{dashed}.</p>"
         )
         return note + line_chart(
@@ -217,7 +218,8 @@ def _errors(analysis: Analysis) -> str:
         for e in analysis.top_errors
     )
     return (
-        "<table><tr><th>signature</th><th class=n>count</th><th>topics</th><th>example job</th></tr>"
+        "<table><tr><th>signature</th><th "
+        "class=n>count</th><th>topics</th><th>example job</th></tr>"
         f"{rows}</table>"
     )
 

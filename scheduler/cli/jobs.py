@@ -1,8 +1,8 @@
 """`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show`:
 find and act on jobs from the terminal (thin wrappers over the Scheduler facade; registered by
 scheduler/cli/main.py). Every command takes --json: one JSON document with the field names of the
-facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists of
-lines; a list is {"items": [...], "cursor": ...}.
+facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists
+of lines; a list is {"items": [...], "cursor": ...}.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ def _log_text(line: str) -> str:
 
 
 def _parse_when(text: str, now_ms: int) -> datetime:
-    """WHEN of `reschedule`: a delay from now ("2h", "90s") or an ISO datetime (naive: wall time in --tz)."""
+    """WHEN of `reschedule`: a delay from now ("2h", "90s") or an ISO datetime (naive: wall time in
+    --tz)."""
     try:
         return ms_to_utc(now_ms + round(parse_duration(text, "WHEN") * 1000))
     except InvalidDelay:
@@ -181,8 +182,8 @@ def _parse_when(text: str, now_ms: int) -> datetime:
         return datetime.fromisoformat(text)
     except ValueError:
         raise Invalid(
-            f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: wall time in --tz) or a "
-            f"delay such as 2h or 90s; got {text!r}"
+            f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: "
+            f"wall time in --tz) or a delay such as 2h or 90s; got {text!r}"
         ) from None
 
 
@@ -330,8 +331,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             if t.waiting and topic in (None, t.topic):
                 since = when_text(t.waiting_since)
                 click.echo(
-                    f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
-                    f"(last served {when_text(t.last_served)} by {t.app})"
+                    f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker "
+                    f"since {since} (last served {when_text(t.last_served)} by {t.app})"
                 )
 
     for verb in ("cancel", "retry", "delete"):
@@ -437,9 +438,12 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
     @jobs.command(
         verb,
         help={
-            "cancel": "Cancel jobs: a waiting or retrying job never runs again; a running attempt finishes "
+            "cancel": "Cancel jobs: a waiting or retrying job never "
+            "runs again; a running attempt finishes "
             "but the job ends cancelled.",
-            "retry": "Run failed or cancelled jobs again, due now, with a fresh budget of attempts.",
+            "retry": (
+                "Run failed or cancelled jobs again, due now, with a fresh budget of attempts."
+            ),
             "delete": "Delete jobs that are not running (their ids are free again).",
         }[verb],
     )
@@ -495,7 +499,8 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
 
 
 async def _act(s: Scheduler, verb: str, ids: list[str]) -> set[str]:
-    """The ids the operation changed (cancel: one cancel_many call, then each job's state read back)."""
+    """The ids the operation changed (cancel: one cancel_many call, then each job's state read
+    back)."""
     if verb == "cancel":
         states = {i: (await s.get_job(i)) for i in ids}
         waiting = [i for i in ids if states[i] is not None and not states[i].state.terminal]  # type: ignore[union-attr]

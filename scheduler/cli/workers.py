@@ -31,8 +31,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     )
     @click.pass_context
     def workers(ctx: click.Context, as_json: bool) -> None:
-        """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat and
-        state (running, or draining: it claims no more and exits once its attempts finished)."""
+        """The live workers: id, host, pid, topics, concurrency, running attempts, last heartbeat
+        and state (running, or draining: it claims no more and exits once its attempts finished)."""
         if ctx.invoked_subcommand is not None:
             return
         settings: Settings = ctx.obj
@@ -74,9 +74,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @click.argument("worker_id")
     @click.pass_obj
     def drain(settings: Settings, worker_id: str) -> None:
-        """Ask the live worker WORKER_ID (as `horae workers` lists it) to drain and exit: at its next
-        heartbeat it stops claiming and turns unready, its running attempts get its grace ([worker]
-        grace_s) to finish, the rest are released to other workers, and `horae worker` exits 0."""
+        """Ask the live worker WORKER_ID (as `horae workers` lists it) to drain and exit: at its
+        next heartbeat it stops claiming and turns unready, its running attempts get its grace
+        ([worker] grace_s) to finish, the rest are released to other workers, and `horae worker`
+        exits 0."""
 
         async def main() -> bool:
             async with Scheduler(settings=no_relay(settings)) as s:

@@ -95,7 +95,8 @@ class Keys:
 
     @property
     def done(self) -> str:
-        """Pub/sub channel: a job someone waits for (Scheduler.wait) ended or is gone; payload its id."""
+        """Pub/sub channel: a job someone waits for (Scheduler.wait) ended or is gone; payload its
+        id."""
         return f"{self.prefix}done"
 
     def cron(self, name: str) -> str:
@@ -153,21 +154,25 @@ class Keys:
 
     @property
     def dead_letter_topics(self) -> str:
-        """Set of the dead-letter topics holding (or having held) dead letters: retention prunes each."""
+        """Set of the dead-letter topics holding (or having held) dead letters: retention prunes
+        each."""
         return f"{self.prefix}dlq_topics"
 
     @property
     def workers(self) -> str:
-        """Hash of the worker registry: worker id -> entry JSON (layout: lua/advertise_worker.lua)."""
+        """Hash of the worker registry: worker id -> entry JSON (layout:
+        lua/advertise_worker.lua)."""
         return f"{self.prefix}workers"
 
     @property
     def served(self) -> str:
-        """Hash of topic -> ms until which some live worker serves it (advertised with its heartbeat)."""
+        """Hash of topic -> ms until which some live worker serves it (advertised with its
+        heartbeat)."""
         return f"{self.prefix}served"
 
     @property
     def known_topics(self) -> str:
-        """Hash of topic -> "<ms>|<worker id>|<app>": when a worker with listeners for it last served it
-        (advertise_worker.lua); its jobs wait for a worker until [worker] topic_memory passes (claim.lua)."""
+        """Hash of topic -> "<ms>|<worker id>|<app>": when a worker with listeners for it last
+        served it (advertise_worker.lua); its jobs wait for a worker until [worker] topic_memory
+        passes (claim.lua)."""
         return f"{self.prefix}topics_known"

@@ -174,7 +174,8 @@ def topic_options(stored: Mapping[str, str]) -> TopicOptions:
 
 
 def describe(name: str, options: TopicOptions) -> dict[str, Any]:
-    """The JSON form of stored options (`horae topics show --json`): stable field names, ms integers."""
+    """The JSON form of stored options (`horae topics show --json`): stable field names, ms
+    integers."""
     o = options
     rl = o.rate_limit
     return {

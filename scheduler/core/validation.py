@@ -207,7 +207,8 @@ def check_cron_name(name: object) -> str:
     """
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
         raise InvalidCron(
-            f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {shown(name)}",
+            f"name must be a non-empty string of at most "
+            f"{MAX_ID_LEN} characters; got {shown(name)}",
             field="name",
         )
     return check_text(name, "name", InvalidCron)
@@ -421,7 +422,8 @@ def build_job(
     timeout_s = default_timeout_ms / 1000 if timeout is None else parse_duration(timeout, "timeout")
     if timeout_s <= 0 or timeout_s * 1000 > MAX_TIMEOUT_MS:
         raise InvalidDelay(
-            f"timeout must be > 0 and at most {MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
+            f"timeout must be > 0 and at most "
+            f"{MAX_TIMEOUT_MS // 86_400_000} days; got {shown(timeout)}",
             field="timeout",
         )
     check_run_at_ms(run_at_ms, "run_at")

@@ -97,7 +97,8 @@ class Router:
 
     def job(self, job_id: str, fields: Mapping[str, str], dedupe: str = "") -> int:
         """A job's partition: its topic's home, else by key, else dedupe key (the hash's `dd`,
-        else `dedupe`: a windowed dedupe key it holds, which only the key's holder names), else id."""
+        else `dedupe`: a windowed dedupe key it holds, which only the key's holder names), else
+        id."""
         home = self.home(fields.get("topic", ""))
         if home is not None:
             return home
@@ -106,7 +107,8 @@ class Router:
         )
 
     def schedule(self, name: str, topic: str) -> int:
-        """A schedule's partition: its topic's home, else by its name (store_partitioned.upsert_cron)."""
+        """A schedule's partition: its topic's home, else by its name
+        (store_partitioned.upsert_cron)."""
         home = self.home(topic)
         return home if home is not None else partition_of(name, self.count)
 

@@ -37,8 +37,9 @@ class StoreBase:
         self._scripts = Scripts(audit)
         # Script calls and reads share one pipelined connection (none of them blocks).
         # Replies come back as str (hiredis decodes them): keys, fields and values are text.
-        # On a Redis Cluster (a RedisCluster client) the wire routes each command to its slot's node.
-        # replicas > 0 (durability="replicated"): each script call waits for that many replicas.
+        # On a Redis Cluster (a RedisCluster client) the wire routes each command to its slot's
+        # node. replicas > 0 (durability="replicated"): each script call waits for that many
+        # replicas.
         self.wire = (
             wire if wire is not None else make_wire(redis, True, replicas, replica_timeout_ms)
         )
@@ -63,8 +64,9 @@ class StoreBase:
         if text.startswith("NOPERM"):
             ns = self.keys.namespace
             return StorageError(
-                f"redis {what} refused by the server's ACL for namespace {ns!r} ({text}): the Redis user "
-                f"needs keys ~{self.keys.prefix}* and channels &{self.keys.prefix}* and the commands "
+                f"redis {what} refused by the server's ACL for namespace {ns!r} "
+                f"({text}): the Redis user needs keys ~{self.keys.prefix}* and "
+                f"channels &{self.keys.prefix}* and the commands "
                 "of the README's Security section"
             )
         return StorageError(f"redis {what} failed: {text}")

@@ -355,9 +355,11 @@ class PartitionedStore:
         )
         if elsewhere:
             raise InvalidFlowOption(
-                f"topic {name!r}: a topic-wide limit (concurrency, or a rate limit not per key) makes the topic "
-                f"live on one partition ({home} of {self.count}), but {elsewhere} of its jobs wait or run on "
-                "others; set the limit before scheduling, or let them finish first (README: Scaling out)",
+                f"topic {name!r}: a topic-wide limit (concurrency, or a rate limit "
+                f"not per key) makes the topic live on one partition ({home} of "
+                f"{self.count}), but {elsewhere} of its jobs wait or run on "
+                "others; set the limit before scheduling, or "
+                "let them finish first (README: Scaling out)",
                 field="concurrency",
             )
 
@@ -378,7 +380,8 @@ class PartitionedStore:
     async def dead_letter_ids(
         self, topic: str, after: tuple[int, str] | None, limit: int
     ) -> list[tuple[str, int]]:
-        """The oldest `limit` dead letters after (ms, id) over every partition, merged by (ms, id)."""
+        """The oldest `limit` dead letters after (ms, id) over every partition, merged by (ms,
+        id)."""
         rows = await asyncio.gather(*(p.dead_letter_ids(topic, after, limit) for p in self.parts))
         merged = heapq.merge(*([(ms, i) for i, ms in part] for part in rows))
         return [(i, ms) for ms, i in list(merged)[:limit]]
@@ -417,13 +420,15 @@ class PartitionedStore:
         return merged
 
     async def request_drain(self, worker_id: str, now_ms: int) -> DrainCode:
-        """On every partition its entry lives on (each partition's loop sees it; worker_partitioned.py
-        stops them all): REQUESTED when any took it, else ALREADY when any had it, else NO_WORKER."""
+        """On every partition its entry lives on (each partition's loop sees it;
+        worker_partitioned.py stops them all): REQUESTED when any took it, else ALREADY when any had
+        it, else NO_WORKER."""
         codes = set(await asyncio.gather(*(p.request_drain(worker_id, now_ms) for p in self.parts)))
         return max(codes, key=[DrainCode.NO_WORKER, DrainCode.ALREADY, DrainCode.REQUESTED].index)
 
     async def forget_topics(self, topics: Sequence[str], now_ms: int, memory_ms: int = -1) -> int:
-        """On every partition (each keeps the topics its workers served); the most any one forgot."""
+        """On every partition (each keeps the topics its workers served); the most any one
+        forgot."""
         return max(
             await asyncio.gather(*(p.forget_topics(topics, now_ms, memory_ms) for p in self.parts))
         )

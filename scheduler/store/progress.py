@@ -23,7 +23,8 @@ class ProgressStore(StoreBase):
 
     async def append_log(self, job_id: str, token: str, entry: str) -> int:
         """Append one entry (`progress.log_entry`'s form) to the job's log, keeping the last
-        LOG_LINES, if `token` still holds its lease; ReportCode.RECORDED or ScriptCode.LEASE_LOST."""
+        LOG_LINES, if `token` still holds its lease; ReportCode.RECORDED or
+        ScriptCode.LEASE_LOST."""
         k = self.keys
         return int(
             await self._run(

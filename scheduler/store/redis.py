@@ -88,9 +88,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
         and with `unserved` also of topics no live worker serves; but never, unless it is one of
         the `listened` topics (the worker has listeners for them), a topic a worker served less than
-        `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters waiting
-        on the `listened` topics. Returns the jobs, the next due ms and the next cron tick ms (None:
-        nothing waits)."""
+        `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters
+        waiting on the `listened` topics. Returns the jobs, the next due ms and the next cron tick
+        ms (None: nothing waits)."""
         k = self.keys
         raw = await self._run(
             "claim",
@@ -245,7 +245,8 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
     async def reschedule_job(
         self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
     ) -> int:
-        """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""
+        """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a
+        ScriptCode."""
         k = self.keys
         return int(
             await self._run(

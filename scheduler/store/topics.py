@@ -23,7 +23,8 @@ class Advertised(NamedTuple):
 
 
 class TopicStore(StoreBase):
-    """Topic configuration, dead letters and worker entries (scheduler/facade/topics.py, advertise.py)."""
+    """Topic configuration, dead letters and worker entries (scheduler/facade/topics.py,
+    advertise.py)."""
 
     async def put_topic(self, name: str, fields: dict[str, str]) -> tuple[int, str]:
         """Store (replace) a topic's configuration hash (`fields` holds `policy`) and list its name,
@@ -68,7 +69,8 @@ class TopicStore(StoreBase):
     async def dead_letter_ids(
         self, topic: str, after: tuple[int, str] | None, limit: int
     ) -> list[tuple[str, int]]:
-        """Up to `limit` (id, failed ms) of a dead-letter topic, oldest first, after (ms, id) when given."""
+        """Up to `limit` (id, failed ms) of a dead-letter topic, oldest first, after (ms, id) when
+        given."""
         key = self.keys.dead_letters(topic)
         offset = 0
         if after is not None:
@@ -96,8 +98,8 @@ class TopicStore(StoreBase):
     async def replay_dead_letter(
         self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str
     ) -> int:
-        """Schedule a dead letter's payload as `job` (due now) and remove the dead letter; OperationCode.REPLAYED
-        or a ScriptCode."""
+        """Schedule a dead letter's payload as `job` (due now) and remove the dead letter;
+        OperationCode.REPLAYED or a ScriptCode."""
         k = self.keys
         return int(
             await self._run(
@@ -153,8 +155,8 @@ class TopicStore(StoreBase):
     async def prune_dead_letters(
         self, topic: str, now_ms: int, age_ms: int, cap: int, limit: int = 500
     ) -> int:
-        """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how many
-        (a topic left with none leaves the set of dead-letter topics)."""
+        """Drop a dead-letter topic's dead letters past the age, then the oldest beyond `cap`; how
+        many (a topic left with none leaves the set of dead-letter topics)."""
         k = self.keys
         return int(
             await self._run(
@@ -174,9 +176,10 @@ class TopicStore(StoreBase):
         ttl_ms: int,
         known: Sequence[tuple[str, str]] = (),
     ) -> Advertised:
-        """Write a worker's registry entry; it serves `topics` until now + ttl, and the topics of `known`
-        ((topic, app) pairs: those it has listeners for) are known as served now by it. Returns how
-        many dead workers' entries were removed and whether an operator asked it to drain."""
+        """Write a worker's registry entry; it serves `topics` until now + ttl, and the topics of
+        `known` ((topic, app) pairs: those it has listeners for) are known as served now by it.
+        Returns how many dead workers' entries were removed and whether an operator asked it to
+        drain."""
         k = self.keys
         pairs = [x for pair in known for x in pair]
         removed, drain = await self._run(
@@ -187,8 +190,9 @@ class TopicStore(StoreBase):
         return Advertised(int(removed), int(drain) or None)
 
     async def forget_worker(self, worker_id: str, now_ms: int, stopping_entry: str = "") -> bool:
-        """Remove a stopping worker's entry (its topics stay served only by other live workers); with
-        `stopping_entry` it stays listed as that entry (draining, serving nothing) until removed."""
+        """Remove a stopping worker's entry (its topics stay served only by other live workers);
+        with `stopping_entry` it stays listed as that entry (draining, serving nothing) until
+        removed."""
         k = self.keys
         return (
             int(

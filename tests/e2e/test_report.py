@@ -351,8 +351,8 @@ async def test_report_equals_independent_sql(
         html = (tmp_path / "out" / "report.html").read_text()
         assert html.index("Alerts") < html.index("Top errors") and "<script" not in html
 
-        # The nightly path: the same window in a subprocess (python -m audit.analytics). It re-exports the
-        # report days and re-publishes: same summary, no duplicated rows.
+        # The nightly path: the same window in a subprocess (python -m audit.analytics). It
+        # re-exports the report days and re-publishes: same summary, no duplicated rows.
         done = await asyncio.to_thread(
             run_report_subprocess,
             database_url,

@@ -167,7 +167,8 @@ async def schema(conn: asyncpg.Connection) -> dict[str, Any]:
     partitions = sorted(
         r["name"]
         for r in await conn.fetch(
-            "SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE c.relkind = 'r'"
+            "SELECT c.relname AS name FROM pg_inherits i JOIN "
+            "pg_class c ON c.oid = i.inhrelid WHERE c.relkind = 'r'"
         )
     )
     return {

@@ -1,7 +1,8 @@
-"""`horae jobs list|show|stats|cancel|retry|delete|reschedule`, `horae workers`, `horae cron show` and
-`horae audit failures` against real Redis and PostgreSQL (the test's own namespace and database):
---json is one document with stable names (datetimes ISO 8601 UTC, tracebacks as lists of lines),
-tables are whole when piped, a completed job's earlier error says so, and every id gets one line."""
+"""`horae jobs list|show|stats|cancel|retry|delete|reschedule`, `horae workers`, `horae cron show`
+and `horae audit failures` against real Redis and PostgreSQL (the test's own namespace and
+database): --json is one document with stable names (datetimes ISO 8601 UTC, tracebacks as lists of
+lines), tables are whole when piped, a completed job's earlier error says so, and every id gets one
+line."""
 
 from __future__ import annotations
 

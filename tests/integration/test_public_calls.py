@@ -92,7 +92,9 @@ NO_SERVER = {
 # Public names that must not fail while a server is down (test_close_and_start_relay_stay_up).
 STAY_UP = {
     "close": "closing never needs a server",
-    "start_relay": "the relay retries in the background until its servers answer (workers keep running)",
+    "start_relay": (
+        "the relay retries in the background until its servers answer (workers keep running)"
+    ),
 }
 
 # AuditTrail's public methods: reads of PostgreSQL, reads of Redis (the outbox), and the rest.

@@ -76,7 +76,8 @@ def test_embedded_servers_report_the_project_data_directory(
         f"config: {tmp_path / 'horae.toml'}",
         f"data directory: {tmp_path / '.horae'}",
         f"redis: embedded, stopped (starts on first use under {tmp_path / '.horae' / 'redis'})",
-        f"postgres: embedded, stopped (starts on first use under {tmp_path / '.horae' / 'postgres'})",
+        f"postgres: embedded, stopped (starts on first "
+        f"use under {tmp_path / '.horae' / 'postgres'})",
     ]
 
 

@@ -159,8 +159,8 @@ def test_a_users_module_shadowing_a_package_is_refused_with_its_path(tmp_path: P
 
     assert imported.returncode == 1 and "PackageShadowed" in imported.stderr, imported.stderr
     assert (
-        f"`import audit` resolves to {tmp_path / 'audit.py'}, not to {ROOT / 'audit' / '__init__.py'}"
-        in imported.stderr
+        f"`import audit` resolves to {tmp_path / 'audit.py'}, "
+        f"not to {ROOT / 'audit' / '__init__.py'}" in imported.stderr
     )
     assert command.returncode == 1 and command.stdout == "", command.stdout
     assert command.stderr.startswith(
