@@ -337,9 +337,11 @@ def main() -> None:
                 "the worker's relay runs in a child process of its own ([audit] relay_process "
                 "= true), started before the clock, on the client core; its CPU counts"
                 if args.relay_core is None
-                else "workers and producers relay nothing; the driver "
-                "starts `horae audit relay` as a process of its own "
-                f"before the clock, pinned to core {args.relay_core}, and counts its CPU"
+                else (
+                    "workers and producers relay nothing; the driver "
+                    "starts `horae audit relay` as a process of its own "
+                    f"before the clock, pinned to core {args.relay_core}, and counts its CPU"
+                )
             )
         )
     pg_url = ""
@@ -367,9 +369,11 @@ def main() -> None:
         "reps": args.reps,
         "n": n_of,
         "command": " ".join(["python bench/run.py", *sys.argv[1:]]),
-        "process_model": "fresh process per (system, scenario, rep); "
-        "producer and worker in one process and loop "
-        "(e2e_split: producer in a process of its own); horae+audit-proc: plus a relay process",
+        "process_model": (
+            "fresh process per (system, scenario, rep); producer and "
+            "worker in one process and loop (e2e_split: producer in a "
+            "process of its own); horae+audit-proc: plus a relay process"
+        ),
         "runs": [],
         "ceilings": [],
         "versions": {},

@@ -41,9 +41,10 @@ class BullmqAdapter(Adapter):
                 "URL string (bullmq default: single_connection_client "
                 "per Queue/Worker + 1 blocking)"
             ),
-            "worker opts": "defaults (drainDelay 5, lockDuration 30000, "
-            "stalledInterval 30000, maxStalledCount 1)"
-            " + concurrency",
+            "worker opts": (
+                "defaults (drainDelay 5, lockDuration 30000, "
+                "stalledInterval 30000, maxStalledCount 1) + concurrency"
+            ),
             "removeOnComplete": "default (keep)",
             "retry (retry scenario)": self.retry_opts,
             "delayed": "opts.delay = round((due - time.time()) * 1000) ms at add",

@@ -104,8 +104,10 @@ class HoraeAdapter(Adapter):
             "audit.block_ms": st.audit.block_ms,
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
             "worker.claim_batch": st.worker.claim_batch,
-            "worker.local_handoff": f"{st.worker.local_handoff} (a job scheduled for now by this process goes "
-            "straight to its own worker when a slot is free and nothing else is due)",
+            "worker.local_handoff": (
+                f"{st.worker.local_handoff} (a job scheduled for now by this process goes "
+                "straight to its own worker when a slot is free and nothing else is due)"
+            ),
             "worker.lease_ms": st.worker.lease_ms,
             "worker.recover_interval_s": st.worker.recover_interval_s,
             "retention.completed_count": st.retention.completed_count,

@@ -139,9 +139,11 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         "--json",
         "as_json",
         is_flag=True,
-        help='One JSON object {"items": [{"topic", "count"}], '
-        '"cursor": null} (as GET /api/v1/dead-letters) '
-        "instead of a table.",
+        help=(
+            'One JSON object {"items": [{"topic", "count"}], '
+            '"cursor": null} (as GET /api/v1/dead-letters) '
+            "instead of a table."
+        ),
     )
     @click.pass_obj
     def dlq_topics(settings: Settings, as_json: bool) -> None:

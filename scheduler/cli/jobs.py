@@ -438,9 +438,10 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
     @jobs.command(
         verb,
         help={
-            "cancel": "Cancel jobs: a waiting or retrying job never "
-            "runs again; a running attempt finishes "
-            "but the job ends cancelled.",
+            "cancel": (
+                "Cancel jobs: a waiting or retrying job never runs again; "
+                "a running attempt finishes but the job ends cancelled."
+            ),
             "retry": (
                 "Run failed or cancelled jobs again, due now, with a fresh budget of attempts."
             ),

@@ -222,10 +222,14 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             )
         }
         assert indexes == {
-            "schedule_audit_completed": "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
-            "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)",
-            "schedule_failure_stats_day": "CREATE INDEX schedule_failure_stats_day ON public.schedule_failure_stats "
-            "USING btree (day)",
+            "schedule_audit_completed": (
+                "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
+                "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)"
+            ),
+            "schedule_failure_stats_day": (
+                "CREATE INDEX schedule_failure_stats_day ON public.schedule_failure_stats "
+                "USING btree (day)"
+            ),
         }
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):
