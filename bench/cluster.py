@@ -10,7 +10,8 @@ and the per-job Redis cost that the scale-out projection of bench/README.md rest
 On 2 cores the Python worker, not Redis, bounds the measured jobs/s: the projection uses the
 Redis cost per job, not the measured rate.
 
-    .venv/bin/python bench/cluster.py [--jobs 5000] [--callgrind-jobs 2000] [--out bench/results/cluster.json]
+    .venv/bin/python bench/cluster.py [--jobs 5000] [--callgrind-jobs 2000]
+        [--out bench/results/cluster.json]
 """
 
 from __future__ import annotations

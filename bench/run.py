@@ -484,11 +484,8 @@ def short(r: dict[str, Any]) -> str:
             bits.append(f"{key}={fmt(m[key])}")
     for key in ("latency", "lateness"):
         if key in m:
-            bits.append(
-                f"{key} "
-                f"p50/p99/max={fmt(m[key]['p50_ms'])}/{fmt(m[key]['p99_ms'])}/{fmt(m[key]['max_ms'])} "
-                f"ms"
-            )
+            spread = "/".join(fmt(m[key][p]) for p in ("p50_ms", "p99_ms", "max_ms"))
+            bits.append(f"{key} p50/p99/max={spread} ms")
     if "order" in m:
         o = m["order"]
         bits.append(f"inversions={o['inversions_pct']:.4f}% mean_rank={o['mean_rank']}")

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 # None (the default): an async listener on the worker's loop, a sync one in its thread pool.
 # "loop" / "thread" say so explicitly (checked against the function); "process": in one of the
 # worker's child processes (scheduler/worker/process_pool.py), for CPU-bound work that holds the
 # GIL.
-Executor = Optional[Literal["loop", "thread", "process"]]
+Executor = Literal["loop", "thread", "process"] | None
 EXECUTORS: tuple[str, ...] = ("loop", "thread", "process")
 
 
 class UnimportableListener(ValueError):
-    """A listener of executor="process" that a child process could not import by module + qualname."""
+    """A listener of executor="process" that a child process could not import by module +
+    qualname."""
 
 
 def check_executor(fn: Any, executor: Any, is_async: bool) -> None:

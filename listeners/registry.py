@@ -7,13 +7,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from listeners.executors import Executor, check_executor
 from listeners.schema import Schema, Validator, validator_of
 from listeners.triggers import Declaration, InvalidDeclaration, declaration
 
-Duration = Union[timedelta, float, str]
+Duration = timedelta | float | str
 
 Listener = Callable[[Any], Awaitable[None] | None]
 F = TypeVar("F", bound=Listener)

@@ -151,16 +151,19 @@ async def schema(conn: asyncpg.Connection) -> dict[str, Any]:
         for r in await conn.fetch(
             """SELECT c.conrelid::regclass::text AS t,
                   array(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, o)
-                        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.o) AS cols
+                        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n
+                        ORDER BY k.o) AS cols
            FROM pg_constraint c JOIN pg_class k ON k.oid = c.conrelid
-           WHERE c.contype = 'p' AND NOT k.relispartition AND k.relnamespace = current_schema()::regnamespace"""
+           WHERE c.contype = 'p' AND NOT k.relispartition
+             AND k.relnamespace = current_schema()::regnamespace"""
         )
     }
     partition_keys = {
         r["t"]: r["key"]
         for r in await conn.fetch(
             """SELECT p.partrelid::regclass::text AS t, a.attname AS key
-           FROM pg_partitioned_table p JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+           FROM pg_partitioned_table p
+           JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
            WHERE p.partstrat = 'r'"""
         )
     }

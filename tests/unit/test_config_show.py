@@ -37,7 +37,11 @@ def model_names() -> list[str]:
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root_logging: None) -> Path:
+def isolated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    root_logging: None,  # noqa: F811  (the imported fixture)
+) -> Path:
     monkeypatch.chdir(tmp_path)
     for name in [n for n in os.environ if n.startswith("HORAE_")]:
         monkeypatch.delenv(name)

@@ -173,9 +173,7 @@ def test_items_become_jobs_in_order_with_run_at_delay_or_now() -> None:
     assert [j.topic for j in jobs] == ["a", "b", "c", "d", "e"] and jobs[0].id == "x"
     assert jobs[0].due_ms == int(when.timestamp() * 1000)
     assert jobs[1].due_ms == NOW + 30_000 and jobs[1].payload_json == "[1]"
-    assert jobs[2].due_ms == int(
-        datetime(2027, 1, 15, 9, 0, tzinfo=UTC).timestamp() * 1000
-    )
+    assert jobs[2].due_ms == int(datetime(2027, 1, 15, 9, 0, tzinfo=UTC).timestamp() * 1000)
     assert jobs[2].tz == "Europe/Berlin"
     assert (jobs[3].due_ms, jobs[3].max_attempts, jobs[3].metadata_json, jobs[3].timeout_ms) == (
         NOW + 60_000,
