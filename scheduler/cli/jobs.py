@@ -504,10 +504,12 @@ async def _act(s: Scheduler, verb: str, ids: list[str]) -> set[str]:
     back)."""
     if verb == "cancel":
         states = {i: (await s.get_job(i)) for i in ids}
-        waiting = [i for i in ids if states[i] is not None and not states[i].state.terminal]  # type: ignore[union-attr]
+        waiting = [i for i in ids if (job := states[i]) is not None and not job.state.terminal]
         if not await s.cancel_many(waiting):
             return set()
         after = {i: await s.get_job(i) for i in waiting}
-        return {i for i in waiting if after[i] is not None and after[i].state is JobState.CANCELLED}  # type: ignore[union-attr]
+        return {
+            i for i in waiting if (job := after[i]) is not None and job.state is JobState.CANCELLED
+        }
     op: Callable[[str], Awaitable[bool]] = s.retry if verb == "retry" else s.delete
     return {i for i in ids if await op(i)}
