@@ -336,13 +336,17 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
         "--json",
         "as_json",
         is_flag=True,
-        help='One JSON object {"items": [...], "cursor": null} of the audit rows (tracebacks as lines).',
+        help=(
+            'One JSON object {"items": [...], "cursor": '
+            "null} of the audit rows (tracebacks as lines)."
+        ),
     )
     @click.pass_context
     def failures_command(
         ctx: click.Context, topic: str | None, since: str | None, limit: int, as_json: bool
     ) -> None:
-        """Jobs that failed for good, newest first (`horae jobs show ID` or `audit show ID` for one)."""
+        """Jobs that failed for good, newest first (`horae jobs show ID` or `audit show ID` for
+        one)."""
         when = _since(since)
         conn = resolve(ctx)
         rows = _run(_failures(conn, topic, when, limit))
@@ -381,7 +385,10 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @click.option(
         "--health-host",
         default=None,
-        help="Address of the health port (default [audit] health_host: loopback, 0.0.0.0 in a container).",
+        help=(
+            "Address of the health port (default [audit] "
+            "health_host: loopback, 0.0.0.0 in a container)."
+        ),
     )
     @click.pass_context
     def relay_command(

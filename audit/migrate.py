@@ -91,7 +91,8 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
             if seen is not None:
                 if seen["checksum"] != migration.checksum:
                     raise StorageError(
-                        f"audit migration {migration.version:04d}_{migration.name} changed after it was "
+                        f"audit migration {migration.version:04d}_{migration.name} "
+                        f"changed after it was "
                         "applied; migrations are append-only, add a new one instead"
                     )
                 continue
@@ -133,9 +134,10 @@ async def _as_owner(conn: asyncpg.Connection, what: str, step: Awaitable[object]
         await step
     except asyncpg.InsufficientPrivilegeError as exc:
         raise StorageError(
-            f"audit migration {what} is not applied yet and this database role may not apply it ({exc}): "
-            "run `horae migrate` with the schema owner's database URL, then `horae audit grant ROLE` "
-            "(README: Security)"
+            f"audit migration {what} is not applied yet and "
+            f"this database role may not apply it ({exc}): "
+            "run `horae migrate` with the schema owner's database "
+            "URL, then `horae audit grant ROLE` (README: Security)"
         ) from exc
 
 

@@ -176,7 +176,8 @@ class AuditTrail:
             raise
 
     async def _unreachable(self) -> str | None:
-        """Why PostgreSQL cannot be reached now, or None when it answers (or this trail is not open)."""
+        """Why PostgreSQL cannot be reached now, or None when it answers (or this trail is not
+        open)."""
         if self._pool is None:
             return None
         try:
@@ -275,7 +276,8 @@ class AuditTrail:
             await conn.execute(query("record_action"), actor, role, action, target, outcome, text)
 
     async def actions(self, target: str | None = None, limit: int = 50) -> list[OperatorAction]:
-        """The latest operator actions, newest first (of one target: a job id, schedule or topic)."""
+        """The latest operator actions, newest first (of one target: a job id, schedule or
+        topic)."""
         async with self._conn() as conn:
             if target is None:
                 rows = await conn.fetch(query("recent_actions"), limit)

@@ -10,7 +10,8 @@ and the per-job Redis cost that the scale-out projection of bench/README.md rest
 On 2 cores the Python worker, not Redis, bounds the measured jobs/s: the projection uses the
 Redis cost per job, not the measured rate.
 
-    .venv/bin/python bench/cluster.py [--jobs 5000] [--callgrind-jobs 2000] [--out bench/results/cluster.json]
+    .venv/bin/python bench/cluster.py [--jobs 5000] [--callgrind-jobs 2000]
+        [--out bench/results/cluster.json]
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def masters(cluster: RedisCluster) -> list[int]:
 async def drain(
     url: str, ports: list[int], n: int, partitions: int, durability: str = "async"
 ) -> dict[str, Any]:
-    """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per job."""
+    """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per
+    job."""
     ns, reg, done = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), asyncio.Event()
     count = [0]
 
@@ -117,7 +119,8 @@ async def drain(
 
 
 async def e2e(url: str, ports: list[int], n: int, partitions: int) -> dict[str, Any]:
-    """A worker running while a producer schedules N jobs due now: jobs/s and schedule-to-start latency."""
+    """A worker running while a producer schedules N jobs due now: jobs/s and schedule-to-start
+    latency."""
     ns, reg, late = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), []
     done = asyncio.Event()
 
@@ -241,7 +244,10 @@ def callgrind(n: int, partitions: int, work: Path) -> dict[str, Any]:
         "partitions": partitions,
         "jobs": n,
         "instructions_per_job": round(instructions / n) if instructions else None,
-        "note": "enqueue (schedule_many) + claim + complete of each job, outbox on; one node, every slot",
+        "note": (
+            "enqueue (schedule_many) + claim + complete of "
+            "each job, outbox on; one node, every slot"
+        ),
     }
 
 

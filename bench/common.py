@@ -24,7 +24,8 @@ def log(msg: str) -> None:
 
 
 def python_of(system: str) -> Path:
-    """The Python that runs `system`: the project venv for horae (HORAE_PYTHON overrides), a peer's own venv."""
+    """The Python that runs `system`: the project venv for horae (HORAE_PYTHON overrides), a peer's
+    own venv."""
     if system.startswith("horae"):
         env = os.environ.get("HORAE_PYTHON")
         return Path(env) if env else ROOT / ".venv" / "bin" / "python"

@@ -138,7 +138,8 @@ async def load(args: argparse.Namespace, report: dict[str, Any]) -> None:
     # each, so 1.15 is a safe low guess) leave of --attempts: generated meanwhile.
     older = max(0, int((args.attempts - 1.15 * args.jobs) / 2.5))
     say(
-        f"loading {args.jobs:,} jobs into Redis through the engine's scripts, and {older:,} older jobs into "
+        f"loading {args.jobs:,} jobs into Redis through the "
+        f"engine's scripts, and {older:,} older jobs into "
         "PostgreSQL meanwhile ..."
     )
     copies: list[asyncio.Task[tuple[int, int]]] = []
@@ -169,8 +170,8 @@ async def load(args: argparse.Namespace, report: dict[str, Any]) -> None:
         history_s = await generating
         copied = [await c for c in copies]
     say(
-        f"  pg: {sum(c[0] for c in copied):,} Redis jobs and {sum(c[1] for c in copied):,} attempts copied "
-        f"(meanwhile; all in at {time.perf_counter() - t0:.0f} s)"
+        f"  pg: {sum(c[0] for c in copied):,} Redis jobs and {sum(c[1] for c in copied):,} "
+        f"attempts copied (meanwhile; all in at {time.perf_counter() - t0:.0f} s)"
     )
     report["pg_load"] = {
         "history_s": history_s,
@@ -207,7 +208,8 @@ async def targets(args: argparse.Namespace) -> dict[str, Any]:
             )
             await conn.execute(
                 "INSERT INTO schedule_operator_actions (actor, role, action, target, outcome) "
-                "SELECT 'ops-bench', 'operator', a, $1, 'done' FROM unnest(ARRAY['retry', 'cancel']) a",
+                "SELECT 'ops-bench', 'operator', a, $1, 'done' "
+                "FROM unnest(ARRAY['retry', 'cancel']) a",
                 detail.id,
             )
         finally:
@@ -305,7 +307,8 @@ def measure(base: str, label: str, path: str, expect: str, n: int, warmup: int) 
             took = (time.perf_counter() - t) * 1000
             if r.status_code != 200 or expect.encode() not in body:
                 raise SystemExit(
-                    f"{label}: GET {path} answered {r.status_code} without {expect!r}: {body[:300]!r}"
+                    f"{label}: GET {path} answered {r.status_code} "
+                    f"without {expect!r}: {body[:300]!r}"
                 )
             if i >= warmup:
                 times.append(took)
@@ -452,8 +455,8 @@ def main() -> None:
         say("\n" + "\n".join(table(report["requests"])))
         say("\nreads in-process (median ms): " + json.dumps(report["parts_ms"], indent=1))
         say(
-            f"load average before/at/after: {report['load_before']} {report.get('load_at_measure')} "
-            f"{report['load_after']}"
+            f"load average before/at/after: {report['load_before']} "
+            f"{report.get('load_at_measure')} {report['load_after']}"
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1, default=str))

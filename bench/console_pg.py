@@ -56,34 +56,41 @@ ATTEMPT_COLUMNS = (
 # (slots weighted like TOPICS), failed when hash(i + 7919) % 1000 is under its topic's rate,
 # with 1 + i % 4 attempts 30 s apart (the last succeeds unless the job failed).
 HISTORY = """
-CREATE TEMP TABLE hist (i int, id text, created_ms bigint, created_at timestamptz, topic text, n int,
-                        status text) ON COMMIT DROP;
+CREATE TEMP TABLE hist (i int, id text, created_ms bigint, created_at timestamptz, topic text,
+                        n int, status text) ON COMMIT DROP;
 INSERT INTO hist
-SELECT i, left(md5('h' || i), 16) AS id, created_ms, to_timestamp(created_ms / 1000.0) AS created_at,
-       topic, 1 + i % 4 AS n,
-       CASE WHEN (hashint4(i + 7919)::bigint + 2147483648) % 1000 < fail THEN 'failed' ELSE 'completed' END AS status
+SELECT i, left(md5('h' || i), 16) AS id, created_ms,
+       to_timestamp(created_ms / 1000.0) AS created_at, topic, 1 + i % 4 AS n,
+       CASE WHEN (hashint4(i + 7919)::bigint + 2147483648) % 1000 < fail THEN 'failed'
+            ELSE 'completed' END AS status
 FROM (SELECT i, $1::bigint + (i::bigint * $2::bigint) / $3 AS created_ms,
              ($4::text[])[1 + ((hashint4(i)::bigint + 2147483648) % 1000)::int] AS topic,
              ($5::int[])[1 + ((hashint4(i)::bigint + 2147483648) % 1000)::int] AS fail
       FROM generate_series(1, $3::int) AS i) AS g;
 INSERT INTO schedule_job_index (job_id, created_at, sched_ms, sched_seq)
 SELECT id, created_at, created_ms, 0 FROM hist;
-INSERT INTO schedule_attempts (job_id, attempt_no, worker_id, started_at, finished_at, outcome, error_type,
-                               error_message, duration_ms, lateness_ms, job_created_at)
+INSERT INTO schedule_attempts (job_id, attempt_no, worker_id, started_at, finished_at, outcome,
+                               error_type, error_message, duration_ms, lateness_ms, job_created_at)
 SELECT h.id, a, 'w-old-' || (h.i % 8), h.created_at + ((a - 1) * 30 + 1) * interval '1 s',
-       h.created_at + ((a - 1) * 30 + 1) * interval '1 s' + ((hashint4(h.i * 31 + a)::bigint + 2147483648) % 3000) * interval '1 ms',
+       h.created_at + ((a - 1) * 30 + 1) * interval '1 s'
+         + ((hashint4(h.i * 31 + a)::bigint + 2147483648) % 3000) * interval '1 ms',
        CASE WHEN a < h.n OR h.status = 'failed' THEN 'failed' ELSE 'succeeded' END,
        CASE WHEN a < h.n OR h.status = 'failed' THEN 'HTTPError' END,
-       CASE WHEN a < h.n OR h.status = 'failed' THEN 'POST https://api-' || (h.i % 9) || '.internal/v1 returned 502' END,
+       CASE WHEN a < h.n OR h.status = 'failed'
+            THEN 'POST https://api-' || (h.i % 9) || '.internal/v1 returned 502' END,
        (hashint4(h.i * 31 + a)::bigint + 2147483648) % 3000, 1000 + h.i % 500, h.created_at
 FROM hist AS h, generate_series(1, h.n) AS a;
-INSERT INTO schedule_audit (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error,
-                            run_at, tz, payload, metadata, created_at, updated_at, completed_at, failed_at,
+INSERT INTO schedule_audit (id, topic, status, attempts, max_attempts, backoff_type,
+                            backoff_delay_ms, last_error, run_at, tz, payload, metadata,
+                            created_at, updated_at, completed_at, failed_at,
                             applied_ms, applied_seq)
 SELECT id, topic, status, n, greatest(n, 3), 'exponential', 30000,
-       CASE WHEN status = 'failed' OR n > 1 THEN jsonb_build_object('type', 'HTTPError', 'message',
-            'POST https://api-' || (i % 9) || '.internal/v1 returned 502', 'traceback', '') END,
-       created_at, 'UTC', jsonb_build_object('invoiceId', 'inv-' || i, 'amount', i % 100000, 'currency', 'EUR'),
+       CASE WHEN status = 'failed' OR n > 1
+            THEN jsonb_build_object('type', 'HTTPError', 'message',
+                 'POST https://api-' || (i % 9) || '.internal/v1 returned 502', 'traceback', '')
+            END,
+       created_at, 'UTC',
+       jsonb_build_object('invoiceId', 'inv-' || i, 'amount', i % 100000, 'currency', 'EUR'),
        '{}'::jsonb, created_at, created_at + ((n - 1) * 30 + 4) * interval '1 s',
        CASE WHEN status = 'completed' THEN created_at + ((n - 1) * 30 + 4) * interval '1 s' END,
        CASE WHEN status = 'failed' THEN created_at + ((n - 1) * 30 + 4) * interval '1 s' END,
@@ -93,16 +100,20 @@ FROM hist;
 
 ACTIONS = """
 INSERT INTO schedule_operator_actions (at, actor, role, action, target, outcome, detail)
-SELECT now() - ((hashint4(g::int)::bigint + 2147483648) % ($2::int * 86400)) * interval '1 s', 'ops-' || (g % 7), 'operator',
+SELECT now() - ((hashint4(g::int)::bigint + 2147483648) % ($2::int * 86400)) * interval '1 s',
+       'ops-' || (g % 7), 'operator',
        (ARRAY['cancel', 'retry', 'reschedule', 'delete', 'replay'])[1 + g % 5], job_id, 'done', NULL
-FROM (SELECT job_id, row_number() OVER () AS g FROM schedule_job_index TABLESAMPLE SYSTEM (5) LIMIT $1) AS j;
+FROM (SELECT job_id, row_number() OVER () AS g
+      FROM schedule_job_index TABLESAMPLE SYSTEM (5) LIMIT $1) AS j;
 """
 
 FAILURE_STATS = """
-INSERT INTO schedule_failure_stats (topic, day, jobs, completed, failed, cancelled, failure_rate, attempts,
-                                    failed_attempts, timed_out, worker_lost, no_listener)
-SELECT t, d::date, 1000, 950, 50, 0, 0.05 + ((hashtext(t || d)::bigint + 2147483648) % 100) / 1000.0, 1100, 100, 0, 0, 0
-FROM unnest($1::text[]) AS t, generate_series(current_date - $2::int, current_date - 1, interval '1 day') AS d
+INSERT INTO schedule_failure_stats (topic, day, jobs, completed, failed, cancelled, failure_rate,
+                                    attempts, failed_attempts, timed_out, worker_lost, no_listener)
+SELECT t, d::date, 1000, 950, 50, 0,
+       0.05 + ((hashtext(t || d)::bigint + 2147483648) % 100) / 1000.0, 1100, 100, 0, 0, 0
+FROM unnest($1::text[]) AS t,
+     generate_series(current_date - $2::int, current_date - 1, interval '1 day') AS d
 ON CONFLICT DO NOTHING;
 """
 

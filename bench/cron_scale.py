@@ -120,8 +120,9 @@ def main() -> None:
         for due in (args.schedules, 100):
             r = asyncio.run(run(url, args.schedules, due, args.concurrency))
             print(
-                f"{args.schedules:,} schedules registered in {r['register_s']:.1f} s; {due:,} due at one tick: "
-                f"all ran {r['fire_span_s']:.2f} s after the tick ({r['fire_rate']:,.0f} ticks/s); lateness "
+                f"{args.schedules:,} schedules registered in {r['register_s']:.1f} "
+                f"s; {due:,} due at one tick: all ran {r['fire_span_s']:.2f} s "
+                f"after the tick ({r['fire_rate']:,.0f} ticks/s); lateness "
                 f"p50 {r['p50']:.0f} ms, p99 {r['p99']:.0f} ms, max {r['max']:.0f} ms; "
                 f"schedules not due that fired: {r['extra']}"
             )

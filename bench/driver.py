@@ -102,8 +102,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def produce(args: argparse.Namespace) -> dict[str, Any]:
-    """--role producer (e2e_split, paced_split): connect without a worker, say READY, wait for GO on stdin,
-    then schedule N jobs one await at a time; report each call's start time and the CPU
+    """--role producer (e2e_split, paced_split): connect without a worker, say READY, wait for GO on
+    stdin, then schedule N jobs one await at a time; report each call's start time and the CPU
     this process spent on them."""
     adapter = load_adapter(args.system)(
         args.redis,
@@ -171,7 +171,10 @@ def main() -> None:
     p.add_argument(
         "--relay-process",
         action="store_true",
-        help="with --audit: relay off here, a `horae audit relay` process of its own (horae+audit-proc)",
+        help=(
+            "with --audit: relay off here, a `horae audit "
+            "relay` process of its own (horae+audit-proc)"
+        ),
     )
     p.add_argument(
         "--relay-core",

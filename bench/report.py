@@ -201,7 +201,8 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             if on is None:
                 add(
                     f"{sc} jobs/s ≥ 1.5× best peer{tag}",
-                    f"{status(summary, system, sc)}; audit off {fmt(off)} vs {versus(peer, pv)} = {ratio(off, pv)}",
+                    f"{status(summary, system, sc)}; audit off {fmt(off)} "
+                    f"vs {versus(peer, pv)} = {ratio(off, pv)}",
                     None,
                 )
             else:
@@ -309,10 +310,12 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             ranks = [e.get(f"order.mean_rank.{q}", {}).get("median") for q in (1, 0, -1)]
             ok = inv is not None and None not in ranks
             add(
-                f"drain_priority: priority order respected (inverted pairs ≤ 2 × 50² = {PRIORITY_SLACK:,}, the "
-                f"jobs in flight at the two priority boundaries; mean start rank high < normal < low){tag}",
-                f"inverted pairs max {fmt(inv)} ({fmt(e.get('order.inversions_pct', {}).get('max'))}% of pairs); "
-                f"mean rank {' / '.join(fmt(r) for r in ranks)}"
+                f"drain_priority: priority order respected (inverted pairs ≤ 2 × "
+                f"50² = {PRIORITY_SLACK:,}, the jobs in flight at the two "
+                f"priority boundaries; mean start rank high < normal < low){tag}",
+                f"inverted pairs max {fmt(inv)} "
+                f"({fmt(e.get('order.inversions_pct', {}).get('max'))}% "
+                f"of pairs); mean rank {' / '.join(fmt(r) for r in ranks)}"
                 if ok
                 else e.get("status", "?"),
                 None if not ok else (inv <= PRIORITY_SLACK and ranks[0] < ranks[1] < ranks[2]),
@@ -323,7 +326,8 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
             err = e.get("rate_error_pct", {})
             add(
                 f"rate_limited: achieved rate within ±5% of 2,000/s{tag}",
-                f"{fmt(rate)} jobs/s, error {err['median']:+.2f}% (reps {err['min']:+.2f}%..{err['max']:+.2f}%)"
+                f"{fmt(rate)} jobs/s, error {err['median']:+.2f}% "
+                f"(reps {err['min']:+.2f}%..{err['max']:+.2f}%)"
                 if rate is not None
                 else e.get("status", "?"),
                 None if rate is None else max(abs(err["min"]), abs(err["max"])) <= 5,
@@ -367,7 +371,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"Run {report['date']} · {m['cores']} cores ({m['cpu']}) · Python {m['python']} · "
         f"Redis {report['redis']['version']} ({report['redis']['binary']}, persistence off) · "
-        f"scale {report['scale']} · {report['reps']} reps · horae at {report.get('horae_revision_at_start', '?')}"
+        f"scale {report['scale']} · {report['reps']} reps · "
+        f"horae at {report.get('horae_revision_at_start', '?')}"
         + (
             f" → {report['horae_revision_at_end']} (the engine changed during the run)"
             if report.get("horae_revision_at_end", report.get("horae_revision_at_start"))
@@ -383,9 +388,11 @@ def markdown(report: dict[str, Any]) -> str:
         )
         + ".",
         "",
-        "Cells: median (min–max) over the repetitions; ratio = a horae variant's median ÷ best peer median "
-        "(for jobs/s higher is better, for everything else lower is better). horae+audit relays on a thread "
-        "of the worker process, horae+audit-proc in a child process of the worker (`[audit] relay_process`).",
+        "Cells: median (min–max) over the repetitions; ratio = a horae "
+        "variant's median ÷ best peer median (for jobs/s higher is better, "
+        "for everything else lower is better). horae+audit relays on a thread "
+        "of the worker process, horae+audit-proc in a child "
+        "process of the worker (`[audit] relay_process`).",
         "",
         "| metric | N | "
         + " | ".join(systems)
@@ -423,7 +430,8 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             "redis-benchmark ceilings (-c 50 -P 16, same server): "
             + "; ".join(
-                f"{c['label']}: {fmt(c.get('calls_per_s'))} calls/s = {fmt(c.get('redis_cmds_per_s'))} Redis commands/s"
+                f"{c['label']}: {fmt(c.get('calls_per_s'))} calls/s = "
+                f"{fmt(c.get('redis_cmds_per_s'))} Redis commands/s"
                 for c in report["ceilings"]
                 if c.get("calls_per_s")
             )
@@ -434,8 +442,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             "",
             f"CPU used by processes other than the benchmark's own (other sessions' tests etc.) "
-            f"during the runs: median {statistics.median(foreign):.2f} cores, max {max(foreign):.2f} "
-            f"of {m['cores']} (per run in the JSON, `cpu.foreign_cores`).",
+            f"during the runs: median {statistics.median(foreign):.2f} cores, max "
+            f"{max(foreign):.2f} of {m['cores']} (per run in the JSON, `cpu.foreign_cores`).",
         ]
     lines += ["", "| target | measured | |", "|---|---|---|"]
     for t in report["targets"]:
@@ -456,9 +464,11 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
         return []
     lines = [
         "",
-        "CPU per job, µs (all processes in the measured window: client processes, redis-server and, "
-        "with the audit on, PostgreSQL, and for horae+audit-proc its relay process; median over the reps; "
-        "client / Redis / PostgreSQL in the JSON, the relay process's share of client as helpers_us):",
+        "CPU per job, µs (all processes in the measured window: client "
+        "processes, redis-server and, with the audit on, PostgreSQL, and "
+        "for horae+audit-proc its relay process; median over the reps; "
+        "client / Redis / PostgreSQL in the JSON, the "
+        "relay process's share of client as helpers_us):",
         "",
         "| scenario | "
         + " | ".join(systems)

@@ -181,7 +181,8 @@ def run_one(
 
 
 def cpu_snapshot(redis_pid: int) -> tuple[float, float, float, float]:
-    """(wall s, busy CPU-s of the whole machine, CPU-s of our finished children, CPU-s of our Redis)."""
+    """(wall s, busy CPU-s of the whole machine, CPU-s of our finished children, CPU-s of our
+    Redis)."""
     hz = os.sysconf("SC_CLK_TCK")
     busy = 0.0
     try:
@@ -199,7 +200,8 @@ def cpu_snapshot(redis_pid: int) -> tuple[float, float, float, float]:
 def contention(
     before: tuple[float, float, float, float], after: tuple[float, float, float, float]
 ) -> dict[str, float]:
-    """CPU used during a run by processes that are not ours (other sessions' tests, ...), in cores."""
+    """CPU used during a run by processes that are not ours (other sessions' tests, ...), in
+    cores."""
     wall = max(1e-9, after[0] - before[0])
     total, ours, redis = after[1] - before[1], after[2] - before[2], after[3] - before[3]
     return {
@@ -283,7 +285,8 @@ def main() -> None:
         "--merge",
         metavar="JSON",
         help="start from an earlier results file: its runs are kept except "
-        "the (system, scenario) pairs this invocation runs again; its ceilings are kept with --no-ceiling",
+        "the (system, scenario) pairs this invocation runs "
+        "again; its ceilings are kept with --no-ceiling",
     )
     p.add_argument(
         "--relay-core",
@@ -312,7 +315,8 @@ def main() -> None:
         pin(args.relay_core) and 0 <= args.relay_core < (os.cpu_count() or 1)
     ):
         raise SystemExit(
-            f"--relay-core {args.relay_core}: needs taskset and a core in 0..{(os.cpu_count() or 1) - 1}"
+            f"--relay-core {args.relay_core}: needs taskset "
+            f"and a core in 0..{(os.cpu_count() or 1) - 1}"
         )
     n_of = {sc: max(10, int(SCENARIO_N[sc] * args.scale)) for sc in scenarios}
 
@@ -323,18 +327,21 @@ def main() -> None:
     )
     log(
         f"clients: each (system, scenario, rep) is a fresh process"
-        f"{' pinned to core 1' if pin(1) else ''}; producer and worker share that one process and asyncio loop; "
-        f"handler = async no-op that records time.time(); worker concurrency 50"
+        f"{' pinned to core 1' if pin(1) else ''}; producer and worker share that one process "
+        f"and asyncio loop; handler = async no-op that records time.time(); worker concurrency 50"
     )
     if "horae+audit-proc" in systems:
         log(
             "horae+audit-proc: "
             + (
-                "the worker's relay runs in a child process of its own ([audit] relay_process = true), started "
-                "before the clock, on the client core; its CPU counts"
+                "the worker's relay runs in a child process of its own ([audit] relay_process "
+                "= true), started before the clock, on the client core; its CPU counts"
                 if args.relay_core is None
-                else "workers and producers relay nothing; the driver starts `horae audit relay` as a process of its own "
-                f"before the clock, pinned to core {args.relay_core}, and counts its CPU"
+                else (
+                    "workers and producers relay nothing; the driver "
+                    "starts `horae audit relay` as a process of its own "
+                    f"before the clock, pinned to core {args.relay_core}, and counts its CPU"
+                )
             )
         )
     pg_url = ""
@@ -346,11 +353,13 @@ def main() -> None:
             pg_url, pg_ours = start_postgres()
             log(
                 f"postgres (audit): private embedded server under {DATA} at {pg_url}"
-                f"{'' if pg_ours else ' (already running: reused, left running)'}, {pin_postgres(0)}"
+                f"{'' if pg_ours else ' (already running: reused, left running)'}, "
+                f"{pin_postgres(0)}"
             )
         else:
             log(
-                "horae+audit*: Scheduler(...).audit does not exist yet -> rows marked 'n/a (audit not wired yet)'"
+                "horae+audit*: Scheduler(...).audit does not exist "
+                "yet -> rows marked 'n/a (audit not wired yet)'"
             )
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -360,8 +369,11 @@ def main() -> None:
         "reps": args.reps,
         "n": n_of,
         "command": " ".join(["python bench/run.py", *sys.argv[1:]]),
-        "process_model": "fresh process per (system, scenario, rep); producer and worker in one process and loop "
-        "(e2e_split: producer in a process of its own); horae+audit-proc: plus a relay process",
+        "process_model": (
+            "fresh process per (system, scenario, rep); producer and "
+            "worker in one process and loop (e2e_split: producer in a "
+            "process of its own); horae+audit-proc: plus a relay process"
+        ),
         "runs": [],
         "ceilings": [],
         "versions": {},
@@ -472,9 +484,8 @@ def short(r: dict[str, Any]) -> str:
             bits.append(f"{key}={fmt(m[key])}")
     for key in ("latency", "lateness"):
         if key in m:
-            bits.append(
-                f"{key} p50/p99/max={fmt(m[key]['p50_ms'])}/{fmt(m[key]['p99_ms'])}/{fmt(m[key]['max_ms'])} ms"
-            )
+            spread = "/".join(fmt(m[key][p]) for p in ("p50_ms", "p99_ms", "max_ms"))
+            bits.append(f"{key} p50/p99/max={spread} ms")
     if "order" in m:
         o = m["order"]
         bits.append(f"inversions={o['inversions_pct']:.4f}% mean_rank={o['mean_rank']}")

@@ -98,7 +98,8 @@ async def _pre_enqueue(a: Adapter, jobs: list[Job]) -> None:
 async def _drain(
     a: Adapter, rec: Recorder, jobs: list[Job], url: str, timeout: float
 ) -> dict[str, Any]:
-    """Pre-enqueue `jobs` (untimed), then time one worker running them all (drain and drain_priority)."""
+    """Pre-enqueue `jobs` (untimed), then time one worker running them all (drain and
+    drain_priority)."""
     n = len(jobs)
     await _pre_enqueue(a, jobs)
     cmds0 = redis_commands(url)
@@ -178,7 +179,9 @@ async def sc_drain_priority(
     )
     return {
         **result,
-        "priorities": f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first",
+        "priorities": (
+            f"{len(PRIORITIES)} interleaved: job i has {list(PRIORITIES)}[i % 3], higher first"
+        ),
         "order": priority_order(rec.first_start, prio),
     }
 
@@ -186,9 +189,9 @@ async def sc_drain_priority(
 async def sc_rate_limited(
     a: Adapter, rec: Recorder, n: int, url: str, timeout: float
 ) -> dict[str, Any]:
-    """A backlog of N jobs on a topic limited to RATE_MAX starts per RATE_PER_S; one worker (concurrency
-    50). The achieved rate is the slope of the handler starts between the RATE_STEADY fractions of N
-    (skips a start-up burst the limiter may allow, and the tail)."""
+    """A backlog of N jobs on a topic limited to RATE_MAX starts per RATE_PER_S; one worker
+    (concurrency 50). The achieved rate is the slope of the handler starts between the RATE_STEADY
+    fractions of N (skips a start-up burst the limiter may allow, and the tail)."""
     await a.set_rate_limit(RATE_MAX, RATE_PER_S)
     await _pre_enqueue(a, [Job(payload(i)) for i in range(n)])
     WINDOW.start()
@@ -438,7 +441,8 @@ async def sc_memory(a: Adapter, rec: Recorder, n: int, url: str, timeout: float)
 
 
 async def sc_claim(a: Adapter, rec: Recorder, n: int, url: str, timeout: float) -> dict[str, Any]:
-    """horae's claim path alone: claim.lua in batches of 100 over N due jobs, no handlers, no settlement."""
+    """horae's claim path alone: claim.lua in batches of 100 over N due jobs, no handlers, no
+    settlement."""
     claim = getattr(a, "claim_batches", None)
     if claim is None:
         raise NotAvailable("n/a (horae only)")

@@ -92,7 +92,8 @@ class RedisServer:
         self.cmdline = " ".join(cmd)
 
     def command(self, *args: str) -> Any:
-        """One command over a raw socket: simple, integer and bulk replies (enough for this file)."""
+        """One command over a raw socket: simple, integer and bulk replies (enough for this
+        file)."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=60) as s:
                 s.sendall(
@@ -209,7 +210,10 @@ def pin_postgres(cpu: int) -> str:
 
 
 def stop_postgres() -> None:
-    code = f"import pathlib; from scheduler.ops.servers import stop_all; print(stop_all(pathlib.Path({str(DATA)!r})))"
+    code = (
+        f"import pathlib; from scheduler.ops.servers import "
+        f"stop_all; print(stop_all(pathlib.Path({str(DATA)!r})))"
+    )
     subprocess.run([str(python_of("horae")), "-c", code], capture_output=True, text=True, cwd=BENCH)
 
 

@@ -397,8 +397,9 @@ def main() -> None:
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 results[mode].append(row)
                 print(
-                    f"rep {rep} tracing {mode:7}: {row['jobs_per_s']:8.0f} jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job "
-                    f"(GC {row['gc_us_per_job']:5.1f}), spans exported {row['spans']}",
+                    f"rep {rep} tracing {mode:7}: {row['jobs_per_s']:8.0f} "
+                    f"jobs/s, {row['cpu_us_per_job']:6.1f} CPU us/job (GC "
+                    f"{row['gc_us_per_job']:5.1f}), spans exported {row['spans']}",
                     flush=True,
                 )
     finally:
@@ -419,15 +420,18 @@ def main() -> None:
         f"cost {100 * (1 - on / off):.1f}% ({args.jobs} jobs, {args.reps} reps, redis {binary})"
     )
     print(
-        f"median of per-rep costs {100 * paired:.1f}%; CPU us/job off {cpu_off:.1f}, on {cpu_on:.1f} "
-        f"(+{cpu_on - cpu_off:.1f} = +{100 * (cpu_on / cpu_off - 1):.1f}%, {(cpu_on - cpu_off) / 3:.1f} us per span); "
+        f"median of per-rep costs {100 * paired:.1f}%; CPU us/job off {cpu_off:.1f}, on "
+        f"{cpu_on:.1f} (+{cpu_on - cpu_off:.1f} = +{100 * (cpu_on / cpu_off - 1):.1f}%, "
+        f"{(cpu_on - cpu_off) / 3:.1f} us per span); "
         f"of which GC: off {gc_off:.1f}, on {gc_on:.1f}"
     )
     if args.floor:
         floor, cpu_floor = med("floor", "jobs_per_s"), med("floor", "cpu_us_per_job")
         print(
-            f"floor (3 bare SDK spans per job, not a valid trace): {floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; "
-            f"CPU us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us per span; GC {med('floor', 'gc_us_per_job'):.1f})"
+            f"floor (3 bare SDK spans per job, not a valid trace): "
+            f"{floor:.0f} jobs/s, cost {100 * (1 - floor / off):.1f}%; CPU "
+            f"us/job {cpu_floor:.1f} (+{(cpu_floor - cpu_off) / 3:.1f} us "
+            f"per span; GC {med('floor', 'gc_us_per_job'):.1f})"
         )
         ratio = (cpu_on - cpu_off) / max(1e-9, cpu_floor - cpu_off)
         print(
@@ -438,15 +442,17 @@ def main() -> None:
         cpu_plain = med("plain", "cpu_us_per_job")
         ratio = (cpu_on - cpu_off) / max(1e-9, cpu_plain - cpu_off)
         print(
-            f"plain SDK API, same trace: {med('plain', 'jobs_per_s'):.0f} jobs/s, CPU us/job {cpu_plain:.1f}; "
-            f"horae's tracing cost ÷ the plain API's: {ratio:.2f}× (below 1: ours is cheaper)"
+            f"plain SDK API, same trace: {med('plain', 'jobs_per_s'):.0f} "
+            f"jobs/s, CPU us/job {cpu_plain:.1f}; horae's tracing cost ÷ "
+            f"the plain API's: {ratio:.2f}× (below 1: ours is cheaper)"
         )
     if args.sampled:
         sampled, cpu_sampled = med("sampled", "jobs_per_s"), med("sampled", "cpu_us_per_job")
         cost = 1 - sampled / off
         print(
-            f"sampled {SAMPLE_RATIO:g}: {sampled:.0f} jobs/s, cost {100 * cost:.1f}% of untraced throughput "
-            f"(target ≤ 5%: {'met' if cost <= 0.05 else 'NOT met'}); CPU us/job {cpu_sampled:.1f} "
+            f"sampled {SAMPLE_RATIO:g}: {sampled:.0f} jobs/s, cost "
+            f"{100 * cost:.1f}% of untraced throughput (target ≤ 5%: "
+            f"{'met' if cost <= 0.05 else 'NOT met'}); CPU us/job {cpu_sampled:.1f} "
             f"(+{100 * (cpu_sampled / cpu_off - 1):.1f}%)"
         )
 

@@ -266,7 +266,8 @@ async def drain_worker(scheduler: Scheduler, who: Principal, worker_id: str) -> 
     heartbeat, its attempts finish within its grace, then it exits.
 
     Raises:
-        Refused: the caller is a viewer. ScheduleError: a worker id that is no string (nothing done).
+        Refused: the caller is a viewer. ScheduleError: a worker id that is no string (nothing
+            done).
     """
     await _guard(scheduler, who, "worker.drain", worker_id)
     if await scheduler.drain_worker(worker_id):

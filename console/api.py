@@ -47,7 +47,8 @@ from scheduler.worker.advertise import WorkerInfo
 
 router = APIRouter(prefix="/api/v1", tags=["horae"], route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
-# Every instant an answer carries, as the CLI prints it: RFC 3339 UTC with milliseconds (timeutil.rfc3339).
+# Every instant an answer carries, as the CLI prints it: RFC 3339 UTC with milliseconds
+# (timeutil.rfc3339).
 Stamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str)]
 
 
@@ -499,7 +500,8 @@ async def cron_action(
 # ----------------------------------------------------------------------------- workers
 @router.get("/workers", response_model=WorkerPageOut, responses=ERRORS)
 async def list_workers(request: Request, who: Who) -> WorkerPageOut:
-    """The live workers (as their last heartbeat advertised them), by id, each running or draining."""
+    """The live workers (as their last heartbeat advertised them), by id, each running or
+    draining."""
     return WorkerPageOut(
         items=[WorkerOut.of(w) for w in await console_of(request).scheduler.workers()]
     )
@@ -517,7 +519,8 @@ async def drain_worker(
     request: Request, who: Who, worker_id: str, body: NoBody = ActionIn()
 ) -> ActionOut:
     """Ask one live worker to drain and exit (accepted: it stops claiming at its next heartbeat,
-    its running attempts get its grace to finish, then it exits). 404: no live worker has that id."""
+    its running attempts get its grace to finish, then it exits). 404: no live worker has that
+    id."""
     return _action(await actions.drain_worker(console_of(request).scheduler, who, worker_id))
 
 
@@ -603,7 +606,8 @@ async def delete_dead_letter(
 # ------------------------------------------------------------------------ topics, stats
 @router.get("/topics", response_model=TopicPageOut, responses=ERRORS)
 async def list_topics(request: Request, who: Who) -> TopicPageOut:
-    """Every topic with jobs, a configuration or memory (as `horae topics list`), with its jobs per state."""
+    """Every topic with jobs, a configuration or memory (as `horae topics list`), with its jobs per
+    state."""
     s = console_of(request).scheduler
     counts = await s.stats_by_topic()
     configured = set(await s.list_topics())

@@ -134,7 +134,9 @@ def _duration_schema(lowest: float, above: bool, highest: float) -> dict[str, An
             {"type": "string", "pattern": DURATION_TEXT, "maxLength": MAX_DURATION_TEXT},
             number,
         ],
-        "description": "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'",
+        "description": (
+            "seconds (a number) or text as the library takes it: '2s', '1h30m', '1d12h', '500ms'"
+        ),
     }
 
 

@@ -27,8 +27,8 @@ HERE = Path(__file__).parent
 log = logging.getLogger("horae.console")
 # Pages load only this app's own scripts, styles and images: an injected tag cannot run.
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
 

@@ -79,7 +79,8 @@ def check_bind(host: str, settings: ConsoleSettings) -> None:
     """
     if not is_loopback(host) and not (settings.viewer_token or settings.operator_token):
         raise ConfigError(
-            f"console host {host!r} is not loopback: set console.operator_token and/or console.viewer_token "
+            f"console host {host!r} is not loopback: set "
+            f"console.operator_token and/or console.viewer_token "
             "(HORAE_CONSOLE__OPERATOR_TOKEN, HORAE_CONSOLE__VIEWER_TOKEN) or bind 127.0.0.1"
         )
     check_proxies(settings)
@@ -94,9 +95,10 @@ def check_proxies(settings: ConsoleSettings) -> None:
     """
     if settings.trusted_proxies and not (settings.viewer_token or settings.operator_token):
         raise ConfigError(
-            f"console.trusted_proxies is {list(settings.trusted_proxies)!r} but no token is set: a console "
-            "without tokens answers direct loopback clients only; set console.operator_token and/or "
-            "console.viewer_token, or leave console.trusted_proxies empty"
+            f"console.trusted_proxies is {list(settings.trusted_proxies)!r} "
+            f"but no token is set: a console "
+            "without tokens answers direct loopback clients only; set console.operator_token "
+            "and/or console.viewer_token, or leave console.trusted_proxies empty"
         )
 
 

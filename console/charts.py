@@ -33,7 +33,8 @@ def rate_bars(rows: Sequence[tuple[str, float | None, float | None]], width: int
             f"<title>{escape(topic)}: {(rate or 0) * 100:.2f}%</title></rect>"
         )
         parts.append(
-            f'<text x="{left + w + 6:.1f}" y="{y + 14}" class="axis">{(rate or 0) * 100:.1f}%</text>'
+            f'<text x="{left + w + 6:.1f}" y="{y + 14}" '
+            f'class="axis">{(rate or 0) * 100:.1f}%</text>'
         )
         if base is not None:
             bx = left + plot_w * base / peak

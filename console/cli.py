@@ -58,7 +58,8 @@ def register(group: click.Group, resolved: Callable[[click.Context], Settings]) 
         )  # down: one error line and exit 1 (HoraeGroup), not uvicorn's traceback
         app = create_app(settings, report_dir=reports)
         click.echo(
-            f"horae console on http://{host}:{port}/ (namespace {settings.namespace!r}); Ctrl-C stops it"
+            f"horae console on http://{host}:{port}/ (namespace "
+            f"{settings.namespace!r}); Ctrl-C stops it"
         )
         uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 # An action's audit name and target from its path parameters; None: no such action.
 Describe = Callable[[Mapping[str, str]], "tuple[str, str] | None"]
-# How deep a JSON body may nest: a payload's own limit (MAX_JSON_DEPTH) plus the request's levels around it.
+# How deep a JSON body may nest: a payload's own limit (MAX_JSON_DEPTH) plus the request's levels
+# around it.
 MAX_BODY_DEPTH = MAX_JSON_DEPTH + 28
 
 

@@ -22,7 +22,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# Probes (a Kubernetes probe sends Host: <pod-ip>:<port>) reach these whatever the Host: they reveal nothing.
+# Probes (a Kubernetes probe sends Host: <pod-ip>:<port>) reach these whatever the Host: they reveal
+# nothing.
 EXEMPT = frozenset({"/healthz", "/readyz"})
 # What a proxy adds; a console without tokens refuses a request carrying any of them.
 FORWARDING = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-real-ip")

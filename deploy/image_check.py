@@ -94,7 +94,8 @@ def base_image() -> None:
         return
     if not shutil.which("mmdebstrap"):
         fail(
-            "mmdebstrap is missing (apt-get install mmdebstrap): the base image is built from Debian packages"
+            "mmdebstrap is missing (apt-get install mmdebstrap): "
+            "the base image is built from Debian packages"
         )
     with tempfile.TemporaryDirectory() as tmp:
         tar = Path(tmp) / "base.tar"
@@ -122,7 +123,8 @@ def runtime_flags() -> tuple[list[str], list[str]]:
         if done.returncode == 0:
             return glob, flags
         say(
-            f"the sandbox refused `podman {' '.join(glob + ['run'] + flags)}`: {done.stderr.strip()}"
+            f"the sandbox refused `podman "
+            f"{' '.join(glob + ['run'] + flags)}`: {done.stderr.strip()}"
         )
     fail("no container could start here (see the refusals above)")
     raise AssertionError

@@ -25,7 +25,8 @@ class PackageShadowed(ImportError):
 
 
 def _origin(name: str) -> str | None:
-    """Where `name` is (or would be) imported from: a file, a namespace package's folders, or None."""
+    """Where `name` is (or would be) imported from: a file, a namespace package's folders, or
+    None."""
     module = sys.modules.get(name)
     if module is not None:
         file = getattr(module, "__file__", None)

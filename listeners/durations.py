@@ -40,7 +40,8 @@ def duration_seconds(value: timedelta | float | int | str, field: str = "delay")
         seconds = _text_seconds(value, field)
     else:
         raise DurationError(
-            f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(value)}",
+            f"{field} must be a timedelta, seconds, or a "
+            f"string like {EXAMPLES}; got {shown(value)}",
             field,
         )
     if not seconds >= 0 or seconds == float("inf"):
@@ -49,7 +50,8 @@ def duration_seconds(value: timedelta | float | int | str, field: str = "delay")
 
 
 def _text_seconds(text: str, field: str) -> float:
-    """Seconds of "1h30m"-style text: number+unit parts, units d h m s ms, largest first, each once."""
+    """Seconds of "1h30m"-style text: number+unit parts, units d h m s ms, largest first, each
+    once."""
     rest, total, last = text.strip(), 0.0, -1
     if not rest:
         raise DurationError(
@@ -79,7 +81,10 @@ def _why(text: str, rest: str, field: str) -> str:
     if rest.startswith("-"):
         return f"{field} must be a duration >= 0; got {shown(text)}"
     if re.fullmatch(r"\d+(?:\.\d+)?", rest):
-        return f"{field} {shown(text)}: the number {shown(rest)} has no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
+        return (
+            f"{field} {shown(text)}: the number {shown(rest)} has "
+            f"no unit (d, h, m, s, ms); e.g. '1h30m', not '1h30'"
+        )
     if re.match(r"(ms|d|h|m|s)(?![a-z])", rest):
         return f"{field} {shown(text)}: a unit needs a number before it, e.g. '1h'"
     return f"{field} must be a timedelta, seconds, or a string like {EXAMPLES}; got {shown(text)}"

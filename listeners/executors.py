@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 # None (the default): an async listener on the worker's loop, a sync one in its thread pool.
 # "loop" / "thread" say so explicitly (checked against the function); "process": in one of the
-# worker's child processes (scheduler/worker/process_pool.py), for CPU-bound work that holds the GIL.
-Executor = Optional[Literal["loop", "thread", "process"]]
+# worker's child processes (scheduler/worker/process_pool.py), for CPU-bound work that holds the
+# GIL.
+Executor = Literal["loop", "thread", "process"] | None
 EXECUTORS: tuple[str, ...] = ("loop", "thread", "process")
 
 
 class UnimportableListener(ValueError):
-    """A listener of executor="process" that a child process could not import by module + qualname."""
+    """A listener of executor="process" that a child process could not import by module +
+    qualname."""
 
 
 def check_executor(fn: Any, executor: Any, is_async: bool) -> None:
-    """Refuse an executor this listener cannot run on, naming the listener, the value and what is allowed.
+    """Refuse an executor this listener cannot run on, naming the listener, the value and what is
+    allowed.
 
     Raises:
         ValueError: an unknown value, "loop" for a sync function or "thread" for an async one.
@@ -58,14 +61,15 @@ def listener_path(fn: Any) -> str:
 
 
 def _unimportable(fn: Any) -> str:
-    """Why a child could not find `fn` by module + qualname (seen at decoration time); "" when it can."""
+    """Why a child could not find `fn` by module + qualname (seen at decoration time); "" when it
+    can."""
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         return "it has no __module__/__qualname__ (a callable object?): use a module-level function"
     if "<lambda>" in qualname or "<locals>" in qualname:
         return (
-            "a child process imports it by module and qualname, and a lambda or a function defined inside "
-            "another function has no such name: define it at module level"
+            "a child process imports it by module and qualname, and a lambda or a function "
+            "defined inside another function has no such name: define it at module level"
         )
     if module == "__main__":
         return (
@@ -99,8 +103,9 @@ def resolve(module: str, qualname: str) -> Callable[..., Any]:
 
 
 def check_resolves(fn: Any) -> None:
-    """Refuse (at a worker's start, or first use) a process listener whose module-level name is another
-    object: a child would run that object, not the registered function (a decorator above @on_event).
+    """Refuse (at a worker's start, or first use) a process listener whose module-level name is
+    another object: a child would run that object, not the registered function (a decorator above
+    @on_event).
 
     Raises:
         UnimportableListener: naming the listener and why.
@@ -113,7 +118,8 @@ def check_resolves(fn: Any) -> None:
     found = resolve(fn.__module__, fn.__qualname__)
     if found is not fn:
         raise UnimportableListener(
-            f"listener {listener_path(fn)} cannot run with executor='process': {fn.__module__}.{fn.__qualname__} "
-            f"is {found!r}, not the registered function (a decorator wraps it after @on_event?): put @on_event "
+            f"listener {listener_path(fn)} cannot run with executor='process': "
+            f"{fn.__module__}.{fn.__qualname__} is {found!r}, not the registered "
+            f"function (a decorator wraps it after @on_event?): put @on_event "
             "outermost"
         )

@@ -7,13 +7,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from listeners.executors import Executor, check_executor
 from listeners.schema import Schema, Validator, validator_of
 from listeners.triggers import Declaration, InvalidDeclaration, declaration
 
-Duration = Union[timedelta, float, str]
+Duration = timedelta | float | str
 
 Listener = Callable[[Any], Awaitable[None] | None]
 F = TypeVar("F", bound=Listener)
@@ -146,13 +146,14 @@ class ListenerRegistry:
         listeners = self._by_topic.get(topic, [])
         if fn not in listeners and len(listeners) >= self.max_per_topic:
             raise ValueError(
-                f"topic {topic!r} has {len(listeners)} listeners already, the most a topic may have "
-                f"(max_per_topic={self.max_per_topic}); {fn!r} is not added"
+                f"topic {topic!r} has {len(listeners)} listeners already, the most a "
+                f"topic may have (max_per_topic={self.max_per_topic}); {fn!r} is not added"
             )
         if declared is not None:
             if declared.topic != topic:
                 raise ValueError(
-                    f"listener {fn!r} of topic {topic!r} declares a schedule of topic {declared.topic!r}"
+                    f"listener {fn!r} of topic {topic!r} declares "
+                    f"a schedule of topic {declared.topic!r}"
                 )
             known_decl = self._declared.get(declared.name)
             if known_decl is not None and known_decl[0] != declared:
@@ -268,7 +269,8 @@ def on_event(
     executor: Executor = None,
 ) -> Callable[[F], F]:
     """Register a listener for `topic` in the default registry, optionally declaring the
-    schedule whose ticks are its events, and where it runs (arguments: see ListenerRegistry.on_event)."""
+    schedule whose ticks are its events, and where it runs (arguments: see
+    ListenerRegistry.on_event)."""
     return default_registry.on_event(
         topic,
         schema,

@@ -14,7 +14,8 @@ _SHOWN.maxlevel = 6
 
 
 def shown(value: object) -> str:
-    """The caller's `value` as an error message shows it: its repr(), shortened when long or deep."""
+    """The caller's `value` as an error message shows it: its repr(), shortened when long or
+    deep."""
     try:
         return _SHOWN.repr(value)
     except Exception:  # noqa: BLE001 - a value whose own __repr__ fails is still refused by name

@@ -99,8 +99,10 @@ def cron_fields(expr: object) -> tuple[str, bool]:
         fields = _ALIASES[fields[0].lower()].split()
     if len(fields) not in (5, 6):
         raise InvalidDeclaration(
-            f"cron expression {shown(expr)} has {len(fields)} fields; expected 5 (minute hour day-of-month "
-            "month day-of-week) or 6 with seconds first (second minute hour day-of-month month day-of-week)",
+            f"cron expression {shown(expr)} has {len(fields)} "
+            f"fields; expected 5 (minute hour day-of-month "
+            "month day-of-week) or 6 with seconds first (second "
+            "minute hour day-of-month month day-of-week)",
             "cron",
         )
     has_seconds = len(fields) == 6
@@ -116,7 +118,8 @@ def cron_fields(expr: object) -> tuple[str, bool]:
                 ok = False
         if not ok:
             raise InvalidDeclaration(
-                f"cron expression {shown(expr)}: {name} field {shown(value)} is invalid; allowed: {_ALLOWED[name]}, {_SYNTAX}",
+                f"cron expression {shown(expr)}: {name} field {shown(value)} "
+                f"is invalid; allowed: {_ALLOWED[name]}, {_SYNTAX}",
                 "cron",
             )
     normalized = " ".join(fields)
@@ -124,8 +127,8 @@ def cron_fields(expr: object) -> tuple[str, bool]:
         croniter(normalized, _PROBE_START, second_at_beginning=has_seconds).get_next(datetime)
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidDeclaration(
-            f"cron expression {shown(expr)} never fires: no date matches its day-of-month {shown(fields[-3])} "
-            f"and month {shown(fields[-2])} fields",
+            f"cron expression {shown(expr)} never fires: no date matches its "
+            f"day-of-month {shown(fields[-3])} and month {shown(fields[-2])} fields",
             "cron",
         ) from exc
     return normalized, has_seconds
@@ -230,7 +233,8 @@ def check_zone(tz: object) -> str:
 
 
 def _ms(value: object, field: str) -> int:
-    """Whole milliseconds of a duration (the project's grammar: "15m", "1h30m", seconds, a timedelta)."""
+    """Whole milliseconds of a duration (the project's grammar: "15m", "1h30m", seconds, a
+    timedelta)."""
     try:
         seconds = duration_seconds(value, field)  # type: ignore[arg-type]  # checked there
     except DurationError as exc:

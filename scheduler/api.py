@@ -132,7 +132,8 @@ class Scheduler(ScheduleCalls):
         await self.close()
 
     async def connect(self) -> None:
-        """Resolve servers (starting embedded ones when no URL is set) and connect (`connection.py`)."""
+        """Resolve servers (starting embedded ones when no URL is set) and connect
+        (`connection.py`)."""
         s = self.settings
         if telemetry_wanted(s.telemetry):  # producers export too; once per process (telemetry.py)
             setup_telemetry(s.telemetry)
@@ -174,13 +175,14 @@ class Scheduler(ScheduleCalls):
         """The Postgres audit trail: flush(), get(job_id), attempts(job_id), failures(...)."""
         if self._audit is None:
             raise SchedulerError(
-                "the audit trail is not open in this process: it needs audit.enabled and audit.relay "
-                "(and a connected Scheduler)"
+                "the audit trail is not open in this process: it needs "
+                "audit.enabled and audit.relay (and a connected Scheduler)"
             )
         return self._audit
 
     async def close(self) -> None:
-        """Stop the relay, close connections (embedded servers keep running for the next process)."""
+        """Stop the relay, close connections (embedded servers keep running for the next
+        process)."""
         waiters = self.__dict__.pop("_waiters", None)
         if waiters is not None:
             await waiters.aclose()
@@ -275,7 +277,8 @@ class Scheduler(ScheduleCalls):
         return await self._crons.set_paused(name, False)
 
     async def _sync_declared(self, topics: Sequence[str]) -> DeclaredSync:
-        """A starting worker's: the schedules declared beside the listeners of `topics` (declared_crons.py)."""
+        """A starting worker's: the schedules declared beside the listeners of `topics`
+        (declared_crons.py)."""
         return await sync_declared(self._crons, self.store, self.registry, topics)
 
     async def list_crons(self) -> list[CronInfo]:
@@ -320,7 +323,8 @@ class Scheduler(ScheduleCalls):
         return JobOperations(self)
 
     def acting_as(self, actor: str) -> AbstractContextManager[None]:
-        """Record `actor` as who did the job operations of the block (this task and its children)."""
+        """Record `actor` as who did the job operations of the block (this task and its
+        children)."""
         return self._operations.acting_as(actor)
 
     async def retry(self, job_id: str, *, actor: str | None = None) -> bool:
@@ -336,7 +340,8 @@ class Scheduler(ScheduleCalls):
         return await self._operations.reschedule(job_id, run_at, tz, actor)
 
     async def delete(self, job_id: str, *, actor: str | None = None) -> bool:
-        """Remove a job that is not running (its id is free again). False when running or unknown."""
+        """Remove a job that is not running (its id is free again). False when running or
+        unknown."""
         return await self._operations.delete(job_id, actor)
 
     async def cancel_many(self, ids: Iterable[str], *, actor: str | None = None) -> int:
@@ -355,7 +360,7 @@ class Scheduler(ScheduleCalls):
         by_topic = await self.store.stats_by_topic()
         return TopicStats((t, Stats(c)) for t, c in by_topic.items())
 
-    # ------------------------------------------------ topics and dead letters (scheduler/facade/topics.py)
+    # ----------------------------------------- topics and dead letters (scheduler/facade/topics.py)
     @cached_property
     def _topics(self) -> Topics:
         return Topics(self, self._operations.actor)
@@ -384,11 +389,13 @@ class Scheduler(ScheduleCalls):
     async def dead_letters(
         self, topic: str, limit: int = 100, cursor: str | None = None
     ) -> JobPage:
-        """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s dead letters."""
+        """A page (`.items` JobInfo, oldest first; `.cursor`, None on the last page) of `topic`'s
+        dead letters."""
         return await self._topics.dead_letters(topic, limit, cursor)
 
     async def replay(self, job_id: str, *, actor: str | None = None) -> str:
-        """Schedule a dead letter's payload again on its source topic (due now) and remove it; the new id."""
+        """Schedule a dead letter's payload again on its source topic (due now) and remove it; the
+        new id."""
         return await self._topics.replay(job_id, self._scheduling.build_job, actor)
 
     async def purge_dead_letters(self, topic: str, *, actor: str | None = None) -> int:
@@ -416,7 +423,8 @@ class Scheduler(ScheduleCalls):
 
     # ------------------------------------------------------------------- workers
     async def start_relay(self) -> None:
-        """Relay the audit outbox to Postgres from this process (idempotent; no-op with the audit off).
+        """Relay the audit outbox to Postgres from this process (idempotent; no-op with the audit
+        off).
 
         Every worker started from this scheduler calls it; a process without a worker
         may call it so that its own events reach Postgres without waiting for one.
@@ -434,21 +442,22 @@ class Scheduler(ScheduleCalls):
         return live_workers(await self.store.worker_entries(), self.clock.now_ms())
 
     async def known_topics(self) -> list[KnownTopic]:
-        """Topics a worker served within [worker] topic_memory, each with the due jobs that wait for a worker
-        while none serves it (scheduler/store/topic_memory.py)."""
+        """Topics a worker served within [worker] topic_memory, each with the due jobs that wait for
+        a worker while none serves it (scheduler/store/topic_memory.py)."""
         return await known_topics(
             self.store, self.clock.now_ms(), self.settings.worker.topic_memory_ms
         )
 
     async def forget_topic(self, topic: str) -> bool:
-        """Forget that a worker served `topic`: its due jobs complete as no_listener unless a worker with
-        listeners for it serves it again. False when it was not known."""
+        """Forget that a worker served `topic`: its due jobs complete as no_listener unless a worker
+        with listeners for it serves it again. False when it was not known."""
         return await forget_topic(self.store, topic, self.clock.now_ms())
 
     async def drain_worker(self, worker_id: str) -> bool:
-        """Ask the live worker `worker_id` to drain and exit (README: Deploying): at its next heartbeat
-        it stops claiming, lets its attempts finish within its grace, releases the rest and leaves (`horae
-        worker` exits 0). True when asked (now or before); False when no live worker has that id."""
+        """Ask the live worker `worker_id` to drain and exit (README: Deploying): at its next
+        heartbeat it stops claiming, lets its attempts finish within its grace, releases the rest
+        and leaves (`horae worker` exits 0). True when asked (now or before); False when no live
+        worker has that id."""
         code = await self.store.request_drain(check_worker_id(worker_id), self.clock.now_ms())
         return code is not DrainCode.NO_WORKER
 

@@ -48,7 +48,8 @@ def scheduler(
 async def migrate(
     url: str, namespace: str, to: int, dry_run: bool = False
 ) -> tuple[Summary, list[str]]:
-    """Run the migration in this process (the CLI's code path below click); its summary and output."""
+    """Run the migration in this process (the CLI's code path below click); its summary and
+    output."""
     settings = load_settings(env={}, redis_url=url, namespace=namespace)
     redis = redis_client(url, settings)
     store = MigrationStore(redis, namespace)

@@ -41,7 +41,8 @@ class Samples:
         return out
 
     def add_scrape(self, text: str, at: float, **extra: str) -> None:
-        """Add one scrape's Prometheus text, its samples taken at `at` (extra: e.g. instance=...)."""
+        """Add one scrape's Prometheus text, its samples taken at `at` (extra: e.g.
+        instance=...)."""
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 labels = frozenset({**s.labels, **extra, "__name__": s.name}.items())

@@ -267,7 +267,8 @@ class SparkCluster:
         self.connect = self.spawn("connect", argv, {**env, "SPARK_CONNECT_MODE": "0"})
 
     def connect_url(self, conf: dict[str, str], timeout: float = 120.0) -> str:
-        """sc:// URL of the Connect server (started now unless spawn_connect did), once it serves."""
+        """sc:// URL of the Connect server (started now unless spawn_connect did), once it
+        serves."""
         self.spawn_connect(conf)
         server = self.connect
         assert server is not None
@@ -332,8 +333,8 @@ class Driver:
         return self.log_path.read_text(errors="replace")
 
     def finish(self, timeout: float = 180.0) -> str:
-        """Its output once it ended, or AssertionError with it when it failed or ran past `timeout` s
-        (then its group, JVM included, is killed)."""
+        """Its output once it ended, or AssertionError with it when it failed or ran past `timeout`
+        s (then its group, JVM included, is killed)."""
         try:
             self.proc.wait(timeout=timeout)
             _wait_group_gone(

@@ -1,5 +1,6 @@
-"""`python -m audit.analytics [options]` and `spark-submit .../audit/analytics/__main__.py [options]`:
-the report as a standalone program (the nightly listener runs it in a subprocess)."""
+"""`python -m audit.analytics [options]` and
+`spark-submit .../audit/analytics/__main__.py [options]`: the report as a standalone program (the
+nightly listener runs it in a subprocess)."""
 
 from __future__ import annotations
 

@@ -98,7 +98,8 @@ def analyze(
         window: report days, zone and baseline length.
         rule: when a topic raises an alert.
         top_n: top error signatures kept for the window.
-        signatures_per_day: signatures kept per topic and day (for the Postgres table), most frequent first.
+        signatures_per_day: signatures kept per topic and day (for the Postgres table), most
+            frequent first.
         step: told the name of each step as it starts (progress display).
     """
     timer = _Timer(step)
@@ -109,7 +110,8 @@ def analyze(
     window_jobs, window_attempts = jobs.where(in_window), attempts.where(in_window)
     try:
         with timer("daily metrics"):
-            # Percentiles only for the report days: the baseline needs counts (rates, alerts, the chart).
+            # Percentiles only for the report days: the baseline needs counts (rates, alerts, the
+            # chart).
             daily_rows = metrics.stats(
                 window_jobs, window_attempts, ["topic", "local_day"]
             ).collect()

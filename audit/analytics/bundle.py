@@ -20,7 +20,8 @@ from audit.analytics.errors import AnalyticsError
 PACKAGES: Final = ("horae", "scheduler", "listeners", "audit")
 ZIP_NAME: Final = "horae.zip"
 ENTRY_NAME: Final = "horae_report.py"
-ENTRY: Final = '''"""spark-submit entry: `horae report` (audit.analytics.cli.main), imported from --py-files horae.zip."""
+ENTRY: Final = '''"""spark-submit entry: `horae report` (audit.analytics.cli.main), imported from
+--py-files horae.zip."""
 
 from audit.analytics.cli import main
 

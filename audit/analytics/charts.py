@@ -28,8 +28,8 @@ def _pct(value: float) -> str:
 def _svg_open(width: int, height: int, label: str) -> str:
     """An <svg> that scales to the page width (viewBox; height follows the aspect ratio)."""
     return (
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" preserveAspectRatio="xMidYMid meet" '
-        f'role="img" aria-label="{escape(label)}">'
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" '
+        f'preserveAspectRatio="xMidYMid meet" role="img" aria-label="{escape(label)}">'
     )
 
 
@@ -80,17 +80,20 @@ def line_chart(
     for k in range(5):
         tick = y_max * k / 4
         parts.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
+            f'<line x1="{left}" x2="{left + plot_w}" '
+            f'y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
         )
         parts.append(
-            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="axis">{_pct(tick)}</text>'
+            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" '
+            f'text-anchor="end" class="axis">{_pct(tick)}</text>'
         )
     every = max(1, -(-len(labels) // 12))
     shown = set(range(len(labels) - 1, -1, -every) if ticks is None else ticks)
     for i, text in enumerate(labels):
         if i in shown:
             parts.append(
-                f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle" class="axis">'
+                f'<text x="{x(i):.1f}" y="{height - bottom + 16}" '
+                f'text-anchor="middle" class="axis">'
                 f"{escape(text)}</text>"
             )
     for n, (name, points) in enumerate(series.items()):
@@ -98,8 +101,8 @@ def line_chart(
         if name in references:
             ry = y(references[name])
             parts.append(
-                f'<line x1="{left}" x2="{left + plot_w}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="{color}" '
-                f'stroke-width="1.2" stroke-dasharray="5 4" opacity="0.7">'
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{ry:.1f}" y2="{ry:.1f}" '
+                f'stroke="{color}" stroke-width="1.2" stroke-dasharray="5 4" opacity="0.7">'
                 f"<title>{escape(name)} baseline: {_pct(references[name])}</title></line>"
             )
         segments: list[list[str]] = [[]]
@@ -149,7 +152,8 @@ def bar_chart(
     bar_w = max(2.0, min(slot * 0.7, 48.0))
     parts = [
         _svg_open(width, height, f"{y_label} by {x_label}"),
-        f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" class="grid"/>',
+        f'<line x1="{left}" x2="{left + plot_w}" '
+        f'y1="{top + plot_h}" y2="{top + plot_h}" class="grid"/>',
     ]
     for i, (label, value) in enumerate(bars):
         h = plot_h * value / peak

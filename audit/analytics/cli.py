@@ -109,7 +109,9 @@ def report_options(func: F) -> F:
         click.option("--zone", help="IANA zone the days are counted in (default: analytics.zone)."),
         click.option(
             "--dataset",
-            help="Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri).",
+            help=(
+                "Exported dataset URI: a path, s3a://, hdfs://... (default: analytics.dataset_uri)."
+            ),
         ),
         click.option(
             "--baseline-days",
@@ -134,7 +136,10 @@ def report_options(func: F) -> F:
         click.option(
             "--source",
             type=click.Choice(["parquet", "jdbc"]),
-            help="parquet: export then read the dataset; jdbc: Spark reads PostgreSQL (default: analytics.source).",
+            help=(
+                "parquet: export then read the dataset; jdbc: Spark "
+                "reads PostgreSQL (default: analytics.source)."
+            ),
         ),
         click.option(
             "--jars", help="spark.jars, e.g. /usr/share/java/postgresql.jar for --source jdbc."

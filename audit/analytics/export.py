@@ -229,7 +229,8 @@ def write_partition(
     data: pa.Table,
     exported_at: datetime | None = None,
 ) -> None:
-    """Replace one day of a table with `data` (columns of schema.TABLES[table]), as the export would.
+    """Replace one day of a table with `data` (columns of schema.TABLES[table]), as the export
+    would.
 
     For tests and the benchmark's generator, which make datasets without PostgreSQL.
     """

@@ -22,15 +22,19 @@ KIND_TEXT: Final = {
 }
 
 CSS: Final = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1180px;
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;\
+max-width:1180px;
 color:#222;padding:0 16px}h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;
-border-bottom:1px solid #ddd;padding-bottom:4px}.muted{color:#777}table{border-collapse:collapse;width:100%;
-font-size:13px}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eee;vertical-align:top}
+border-bottom:1px solid #ddd;padding-bottom:4px}.muted{color:#777}\
+table{border-collapse:collapse;width:100%;
+font-size:13px}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eee;\
+vertical-align:top}
 th{background:#fafafa;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .alerts{border:1px solid #f0b4b4;background:#fff6f6;padding:8px 12px;border-radius:6px}
 .ok{border:1px solid #b7e1b7;background:#f5fbf5;padding:8px 12px;border-radius:6px}
 .headline{font-size:15px;margin:0 0 10px}.cards{display:flex;gap:12px;flex-wrap:wrap}
-.card{border:1px solid #e3e3e3;border-radius:6px;padding:8px 14px;min-width:120px}.card b{display:block;font-size:20px}
+.card{border:1px solid #e3e3e3;border-radius:6px;padding:8px 14px;min-width:120px}\
+.card b{display:block;font-size:20px}
 code{font-size:12px;word-break:break-word}
 svg.chart{display:block;width:100%;height:auto}.grid{stroke:#ddd;stroke-width:1}.axis{font-size:11px;fill:#555}
 .legend{font-size:12px;fill:#333}.wide{overflow-x:auto}
@@ -49,8 +53,8 @@ def _alerts(analysis: Analysis) -> str:
     if not analysis.alerts:
         return f'<div class="ok">{escape(no_alerts_text(analysis, names=8))}.</div>'
     rows = "".join(
-        f"<tr><td>{escape(a.topic)}</td><td>{KIND_TEXT[a.kind]}</td><td class=n>{_rate(a.failure_rate)}</td>"
-        f"<td class=n>{_rate(a.baseline_rate)}</td></tr>"
+        f"<tr><td>{escape(a.topic)}</td><td>{KIND_TEXT[a.kind]}</td>"
+        f"<td class=n>{_rate(a.failure_rate)}</td><td class=n>{_rate(a.baseline_rate)}</td></tr>"
         for a in analysis.alerts
     )
     why = unjudged_text(analysis.unjudged(), names=8)
@@ -111,7 +115,8 @@ def _rate_chart(analysis: Analysis) -> str:
         labels = [f"{h:02d}:00" for h in range(24)]
         dashed = f"; dashed: the baseline rate ({_baseline_text(w.baseline_days)})" if base else ""
         note = (
-            f'<p class="muted">Failed / (completed + failed) per hour of {w.since} ({escape(w.zone)}); '
+            f'<p class="muted">Failed / (completed + failed) '
+            f"per hour of {w.since} ({escape(w.zone)}); "
             f"{shown.format(len(ordered))}{dashed}.</p>"
         )
         return note + line_chart(
@@ -213,11 +218,13 @@ def _errors(analysis: Analysis) -> str:
         return '<p class="muted">No failed attempts.</p>'
     rows = "".join(
         f"<tr><td><code>{escape(e.signature)}</code></td><td class=n>{e.count:,}</td>"
-        f"<td>{escape(', '.join(e.topics))}</td><td><code>{escape(show_command(e.example_job_id))}</code></td></tr>"
+        f"<td>{escape(', '.join(e.topics))}</td>"
+        f"<td><code>{escape(show_command(e.example_job_id))}</code></td></tr>"
         for e in analysis.top_errors
     )
     return (
-        "<table><tr><th>signature</th><th class=n>count</th><th>topics</th><th>example job</th></tr>"
+        "<table><tr><th>signature</th><th class=n>count</th>"
+        "<th>topics</th><th>example job</th></tr>"
         f"{rows}</table>"
     )
 

@@ -55,11 +55,15 @@ def java_version(env: Mapping[str, str] | None = None) -> int | None:
 
 
 def java_problem(env: Mapping[str, str] | None = None, minimum: int = MIN_JAVA) -> str | None:
-    """None when a usable Java is present, else a message saying what is wrong and what to install."""
+    """None when a usable Java is present, else a message saying what is wrong and what to
+    install."""
     version = java_version(env)
     if version is None:
         where = "JAVA_HOME" if (env or os.environ).get("JAVA_HOME") else "PATH"
-        return f"PySpark needs Java {minimum}+, but no working `java` was found on {where}: {INSTALL_HINT}"
+        return (
+            f"PySpark needs Java {minimum}+, but no working "
+            f"`java` was found on {where}: {INSTALL_HINT}"
+        )
     if version < minimum:
         return (
             f"PySpark needs Java {minimum}+, but `java -version` reports {version}: {INSTALL_HINT}"

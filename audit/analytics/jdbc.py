@@ -102,7 +102,8 @@ class JdbcSource:
 
 
 def from_export_columns(frame: DataFrame, table: str) -> DataFrame:
-    """An export query's rows as the dataset has them: epoch µs -> timestamps, day number -> date."""
+    """An export query's rows as the dataset has them: epoch µs -> timestamps, day number ->
+    date."""
     columns = [
         F.timestamp_micros(F.col(f.name)).alias(f.name) if f.type == TS else F.col(f.name)
         for f in TABLES[table]

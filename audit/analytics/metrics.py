@@ -59,7 +59,8 @@ def _count_if(condition: Column) -> Column:
 
 
 def job_counts(jobs: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """keys + jobs, completed, failed, cancelled, with_failure, recovered, failure_rate, retry_recovery_rate."""
+    """keys + jobs, completed, failed, cancelled, with_failure, recovered, failure_rate,
+    retry_recovery_rate."""
     status, had_failure = F.col("status"), F.col("failed_attempts") > 0
     columns = [
         F.count(F.lit(1)).cast("long").alias("jobs"),

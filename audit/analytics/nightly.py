@@ -32,7 +32,8 @@ def nightly_window(fired_at: datetime, zone: str) -> tuple[date, date]:
 def report_command(
     since: date, until: date, out: str | Path, master: str | None = None, extra: Sequence[str] = ()
 ) -> list[str]:
-    """argv of `python -m audit.analytics` for a window (the database URL goes in the environment)."""
+    """argv of `python -m audit.analytics` for a window (the database URL goes in the
+    environment)."""
     argv = [
         sys.executable,
         "-m",
@@ -50,7 +51,8 @@ def report_command(
 
 
 def _env(database_url: str, env: Mapping[str, str] | None) -> dict[str, str]:
-    # The URL may hold a password: pass it in the environment, not on the command line (ps shows argv).
+    # The URL may hold a password: pass it in the environment, not on the command line (ps shows
+    # argv).
     return {**(os.environ if env is None else env), "HORAE_DATABASE_URL": database_url}
 
 
@@ -68,7 +70,8 @@ def run_report_subprocess(
 ) -> subprocess.CompletedProcess[str]:
     """Run the whole report (export, analyze, publish) in a child Python process and wait.
 
-    Blocking: from async code use `run_report_async`, or `asyncio.to_thread(run_report_subprocess, ...)`.
+    Blocking: from async code use `run_report_async`, or
+    `asyncio.to_thread(run_report_subprocess, ...)`.
 
     Args:
         database_url: the audit database (handed over as HORAE_DATABASE_URL).
@@ -179,7 +182,7 @@ async def install_nightly(scheduler: Scheduler) -> str:
         retry={"attempts": 2, "backoff": {"type": "fixed", "delay": 600_000}},
     )
     return (
-        f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) in namespace "
-        f"{scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
+        f"nightly analytics on: cron {NIGHTLY_TOPIC} ({conf.nightly_cron} {conf.nightly_tz}) "
+        f"in namespace {scheduler.settings.namespace!r}, reports under {conf.report_dir}/; "
         f"`horae cron delete {NIGHTLY_TOPIC}` drops it"
     )

@@ -31,7 +31,8 @@ _NOT_ALNUM_AFTER = "(?![0-9A-Za-z])"
 RULES: Final[tuple[tuple[str, str], ...]] = (
     # UUIDs, any case, with hyphens.
     (f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}", "<uuid>"),
-    # "double", `back` and 'single' quoted values; an apostrophe inside a word (can't) opens nothing.
+    # "double", `back` and 'single' quoted values; an apostrophe inside a word (can't) opens
+    # nothing.
     ('"[^"]*"', "<str>"),
     ("`[^`]*`", "<str>"),
     (f"{_NOT_ALNUM_BEFORE}'[^']*'", "<str>"),

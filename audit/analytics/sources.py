@@ -38,8 +38,9 @@ class ParquetSource:
         missing_report = sorted(set(window.report_utc_days) - set(present))
         if missing_report:
             raise DatasetMissing(
-                f"{table}: UTC days {', '.join(str(d) for d in missing_report)} are not in the dataset at "
-                f"{self.location.uri}; run the export (horae report without --no-export) first"
+                f"{table}: UTC days {', '.join(str(d) for d in missing_report)} "
+                f"are not in the dataset at {self.location.uri}; run the export "
+                f"(horae report without --no-export) first"
             )
         skipped = sorted(set(window.all_utc_days) - set(present))
         if skipped:

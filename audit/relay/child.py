@@ -3,8 +3,8 @@
 On a thread (relay_thread.py) the relay's Python work still shares the worker's GIL: a
 worker whose core is busy falls behind while the relay decodes and folds (bench
 `e2e_split` on one saturated core: latency p99 34 ms with the relay on a thread, 4.6 ms
-with it in a process of its own). A child process has its own interpreter and is one setting away, where
-`horae audit relay` is one more service to deploy.
+with it in a process of its own). A child process has its own interpreter and is one setting away,
+where `horae audit relay` is one more service to deploy.
 
 The worker's first start spawns it (`python -m audit.relay.child`, the settings on its
 stdin, never in argv or the environment), restarts it with backoff if it exits, and on
@@ -124,7 +124,8 @@ class ChildRelay:
             stdout=asyncio.subprocess.PIPE,
         )  # stderr: the worker's own (the child logs there)
         assert proc.stdin is not None and proc.stdout is not None
-        # The parent is this process as it spawns (a Scheduler made before a fork spawns from the child).
+        # The parent is this process as it spawns (a Scheduler made before a fork spawns from the
+        # child).
         proc.stdin.write(
             json.dumps(
                 {"parent": os.getpid(), "settings": self._settings, "model": self._model}

@@ -259,8 +259,8 @@ class AuditRelay:
                 await self.stream.park(group, f"{type(error).__name__}: {error}")
                 _parked_counter().add(len(group))
                 log.warning(
-                    "audit relay: PostgreSQL refuses the events of job %r (%s: %s); %d parked in %s, "
-                    "the relay goes on",
+                    "audit relay: PostgreSQL refuses the events of job "
+                    "%r (%s: %s); %d parked in %s, the relay goes on",
                     job_id,
                     type(error).__name__,
                     error,

@@ -388,8 +388,9 @@ class OutboxStream:
                     lag = await self._lag(conn, 2000)
                     age = f"{lag.oldest_age_s:.1f}s" if lag.oldest_age_s is not None else "n/a"
                     raise TimeoutError(
-                        f"audit flush timed out after {timeout}s: {lag.pending} outbox events not yet "
-                        f"committed to Postgres (oldest {age}); is an audit relay running and Postgres up?"
+                        f"audit flush timed out after {timeout}s: {lag.pending} "
+                        f"outbox events not yet committed to Postgres (oldest "
+                        f"{age}); is an audit relay running and Postgres up?"
                     )
                 await asyncio.sleep(poll_s)
 

@@ -123,7 +123,8 @@ class BatchWriter:
 
     async def _ready_pool(self) -> asyncpg.Pool:
         if self._pool is None:
-            # min_size=0: creating the pool never connects, so a relay starts while Postgres is down.
+            # min_size=0: creating the pool never connects, so a relay starts while Postgres is
+            # down.
             self._pool = await asyncpg.create_pool(
                 self._url,
                 min_size=0,

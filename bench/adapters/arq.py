@@ -35,8 +35,11 @@ class ArqAdapter(Adapter):
     def settings(self) -> dict[str, Any]:
         return {
             "queue_name": QUEUE,
-            "worker": "defaults (poll_delay 0.5 s, queue_read_limit max(max_jobs*5,100), keep_result 3600 s,"
-            " max_tries 5, job_timeout 300 s) + max_jobs=concurrency, handle_signals=False",
+            "worker": (
+                "defaults (poll_delay 0.5 s, queue_read_limit "
+                "max(max_jobs*5,100), keep_result 3600 s, max_tries 5, "
+                "job_timeout 300 s) + max_jobs=concurrency, handle_signals=False"
+            ),
             "retry (retry scenario)": f"handler raises arq.worker.Retry(defer={RETRY_DELAY_S:g}); "
             f"{RETRY_ATTEMPTS} runs expected (max_tries default 5)",
             "delayed": "_defer_until=aware UTC datetime",

@@ -83,7 +83,8 @@ class Adapter:
         return []
 
     async def finish(self) -> None:
-        """Work that belongs inside the measured time once every handler ran (horae: audit flush)."""
+        """Work that belongs inside the measured time once every handler ran (horae: audit
+        flush)."""
 
     async def settle(self) -> None:
         """Finish untimed setup work before the clock starts (horae: relay the pre-enqueued

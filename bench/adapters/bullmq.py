@@ -37,14 +37,21 @@ class BullmqAdapter(Adapter):
 
     def settings(self) -> dict[str, Any]:
         return {
-            "connection": "URL string (bullmq default: single_connection_client per Queue/Worker + 1 blocking)",
-            "worker opts": "defaults (drainDelay 5, lockDuration 30000, stalledInterval 30000, maxStalledCount 1)"
-            " + concurrency",
+            "connection": (
+                "URL string (bullmq default: single_connection_client "
+                "per Queue/Worker + 1 blocking)"
+            ),
+            "worker opts": (
+                "defaults (drainDelay 5, lockDuration 30000, "
+                "stalledInterval 30000, maxStalledCount 1) + concurrency"
+            ),
             "removeOnComplete": "default (keep)",
             "retry (retry scenario)": self.retry_opts,
             "delayed": "opts.delay = round((due - time.time()) * 1000) ms at add",
             "bulk": f"Queue.addBulk in chunks of {BULK_CHUNK}",
-            "priority (drain_priority)": f"opts.priority = {PRIORITY_BASE} - horae priority (1 highest)",
+            "priority (drain_priority)": (
+                f"opts.priority = {PRIORITY_BASE} - horae priority (1 highest)"
+            ),
             "rate limit (rate_limited)": "Worker opts.limiter {max, duration ms}",
         }
 

@@ -30,7 +30,8 @@ BULK_CHUNK = 1_000  # as the bullmq adapter's addBulk chunks
 
 
 def audit_wired() -> bool:
-    """True once the facade has the audit trail (`Scheduler.audit`); it was being built alongside this bench."""
+    """True once the facade has the audit trail (`Scheduler.audit`); it was being built alongside
+    this bench."""
     from scheduler import Scheduler
 
     return hasattr(Scheduler, "audit")
@@ -103,17 +104,30 @@ class HoraeAdapter(Adapter):
             "audit.block_ms": st.audit.block_ms,
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
             "worker.claim_batch": st.worker.claim_batch,
-            "worker.local_handoff": f"{st.worker.local_handoff} (a job scheduled for now by this process goes "
-            "straight to its own worker when a slot is free and nothing else is due)",
+            "worker.local_handoff": (
+                f"{st.worker.local_handoff} (a job scheduled for now by this process goes "
+                "straight to its own worker when a slot is free and nothing else is due)"
+            ),
             "worker.lease_ms": st.worker.lease_ms,
             "worker.recover_interval_s": st.worker.recover_interval_s,
             "retention.completed_count": st.retention.completed_count,
-            "retry (default jobs)": f"{st.retry.attempts} attempts, {st.retry.backoff} {st.retry.delay_ms} ms",
-            "retry (retry scenario)": f"{RETRY_ATTEMPTS} attempts, fixed {int(RETRY_DELAY_S * 1000)} ms",
+            "retry (default jobs)": (
+                f"{st.retry.attempts} attempts, {st.retry.backoff} {st.retry.delay_ms} ms"
+            ),
+            "retry (retry scenario)": (
+                f"{RETRY_ATTEMPTS} attempts, fixed {int(RETRY_DELAY_S * 1000)} ms"
+            ),
             "enqueue": "schedule_in(topic, 0) / schedule_at(topic, aware UTC datetime)",
-            "bulk": f"schedule_many in chunks of {BULK_CHUNK} (items: topic, payload, run_at when delayed, retry)",
-            "priority (drain_priority)": "priority= on each schedule_many item (-1/0/1, higher first)",
-            "rate limit (rate_limited)": "configure_topic(topic, TopicOptions(rate_limit=RateLimit(max, per)))",
+            "bulk": (
+                f"schedule_many in chunks of {BULK_CHUNK} (items: "
+                f"topic, payload, run_at when delayed, retry)"
+            ),
+            "priority (drain_priority)": (
+                "priority= on each schedule_many item (-1/0/1, higher first)"
+            ),
+            "rate limit (rate_limited)": (
+                "configure_topic(topic, TopicOptions(rate_limit=RateLimit(max, per)))"
+            ),
         }
 
     def _relay_note(self) -> Any:
@@ -122,7 +136,8 @@ class HoraeAdapter(Adapter):
             return st.relay
         if self.child_relay:
             return (
-                f"{st.relay}, relay_process = true (the worker's relay in a child process of its own, "
+                f"{st.relay}, relay_process = true (the "
+                f"worker's relay in a child process of its own, "
                 "started before the clock, inheriting the client core; its CPU counted; await "
                 "s.audit.flush(timeout=300) inside the measured time)"
             )
@@ -130,8 +145,9 @@ class HoraeAdapter(Adapter):
             core = self.options.get("relay_core")
             where = "on the client core" if core is None else f"pinned to core {core}"
             return (
-                f"{st.relay} (a `horae audit relay` process of its own, same Redis, PostgreSQL and namespace, "
-                f"{where}, started before the clock, its CPU counted; await flush(timeout=300) inside the "
+                f"{st.relay} (a `horae audit relay` process of its own, same "
+                f"Redis, PostgreSQL and namespace, {where}, started before the "
+                f"clock, its CPU counted; await flush(timeout=300) inside the "
                 "measured time)"
             )
         return (
@@ -182,7 +198,8 @@ class HoraeAdapter(Adapter):
 
     async def enqueue(self, job: Job) -> None:
         retry = self.retry_policy if job.retry else None
-        # priority= only when a scenario sets one: the other scenarios make the same call as before it existed
+        # priority= only when a scenario sets one: the other scenarios make the same call as before
+        # it existed
         extra = {} if job.priority is None else {"priority": job.priority}
         if job.due is None:
             await self.s.schedule_in(TOPIC, 0, payload=job.payload, retry=retry, **extra)

@@ -38,7 +38,9 @@ class SaqAdapter(Adapter):
             "worker": "defaults (timers schedule 1 s / sweep 60 s / abort 1 s / worker_info 10 s,"
             " dequeue_timeout 0 = blocking BLMOVE per slot) + concurrency",
             "job": "defaults (timeout 10 s, ttl 600 s, retries 1)",
-            "retry (retry scenario)": f"retries={RETRY_ATTEMPTS}, retry_delay={RETRY_DELAY_S:g}, retry_backoff False",
+            "retry (retry scenario)": (
+                f"retries={RETRY_ATTEMPTS}, retry_delay={RETRY_DELAY_S:g}, retry_backoff False"
+            ),
             "delayed": "scheduled=due epoch seconds (float)",
             "serializer": "default (json)",
         }

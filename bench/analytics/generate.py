@@ -38,7 +38,8 @@ def _message(
     if outcome == "worker_lost":
         return (
             "WorkerLost",
-            f"worker host-{rng.randrange(16**6):06x}-{rng.randrange(99)} lost its lease during attempt {attempt}",
+            f"worker host-{rng.randrange(16**6):06x}-{rng.randrange(99)} "
+            f"lost its lease during attempt {attempt}",
         )
     kind = (topic_index + rng.randrange(3)) % 4
     if kind == 0:
@@ -55,7 +56,8 @@ def _message(
         return "KeyError", f"'field_{rng.randrange(40)}'"
     return (
         "ValueError",
-        f"amount {rng.random() * 1000:.2f} exceeds limit {rng.randrange(500)} for account {rng.randrange(10**9)}",
+        f"amount {rng.random() * 1000:.2f} exceeds limit "
+        f"{rng.randrange(500)} for account {rng.randrange(10**9)}",
     )
 
 

@@ -133,7 +133,8 @@ def print_table(console: Console, table: Table) -> None:
 
 
 def iso(value: datetime | None) -> str | None:
-    """An instant as every output shows it (timeutil.rfc3339: 2026-11-27T00:45:12.020Z; None stays None)."""
+    """An instant as every output shows it (timeutil.rfc3339: 2026-11-27T00:45:12.020Z; None stays
+    None)."""
     return rfc3339(value)
 
 

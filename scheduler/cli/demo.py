@@ -107,7 +107,8 @@ async def run_demo(settings: Settings, console: Console, deadline_s: float = 45.
             f"schedule.failed events received: {[f.to_dict()['topic'] for f in failures]}"
         )
         console.print(
-            f"settled in {time.monotonic() - started:.1f} s; this run's {len(infos)} jobs: {run_counts(infos)}"
+            f"settled in {time.monotonic() - started:.1f} s; "
+            f"this run's {len(infos)} jobs: {run_counts(infos)}"
         )
         console.print(f"look further (the demo's jobs are in namespace {s.settings.namespace!r}):")
         for command in suggested_commands(s.settings.namespace, infos[-2].id, bool(audit)):

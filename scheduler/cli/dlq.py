@@ -58,8 +58,8 @@ async def _all_ids(s: Scheduler, topic: str) -> list[str]:
 async def _chosen(
     s: Scheduler, topic: str, ids: tuple[str, ...], all_: bool, verb: str, yes: bool
 ) -> list[str]:
-    """The dead letters to act on: the given ids (each must be held on `topic`), or every one with --all
-    (after a confirmation unless --yes)."""
+    """The dead letters to act on: the given ids (each must be held on `topic`), or every one with
+    --all (after a confirmation unless --yes)."""
     if bool(ids) == all_:
         raise click.UsageError("give dead-letter ids or --all (not both)")
     if not all_:
@@ -110,8 +110,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     def dlq_list(
         settings: Settings, topic: str, limit: int, cursor: str | None, as_json: bool
     ) -> None:
-        """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is printed;
-        `horae dlq topics` lists the dead-letter topics)."""
+        """List the dead letters of TOPIC, oldest first (one page; the next page's cursor is
+        printed; `horae dlq topics` lists the dead-letter topics)."""
 
         async def main() -> Any:
             async with Scheduler(settings=no_relay(settings)) as s:
@@ -142,12 +142,16 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         "--json",
         "as_json",
         is_flag=True,
-        help='One JSON object {"items": [{"topic", "count"}], "cursor": null} (as GET /api/v1/dead-letters) '
-        "instead of a table.",
+        help=(
+            'One JSON object {"items": [{"topic", "count"}], '
+            '"cursor": null} (as GET /api/v1/dead-letters) '
+            "instead of a table."
+        ),
     )
     @click.pass_obj
     def dlq_topics(settings: Settings, as_json: bool) -> None:
-        """The dead-letter topics and how many dead letters wait in each (the TOPIC of `dlq list`)."""
+        """The dead-letter topics and how many dead letters wait in each (the TOPIC of
+        `dlq list`)."""
 
         async def main() -> list[dict[str, Any]]:
             async with Scheduler(settings=no_relay(settings)) as s:
@@ -186,7 +190,10 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
 
 _HELP = {
-    "replay": "Schedule dead letters' payloads again on their source topic (new jobs, due now) and remove them.",
+    "replay": (
+        "Schedule dead letters' payloads again on their "
+        "source topic (new jobs, due now) and remove them."
+    ),
     "delete": "Delete dead letters of TOPIC.",
 }
 

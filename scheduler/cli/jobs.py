@@ -1,8 +1,8 @@
 """`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show`:
 find and act on jobs from the terminal (thin wrappers over the Scheduler facade; registered by
 scheduler/cli/main.py). Every command takes --json: one JSON document with the field names of the
-facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists of
-lines; a list is {"items": [...], "cursor": ...}.
+facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists
+of lines; a list is {"items": [...], "cursor": ...}.
 """
 
 from __future__ import annotations
@@ -171,7 +171,8 @@ def _log_text(line: str) -> str:
 
 
 def _parse_when(text: str, now_ms: int) -> datetime:
-    """WHEN of `reschedule`: a delay from now ("2h", "90s") or an ISO datetime (naive: wall time in --tz)."""
+    """WHEN of `reschedule`: a delay from now ("2h", "90s") or an ISO datetime (naive: wall time in
+    --tz)."""
     try:
         return ms_to_utc(now_ms + round(parse_duration(text, "WHEN") * 1000))
     except InvalidDelay:
@@ -184,8 +185,8 @@ def _parse_when(text: str, now_ms: int) -> datetime:
         return datetime.fromisoformat(text)
     except ValueError:
         raise Invalid(
-            f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: wall time in --tz) or a "
-            f"delay such as 2h or 90s; got {text!r}"
+            f"WHEN must be an ISO datetime such as 2030-01-05T09:00 (naive: "
+            f"wall time in --tz) or a delay such as 2h or 90s; got {text!r}"
         ) from None
 
 
@@ -336,8 +337,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
             if t.waiting and topic in (None, t.topic):
                 since = when_text(t.waiting_since)
                 click.echo(
-                    f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker since {since} "
-                    f"(last served {when_text(t.last_served)} by {t.app})"
+                    f"unserved: {t.waiting} due jobs of topic {t.topic} wait for a worker "
+                    f"since {since} (last served {when_text(t.last_served)} by {t.app})"
                 )
 
     for verb in ("cancel", "retry", "delete"):
@@ -443,9 +444,13 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
     @jobs.command(
         verb,
         help={
-            "cancel": "Cancel jobs: a waiting or retrying job never runs again; a running attempt finishes "
-            "but the job ends cancelled.",
-            "retry": "Run failed or cancelled jobs again, due now, with a fresh budget of attempts.",
+            "cancel": (
+                "Cancel jobs: a waiting or retrying job never runs again; "
+                "a running attempt finishes but the job ends cancelled."
+            ),
+            "retry": (
+                "Run failed or cancelled jobs again, due now, with a fresh budget of attempts."
+            ),
             "delete": "Delete jobs that are not running (their ids are free again).",
         }[verb],
     )
@@ -468,15 +473,15 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
                 results = []
                 for i in unique:
                     after = await s.get_job(i)
-                    ok = i in changed
+                    ok, was = i in changed, before[i]
                     error = (
                         None
                         if ok
                         else _missing(settings, i)
-                        if before[i] is None
+                        if was is None
                         else f"{i}: not {DONE[verb]}: it is "
-                        f"{(after or before[i]).state.value}; {REFUSED[verb]}"
-                    )  # type: ignore[union-attr]
+                        f"{(after or was).state.value}; {REFUSED[verb]}"
+                    )
                     results.append(
                         {
                             "id": i,
@@ -501,13 +506,16 @@ def _operation(jobs: click.Group, run: Run, verb: str) -> None:
 
 
 async def _act(s: Scheduler, verb: str, ids: list[str]) -> set[str]:
-    """The ids the operation changed (cancel: one cancel_many call, then each job's state read back)."""
+    """The ids the operation changed (cancel: one cancel_many call, then each job's state read
+    back)."""
     if verb == "cancel":
         states = {i: (await s.get_job(i)) for i in ids}
-        waiting = [i for i in ids if states[i] is not None and not states[i].state.terminal]  # type: ignore[union-attr]
+        waiting = [i for i in ids if (job := states[i]) is not None and not job.state.terminal]
         if not await s.cancel_many(waiting):
             return set()
         after = {i: await s.get_job(i) for i in waiting}
-        return {i for i in waiting if after[i] is not None and after[i].state is JobState.CANCELLED}  # type: ignore[union-attr]
+        return {
+            i for i in waiting if (job := after[i]) is not None and job.state is JobState.CANCELLED
+        }
     op: Callable[[str], Awaitable[bool]] = s.retry if verb == "retry" else s.delete
     return {i for i in ids if await op(i)}

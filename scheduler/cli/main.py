@@ -147,7 +147,10 @@ def _run(coro: Any) -> Any:
 @click.option(
     "--metrics-host",
     default=None,
-    help="Address of the metrics port (default [telemetry] metrics_host: loopback, 0.0.0.0 in a container).",
+    help=(
+        "Address of the metrics port (default [telemetry] "
+        "metrics_host: loopback, 0.0.0.0 in a container)."
+    ),
 )
 @click.option(
     "--health-port",
@@ -158,7 +161,10 @@ def _run(coro: Any) -> Any:
 @click.option(
     "--health-host",
     default=None,
-    help="Address of the health port (default [worker] health_host: loopback, 0.0.0.0 in a container).",
+    help=(
+        "Address of the health port (default [worker] "
+        "health_host: loopback, 0.0.0.0 in a container)."
+    ),
 )
 @click.option(
     "--nightly",
@@ -192,12 +198,14 @@ def worker(
         and not [t for t in registry.topics() if t != SCHEDULE_FAILED_TOPIC]
     ):
         _refuse(
-            "the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic"
+            "the worker has no listeners: pass --app "
+            "module[:registry], or --all-topics to claim every topic"
         )
     nightly = nightly or settings.analytics.nightly
     if nightly and not (settings.audit.enabled and settings.audit.relay):
         _refuse(
-            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)"
+            "the nightly analytics report needs this worker to "
+            "relay the audit trail ([audit] enabled and relay)"
         )
     telemetry = setup_telemetry(settings.telemetry, metrics_port, metrics_host)
     port = settings.worker.health_port if health_port is None else health_port
@@ -470,7 +478,8 @@ def services_stop(settings: Settings) -> None:
 @services.command("status")
 @click.pass_context
 def services_status(ctx: click.Context) -> None:
-    """The config file and data directory in use; each server's URL and whether it runs or answers."""
+    """The config file and data directory in use; each server's URL and whether it runs or
+    answers."""
     import os
 
     from scheduler.core.datadir import config_file
@@ -541,7 +550,8 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `partitions`, `workers` and `cron show`, wired here: the CLI is a composition root."""
+    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `partitions`, `workers`
+    and `cron show`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
     from console.cli import register as register_console

@@ -89,12 +89,14 @@ def register(cli: click.Group, run: Run) -> None:
 
     @cli.group("partitions")
     def partitions() -> None:
-        """The namespace's partitions (README: Scaling out): its stored count, and moving it to another."""
+        """The namespace's partitions (README: Scaling out): its stored count, and moving it to
+        another."""
 
     @partitions.command("status")
     @click.pass_obj
     def status(settings: Settings) -> None:
-        """The stored partition count, this configuration's, a migration in progress and each partition's jobs."""
+        """The stored partition count, this configuration's, a migration in progress and each
+        partition's jobs."""
         from scheduler.ops.migration_checks import status_lines
 
         async def main() -> list[str]:

@@ -46,7 +46,8 @@ CLEARABLE = (
 
 
 class OneLineCommand(click.Command):
-    """A subcommand whose usage errors (a bad option value, a missing argument) are one line, exit 2."""
+    """A subcommand whose usage errors (a bad option value, a missing argument) are one line, exit
+    2."""
 
     def make_context(
         self,
@@ -170,7 +171,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @cli.group()
     def topics() -> None:
-        """Topics' configuration: policy, retry, timeout, rate limit, concurrency, priority, dead letters."""
+        """Topics' configuration: policy, retry, timeout, rate limit, concurrency, priority, dead
+        letters."""
 
     @topics.command("list", cls=OneLineCommand)
     @click.option(
@@ -181,8 +183,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     )
     @click.pass_obj
     def topics_list(settings: Settings, as_json: bool) -> None:
-        """Every topic that has jobs, a configuration or memory (as the console lists them), by name:
-        its options (the defaults when it has no configuration) and its jobs per state."""
+        """Every topic that has jobs, a configuration or memory (as the console lists them), by
+        name: its options (the defaults when it has no configuration) and its jobs per state."""
 
         async def main() -> tuple[list[dict[str, Any]], list[KnownTopic]]:
             async with Scheduler(settings=settings) as s:
@@ -231,8 +233,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
     @click.argument("name")
     @click.pass_obj
     def topics_forget(settings: Settings, name: str) -> None:
-        """Forget that a worker served topic NAME: its waiting jobs complete as no_listener (unless a
-        worker with listeners for it serves it again)."""
+        """Forget that a worker served topic NAME: its waiting jobs complete as no_listener (unless
+        a worker with listeners for it serves it again)."""
 
         async def main() -> tuple[bool, bool]:
             async with Scheduler(settings=settings) as s:
@@ -483,7 +485,8 @@ _KNOWN_COLUMNS = (
 
 
 def known_table(known: list[KnownTopic], namespace: str) -> Table:
-    """The known topics (served within [worker] topic_memory), and the jobs of each that wait for a worker."""
+    """The known topics (served within [worker] topic_memory), and the jobs of each that wait for a
+    worker."""
     table = Table(*_KNOWN_COLUMNS, title=f"topics workers served in {namespace}")
     for t in known:
         table.add_row(

@@ -81,12 +81,13 @@ class WorkerSettings(Section):
     partitions: str = (
         ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
     )
-    # /healthz and /readyz of `horae worker` (scheduler/observe/health.py; 0 = not served) and their address
-    # ("" = loopback, or every interface in a container: health.bind_host).
+    # /healthz and /readyz of `horae worker` (scheduler/observe/health.py; 0 = not served) and their
+    # address ("" = loopback, or every interface in a container: health.bind_host).
     health_port: int = Field(0, ge=0, le=65_535)
     health_host: str = ""
-    # Child processes for listeners of executor="process" (scheduler/worker/process_pool.py): at most this many
-    # (0 = the machine's core count), each replaced after this many jobs or above this RSS after a job (0 = never).
+    # Child processes for listeners of executor="process" (scheduler/worker/process_pool.py): at
+    # most this many (0 = the machine's core count), each replaced after this many jobs or above
+    # this RSS after a job (0 = never).
     processes: int = Field(0, ge=0, le=1_024)
     max_jobs_per_child: int = Field(0, ge=0)
     max_memory_mb_per_child: int = Field(0, ge=0)

@@ -35,7 +35,8 @@ def find_config(start: Path | None = None) -> Path | None:
 
 
 def config_file(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
-    """The config file to read: `path`, else HORAE_CONFIG, else the nearest horae.toml (may not exist)."""
+    """The config file to read: `path`, else HORAE_CONFIG, else the nearest horae.toml (may not
+    exist)."""
     if path:
         return Path(path).expanduser()
     if env.get("HORAE_CONFIG"):
@@ -44,7 +45,8 @@ def config_file(path: str | Path | None, env: Mapping[str, str]) -> Path | None:
 
 
 def user_data_dir(env: Mapping[str, str]) -> Path:
-    """`$XDG_DATA_HOME/horae`, else `$HOME/.local/share/horae` (a relative XDG_DATA_HOME is ignored, per XDG)."""
+    """`$XDG_DATA_HOME/horae`, else `$HOME/.local/share/horae` (a relative XDG_DATA_HOME is ignored,
+    per XDG)."""
     xdg = env.get("XDG_DATA_HOME", "")
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / "horae"

@@ -20,7 +20,7 @@
     ├── ConfigError                a setting in a file or env var is wrong
     ├── MigrationRefused           `horae partitions migrate`: a precondition does not hold
     └── StorageError               Redis or PostgreSQL failed underneath us
-        └── AuditUnavailable       the audit trail's PostgreSQL cannot be reached (Redis may be fine)
+        └── AuditUnavailable       the audit trail's PostgreSQL is unreachable (Redis may be fine)
             └── (audit.reader.FlushUnavailable, also a TimeoutError: a flush that cannot commit)
 
 Listeners may raise Retry(delay=...) to pick their own delay or DoNotRetry to
@@ -100,7 +100,8 @@ class InvalidFlowOption(ScheduleError):
 
 
 class TopicPolicyLocked(ScheduleError):
-    """A topic's policy cannot change once stored (delete the topic to pick another); nothing was stored."""
+    """A topic's policy cannot change once stored (delete the topic to pick another); nothing was
+    stored."""
 
     code = "TOPIC_POLICY_LOCKED"
 
@@ -141,7 +142,8 @@ class InvalidProgress(ScheduleError):
 
 
 class WaitTimeout(SchedulerError, TimeoutError):
-    """The job did not reach a terminal state within the wait's timeout (it goes on; nothing changed)."""
+    """The job did not reach a terminal state within the wait's timeout (it goes on; nothing
+    changed)."""
 
 
 class LeaseLost(SchedulerError):

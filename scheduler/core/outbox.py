@@ -210,7 +210,8 @@ def error_doc(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def error_of(exc: BaseException, frames: int = 4) -> ErrorRecord:
     """The error record of an exception: its type, message and its traceback's last `frames` frames,
-    the frames of horae's own dispatch code left out (built here once, so every reader shows the same)."""
+    the frames of horae's own dispatch code left out (built here once, so every reader shows the
+    same)."""
     te = _traceback.TracebackException.from_exception(exc)
     _trimmed(te, frames)
     return error_record(type(exc).__name__, str(exc), "".join(te.format())[-2000:])

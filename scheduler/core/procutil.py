@@ -31,7 +31,8 @@ def locked(data_dir: Path, name: str) -> Iterator[None]:
 
 
 def pid_exists(pid: int) -> bool:
-    """True when pid is there in any state, a zombie or a process whose threads still exit included."""
+    """True when pid is there in any state, a zombie or a process whose threads still exit
+    included."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

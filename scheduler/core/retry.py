@@ -36,7 +36,8 @@ BACKOFF_KEYS = ("type", "delay", "max_delay", "jitter")
 def _check_int(field: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RetryPolicyInvalid(
-            f"{field} must be an integer from {low:,} to {high:,}; got {shown(value)} ({type(value).__name__})",
+            f"{field} must be an integer from {low:,} to {high:,}; "
+            f"got {shown(value)} ({type(value).__name__})",
             field=field,
         )
     if not low <= value <= high:
@@ -68,12 +69,14 @@ class Backoff:
         _check_int("backoff.max_delay", self.max_delay_ms, MIN_MAX_DELAY_MS, MAX_MAX_DELAY_MS)
         if self.max_delay_ms < self.delay_ms:
             raise RetryPolicyInvalid(
-                f"backoff.max_delay must be >= backoff.delay ({self.delay_ms:,}); got {self.max_delay_ms:,}",
+                f"backoff.max_delay must be >= backoff.delay "
+                f"({self.delay_ms:,}); got {self.max_delay_ms:,}",
                 field="backoff.max_delay",
             )
         if self.jitter not in JITTER_MODES:
             raise RetryPolicyInvalid(
-                f"backoff.jitter must be one of {', '.join(JITTER_MODES)}; got {shown(self.jitter)}",
+                f"backoff.jitter must be one of "
+                f"{', '.join(JITTER_MODES)}; got {shown(self.jitter)}",
                 field="backoff.jitter",
             )
 
@@ -120,7 +123,8 @@ class RetryPolicy:
         _check_int("attempts", self.attempts, MIN_ATTEMPTS, MAX_ATTEMPTS)
         if not isinstance(self.backoff, Backoff):
             raise RetryPolicyInvalid(
-                f"backoff must be a Backoff or a mapping with type and delay; got {shown(self.backoff)}",
+                f"backoff must be a Backoff or a mapping with "
+                f"type and delay; got {shown(self.backoff)}",
                 field="backoff",
             )
 
@@ -149,7 +153,8 @@ class RetryPolicy:
         return RetryDecision(low if requested < low else high, requested)
 
     def to_dict(self) -> dict[str, Any]:
-        """The plain form: {"attempts": n, "backoff": {"type": t, "delay": ms, "max_delay": ms, "jitter": j}}."""
+        """The plain form: {"attempts": n, "backoff": {"type": t, "delay": ms, "max_delay": ms,
+        "jitter": j}}."""
         b = self.backoff
         return {
             "attempts": self.attempts,
@@ -175,7 +180,8 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
     if not isinstance(value, Mapping):
         raise RetryPolicyInvalid(
             f"retry must be a RetryPolicy or a mapping like "
-            f'{{"attempts": 3, "backoff": {{"type": "fixed", "delay": 10000}}}}; got {shown(value)}',
+            f'{{"attempts": 3, "backoff": {{"type": "fixed", '
+            f'"delay": 10000}}}}; got {shown(value)}',
             field="retry",
         )
     unknown = set(value) - {"attempts", "backoff"}
@@ -190,7 +196,8 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
         extra = set(backoff_raw) - set(BACKOFF_KEYS)
         if extra:
             raise RetryPolicyInvalid(
-                f"retry.backoff has unknown keys {sorted(extra)}; allowed: {', '.join(BACKOFF_KEYS)}",
+                f"retry.backoff has unknown keys {sorted(extra)}; "
+                f"allowed: {', '.join(BACKOFF_KEYS)}",
                 field="backoff",
             )
         d = default.backoff
@@ -204,7 +211,8 @@ def parse_retry(value: RetryPolicy | Mapping[str, Any] | None, default: RetryPol
         backoff = backoff_raw
     else:
         raise RetryPolicyInvalid(
-            f'retry.backoff must be a mapping {{"type": ..., "delay": ms, "max_delay": ms, "jitter": ...}}; '
+            f'retry.backoff must be a mapping {{"type": ..., '
+            f'"delay": ms, "max_delay": ms, "jitter": ...}}; '
             f"got {shown(backoff_raw)}",
             field="backoff",
         )

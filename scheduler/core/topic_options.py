@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from scheduler.core.errors import InvalidFlowOption, ScheduleError, shown
 from scheduler.core.flow import RateLimit, check_int, duration_ms, parse_priority
-from scheduler.core.retry import Backoff, RetryPolicy, parse_retry
+from scheduler.core.retry import Backoff, BackoffType, Jitter, RetryPolicy, parse_retry
 from scheduler.core.validation import check_dead_letter, check_topic
 from scheduler.store.scripts import JOB_DEFAULTS
 
@@ -148,16 +148,17 @@ def topic_options(stored: Mapping[str, str]) -> TopicOptions:
         d = JOB_DEFAULTS  # a field missing beside `max` reads as the job hash reads it
         retry = RetryPolicy(
             int(stored["max"]),
-            Backoff(
-                stored.get("btype") or d["btype"],
-                int(stored.get("bdelay") or d["bdelay"]),  # type: ignore[arg-type]
+            Backoff(  # the stored strings were checked when written
+                cast(BackoffType, stored.get("btype") or d["btype"]),
+                int(stored.get("bdelay") or d["bdelay"]),
                 int(stored.get("bmax") or d["bmax"]),
-                stored.get("bjit") or d["bjit"],
+                cast(Jitter, stored.get("bjit") or d["bjit"]),
             ),
-        )  # type: ignore[arg-type]
+        )
     timeout, rl_max, rl_per = num("timeout"), num("rl_max"), num("rl_per")
     return TopicOptions(
-        policy=stored.get("policy") or "standard",  # type: ignore[arg-type]  # written by check_topic_options
+        # written by check_topic_options
+        policy=cast(Policy, stored.get("policy") or "standard"),
         retry=retry,
         timeout=None if timeout is None else timedelta(milliseconds=timeout),
         rate_limit=(
@@ -173,7 +174,8 @@ def topic_options(stored: Mapping[str, str]) -> TopicOptions:
 
 
 def describe(name: str, options: TopicOptions) -> dict[str, Any]:
-    """The JSON form of stored options (`horae topics show --json`): stable field names, ms integers."""
+    """The JSON form of stored options (`horae topics show --json`): stable field names, ms
+    integers."""
     o = options
     rl = o.rate_limit
     return {

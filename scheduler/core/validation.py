@@ -209,7 +209,8 @@ def check_cron_name(name: object) -> str:
     """
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_ID_LEN:
         raise InvalidCron(
-            f"name must be a non-empty string of at most {MAX_ID_LEN} characters; got {shown(name)}",
+            f"name must be a non-empty string of at most "
+            f"{MAX_ID_LEN} characters; got {shown(name)}",
             field="name",
         )
     return check_text(name, "name", InvalidCron)

@@ -90,7 +90,8 @@ class CronSchedules:
             == ScriptCode.OTHER_ORIGIN
         ):
             raise InvalidCron(
-                f"schedule {name!r} is declared beside a listener (@on_event(..., cron= or every=)) "
+                f"schedule {name!r} is declared beside a "
+                f"listener (@on_event(..., cron= or every=)) "
                 "and kept by its workers: change it in the code, or use another name",
                 field="name",
             )

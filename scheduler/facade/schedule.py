@@ -34,11 +34,17 @@ class ScheduleCalls:
     """Mixed into Scheduler, which provides the attributes below."""
 
     if TYPE_CHECKING:
-        _scheduling: Scheduling
-        clock: Clock
-        store: RedisStore
         tracer: Tracer
         metrics: Metrics
+
+        # Read-only here because Scheduler provides them as properties (a plain attribute
+        # declaration would make them writeable, which a property cannot override).
+        @property
+        def _scheduling(self) -> Scheduling: ...
+        @property
+        def clock(self) -> Clock: ...
+        @property
+        def store(self) -> RedisStore: ...
 
     async def schedule(
         self,
@@ -94,16 +100,18 @@ class ScheduleCalls:
         """Run every listener of `topic` at `run_at`.
 
         Args:
-            topic: listeners registered with @on_event(topic) run (its schema, if any, checks payload).
+            topic: listeners registered with @on_event(topic) run (its schema, if any, checks
+                payload).
             run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
             tz: IANA zone name for a naive run_at (and recorded with the job).
             payload, metadata: JSON-serializable value for listeners; JSON object kept with the job.
-            retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay", "jitter"}}
-                (omitted: the topic's TopicOptions.retry, else the configured default).
+            retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay",
+                "jitter"}} (omitted: the topic's TopicOptions.retry, else the configured default).
             timeout: per-attempt limit (omitted: the topic's, else the configured default).
             job_id: idempotency key.
             dead_letter: topic a copy goes to when the last attempt fails (default: the topic's).
-            key: the unit of the topic's policy, per-key rate limit and FIFO (README "Flow control").
+            key: the unit of the topic's policy, per-key rate limit and FIFO (README "Flow
+                control").
             dedupe: Dedupe(key, window=, mode=): a later call with the same key inside the
                 window creates nothing (throttle) or moves the waiting job (debounce).
             priority: integer, higher first, or "low"/"normal"/"high" (default: the topic's).

@@ -81,8 +81,8 @@ class Topics:
         code, before = await self._host.store.put_topic(name, topic_fields(checked))
         if code == TopicCode.POLICY_LOCKED:
             raise TopicPolicyLocked(
-                f"topic {name!r} has policy {before!r}; a topic's policy cannot change (got {checked.policy!r}): "
-                f"delete the topic to choose another",
+                f"topic {name!r} has policy {before!r}; a topic's policy cannot "
+                f"change (got {checked.policy!r}): delete the topic to choose another",
                 old=before,
                 new=checked.policy,
             )
@@ -101,7 +101,8 @@ class Topics:
         return await self._host.store.blocked_keys(check_topic(topic))
 
     async def delete(self, name: str, force: bool = False) -> bool:
-        """Delete a topic's configuration; refused while it has jobs unless `force` (the jobs stay)."""
+        """Delete a topic's configuration; refused while it has jobs unless `force` (the jobs
+        stay)."""
         check_topic(name, "name")
         if not isinstance(force, bool):
             raise ScheduleError(f"force must be True or False; got {shown(force)}", field="force")
@@ -109,7 +110,8 @@ class Topics:
             counts = await self._host.store.stats(name)
             if any(counts.values()):
                 raise TopicInUse(
-                    f"topic {name!r} still has jobs ({counts}); pass force=True to delete it anyway",
+                    f"topic {name!r} still has jobs ({counts}); "
+                    f"pass force=True to delete it anyway",
                     field="name",
                 )
         return await self._host.store.remove_topic(name)

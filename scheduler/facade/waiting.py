@@ -52,7 +52,8 @@ class Waiters:
         return (await self.wait_many([job_id], timeout))[0]
 
     async def wait_many(self, job_ids: Iterable[str], timeout: Timeout = None) -> list[JobInfo]:
-        """Every job once each is terminal, in the order of `job_ids` (as wait; one timeout for all).
+        """Every job once each is terminal, in the order of `job_ids` (as wait; one timeout for
+        all).
 
         Raises:
             WaitTimeout, JobNotFound (for the first unknown id; the other waits stop), InvalidJobId,

@@ -200,7 +200,10 @@ def worker_readiness(
 
         reason = await first_failure([("redis", redis)], urls)
         if reason is None and not any(getattr(w, "id", None) == worker_id for w in live):
-            return f"worker {worker_id} is not in the worker registry (no live heartbeat advertises it)"
+            return (
+                f"worker {worker_id} is not in the worker "
+                f"registry (no live heartbeat advertises it)"
+            )
         return reason
 
     return check

@@ -72,18 +72,26 @@ class Metrics:
         )
         self.invalid_payload = meter.create_counter(
             "horae_jobs_invalid_payload_total",
-            description="Jobs completed without running listeners: their topic's schema refused the payload",
+            description=(
+                "Jobs completed without running listeners: their topic's schema refused the payload"
+            ),
         )
         self.scheduled = meter.create_counter(
             "horae_jobs_scheduled_total", description="Jobs scheduled"
         )
         self.deduplicated = meter.create_counter(
             "horae_jobs_deduplicated_total",
-            description="Scheduling calls a dedupe key or the topic's policy folded into an existing job, by reason",
+            description=(
+                "Scheduling calls a dedupe key or the topic's "
+                "policy folded into an existing job, by reason"
+            ),
         )
         self.backlog_warnings = meter.create_counter(
             "horae_topic_warning_size_exceeded_total",
-            description="Jobs scheduled while their topic's waiting + retrying jobs exceeded its warning_size",
+            description=(
+                "Jobs scheduled while their topic's waiting + "
+                "retrying jobs exceeded its warning_size"
+            ),
         )
         self.attempts = meter.create_counter(
             "horae_attempts_total", description="Attempts by outcome"
@@ -100,7 +108,9 @@ class Metrics:
         self.retries = meter.create_counter("horae_retries_total", description="Retries scheduled")
         self.dead_letters_dropped = meter.create_counter(
             "horae_dead_letters_dropped_total",
-            description="Dead letters dropped by retention (age or the per-topic cap), by dead-letter topic",
+            description=(
+                "Dead letters dropped by retention (age or the per-topic cap), by dead-letter topic"
+            ),
         )
         # The Views of histogram_views() set the buckets where horae builds the provider; the
         # advisory gives the same buckets under an application's own SDK (one without Views).

@@ -50,14 +50,16 @@ class ClusterNodeView:
 
 
 def _client(address: ClusterAddress, host: str, port: int) -> redis.Redis:
-    """One node's client; no retries: a dead node is reported at once, not after redis-py's backoff."""
+    """One node's client; no retries: a dead node is reported at once, not after redis-py's
+    backoff."""
     return sync_client(
         address, node=(host, port), timeout_s=PROBE_TIMEOUT_S, retry=False, decode=True
     )
 
 
 def _probe(address: ClusterAddress, host: str, port: int) -> str:
-    """'reachable' when the node answers PING, else why not (as service_status.probe_redis says it)."""
+    """'reachable' when the node answers PING, else why not (as service_status.probe_redis says
+    it)."""
     try:
         with _client(address, host, port) as client:
             client.ping()
@@ -144,7 +146,10 @@ def _partitions(
         if legacy:
             stored = "1"
         else:
-            return f"namespace {namespace!r}: no data yet (this process is configured with {configured} partitions)"
+            return (
+                f"namespace {namespace!r}: no data yet (this process "
+                f"is configured with {configured} partitions)"
+            )
     text = f"namespace {namespace!r}: {stored} partition{'s' if str(stored) != '1' else ''}"
     if int(stored) != configured:
         text += f" (this process is configured with {configured}: it would be refused)"
@@ -175,7 +180,8 @@ def cluster_status_lines(url: str, namespace: str, configured_partitions: int) -
         f"cluster_state {info.get('cluster_state', '?')}, "
         f"{sum(n.up for n in masters)}/{len(masters)} masters up, "
         f"{sum(n.up for n in replicas)}/{len(replicas)} replicas up, "
-        f"{covered}/{SLOTS} slots covered; {_partitions(address, nodes, namespace, configured_partitions)}"
+        f"{covered}/{SLOTS} slots covered; "
+        f"{_partitions(address, nodes, namespace, configured_partitions)}"
     )
     down = [n.address for n in nodes if not n.up] + [
         f"{name} (seed)" for name, probe in strangers.items() if probe != "reachable"

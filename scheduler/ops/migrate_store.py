@@ -92,7 +92,8 @@ class MigrationStore:
 
     # ------------------------------------------------------------------ scans and reads
     async def scan(self, tag: Keys) -> list[str]:
-        """The names of every key of `tag`, after its prefix (on a cluster, on the tag's node only)."""
+        """The names of every key of `tag`, after its prefix (on a cluster, on the tag's node
+        only)."""
         kwargs: dict[str, Any] = {}
         if isinstance(self.redis, RedisCluster):
             kwargs["target_nodes"] = self.redis.get_node_from_key(tag.due)

@@ -90,8 +90,9 @@ class Migration:
         lay = await read_layout(self.store)
         if lay.counts is not None and lay.counts[1] != self.new:
             raise MigrationRefused(
-                f"namespace {self.ns!r}: a migration from partitions={lay.counts[0]} to partitions={lay.counts[1]} "
-                f"is in progress (started {lay.started} by {lay.by}); finish it first with "
+                f"namespace {self.ns!r}: a migration from partitions={lay.counts[0]} "
+                f"to partitions={lay.counts[1]} is in progress (started "
+                f"{lay.started} by {lay.by}); finish it first with "
                 f"`horae partitions migrate --to {lay.counts[1]}`"
             )
         old = lay.counts[0] if lay.counts is not None else lay.partitions
@@ -116,18 +117,21 @@ class Migration:
             if lay.counts is None:
                 await self.store.begin(old, self.new, _iso(self.now_ms()), self.by)
                 self.say(
-                    f"migration of {self.ns!r} from partitions={old} to partitions={self.new} recorded"
+                    f"migration of {self.ns!r} from partitions={old} "
+                    f"to partitions={self.new} recorded"
                 )
             else:
                 self.say(
-                    f"resuming the migration of {self.ns!r} from partitions={old} to partitions={self.new}"
+                    f"resuming the migration of {self.ns!r} from "
+                    f"partitions={old} to partitions={self.new}"
                 )
             await self._counters(old)
             router = await self._walk(old, summary, dry=False)
             if summary.conflicts:
                 raise MigrationRefused(
-                    f"{len(summary.conflicts)} job(s) or schedule(s) exist under the same name on two partitions "
-                    f"with different contents (left where they are): {', '.join(summary.conflicts[:10])}; "
+                    f"{len(summary.conflicts)} job(s) or schedule(s) exist under "
+                    f"the same name on two partitions with different contents "
+                    f"(left where they are): {', '.join(summary.conflicts[:10])}; "
                     "delete one of each and run the command again"
                 )
             await self._sweep(old, router)
@@ -377,7 +381,8 @@ class Migration:
 
     async def _sweep(self, old: int, router: Router) -> None:
         """Per-key structures no single job holds: a rate limit's state and a FIFO key's blocked
-        mark go where the key's jobs went; marks of jobs that left (copied with them) are removed."""
+        mark go where the key's jobs went; marks of jobs that left (copied with them) are
+        removed."""
         new_tags = tags(self.ns, self.new)
         for tag in all_tags(self.ns, old, self.new):
             await self._lock()

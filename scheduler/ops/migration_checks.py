@@ -61,7 +61,8 @@ async def problems(
             " ..." if len(live) > 5 else ""
         )
         found.append(
-            f"{len(live)} live worker(s) still beat: {names}; stop every worker of the namespace (their "
+            f"{len(live)} live worker(s) still beat: {names}; "
+            f"stop every worker of the namespace (their "
             "heartbeat lapses within its TTL after a kill)"
         )
     running = sum(int(n) for n in await store.many([("ZCARD", k.active) for k in every]))
@@ -74,7 +75,8 @@ async def problems(
         unrelayed += await store.unrelayed(k, outbox_group)
     if unrelayed:
         found.append(
-            f"{unrelayed} audit outbox event(s) are not relayed yet: run `horae audit relay` (or a worker "
+            f"{unrelayed} audit outbox event(s) are not relayed "
+            f"yet: run `horae audit relay` (or a worker "
             "with the relay on) until `horae audit lag` says pending 0"
         )
     return found
@@ -98,7 +100,8 @@ async def status_lines(store: MigrationStore, configured: int) -> list[str]:
         frm, to = lay.counts
         lines.append(
             f"migration: {frm} -> {to} in progress, started {lay.started} by {lay.by}, "
-            f"{lay.moved} jobs and schedules moved; finish it with `horae partitions migrate --to {to}`"
+            f"{lay.moved} jobs and schedules moved; finish "
+            f"it with `horae partitions migrate --to {to}`"
         )
         shown = all_tags(store.namespace, frm, to)
     else:

@@ -73,7 +73,8 @@ class Router:
 
     def job(self, job_id: str, fields: Mapping[str, str], dedupe: str = "") -> int:
         """A job's partition: its topic's home, else by key, else dedupe key (the hash's `dd`,
-        else `dedupe`: a windowed dedupe key it holds, which only the key's holder names), else id."""
+        else `dedupe`: a windowed dedupe key it holds, which only the key's holder names), else
+        id."""
         home = self.home(fields.get("topic", ""))
         if home is not None:
             return home

@@ -57,7 +57,8 @@ class ServiceUrls:
         """Passwords masked: a logged or printed value must not carry a secret."""
         return (
             f"ServiceUrls(redis_url={hide_password(self.redis_url)!r}, "
-            f"database_url={hide_password(self.database_url)!r}, redis_embedded={self.redis_embedded}, "
+            f"database_url={hide_password(self.database_url)!r}, "
+            f"redis_embedded={self.redis_embedded}, "
             f"database_embedded={self.database_embedded}, data_dir={self.data_dir!r})"
         )
 
@@ -212,7 +213,8 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
     if pid is None:
         raise StorageError(
-            f"embedded Redis could not bind 127.0.0.1:{port} (in use)\n{tail(redis_dir / 'redis.log')}"
+            f"embedded Redis could not bind 127.0.0.1:{port} "
+            f"(in use)\n{tail(redis_dir / 'redis.log')}"
         )
     state = {"pid": pid, "port": port, "version": _redis_version(binary)}
     write_json(redis_dir / "state.json", state)
@@ -249,7 +251,8 @@ def _launch_redis(binary: Path, redis_dir: Path, port: int, appendfsync: AppendF
         return None
     if not outcome:
         raise StorageError(
-            f"embedded Redis did not answer PING on 127.0.0.1:{port} within {START_TIMEOUT:.0f}s\n{tail(logfile)}"
+            f"embedded Redis did not answer PING on 127.0.0.1:{port} "
+            f"within {START_TIMEOUT:.0f}s\n{tail(logfile)}"
         )
     return int(outcome)
 

@@ -37,7 +37,8 @@ def is_cluster_url(url: str | None) -> bool:
 
 @dataclass(frozen=True)
 class ClusterAddress:
-    """Seed nodes of a cluster, the credentials every node shares and, for rediss, the TLS options."""
+    """Seed nodes of a cluster, the credentials every node shares and, for rediss, the TLS
+    options."""
 
     nodes: tuple[tuple[str, int], ...]
     username: str | None = None
@@ -65,7 +66,8 @@ def parse_cluster_url(url: str) -> ClusterAddress:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in CLUSTER_SCHEMES + _PLAIN_SCHEMES:
         raise ConfigError(
-            f"redis_url scheme {scheme!r}: a cluster needs redis+cluster://host:port[,host:port...] "
+            f"redis_url scheme {scheme!r}: a cluster needs "
+            f"redis+cluster://host:port[,host:port...] "
             "or, with TLS, rediss+cluster://host:port[,host:port...]"
         )
     tls = scheme.lower() in _TLS_SCHEMES
@@ -122,8 +124,8 @@ def _tls_options(query: str, tls: bool) -> tuple[tuple[str, str | bool], ...]:
 
 
 def url_partitions(url: str | None) -> int | None:
-    """The `partitions=N` query of a redis+cluster:// (or rediss+cluster://) URL (the layout travels with the address,
-    so every process given the URL agrees), or None.
+    """The `partitions=N` query of a redis+cluster:// (or rediss+cluster://) URL (the layout travels
+    with the address, so every process given the URL agrees), or None.
 
     Raises:
         ConfigError: a value that is not a whole number 1..1024.
@@ -165,7 +167,8 @@ def with_url_layout(settings: S) -> S:
         return settings
     if settings.cluster.partitions != 1:
         raise ConfigError(
-            f"redis_url says partitions={n} but [cluster] partitions={settings.cluster.partitions}: "
+            f"redis_url says partitions={n} but [cluster] "
+            f"partitions={settings.cluster.partitions}: "
             "give the count in one place"
         )
     return settings.model_copy(

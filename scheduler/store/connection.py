@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Connection:
-    """What connect() keeps: the resolved URLs, the client (owning its pool), the clock, the store."""
+    """What connect() keeps: the resolved URLs, the client (owning its pool), the clock, the
+    store."""
 
     services: ServiceUrls
     redis: aioredis.Redis

@@ -65,13 +65,15 @@ def layout_error(namespace: str, stored: int, configured: int) -> ConfigError:
     """The refusal of a process whose partition count differs from the namespace's."""
     return ConfigError(
         f"namespace {namespace!r} has partitions={stored} but this process is configured with "
-        f"partitions={configured}: every process of a namespace must use its stored count; to change "
-        f"it, stop every worker and producer and run `horae partitions migrate --to {configured}` "
+        f"partitions={configured}: every process of a namespace must "
+        f"use its stored count; to change it, stop every worker and "
+        f"producer and run `horae partitions migrate --to {configured}` "
         f"(README: Scaling out)"
     )
 
 
-# Fields of `{ns}:meta` while a migration runs (scheduler/ops/migration.py); `partitions` keeps the old count.
+# Fields of `{ns}:meta` while a migration runs (scheduler/ops/migration.py); `partitions` keeps the
+# old count.
 MIGRATION_FIELDS: Sequence[str] = (
     "migrating_from",
     "migrating_to",
@@ -86,8 +88,9 @@ def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError
     old, new, started, by = record
     return ConfigError(
         f"namespace {namespace!r} is being migrated from partitions={old} to partitions={new} "
-        f"(started {started} by {by}): no process may use it until the migration is finished; finish it "
-        f"by running `horae partitions migrate --to {new}` again (it resumes where it stopped), then "
+        f"(started {started} by {by}): no process may use it until the "
+        f"migration is finished; finish it by running `horae partitions "
+        f"migrate --to {new}` again (it resumes where it stopped), then "
         f"start every process with partitions={new} (README: Scaling out)"
     )
 

@@ -147,8 +147,8 @@ class ReadStore(StoreBase):
 
     @staticmethod
     def _apart(counts: dict[str, int], held: int) -> dict[str, int]:
-        """`counts` with the waiting dead letters moved from "scheduled" (where the counts hash keeps
-        them) to their own "dead_letter" key."""
+        """`counts` with the waiting dead letters moved from "scheduled" (where the counts hash
+        keeps them) to their own "dead_letter" key."""
         held = min(held, counts.get("scheduled", 0))
         return {**counts, "scheduled": counts.get("scheduled", 0) - held, DEAD_LETTER: held}
 

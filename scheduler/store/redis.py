@@ -97,9 +97,9 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         """Lease up to `limit` due jobs: of `topics` (none and not `unserved`: of every topic),
         and with `unserved` also of topics no live worker serves; but never, unless it is one of
         the `listened` topics (the worker has listeners for them), a topic a worker served less than
-        `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters waiting
-        on the `listened` topics. Returns the jobs, the next due ms and the next cron tick ms (None:
-        nothing waits)."""
+        `memory_ms` ago ([worker] topic_memory: its jobs wait for a worker); then dead letters
+        waiting on the `listened` topics. Returns the jobs, the next due ms and the next cron tick
+        ms (None: nothing waits)."""
         k = self.single
         raw = await self._run(
             "claim",
@@ -260,7 +260,8 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
     async def reschedule_job(
         self, job_id: str, run_at_ms: int, tz: str, now_ms: int, actor: str
     ) -> int:
-        """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a ScriptCode."""
+        """Move a waiting job to `run_at_ms` (now when past); OperationCode.RESCHEDULED or a
+        ScriptCode."""
         k = await self._job_keys(job_id)
         if k is None:
             return int(ScriptCode.NOT_FOUND)

@@ -77,7 +77,8 @@ PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
 
 class ScriptCode(IntEnum):
-    """Negative returns of the scripts: a refused transition (documented in each script's header)."""
+    """Negative returns of the scripts: a refused transition (documented in each script's
+    header)."""
 
     LEASE_LOST = -1
     LEASE_ALIVE = -2
@@ -88,7 +89,8 @@ class ScriptCode(IntEnum):
     WRONG_STATE = -7  # the job's state is not one the operation applies to
     DUPLICATE = -10
     KEY_REQUIRED = -11  # the topic's policy (key_strict_fifo) needs a key
-    OTHER_ORIGIN = -12  # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
+    # a schedule declared beside a listener vs one of schedule_cron: neither takes the other's name
+    OTHER_ORIGIN = -12
     WRONG_PARTITION = (
         -13
     )  # the job's topic lives on another partition (a topic-wide limit): re-sent there

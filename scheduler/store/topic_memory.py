@@ -27,7 +27,8 @@ WARN_EVERY_S = 60.0
 @dataclass(frozen=True)
 class KnownTopic:
     """A topic a worker served within the topic memory. `served`: a live worker serves it now;
-    else `waiting` of its jobs are due and wait for a worker, the earliest due at `waiting_since`."""
+    else `waiting` of its jobs are due and wait for a worker, the earliest due at
+    `waiting_since`."""
 
     topic: str
     last_served: datetime
@@ -39,7 +40,8 @@ class KnownTopic:
 
 
 def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
-    """KnownTopics from lua/known_topics.lua's rows (one per topic per partition: merged), by topic."""
+    """KnownTopics from lua/known_topics.lua's rows (one per topic per partition: merged), by
+    topic."""
     merged: dict[
         str, tuple[int, str, str, int, int, int]
     ] = {}  # topic -> last, worker, app, till, count, oldest
@@ -85,7 +87,8 @@ async def forget_topic(store: Any, topic: str, now_ms: int) -> bool:
 
 class UnservedWatch:
     """A worker's view of the unserved topics, refreshed by its housekeeping: forgets topics past
-    the memory, sets the gauge and warns about each topic waiting for a worker at most once a minute."""
+    the memory, sets the gauge and warns about each topic waiting for a worker at most once a
+    minute."""
 
     def __init__(self, store: Any, metrics: Metrics, memory_ms: int) -> None:
         self.store, self.metrics, self.memory_ms = store, metrics, memory_ms
@@ -104,8 +107,9 @@ class UnservedWatch:
             if t.waiting and now - self._warned.get(t.topic, -WARN_EVERY_S) >= WARN_EVERY_S:
                 self._warned[t.topic] = now
                 log.warning(
-                    "topic %r: %d due jobs wait for a worker since %s; no live worker serves it (last served %s "
-                    "by %s, %s); `horae topics forget %s` lets them complete as no_listener",
+                    "topic %r: %d due jobs wait for a worker since %s; no "
+                    "live worker serves it (last served %s by %s, %s); `horae "
+                    "topics forget %s` lets them complete as no_listener",
                     t.topic,
                     t.waiting,
                     t.waiting_since.isoformat() if t.waiting_since else "-",

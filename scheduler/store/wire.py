@@ -84,7 +84,8 @@ class NotReplicated(ResponseError):
 
 
 def _redirected(reply: Any) -> bool:
-    """A Redis Cluster reply saying the command did not run here (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)."""
+    """A Redis Cluster reply saying the command did not run here (MOVED, ASK, TRYAGAIN,
+    CLUSTERDOWN)."""
     return isinstance(reply, ResponseError) and str(reply).startswith(
         ("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN")
     )
@@ -245,8 +246,9 @@ async def _open(
                 await pipe.request(command)
     except ssl.SSLCertVerificationError as exc:
         raise RedisConnectionError(
-            f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: its TLS certificate was refused "
-            f"({exc.verify_message}); give the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
+            f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: "
+            f"its TLS certificate was refused ({exc.verify_message}); give "
+            f"the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
             "(or rediss+cluster://) URL and connect by a name the certificate holds"
         ) from exc
     except (OSError, TimeoutError) as exc:
@@ -382,7 +384,8 @@ class WireConnection:
         )
         if wait:
             acked = replies.pop()
-            # A node that redirected every script (now a replica) ran nothing: its WAIT error must not hide the MOVED.
+            # A node that redirected every script (now a replica) ran nothing: its WAIT error must
+            # not hide the MOVED.
             if not all(
                 _redirected(r) for c, r in zip(commands, replies) if str(c[0]).upper() == "EVALSHA"
             ):
@@ -394,8 +397,9 @@ class WireConnection:
             raise acked
         if int(acked) < self.replicas:
             raise NotReplicated(
-                f"NOTREPLICATED the write reached the master but only {acked} of {self.replicas} replica(s) "
-                f"acknowledged it within {self.replica_timeout_ms} ms (durability=replicated): a failover now "
+                f"NOTREPLICATED the write reached the master but only {acked} of "
+                f"{self.replicas} replica(s) acknowledged it within "
+                f"{self.replica_timeout_ms} ms (durability=replicated): a failover now "
                 "could lose it"
             )
 
@@ -407,7 +411,8 @@ class WireConnection:
         return self._pipe
 
     async def evalsha(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """EVALSHA, loading the script first when Redis does not have it (NOSCRIPT: it did not run)."""
+        """EVALSHA, loading the script first when Redis does not have it (NOSCRIPT: it did not
+        run)."""
         try:
             if self.replicas:
                 return (await self.call_many([("EVALSHA", sha, len(keys), *keys, *args)]))[0]

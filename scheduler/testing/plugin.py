@@ -26,10 +26,11 @@ except ImportError:  # pragma: no cover - the fixtures say what is missing when 
 
 DEFAULT_START = datetime(2030, 1, 1, tzinfo=UTC)  # a Tuesday
 MARKER = (
-    "horae(raise_errors=True, start=None, audit=True): options of the horae and horae_clock fixtures: "
-    "raise_errors re-raises listener exceptions from advance/run_until_idle; start is the clock's "
-    "first instant (aware datetime or ISO 8601 text, default 2030-01-01T00:00:00Z); audit=False runs "
-    "without PostgreSQL"
+    "horae(raise_errors=True, start=None, audit=True): options of the "
+    "horae and horae_clock fixtures: raise_errors re-raises listener "
+    "exceptions from advance/run_until_idle; start is the clock's "
+    "first instant (aware datetime or ISO 8601 text, default "
+    "2030-01-01T00:00:00Z); audit=False runs without PostgreSQL"
 )
 # Retention long enough that housekeeping prunes no finished job during a test, and
 # enough completed jobs kept for ran().

@@ -75,7 +75,8 @@ class RecordingRegistry(ListenerRegistry):
         return getattr(object.__getattribute__(self, "inner"), name)
 
     def listeners(self, topic: str) -> tuple[Listener, ...]:
-        """The wrapped registry's listeners of `topic`, each wrapped (the same wrapper every time)."""
+        """The wrapped registry's listeners of `topic`, each wrapped (the same wrapper every
+        time)."""
         return tuple(self._wrap(fn) for fn in self.inner.listeners(topic))
 
     def _wrap(self, fn: Listener) -> Listener:
@@ -164,7 +165,8 @@ class TimeMachine:
 
     @property
     def errors(self) -> list[ListenerError]:
-        """Every exception a listener raised so far (Retry and DoNotRetry are decisions, not errors)."""
+        """Every exception a listener raised so far (Retry and DoNotRetry are decisions, not
+        errors)."""
         return list(self.registry.errors)
 
     # ------------------------------------------------------------------ moving
@@ -250,8 +252,9 @@ class TimeMachine:
         ):
             if loop.time() > deadline:
                 raise TimeoutError(
-                    f"the worker did not settle within {self.settle_timeout:g} s at {self.now().isoformat()}: "
-                    f"{self.worker.active} attempts and {self.registry.in_flight} listener calls still running"
+                    f"the worker did not settle within {self.settle_timeout:g} s "
+                    f"at {self.now().isoformat()}: {self.worker.active} attempts "
+                    f"and {self.registry.in_flight} listener calls still running"
                 )
             await asyncio.sleep(POLL_S)
         return was_waiting and self.clock.busy == 0 and self.registry.calls == calls

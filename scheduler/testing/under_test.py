@@ -135,9 +135,10 @@ async def create_schema(dsn: str, schema: str) -> None:
     except Exception as exc:  # noqa: BLE001 - any driver error means the same to the test
         raise ConfigError(
             scrub(
-                f"the horae fixture needs the audit database {dsn} ({type(exc).__name__}: {exc}); set "
-                "HORAE_DATABASE_URL (or [database] url in horae.toml), or test without the audit with "
-                "@pytest.mark.horae(audit=False)",
+                f"the horae fixture needs the audit database "
+                f"{dsn} ({type(exc).__name__}: {exc}); set "
+                "HORAE_DATABASE_URL (or [database] url in horae.toml), or "
+                "test without the audit with @pytest.mark.horae(audit=False)",
                 dsn,
             )
         ) from None

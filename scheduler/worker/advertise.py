@@ -35,9 +35,10 @@ class ClaimFilter:
 
         Args:
             listened: the topics its listener registry has listeners for.
-            topics: explicit topics (exactly those; None: the ones it listens to, plus unserved ones).
-            all_topics: claim every topic but the known ones it has no listeners for (topic_memory.py; jobs
-                of a topic no worker served complete as no_listener).
+            topics: explicit topics (exactly those; None: the ones it listens to, plus unserved
+                ones).
+            all_topics: claim every topic but the known ones it has no listeners for
+                (topic_memory.py; jobs of a topic no worker served complete as no_listener).
 
         Raises:
             ConfigError: both `topics` and `all_topics`.

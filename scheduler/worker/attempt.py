@@ -48,7 +48,8 @@ CallListener = Callable[[Listener, Any], Awaitable[None]]
 
 
 class ReportStore(Protocol):
-    """Where an attempt's reports are kept (RedisStore: lua/set_progress.lua, lua/append_log.lua)."""
+    """Where an attempt's reports are kept (RedisStore: lua/set_progress.lua,
+    lua/append_log.lua)."""
 
     async def set_progress(self, job_id: str, token: str, progress: str) -> int: ...
 

@@ -142,7 +142,8 @@ class Worker:
             advertise=self._advertise,
         )
         # Composition-root hooks: the facade starts the audit relay and refreshes its gauges,
-        # and keeps the schedules declared beside the listeners of the topics served (declared_crons.py).
+        # and keeps the schedules declared beside the listeners of the topics served
+        # (declared_crons.py).
         self.on_declare: Callable[[Sequence[str]], Awaitable[object]] | None = None
         self.on_start: Callable[[], Awaitable[None]] | None = None
         self.on_housekeeping: Callable[[], Awaitable[None]] | None = None
@@ -275,8 +276,8 @@ class Worker:
         )
 
     async def _advertise(self) -> None:
-        """Write this worker's registry entry: it serves its topics for registry_ttl_ms more (stopping:
-        it serves none, listed as draining); act on an operator's drain request."""
+        """Write this worker's registry entry: it serves its topics for registry_ttl_ms more
+        (stopping: it serves none, listed as draining); act on an operator's drain request."""
         now, ttl, stopping = self.clock.now_ms(), self.settings.registry_ttl_ms, self._stopping
         topics = () if stopping else self._filter.advertised(self.registry.topics())
         known = (
@@ -291,7 +292,8 @@ class Worker:
             self._drain_requested()
 
     async def _forget(self, stopping: bool = False) -> None:
-        """Leave the registry (`stopping`: stay listed as draining, serving nothing, until the end)."""
+        """Leave the registry (`stopping`: stay listed as draining, serving nothing, until the
+        end)."""
         try:
             now = self.clock.now_ms()
             await self.store.forget_worker(self.id, now, self._entry(now, True) if stopping else "")
@@ -306,7 +308,8 @@ class Worker:
         return len(self._running)
 
     async def recover_expired(self) -> int:
-        """Fail attempts whose lease expired (their worker died): 'worker lost'. Returns how many."""
+        """Fail attempts whose lease expired (their worker died): 'worker lost'. Returns how
+        many."""
         return await self._housekeeping.recover_expired()
 
     async def prune(self) -> int:
@@ -320,7 +323,8 @@ class Worker:
         message, no claim round trip.
 
         Returns:
-            What happened (store_bulk.Enqueued); None when this worker cannot take it (nothing written).
+            What happened (store_bulk.Enqueued); None when this worker cannot take it (nothing
+            written).
         """
         if not self._reserve(job.topic):
             return None
@@ -337,8 +341,9 @@ class Worker:
         return done
 
     def _reserve(self, topic: str) -> bool:
-        """Hold a slot for a job of `topic` while the call that stores it is in flight: only of a topic
-        it has listeners for (another may be known: claim.lua decides whether it waits for a worker)."""
+        """Hold a slot for a job of `topic` while the call that stores it is in flight: only of a
+        topic it has listeners for (another may be known: claim.lua decides whether it waits for a
+        worker)."""
         f = self._filter
         if not self._started or self._stopping or topic not in f.listened:
             return False
@@ -417,7 +422,8 @@ class Worker:
 
     async def _release_unknown(self) -> None:
         """Give back uncounted (release.lua) the jobs leased to us that we do not run: a claim or
-        handoff whose reply was lost. Not while a handoff is in flight (its job is ours): next round."""
+        handoff whose reply was lost. Not while a handoff is in flight (its job is ours): next
+        round."""
         held, running = (
             await self.store.held_by(self.id),
             {job.id for job in self._running.values()},

@@ -119,7 +119,8 @@ class PartitionedWorker:
         return self.workers[0].pool
 
     async def start(self) -> None:
-        """The first partition's worker runs the hooks (declared schedules, audit relay), then all start."""
+        """The first partition's worker runs the hooks (declared schedules, audit relay), then all
+        start."""
         first = self.workers[0]
         first.on_declare, first.on_start, first.on_housekeeping = (
             self.on_declare,

@@ -44,7 +44,8 @@ def frame(message: Any) -> bytes:
 
 
 class _Channel:
-    """The child's blocking end of the pipes (private fds: the listener's stdin/stdout are not ours)."""
+    """The child's blocking end of the pipes (private fds: the listener's stdin/stdout are not
+    ours)."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self._in, self._out = read_fd, write_fd
@@ -177,8 +178,8 @@ def _die_with_parent(parent: int) -> None:
 
 
 def main() -> None:
-    """`python -m scheduler.worker.process_child`: the spec frame first (the parent's pid, its sys.path),
-    then one listener call per request until the worker closes the pipe."""
+    """`python -m scheduler.worker.process_child`: the spec frame first (the parent's pid, its
+    sys.path), then one listener call per request until the worker closes the pipe."""
     read_fd, write_fd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

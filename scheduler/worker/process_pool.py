@@ -1,8 +1,9 @@
 """The worker's pool of child processes for listeners registered with executor="process".
 
 A CPU-bound listener on the worker's loop or in its thread pool holds the GIL, and with it
-every other attempt, the heartbeat and the settlements. In a child (scheduler/worker/process_child.py,
-a fresh interpreter: `python -m`, never a fork of this threaded process) it holds only its own.
+every other attempt, the heartbeat and the settlements. In a child
+(scheduler/worker/process_child.py, a fresh interpreter: `python -m`, never a fork of this threaded
+process) it holds only its own.
 The worker's loop sends the event (pickled) and the listener's module + qualname, forwards the
 child's progress and log lines to the attempt's reporter, and reads back success or the
 exception (its type, message and traceback become the attempt's error record).
@@ -61,7 +62,8 @@ def rebuilt(error: tuple[bytes | None, str, str, str, str], pid: int) -> Excepti
 
 
 def sent(fn: Listener, event: Any) -> bytes:
-    """The event as a child receives it: pickled, without the attempt's reporter (the child has its own).
+    """The event as a child receives it: pickled, without the attempt's reporter (the child has its
+    own).
 
     Raises:
         TypeError: the event does not pickle (a payload model whose class a child cannot import).
@@ -90,7 +92,8 @@ class _Child:
         return self.proc.pid
 
     async def call(self, fn: Listener, event: Any, data: bytes) -> BaseException | None:
-        """Run `fn(event)` in the child (`data`: the event pickled); the listener's exception, or None.
+        """Run `fn(event)` in the child (`data`: the event pickled); the listener's exception, or
+        None.
 
         Raises:
             ListenerProcessLost: the child died (or closed its pipe) before it answered.
@@ -116,7 +119,8 @@ class _Child:
 
     @staticmethod
     async def _report(reporter: Any, message: tuple[Any, ...]) -> BaseException | None:
-        """Record a progress or log line from the child with the attempt's reporter; its refusal, or None."""
+        """Record a progress or log line from the child with the attempt's reporter; its refusal, or
+        None."""
         if reporter is None:
             return None
         try:
@@ -155,12 +159,13 @@ class _Child:
 
 class ProcessPool:
     """Runs the listeners a registry marks executor="process" in child processes; any other listener
-    goes to listeners.call_listener (the loop or the thread pool), so `call_listener` is the worker's
-    one way to call a listener. Nothing starts until a process listener is called.
+    goes to listeners.call_listener (the loop or the thread pool), so `call_listener` is the
+    worker's one way to call a listener. Nothing starts until a process listener is called.
 
     Args:
         registry: says which listeners run in a process.
-        settings: `processes` (0: os.cpu_count()), `max_jobs_per_child`, `max_memory_mb_per_child` (0: never).
+        settings: `processes` (0: os.cpu_count()), `max_jobs_per_child`, `max_memory_mb_per_child`
+            (0: never).
     """
 
     def __init__(self, registry: ListenerRegistry, settings: WorkerSettings) -> None:
@@ -184,7 +189,8 @@ class ProcessPool:
         return self
 
     def check(self, topics: Iterable[str]) -> None:
-        """Refuse, before a worker claims anything, a process listener of `topics` a child cannot import.
+        """Refuse, before a worker claims anything, a process listener of `topics` a child cannot
+        import.
 
         Raises:
             ConfigError: naming the listener and why.
@@ -210,7 +216,8 @@ class ProcessPool:
 
     async def call_listener(self, fn: Listener, event: Any) -> None:
         """Run one listener: in a child when it is registered with executor="process", else as
-        listeners.call_listener does. Raises what the listener raised (rebuilt), or ListenerProcessLost."""
+        listeners.call_listener does. Raises what the listener raised (rebuilt), or
+        ListenerProcessLost."""
         if not self.registry.in_process(fn):
             await call_listener(fn, event)
             return
@@ -297,8 +304,8 @@ class ProcessPool:
         task.add_done_callback(self._ending.discard)
 
     async def close(self) -> None:
-        """Stop the idle children and kill the busy ones (a worker stop cancelled their attempts already);
-        with the last worker sharing the pool."""
+        """Stop the idle children and kill the busy ones (a worker stop cancelled their attempts
+        already); with the last worker sharing the pool."""
         self._users -= 1
         if self._users > 0:
             return

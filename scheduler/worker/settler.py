@@ -17,7 +17,8 @@ from scheduler.store.scripts import SettleReply, settle_reply
 
 log = logging.getLogger("horae.worker")
 
-# (settlement, its waiter, the loop time after which writing it again is pointless: its lease is over)
+# (settlement, its waiter, the loop time after which writing it again is pointless: its lease is
+# over)
 Queued = tuple[Settlement, "asyncio.Future[int]", float]
 RETRY_FIRST_S, RETRY_MAX_S = 0.05, 1.0
 

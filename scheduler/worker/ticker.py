@@ -28,7 +28,8 @@ log = logging.getLogger("horae.cron")
 
 
 def _tick(tracer: Tracer, row: dict[str, str], tick_ms: int) -> tuple[int, str, str]:
-    """(tick, job id, traceparent): each tick is a PRODUCER span in a new trace linked to its schedule."""
+    """(tick, job id, traceparent): each tick is a PRODUCER span in a new trace linked to its
+    schedule."""
     job_id = cron_job_id(row["name"], tick_ms)
     attrs = {MESSAGING_MESSAGE_ID: job_id, CRON_NAME: row["name"]}
     with producer_span(

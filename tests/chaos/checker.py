@@ -55,7 +55,8 @@ class RunFacts:
 
 @dataclass
 class Verdict:
-    """Violations per invariant (must all be empty), the tolerated everysec loss, and the figures."""
+    """Violations per invariant (must all be empty), the tolerated everysec loss, and the
+    figures."""
 
     violations: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     lost_last_second: list[str] = field(default_factory=list)
@@ -257,7 +258,8 @@ def _check_cancel(
 
 
 def _check_crons(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) -> None:
-    """Every tick from the first to the pause exists once (ids are cron:<name>:<ms>) and completed."""
+    """Every tick from the first to the pause exists once (ids are cron:<name>:<ms>) and
+    completed."""
     for name, (created, paused) in facts.crons.items():
         ticks = sorted(int(j.rsplit(":", 1)[1]) for j in jobs if j.startswith(f"cron:{name}:"))
         v.figures["cron ticks"] += len(ticks)
@@ -282,11 +284,12 @@ def _check_coalesced(
     runs: dict[tuple[str, int], list[dict[str, Any]]],
     by_job: dict[str, list[Any]],
 ) -> None:
-    """misfire="coalesce" (README: Recurring schedules; cron.plan_ticks): when firing resumes after a
-    gap, one job stands for all the ticks missed, id'd by the first of them, and the schedule goes on
-    from the next tick after now. So ticks are on the schedule's grid; a tick followed by a gap was
-    fired (its `scheduled` event) only once the gap's last tick was due (the one run of that gap, never
-    none: not fired on time and the ticks after it dropped); and every tick job ran to its end."""
+    """misfire="coalesce" (README: Recurring schedules; cron.plan_ticks): when firing resumes after
+    a gap, one job stands for all the ticks missed, id'd by the first of them, and the schedule goes
+    on from the next tick after now. So ticks are on the schedule's grid; a tick followed by a gap
+    was fired (its `scheduled` event) only once the gap's last tick was due (the one run of that
+    gap, never none: not fired on time and the ticks after it dropped); and every tick job ran to
+    its end."""
     bad = v.violations["coalesced ticks as documented"]
     for name, (created, paused) in facts.coalesced.items():
         ticks = sorted(int(j.rsplit(":", 1)[1]) for j in jobs if j.startswith(f"cron:{name}:"))
@@ -313,7 +316,8 @@ def _check_coalesced(
             ]
             if not fired or min(fired) < b - 1000 - CLOCK_SLACK_MS:
                 bad.append(
-                    f"{name}: ticks {a + 1000}..{b - 1000} have no run (tick {a} fired at {fired[:1]})"
+                    f"{name}: ticks {a + 1000}..{b - 1000} have "
+                    f"no run (tick {a} fired at {fired[:1]})"
                 )
         for t in ticks:
             job_id = f"cron:{name}:{t}"

@@ -63,7 +63,8 @@ class Outcome:
                 "faults injected: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())),
                 self.verdict.report(),
                 f"producer errors: {len(self.producer_errors)} {self.producer_errors[:3]}",
-                f"faults that could not be injected: {len(self.fault_errors)} {self.fault_errors[:3]}",
+                f"faults that could not be injected: "
+                f"{len(self.fault_errors)} {self.fault_errors[:3]}",
                 f"violations: {self.verdict.total()}; wall time {self.wall_s:.1f} s",
             ]
         )
@@ -87,7 +88,8 @@ class Workers:
         log = open(self.root / f"worker-{name}-{self.starts[name]}.log", "wb")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
         env = {**self.env, "CHAOS_CLOCK_OFFSET_S": str(P.SKEW_S if name == self.skewed else 0)}
-        # the solo worker is the only one of its topic; a short grace: a rolling restart releases its attempts
+        # the solo worker is the only one of its topic; a short grace: a rolling restart releases
+        # its attempts
         app, grace = (
             ("tests.chaos.app:solo_registry", "0.2")
             if name == P.SOLO
@@ -125,7 +127,8 @@ class Workers:
                 await asyncio.sleep(0.1)
 
     async def supervise(self) -> None:
-        """Start again every worker that died (killed by the plan, or gave up while Redis was away)."""
+        """Start again every worker that died (killed by the plan, or gave up while Redis was
+        away)."""
         while True:
             for name, proc in list(self.procs.items()):
                 if proc.poll() is not None and name not in self.held:
@@ -238,7 +241,8 @@ class ChaosRun:
             await workers.wait_ready()
             self.faults[P.CLOCK_SKEW] += 1
             self.say(
-                f"servers and {self.o.shape.workers} workers up after {time.monotonic() - started:.1f} s"
+                f"servers and {self.o.shape.workers} workers "
+                f"up after {time.monotonic() - started:.1f} s"
             )
             return await self._load_and_faults(workers, started)
         finally:
@@ -304,8 +308,9 @@ class ChaosRun:
             await asyncio.sleep(5)
             acked = sum(1 for r in load.records.values() if r.acked_ms)
             self.say(
-                f"  t+{time.monotonic() - t0:5.1f}s acked {acked}/{self.o.jobs}, faults {sum(self.faults.values())}"
-                f", worker starts {sum(workers.starts.values())}, stopped {sorted(workers.stopped)}"
+                f"  t+{time.monotonic() - t0:5.1f}s acked {acked}/{self.o.jobs}, "
+                f"faults {sum(self.faults.values())}, worker starts "
+                f"{sum(workers.starts.values())}, stopped {sorted(workers.stopped)}"
             )
 
     async def _drain(self, s: Any) -> None:

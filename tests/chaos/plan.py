@@ -38,7 +38,8 @@ DELAY_S = 0.2
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault: `at_s` seconds into the run, on `target` (a worker name, "redis" or "postgres")."""
+    """One fault: `at_s` seconds into the run, on `target` (a worker name, "redis" or
+    "postgres")."""
 
     at_s: float
     kind: str

@@ -82,7 +82,8 @@ async def redis(cluster_url: str) -> AsyncIterator[AsyncCluster]:
 
 @pytest.fixture
 def workers(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[WorkerProcesses]:
-    """Real `horae worker` processes on the cluster (as the imported scenarios' own modules give them)."""
+    """Real `horae worker` processes on the cluster (as the imported scenarios' own modules give
+    them)."""
     procs = WorkerProcesses(redis_url, namespace, tmp_path)
     yield procs
     procs.close()

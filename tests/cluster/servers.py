@@ -82,7 +82,8 @@ def tls_binaries() -> tuple[Path, Path]:
             return Path(server), cli
     raise RuntimeError(
         "a TLS Redis Cluster needs the machine's redis-server and redis-cli built with TLS "
-        "(Debian: apt-get install redis-server) or HORAE_TLS_REDIS_SERVER; the embedded one has no TLS"
+        "(Debian: apt-get install redis-server) or "
+        "HORAE_TLS_REDIS_SERVER; the embedded one has no TLS"
     )
 
 
@@ -145,7 +146,8 @@ class RedisCluster:
 
     @property
     def url(self) -> str:
-        """The live nodes as seeds (rediss+cluster with the right CA and a client certificate for TLS)."""
+        """The live nodes as seeds (rediss+cluster with the right CA and a client certificate for
+        TLS)."""
         return self.url_for()
 
     def url_for(

@@ -70,8 +70,8 @@ async def test_status_reports_the_cluster_its_nodes_and_the_partitions(
         status, plain, namespace, HORAE_CLUSTER__ENABLED="true", HORAE_CLUSTER__PARTITIONS="2"
     )
     assert (
-        f"namespace '{namespace}': 4 partitions (this process is configured with 2: it would be refused)"
-        in redis_line(lines)
+        f"namespace '{namespace}': 4 partitions (this "
+        f"process is configured with 2: it would be refused)" in redis_line(lines)
     ), lines
 
 

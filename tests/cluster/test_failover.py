@@ -32,7 +32,8 @@ from tests.procs.worker_app import COUNT_TOPIC
 JOBS = int(os.environ.get("FAILOVER_JOBS", "1500"))
 PARTITIONS = 6
 LEASE_MS = 3000
-# The listener's own Redis calls fail while its master is down: the attempt is retried a second later.
+# The listener's own Redis calls fail while its master is down: the attempt is retried a second
+# later.
 RETRY = {"attempts": 10, "backoff": {"type": "fixed", "delay": 1000}}
 RESTART_AFTER_S = (
     2.0  # the killed master is started again this long after, once its replica took over
@@ -92,10 +93,11 @@ async def run_with_failover(
                     except StorageError as exc:
                         last_error = str(exc)
                         await asyncio.sleep(0.1)
-                        # The promoted replica has no replica of its own: with durability "replicated"
-                        # its writes fail (WAIT) until the dead node is back, as the operator restarts it.
-                        # (Only once its replica is promoted: a master without persistence that came
-                        # back first would rejoin empty, and its replica would copy the emptiness.)
+                        # The promoted replica has no replica of its own: with durability
+                        # "replicated" its writes fail (WAIT) until the dead node is back, as the
+                        # operator restarts it. (Only once its replica is promoted: a master without
+                        # persistence that came back first would rejoin empty, and its replica would
+                        # copy the emptiness.)
                         if (
                             durability == "replicated"
                             and killed_at is not None
@@ -107,8 +109,8 @@ async def run_with_failover(
                             restarted = True
                 else:
                     raise AssertionError(
-                        f"scheduling failed for 20 s after the failover (restarted: {restarted}): {last_error}"
-                        f"\n{workers.logs()}"
+                        f"scheduling failed for 20 s after the failover "
+                        f"(restarted: {restarted}): {last_error}\n{workers.logs()}"
                     )
             scheduled_s = time.monotonic() - started
             cluster.wait_ok(timeout=30)
@@ -174,7 +176,8 @@ async def run_with_failover(
 
 
 def promoted_over(cluster: RedisCluster, victim: object) -> bool:
-    """Whether the cluster is whole again without the killed master (its replica serves its slots)."""
+    """Whether the cluster is whole again without the killed master (its replica serves its
+    slots)."""
     try:
         cluster.wait_ok(timeout=0.2)
     except RuntimeError:

@@ -30,7 +30,8 @@ def scheduler(
     count: int = P,
     **worker: object,
 ) -> Scheduler:
-    """A Scheduler on the cluster with `count` partitions, audit outbox on, no relay; `worker`: [worker] settings."""
+    """A Scheduler on the cluster with `count` partitions, audit outbox on, no relay; `worker`:
+    [worker] settings."""
     base = load_settings(env={}, redis_url=url, namespace=namespace)
     return Scheduler(
         settings=base.model_copy(
@@ -110,7 +111,8 @@ async def test_a_topic_concurrency_of_2_holds_across_partitions(
         assert peak[0] == 2, f"a topic-wide concurrency of 2 ran {peak[0]} at once"
         home = partition_of("topic:limited", P)
         assert all([await s.store.partition(home).get_job(i) for i in ids])
-        # a schedule feeding the pinned topic lives (and ticks) on its home too, wherever its name points
+        # a schedule feeding the pinned topic lives (and ticks) on its home too, wherever its name
+        # points
         names = [f"feed-{i}" for i in range(6)]
         for name in names:
             await s.schedule_cron(name, "0 3 * * *", topic="limited")

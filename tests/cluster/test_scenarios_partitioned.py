@@ -1,6 +1,7 @@
 """The integration scenarios of test_scenarios.py with the namespace split into 6 partitions
 over the cluster's 3 masters (the URL's `partitions=6`: every Scheduler and worker process
-given it agrees). Scenarios that read the unpartitioned keys themselves are in test_partitions.py."""
+given it agrees). Scenarios that read the unpartitioned keys themselves are in
+test_partitions.py."""
 
 from __future__ import annotations
 

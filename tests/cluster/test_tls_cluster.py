@@ -44,7 +44,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[RedisCluster]:
-    """3 masters, no replicas, TLS only; the nodes' certificate names 127.0.0.1 (what they announce)."""
+    """3 masters, no replicas, TLS only; the nodes' certificate names 127.0.0.1 (what they
+    announce)."""
     node_cert, node_key = issue(
         certs, "node", san="DNS:localhost,IP:127.0.0.1", usage="serverAuth,clientAuth"
     )
@@ -74,7 +75,8 @@ def tls_namespace(tls_cluster: RedisCluster) -> Iterator[str]:
 
 
 def test_the_cluster_speaks_tls_only(tls_cluster: RedisCluster) -> None:
-    """The premise of the other tests: no node answers in plaintext, none without a client certificate."""
+    """The premise of the other tests: no node answers in plaintext, none without a client
+    certificate."""
     port, tls = tls_cluster.nodes[0].port, tls_cluster.tls
     assert tls is not None
     with pytest.raises((redis.ConnectionError, redis.TimeoutError)):

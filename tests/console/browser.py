@@ -26,7 +26,8 @@ def ensure_chromium() -> Path:
     """The path of Chromium, installing Debian's package first when it is missing.
 
     Raises:
-        RuntimeError: it is missing and cannot be installed here (not root, no apt-get, or the install failed).
+        RuntimeError: it is missing and cannot be installed here (not root, no apt-get, or the
+            install failed).
     """
     if CHROMIUM.exists():
         return CHROMIUM

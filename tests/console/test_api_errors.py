@@ -231,7 +231,8 @@ async def test_the_state_filter_lists_its_values_in_the_document(env: Env) -> No
 
 async def test_schedule_actions_on_unknown_or_unchanged_schedules(env: Env) -> None:
     """An unknown name was a 400 blaming `name` for pause/resume but a not_found outcome for
-    trigger (now a 404 for all three); a second pause said 'no schedule named' although it exists."""
+    trigger (now a 404 for all three); a second pause said 'no schedule named' although it
+    exists."""
     for action in ("pause", "resume", "trigger"):
         _error(await env.client.post(f"/api/v1/crons/nope/{action}", json={}), 404, None)
     _error(await env.client.post("/api/v1/crons/nope/explode", json={}), 422, "action")

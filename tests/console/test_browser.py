@@ -317,7 +317,8 @@ async def test_ids_with_any_character_are_reached_by_their_links(
     horae, horae_clock, browser: Browser
 ) -> None:
     """Ids may hold `/` (the library takes them): Chromium follows each job's link from the
-    list and cancels it with the page's form; `x/../y` too (encoded: no dot segment for the browser to drop)."""
+    list and cancels it with the page's form; `x/../y` too (encoded: no dot segment for the browser
+    to drop)."""
     for job_id in ODD_IDS:
         await horae.schedule_in(PAY, timedelta(hours=1), job_id=job_id)
     async with served(create_app(scheduler=horae)) as url:

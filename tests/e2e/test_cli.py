@@ -111,7 +111,8 @@ def test_worker_without_listeners_refuses_to_start(
     result = run(["worker"], cli_env(redis_url, database_url, namespace))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "Error: the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic"
+        "Error: the worker has no listeners: pass --app "
+        "module[:registry], or --all-topics to claim every topic"
     ]
     result = run(
         ["worker", "--all-topics", "--topics", "x"], cli_env(redis_url, database_url, namespace)

@@ -63,9 +63,7 @@ async def test_nightly_tick_reports_on_the_previous_day(
     async with Scheduler(settings=settings, listeners=reg, clock=clock) as s:
         await install_nightly(s)
         info = await s.get_cron(NIGHTLY_TOPIC)
-        assert info is not None and info.next_run_at == datetime(
-            2026, 11, 21, 2, 30, tzinfo=UTC
-        )
+        assert info is not None and info.next_run_at == datetime(2026, 11, 21, 2, 30, tzinfo=UTC)
         assert reg.listeners(NIGHTLY_TOPIC), "the listener is registered"
         await install_nightly(s)  # every worker calls it: unchanged upsert, same next run
         assert (await s.get_cron(NIGHTLY_TOPIC)).next_run_at == info.next_run_at  # type: ignore[union-attr]

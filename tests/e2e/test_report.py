@@ -153,7 +153,8 @@ FROM j WHERE (finished AT TIME ZONE 'UTC')::date BETWEEN $1 AND $2 GROUP BY 1, 2
 """
 ATTEMPTS_SQL = """
 SELECT s.topic, {day} AS day, count(*) AS attempts,
-       count(*) FILTER (WHERE a.outcome IN ('failed', 'timed_out', 'worker_lost')) AS failed_attempts,
+       count(*) FILTER (WHERE a.outcome IN ('failed', 'timed_out', 'worker_lost'))
+         AS failed_attempts,
        count(*) FILTER (WHERE a.outcome = 'timed_out') AS timed_out,
        count(*) FILTER (WHERE a.outcome = 'worker_lost') AS worker_lost,
        count(*) FILTER (WHERE a.outcome = 'no_listener') AS no_listener,
@@ -351,8 +352,8 @@ async def test_report_equals_independent_sql(
         html = (tmp_path / "out" / "report.html").read_text()
         assert html.index("Alerts") < html.index("Top errors") and "<script" not in html
 
-        # The nightly path: the same window in a subprocess (python -m audit.analytics). It re-exports the
-        # report days and re-publishes: same summary, no duplicated rows.
+        # The nightly path: the same window in a subprocess (python -m audit.analytics). It
+        # re-exports the report days and re-publishes: same summary, no duplicated rows.
         done = await asyncio.to_thread(
             run_report_subprocess,
             database_url,

@@ -232,7 +232,8 @@ def run_on_cluster(
 
 
 def test_the_reference_has_every_kind_of_figure(reference: Path) -> None:
-    """The dataset exercises what could differ on a cluster: alerts, signatures, nulls, percentiles."""
+    """The dataset exercises what could differ on a cluster: alerts, signatures, nulls,
+    percentiles."""
     summary = json.loads((reference / "summary.json").read_text())
     topics = {t["topic"]: t for t in summary["topics"]}
     assert set(topics) == {"pay", "sync", "mail"}

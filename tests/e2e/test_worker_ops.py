@@ -106,8 +106,8 @@ async def test_nightly_when_asked_is_added_and_said(
     out = run_worker_until_ready(args, cwd, worker_env(project, redis_url, database_url, namespace))
 
     assert (
-        f"nightly analytics on: cron horae.audit.nightly (30 2 * * * UTC) in namespace {namespace!r}"
-        in out
+        f"nightly analytics on: cron horae.audit.nightly "
+        f"(30 2 * * * UTC) in namespace {namespace!r}" in out
     ), out
     assert await cron_names(redis_url, namespace) == ["horae.audit.nightly"]
 
@@ -119,17 +119,20 @@ async def test_nightly_when_asked_is_added_and_said(
         (
             [],
             {},
-            "the worker has no listeners: pass --app module[:registry], or --all-topics to claim every topic",
+            "the worker has no listeners: pass --app "
+            "module[:registry], or --all-topics to claim every topic",
         ),
         (
             ["--all-topics", "--nightly"],
             {"HORAE_AUDIT__RELAY": "false"},
-            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)",
+            "the nightly analytics report needs this worker to "
+            "relay the audit trail ([audit] enabled and relay)",
         ),
         (
             ["--all-topics"],
             {"HORAE_ANALYTICS__NIGHTLY": "true", "HORAE_AUDIT__ENABLED": "false"},
-            "the nightly analytics report needs this worker to relay the audit trail ([audit] enabled and relay)",
+            "the nightly analytics report needs this worker to "
+            "relay the audit trail ([audit] enabled and relay)",
         ),
     ],
 )

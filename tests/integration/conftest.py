@@ -25,7 +25,8 @@ def outbox(redis: aioredis.Redis, namespace: str) -> Outbox:
 @pytest.fixture
 def relay_options() -> RelayOptions:
     """Small timeouts so claims, retries and drains happen within a test."""
-    # claim_idle_ms leaves room for a loaded 2-core machine between a read and the "not idle yet" check.
+    # claim_idle_ms leaves room for a loaded 2-core machine between a read and the "not idle yet"
+    # check.
     return RelayOptions.from_settings(
         AuditSettings(),
         block_ms=50,
@@ -67,5 +68,6 @@ async def _drain(relay: AuditRelay) -> int:
 @pytest.fixture
 def drain() -> Callable[[AuditRelay], Awaitable[int]]:
     """`await drain(relay)`: the relay's own loop step (read, commit, ack, trim) until a
-    step finds nothing within block_ms; returns the entries settled. The relay must not be started."""
+    step finds nothing within block_ms; returns the entries settled. The relay must not be
+    started."""
     return _drain

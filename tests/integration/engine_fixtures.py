@@ -40,7 +40,8 @@ def make_scheduler(
 def audited_scheduler(
     redis_url: str, database_url: str, namespace: str, registry: ListenerRegistry, clock: Any
 ) -> Scheduler:
-    """A Scheduler with the audit on (its relay writes to `database_url`), isolated from the environment."""
+    """A Scheduler with the audit on (its relay writes to `database_url`), isolated from the
+    environment."""
     settings = load_settings(
         env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
     )

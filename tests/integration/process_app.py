@@ -1,7 +1,8 @@
 """Listeners of tests/integration/test_process_executor.py, at module level: a child process of the
 worker's pool finds them by module + qualname. `registry` runs the CPU-bound ones with
 executor="process"; `in_thread` registers the very same functions without it (the worker's
-thread pool), to show what the process executor changes; `with_failed` adds a schedule.failed one."""
+thread pool), to show what the process executor changes; `with_failed` adds a schedule.failed
+one."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from scheduler.core.errors import InvalidProgress
 registry = ListenerRegistry()
 in_thread = ListenerRegistry()
 
-# (job id, started, ended) of `quick`, wall seconds: it runs on the worker's loop, in the test's process.
+# (job id, started, ended) of `quick`, wall seconds: it runs on the worker's loop, in the test's
+# process.
 QUICK: list[tuple[str, float, float]] = []
 _BALLAST: list[bytearray] = []  # what `grow` keeps in its child, so the child's RSS grows
 
@@ -40,7 +42,8 @@ async def quick(event: ScheduleArrivedEvent) -> None:
 
 
 def whoami(event: ScheduleArrivedEvent) -> None:
-    """A sync listener reporting from its child: asyncio.run() of the event's coroutines works there."""
+    """A sync listener reporting from its child: asyncio.run() of the event's coroutines works
+    there."""
     asyncio.run(event.log(f"pid {os.getpid()}"))
     if event.payload and event.payload.get("grow_mb"):
         _BALLAST.append(bytearray(int(event.payload["grow_mb"]) * 1024 * 1024))

@@ -55,7 +55,8 @@ async def test_finished_since_counts_jobs_that_completed_or_failed_for_good(
     now = datetime.now(UTC)
     created = now - timedelta(hours=3)
     ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
-    jobs = [  # id, topic, status, completed_at, failed_at, cancelled_at, attempts (finished, outcome)
+    # id, topic, status, completed_at, failed_at, cancelled_at, attempts (finished, outcome)
+    jobs = [
         (
             "a",
             "t1",
@@ -76,8 +77,9 @@ async def test_finished_since_counts_jobs_that_completed_or_failed_for_good(
         await conn.execute("SELECT audit_ensure_partitions($1::date)", created.date())
         for job_id, topic, status, completed, failed, cancelled, attempts in jobs:
             await conn.execute(
-                "INSERT INTO schedule_audit (id, topic, status, attempts, created_at, updated_at, completed_at, "
-                "failed_at, cancelled_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                "INSERT INTO schedule_audit (id, topic, status, attempts, "
+                "created_at, updated_at, completed_at, failed_at, "
+                "cancelled_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 job_id,
                 topic,
                 status,
@@ -90,8 +92,8 @@ async def test_finished_since_counts_jobs_that_completed_or_failed_for_good(
             )
             for n, (finished, outcome) in enumerate(attempts, 1):
                 await conn.execute(
-                    "INSERT INTO schedule_attempts (job_id, attempt_no, started_at, finished_at, outcome, "
-                    "job_created_at) VALUES ($1, $2, $3, $3, $4, $5)",
+                    "INSERT INTO schedule_attempts (job_id, attempt_no, started_at, "
+                    "finished_at, outcome, job_created_at) VALUES ($1, $2, $3, $3, $4, $5)",
                     job_id,
                     n,
                     finished,

@@ -162,7 +162,8 @@ async def test_dead_consumer_batch_applied_after_later_one(
     relay_options: RelayOptions,
     drain: Drain,
 ) -> None:
-    """Relay A dies holding `scheduled` + `attempt_started`; B applies the rest first, then claims A's."""
+    """Relay A dies holding `scheduled` + `attempt_started`; B applies the rest first, then claims
+    A's."""
     opts = replace(relay_options, batch_size=2)
     dead = AuditRelay(redis, namespace, database_url, opts)
     live = AuditRelay(redis, namespace, database_url, opts)
@@ -322,7 +323,8 @@ async def test_a_running_relay_trims_once_enough_entries_are_acknowledged(
     database_url: str,
     relay_options: RelayOptions,
 ) -> None:
-    """Under load the outbox is trimmed well before the timer (acknowledged entries still take memory)."""
+    """Under load the outbox is trimmed well before the timer (acknowledged entries still take
+    memory)."""
     opts = replace(relay_options, trim_interval_s=3600, trim_after_entries=10, batch_size=5)
     relay = AuditRelay(redis, namespace, database_url, opts)
     await relay.start()  # its timer trims once now, then not for an hour
@@ -347,7 +349,8 @@ async def test_two_relays_share_a_busy_stream(
     db: asyncpg.Connection,
     relay_options: RelayOptions,
 ) -> None:
-    """Events of one job split across two relays running at once still converge (row locks per job)."""
+    """Events of one job split across two relays running at once still converge (row locks per
+    job)."""
     opts = replace(relay_options, batch_size=7)
     relays = [AuditRelay(redis, namespace, database_url, opts) for _ in range(2)]
     for r in relays:
@@ -373,7 +376,8 @@ async def test_two_relays_share_a_busy_stream(
 async def test_a_relay_waiting_out_an_outage_keeps_its_batch(
     outbox: Any, redis: aioredis.Redis, namespace: str, relay_options: RelayOptions
 ) -> None:
-    """While Postgres is unreachable the holder keeps its entries claimed; nothing is acked or lost."""
+    """While Postgres is unreachable the holder keeps its entries claimed; nothing is acked or
+    lost."""
     relay_options = replace(relay_options, drain_timeout_s=0.2)  # nothing can drain: stop soon
     down = AuditRelay(redis, namespace, "postgresql://postgres@127.0.0.1:1/none", relay_options)
     other = AuditRelay(redis, namespace, "postgresql://postgres@127.0.0.1:1/none", relay_options)

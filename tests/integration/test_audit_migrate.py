@@ -151,23 +151,27 @@ async def schema(conn: asyncpg.Connection) -> dict[str, Any]:
         for r in await conn.fetch(
             """SELECT c.conrelid::regclass::text AS t,
                   array(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY k(n, o)
-                        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.o) AS cols
+                        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n
+                        ORDER BY k.o) AS cols
            FROM pg_constraint c JOIN pg_class k ON k.oid = c.conrelid
-           WHERE c.contype = 'p' AND NOT k.relispartition AND k.relnamespace = current_schema()::regnamespace"""
+           WHERE c.contype = 'p' AND NOT k.relispartition
+             AND k.relnamespace = current_schema()::regnamespace"""
         )
     }
     partition_keys = {
         r["t"]: r["key"]
         for r in await conn.fetch(
             """SELECT p.partrelid::regclass::text AS t, a.attname AS key
-           FROM pg_partitioned_table p JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+           FROM pg_partitioned_table p
+           JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
            WHERE p.partstrat = 'r'"""
         )
     }
     partitions = sorted(
         r["name"]
         for r in await conn.fetch(
-            "SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE c.relkind = 'r'"
+            "SELECT c.relname AS name FROM pg_inherits i JOIN "
+            "pg_class c ON c.oid = i.inhrelid WHERE c.relkind = 'r'"
         )
     )
     return {
@@ -221,10 +225,14 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             )
         }
         assert indexes == {
-            "schedule_audit_completed": "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
-            "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)",
-            "schedule_failure_stats_day": "CREATE INDEX schedule_failure_stats_day ON public.schedule_failure_stats "
-            "USING btree (day)",
+            "schedule_audit_completed": (
+                "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
+                "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)"
+            ),
+            "schedule_failure_stats_day": (
+                "CREATE INDEX schedule_failure_stats_day ON public.schedule_failure_stats "
+                "USING btree (day)"
+            ),
         }
         # no DEFAULT partition: a row for a month without a partition is refused, not parked
         with pytest.raises(asyncpg.CheckViolationError, match="no partition"):

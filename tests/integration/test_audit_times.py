@@ -136,7 +136,8 @@ async def test_a_late_settlement_keeps_the_attempts_own_times(
         and LISTENER_S * 1000 - 5 <= first.duration_ms < LISTENER_S * 1000 + 700
     )
     assert int(failed.get("duration_ms")) == first.duration_ms
-    # the retry: due at that end + the backoff (not the settlement's time + backoff), and not run earlier
+    # the retry: due at that end + the backoff (not the settlement's time + backoff), and not run
+    # earlier
     assert int(retry.get("next_at")) == end_1 + BACKOFF_MS
     assert utc_to_ms(second.started_at) >= end_1 + BACKOFF_MS and starts[2] >= end_1 + BACKOFF_MS
     # the audit is Redis: the job's end is its last attempt's, in both

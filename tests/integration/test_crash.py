@@ -129,7 +129,8 @@ async def kill_mid_attempt(
     workers: WorkerProcesses,
     retry: dict[str, Any],
 ) -> tuple[str, WorkerProcess, int]:
-    """Run attempt 1 of a blocking job in worker A, SIGKILL A; returns (job id, A, A's lease deadline)."""
+    """Run attempt 1 of a blocking job in worker A, SIGKILL A; returns (job id, A, A's lease
+    deadline)."""
     a = workers.spawn("A", env=SHORT_LEASE)
     await a.wait_ready()
     job_id = await start_blocking_attempt(s, redis, namespace, a, workers, retry)

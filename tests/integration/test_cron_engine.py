@@ -256,7 +256,8 @@ async def _last_run_is(s: Any, name: str, when: datetime) -> bool:
             "2026-11-02T23:00:00",
             ["2026-10-31T06:30:00", "2026-11-01T06:30:00", "2026-11-02T07:30:00"],
         ),
-        # Berlin: 02:30 in the 03-29 gap → 03:00 CEST (01:00Z); 02:30 twice on 10-25 → first (00:30Z).
+        # Berlin: 02:30 in the 03-29 gap → 03:00 CEST (01:00Z); 02:30 twice on 10-25 → first
+        # (00:30Z).
         (
             "Europe/Berlin",
             "30 2 * * *",
@@ -271,7 +272,8 @@ async def _last_run_is(s: Any, name: str, when: datetime) -> bool:
             "2026-10-25T23:00:00",
             ["2026-10-24T00:30:00", "2026-10-25T00:30:00"],
         ),
-        # Lord Howe shifts 30 minutes: 02:15 on 10-04 falls in 02:00→02:30 → 02:30 LHDT (15:30Z on 10-03).
+        # Lord Howe shifts 30 minutes: 02:15 on 10-04 falls in 02:00→02:30 → 02:30 LHDT (15:30Z on
+        # 10-03).
         (
             "Australia/Lord_Howe",
             "15 2 * * *",
@@ -279,7 +281,8 @@ async def _last_run_is(s: Any, name: str, when: datetime) -> bool:
             "2026-10-04T12:00:00",
             ["2026-10-02T15:45:00", "2026-10-03T15:30:00"],
         ),
-        # Lord Howe fall back on 04-05: 01:45 occurs twice (+11 then +10:30) → first only (14:45Z on 04-04).
+        # Lord Howe fall back on 04-05: 01:45 occurs twice (+11 then +10:30) → first only (14:45Z on
+        # 04-04).
         (
             "Australia/Lord_Howe",
             "45 1 * * *",
@@ -316,7 +319,8 @@ async def test_every_15_minutes_keeps_real_time_through_fall_back(
         await s.schedule_cron("q", "*/15 * * * *", topic="t", tz="America/Chicago")
         async with s.worker(all_topics=True):
             fired = await run_ticks(s, clock, "q", utc("2026-11-01T08:30:00"))
-        # 01:00 CDT .. 01:45 CDT, then 01:00 CST .. 01:45 CST, then 02:00 CST..: every 15 real minutes.
+        # 01:00 CDT .. 01:45 CDT, then 01:00 CST .. 01:45 CST, then 02:00 CST..: every 15 real
+        # minutes.
         expected = [ms("2026-11-01T06:00:00") + i * 900_000 for i in range(11)]
         assert [utc_to_ms(f) for f in fired] == expected
 

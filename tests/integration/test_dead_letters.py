@@ -31,7 +31,8 @@ ONCE = {"attempts": 1}
 
 
 def registry(message: str = "boom") -> tuple[ListenerRegistry, dict[str, list[Any]]]:
-    """`pay` always fails with ValueError(message); `ok` records payloads; schedule.failed is recorded."""
+    """`pay` always fails with ValueError(message); `ok` records payloads; schedule.failed is
+    recorded."""
     reg, seen = ListenerRegistry(), {"failed": [], "ok": []}
 
     @reg.on_event("pay")
@@ -101,7 +102,8 @@ async def test_a_job_failing_for_good_becomes_a_dead_letter_with_the_contract_me
         kinds = [
             r["event_type"]
             for r in await db.fetch(
-                "SELECT event_type FROM schedule_events WHERE job_id = $1 ORDER BY stream_ms, stream_seq",
+                "SELECT event_type FROM schedule_events WHERE "
+                "job_id = $1 ORDER BY stream_ms, stream_seq",
                 job_id,
             )
         ]

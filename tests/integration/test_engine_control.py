@@ -197,13 +197,9 @@ async def test_naive_run_at_is_wall_time_in_its_zone(redis_url: str, namespace: 
             "t", datetime(2030, 11, 3, 1, 30), tz="America/Chicago"
         )  # overlap
         info_b, info_c = await s.get_job(berlin), await s.get_job(chicago)
-        assert info_b is not None and info_b.run_at == datetime(
-            2030, 3, 31, 1, 0, tzinfo=UTC
-        )
+        assert info_b is not None and info_b.run_at == datetime(2030, 3, 31, 1, 0, tzinfo=UTC)
         assert info_b.tz == "Europe/Berlin"
-        assert info_c is not None and info_c.run_at == datetime(
-            2030, 11, 3, 6, 30, tzinfo=UTC
-        )
+        assert info_c is not None and info_c.run_at == datetime(2030, 11, 3, 6, 30, tzinfo=UTC)
 
 
 async def test_job_id_is_an_idempotency_key_and_stats_count_per_topic(

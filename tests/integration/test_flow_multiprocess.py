@@ -462,7 +462,8 @@ async def test_topic_concurrency_caps_running_attempts_across_processes(
     overlap = max_overlap([(r["start"], r["end"]) for r in got])
     print(
         f"\nconcurrency {CONCURRENCY}: {len(samples)} samples, max running {max(samples)}, "
-        f"max overlapping runs {overlap}, pids {len({r['pid'] for r in got})}, {jobs} jobs in {took:.2f} s"
+        f"max overlapping runs {overlap}, pids "
+        f"{len({r['pid'] for r in got})}, {jobs} jobs in {took:.2f} s"
     )
     assert max(samples) <= CONCURRENCY, f"{max(samples)} running at once"
     assert overlap <= CONCURRENCY, f"{overlap} runs overlapped"

@@ -144,7 +144,8 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
     by_worker = {p.name: split.get(p.pid, 0) for p in procs}
     print(
         f"\n{JOBS} jobs on {WORKERS} worker processes ({redis_url}): split {by_worker}; "
-        f"scheduled in {scheduled_s:.2f} s, all settled {drained_s:.2f} s after the first was scheduled"
+        f"scheduled in {scheduled_s:.2f} s, all settled "
+        f"{drained_s:.2f} s after the first was scheduled"
     )
     assert set(split) == {p.pid for p in procs}, f"runs by unknown processes: {split}"
     assert sum(split.values()) == JOBS

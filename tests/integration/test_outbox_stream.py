@@ -15,8 +15,8 @@ from tests.integration.test_wire import private_server  # noqa: F401  (a fixture
 
 
 async def test_observers_connect_for_the_call_and_consumers_until_aclose(
-    private_server: Path,
-) -> None:  # noqa: F811
+    private_server: Path,  # noqa: F811  (the imported fixture)
+) -> None:
     client = aioredis.Redis.from_url(f"unix://:s3cret@{private_server}")
     try:
         await client.ping()

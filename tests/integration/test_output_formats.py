@@ -173,7 +173,8 @@ async def test_every_json_output_and_api_answer_has_one_format(
                 if path in LISTS:
                     assert set(docs[path]) == {"items", "cursor"}, (path, docs[path])
 
-            # the tables show instants the same way (cron's extra wall-time column in its zone aside)
+            # the tables show instants the same way (cron's extra wall-time column in its zone
+            # aside)
             for path, extra in [
                 ("jobs list", []),
                 ("jobs show", [bad]),

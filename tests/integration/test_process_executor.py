@@ -1,8 +1,9 @@
-"""Listeners of executor="process" on a real Redis, in real child processes (scheduler/worker/process_pool.py):
-a CPU-bound listener leaves the worker's loop, its other jobs and its heartbeat on time; a child
-killed mid-listener fails only its attempt (worker_lost, retried); the job's timeout kills the child;
-children are replaced after max_jobs_per_child jobs or above max_memory_mb_per_child; progress and
-log lines from the child reach the job. Listeners: tests/integration/process_app.py."""
+"""Listeners of executor="process" on a real Redis, in real child processes
+(scheduler/worker/process_pool.py): a CPU-bound listener leaves the worker's loop, its other jobs
+and its heartbeat on time; a child killed mid-listener fails only its attempt (worker_lost,
+retried); the job's timeout kills the child; children are replaced after max_jobs_per_child jobs or
+above max_memory_mb_per_child; progress and log lines from the child reach the job. Listeners:
+tests/integration/process_app.py."""
 
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ async def logged_pid(s: Any, job_id: str) -> int:
 async def quick_lateness_ms(
     registry: ListenerRegistry, redis_url: str, namespace: str
 ) -> list[float]:
-    """With a 2 s CPU-bound `crunch` running, schedule 10 ms `quick` jobs through those 2 s: how late
-    each started and ended (ms against its due time, and its due time + 10 ms)."""
+    """With a 2 s CPU-bound `crunch` running, schedule 10 ms `quick` jobs through those 2 s: how
+    late each started and ended (ms against its due time, and its due time + 10 ms)."""
     app.QUICK.clear()
     async with make_scheduler(
         redis_url, namespace, registry, SystemClock(), worker={"processes": 1}
@@ -314,7 +315,8 @@ async def test_children_die_with_their_worker_process(
     sig: signal.Signals, redis_url: str, namespace: str, tmp_path: Any
 ) -> None:
     """`horae worker` SIGKILLed mid-listener: its child goes too (PR_SET_PDEATHSIG), no orphan left.
-    SIGTERM: the worker's grace ends, the attempt is released and its child killed; the worker exits 0."""
+    SIGTERM: the worker's grace ends, the attempt is released and its child killed; the worker exits
+    0."""
     procs = WorkerProcesses(redis_url, namespace, tmp_path)
     try:
         worker = procs.spawn(
@@ -346,7 +348,8 @@ async def test_children_die_with_their_worker_process(
 async def test_a_partitioned_worker_has_one_pool_for_its_loops(
     redis_url: str, namespace: str
 ) -> None:
-    """[worker] processes is per process: the loops of a namespace with 3 partitions share one pool."""
+    """[worker] processes is per process: the loops of a namespace with 3 partitions share one
+    pool."""
     try:
         async with make_scheduler(
             redis_url,

@@ -95,7 +95,9 @@ NO_SERVER = {
 # Public names that must not fail while a server is down (test_close_and_start_relay_stay_up).
 STAY_UP = {
     "close": "closing never needs a server",
-    "start_relay": "the relay retries in the background until its servers answer (workers keep running)",
+    "start_relay": (
+        "the relay retries in the background until its servers answer (workers keep running)"
+    ),
 }
 # Deprecated aliases kept for one release -> the name that replaces them
 # (test_a_deprecated_alias_warns_and_still_works).

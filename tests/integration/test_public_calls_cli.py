@@ -61,11 +61,18 @@ COMMANDS: dict[str, list[str]] = {
 }
 # Commands that do not fail on unreachable servers, by design (each with the reason).
 NOT_FAILING = {
-    "audit relay": "a relay keeps retrying until its servers answer (a service, stopped by a signal)",
+    "audit relay": (
+        "a relay keeps retrying until its servers answer (a service, stopped by a signal)"
+    ),
     "services status": "reports each server's state, unreachable included (exit 0)",
-    "services start": "starts this data directory's embedded servers (the test run's own); reaches no configured one",
+    "services start": (
+        "starts this data directory's embedded servers "
+        "(the test run's own); reaches no configured one"
+    ),
     "config show": "prints the settings and their sources; reaches no server",
-    "services stop": "stops this data directory's embedded servers: it would stop the test run's own",
+    "services stop": (
+        "stops this data directory's embedded servers: it would stop the test run's own"
+    ),
 }
 
 

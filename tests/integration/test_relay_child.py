@@ -29,7 +29,8 @@ TOPIC = "child.relay"
 async def sched(
     redis_url: str, database_url: str, namespace: str
 ) -> AsyncIterator[tuple[Scheduler, list[int]]]:
-    """An audited Scheduler whose relay runs as a child process, and the payloads its listener ran."""
+    """An audited Scheduler whose relay runs as a child process, and the payloads its listener
+    ran."""
     ran: list[int] = []
     registry = ListenerRegistry()
 

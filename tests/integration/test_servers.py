@@ -1,4 +1,5 @@
-"""Embedded servers: real redis-server and PostgreSQL processes, started, reused, restarted, stopped."""
+"""Embedded servers: real redis-server and PostgreSQL processes, started, reused, restarted,
+stopped."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def live_pids_in(directory: Path, name: str) -> list[int]:
-    """Live processes called `name` whose working directory is `directory` (both servers chdir there)."""
+    """Live processes called `name` whose working directory is `directory` (both servers chdir
+    there)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -144,7 +146,8 @@ def test_appendfsync_is_everysec_by_default_and_always_when_asked(data_dir: Path
         assert client.config_get("appendfsync") == {"appendfsync": "always"}
 
 
-@pytest.mark.serial  # its port must stay free while it restarts: no other test drawing ephemeral ports
+# its port must stay free while it restarts: no other test drawing ephemeral ports
+@pytest.mark.serial
 def test_a_killed_redis_restarts_on_its_port_from_its_aof(data_dir: Path) -> None:
     url = servers.ensure_redis(data_dir, "always")
     old_pid = redis_state(data_dir)["pid"]

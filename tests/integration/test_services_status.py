@@ -14,7 +14,11 @@ from tests.logging_guard import root_logging  # noqa: F401  (a fixture)
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root_logging: None) -> dict[str, str]:
+def isolated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    root_logging: None,  # noqa: F811  (the imported fixture)
+) -> dict[str, str]:
     """A tmp cwd and a tmp home: nothing is read from or written to the real ones."""
     monkeypatch.chdir(tmp_path)
     for name in ("HORAE_CONFIG", "HORAE_DATA_DIR", "HORAE_NAMESPACE"):
@@ -76,7 +80,8 @@ def test_embedded_servers_report_the_project_data_directory(
         f"config: {tmp_path / 'horae.toml'}",
         f"data directory: {tmp_path / '.horae'}",
         f"redis: embedded, stopped (starts on first use under {tmp_path / '.horae' / 'redis'})",
-        f"postgres: embedded, stopped (starts on first use under {tmp_path / '.horae' / 'postgres'})",
+        f"postgres: embedded, stopped (starts on first "
+        f"use under {tmp_path / '.horae' / 'postgres'})",
     ]
 
 

@@ -76,7 +76,8 @@ async def test_a_stalled_worker_cannot_settle_a_job_recovered_and_leased_to_anot
             "a stale settlement wrote something"
         )
 
-        # the holder settles as usual, once; a repeat of its own write (a lost reply) changes nothing
+        # the holder settles as usual, once; a repeat of its own write (a lost reply) changes
+        # nothing
         done = [Settlement(job_id, live.token, "succeeded")]
         assert await s.store.complete(done, clock.now_ms(), 100) == [SettleCode.COMPLETED]
         after = await snapshot(redis, namespace, job_id)

@@ -349,8 +349,11 @@ from horae.settings import load_settings
 redis_url, namespace, port = sys.argv[1], sys.argv[2], sys.argv[3]
 
 async def main():
-    settings = load_settings(env={"HORAE_TELEMETRY__METRICS_PORT": port, "HORAE_AUDIT__RELAY": "false"},
-                             redis_url=redis_url, namespace=namespace)
+    settings = load_settings(
+        env={"HORAE_TELEMETRY__METRICS_PORT": port, "HORAE_AUDIT__RELAY": "false"},
+        redis_url=redis_url,
+        namespace=namespace,
+    )
     for topic in ("a", "b"):  # two Schedulers, one process: one exporter, no port taken twice
         async with Scheduler(settings=settings, listeners=ListenerRegistry()) as s:
             await s.schedule_in(topic, "1h")

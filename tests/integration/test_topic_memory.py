@@ -260,7 +260,8 @@ async def test_rolling_deploy_of_a_topics_only_worker_leaves_its_job_waiting_unt
         )
         listed, stats = horae(workers, "topics", "list"), horae(workers, "jobs", "stats")
         assert listed.returncode == 0 and stats.returncode == 0, listed.stderr + stats.stderr
-        # (the topic is listed twice: among every topic, unconfigured, then among the known ones, unserved)
+        # (the topic is listed twice: among every topic, unconfigured, then among the known ones,
+        # unserved)
         row = [line for line in listed.stdout.splitlines() if SLOW_TOPIC in line][-1]
         assert " no " in row and " 1 " in row, listed.stdout
         assert (

@@ -24,7 +24,8 @@ FIXED_1S = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1_000}}
 
 
 def gated(reg: ListenerRegistry, topic: str, gate: asyncio.Event, fail: bool = False) -> list[int]:
-    """A listener of `topic` that runs until `gate` is set (then fails when `fail`); the attempts it saw."""
+    """A listener of `topic` that runs until `gate` is set (then fails when `fail`); the attempts it
+    saw."""
     seen: list[int] = []
 
     @reg.on_event(topic)
@@ -39,7 +40,8 @@ def gated(reg: ListenerRegistry, topic: str, gate: asyncio.Event, fail: bool = F
 
 @contextmanager
 def counted(s: Scheduler) -> Iterator[list[str]]:
-    """Every command the scheduler's store sends (its one connection), as names, while the block runs."""
+    """Every command the scheduler's store sends (its one connection), as names, while the block
+    runs."""
     wire, sent = s.store.wire, []
     call, call_many = wire.call, wire.call_many
 
@@ -68,7 +70,8 @@ async def test_wait_is_woken_by_the_completion_not_by_polling(
 ) -> None:
     reg, clock, gate = ListenerRegistry(), FakeClock(START_MS), asyncio.Event()
     seen = gated(reg, "report.render", gate)
-    # The waiter has a Scheduler (and so a connection) of its own: every command it sends is counted.
+    # The waiter has a Scheduler (and so a connection) of its own: every command it sends is
+    # counted.
     async with (
         make_scheduler(redis_url, namespace, reg, clock) as s,
         make_scheduler(redis_url, namespace, ListenerRegistry(), clock) as waiter,

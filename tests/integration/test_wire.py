@@ -82,7 +82,8 @@ async def test_a_broken_connection_fails_the_calls_in_flight_and_the_next_call_r
 ) -> None:
     await wire.call("CLIENT", "SETNAME", "doomed")
     sockname = wire._pipe.transport.get_extra_info("sockname")  # type: ignore[union-attr]
-    # (a blocking command only to hold a call in flight: the engine never sends one on this connection)
+    # (a blocking command only to hold a call in flight: the engine never sends one on this
+    # connection)
     blocked = asyncio.ensure_future(wire.call("BLPOP", key(namespace, "never"), 10))
     await asyncio.sleep(0.2)
     await kill_addr(redis, sockname)

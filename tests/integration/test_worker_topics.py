@@ -202,7 +202,8 @@ async def test_two_workers_with_different_listeners_run_only_their_own_topics(
         assert all(done[j] == NO_LISTENER for j in orphans), "a topic nobody serves still completes"
         assert "no listener for topic 'nobody.topic'" in a.log() + b.log()
 
-        # A stops: its topic stays known (issue 33), so B leaves its jobs waiting for a worker of the topic
+        # A stops: its topic stays known (issue 33), so B leaves its jobs waiting for a worker of
+        # the topic
         a.signal(signal.SIGTERM)
         code, _ = await a.wait_exit(20)
         assert code == 0, workers.logs()

@@ -240,7 +240,8 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: self.stale())
     @rule(data=st.data(), how=st.sampled_from(SETTLE_KINDS))
     def settle_stale(self, data: st.DataObject, how: str) -> None:
-        """A worker settles an attempt it held once: a late result after recovery, a retry, a release."""
+        """A worker settles an attempt it held once: a late result after recovery, a retry, a
+        release."""
         self._settle(data.draw(st.sampled_from(self.stale())), how)
 
     def _settle(self, lease_no: int, how: str) -> None:
@@ -303,7 +304,8 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: self.claimed)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        """A worker stopping gracefully gives a lease back (a held one, or one it lost meanwhile)."""
+        """A worker stopping gracefully gives a lease back (a held one, or one it lost
+        meanwhile)."""
         n = data.draw(st.integers(0, len(self.claimed) - 1))
         job = self.claimed[n]
         released = self.run(self.store.release([(job.id, job.token)], self.clock.now_ms()))

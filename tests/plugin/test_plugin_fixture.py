@@ -163,7 +163,7 @@ def test_the_plugin_is_declared_as_a_pytest11_entry_point() -> None:
 def test_loading_the_plugin_imports_neither_redis_nor_opentelemetry() -> None:
     code = (
         "import sys, scheduler.testing.plugin\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'hiredis', 'opentelemetry'))\n"
-        "assert not heavy, heavy\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('redis', 'hiredis', 'opentelemetry'))\nassert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

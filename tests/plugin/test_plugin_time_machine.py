@@ -217,7 +217,8 @@ async def test_run_until_idle_settles_what_is_due_now_and_what_it_schedules_for_
 async def test_advance_runs_exactly_what_falls_due_each_at_its_instant(
     horae: Any, horae_clock: Any, delays: list[int], span: int
 ) -> None:
-    """Every job due by the target ran exactly once, at its due instant, in due order; none later."""
+    """Every job due by the target ran exactly once, at its due instant, in due order; none
+    later."""
     MACHINE[:] = [horae_clock]
     CALLS.clear()
     start = horae_clock.now()

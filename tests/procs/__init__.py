@@ -64,7 +64,10 @@ class WorkerProcess:
         if self.proc.poll() is None:
             os.kill(self.pid, signal.SIGUSR1)
             time.sleep(1.0)
-        return f"--- worker {self.name} (pid {self.pid}, returncode {self.proc.poll()}) log:\n{self.log()}"
+        return (
+            f"--- worker {self.name} (pid {self.pid}, returncode "
+            f"{self.proc.poll()}) log:\n{self.log()}"
+        )
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the worker printed that it runs (subscribed, loops started)."""

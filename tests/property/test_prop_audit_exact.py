@@ -110,7 +110,8 @@ class Env:
 
 @pytest.fixture
 def env(redis_url: str, namespace: str, database_url: str) -> Iterator[Env]:
-    """A Scheduler (no worker runs) and the real relay, driven step by step, on a loop of their own."""
+    """A Scheduler (no worker runs) and the real relay, driven step by step, on a loop of their
+    own."""
     with asyncio.Runner() as runner:
         s = make_scheduler(redis_url, namespace, ListenerRegistry())
         runner.run(s.connect())
@@ -141,7 +142,8 @@ async def _round_trip(e: Env, payload: Any, metadata: dict[str, Any]) -> tuple[s
     """Schedule one job, relay its `scheduled`; (payload, metadata) as Redis holds them and as
     the audit does."""
     job_id = await e.scheduler.schedule_at("exact", RUN_AT, payload=payload, metadata=metadata)
-    # the text enqueue.lua stored in the job and wrote to the outbox (read before the relay trims it)
+    # the text enqueue.lua stored in the job and wrote to the outbox (read before the relay trims
+    # it)
     [scheduled] = [
         ev for ev in await outbox_events(e.redis, e.namespace, job_id) if ev.type == "scheduled"
     ]
@@ -196,7 +198,8 @@ def _big(value: Any) -> bool:
 
 
 def test_the_probes_values_are_exact(env: Env) -> None:
-    """The probe of issue 33: 2**64+1 came back 18446744073709552000 (orjson read it as a double)."""
+    """The probe of issue 33: 2**64+1 came back 18446744073709552000 (orjson read it as a
+    double)."""
     payload = {"v": 2**64 + 1, "w": 2**200 + 1, "n": -(2**70), "f": 0.1, "s": "\U0001f600"}
     metadata = {"m": 2**64 + 1, "deep": [{"x": -(2**70)}]}
     _, _, pg_payload, pg_metadata = env.runner.run(_round_trip(env, payload, metadata))

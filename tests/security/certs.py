@@ -1,7 +1,7 @@
 """Test certificates made with the openssl command: a CA, a server certificate it signs
-for the name localhost only (not 127.0.0.1: a test connects by that address to see it refused), and a second CA that signed nothing (the "wrong CA").
-`issue` signs more: a Redis Cluster's node certificate (its nodes are announced by ip) and
-client certificates."""
+for the name localhost only (not 127.0.0.1: a test connects by that address to see it refused), and
+a second CA that signed nothing (the "wrong CA"). `issue` signs more: a Redis Cluster's node
+certificate (its nodes are announced by ip) and client certificates."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def make_certs(directory: Path) -> Certs:
     """Generate the files under `directory` (fails the test, never skips, without openssl)."""
     if shutil.which("openssl") is None:
         pytest.fail(
-            "the TLS tests need the openssl command (Debian package openssl) to make their certificates"
+            "the TLS tests need the openssl command (Debian "
+            "package openssl) to make their certificates"
         )
     directory.mkdir(parents=True, exist_ok=True)
     _self_signed_ca("ca", directory)

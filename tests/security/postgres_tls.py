@@ -78,7 +78,8 @@ class TlsPostgres:
 
 
 def server_bindir() -> Path:
-    """The newest /usr/lib/postgresql/*/bin with postgres built with OpenSSL (or HORAE_TLS_PG_BINDIR)."""
+    """The newest /usr/lib/postgresql/*/bin with postgres built with OpenSSL (or
+    HORAE_TLS_PG_BINDIR)."""
     candidates = [os.environ.get("HORAE_TLS_PG_BINDIR", "")]
     candidates += sorted(
         glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True
@@ -88,8 +89,8 @@ def server_bindir() -> Path:
         if (bindir / "postgres").is_file() and (bindir / "initdb").is_file():
             return bindir
     pytest.fail(
-        "no PostgreSQL server binaries with TLS found (/usr/lib/postgresql/*/bin): install Debian's "
-        "postgresql package or set HORAE_TLS_PG_BINDIR"
+        "no PostgreSQL server binaries with TLS found (/usr/lib/postgresql/*/bin): "
+        "install Debian's postgresql package or set HORAE_TLS_PG_BINDIR"
     )
 
 
@@ -151,7 +152,8 @@ def start_tls_postgres(certs: Certs) -> TlsPostgres:
         )
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sockets} "
-            f"-c ssl=on -c ssl_cert_file={root / 'server.crt'} -c ssl_key_file={root / 'server.key'} "
+            f"-c ssl=on -c ssl_cert_file={root / 'server.crt'} "
+            f"-c ssl_key_file={root / 'server.key'} "
             "-c fsync=off -c max_connections=50"
         )
         _run(

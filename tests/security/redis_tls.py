@@ -52,7 +52,8 @@ class TlsRedis:
     def url(
         self, user: str, *, host: str = "localhost", ca: Path | None = None, db: int = 0
     ) -> str:
-        """A rediss:// URL of `user` that verifies the server against `ca` (default: the right CA)."""
+        """A rediss:// URL of `user` that verifies the server against `ca` (default: the right
+        CA)."""
         ca_path = quote(str(ca or self.certs.ca), safe="/")
         return (
             f"rediss://{quote(user)}:{quote(self.passwords[user])}@{host}:{self.port}/{db}"
@@ -136,7 +137,10 @@ def start_tls_redis(directory: Path, certs: Certs, namespaces: dict[str, str]) -
     pytest.fail(
         "no redis-server with TLS support found (tried: "
         + ("; ".join(tried) or "none found")
-        + "). Install Debian's redis-server (apt-get install redis-server) or set HORAE_TLS_REDIS_SERVER."
+        + (
+            "). Install Debian's redis-server (apt-get install "
+            "redis-server) or set HORAE_TLS_REDIS_SERVER."
+        )
     )
 
 

@@ -139,7 +139,8 @@ def test_a_viewers_100_mib_body_is_not_read(
         auth = base64.b64encode(b"ann:v-token").decode()
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(
-                f"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Basic {auth}\r\n"
+                f"POST /api/v1/jobs HTTP/1.1\r\nHost: "
+                f"127.0.0.1:{port}\r\nAuthorization: Basic {auth}\r\n"
                 "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
             )
 

@@ -33,7 +33,7 @@ FORBIDDEN = [
 ]
 
 
-async def test_a_worker_relays_and_a_reader_reads_the_audit_over_verify_full_tls_as_restricted_roles(
+async def test_a_worker_relays_and_a_reader_reads_audit_over_verify_full_tls_as_restricted_roles(
     migrated_audit: TlsPostgres, redis_url: str, namespace: str
 ) -> None:
     pg = migrated_audit

@@ -187,7 +187,8 @@ async def test_a_wrong_ca_is_a_clear_error(tls_redis: TlsRedis) -> None:
 
 
 async def test_an_address_the_certificate_does_not_name_is_refused(tls_redis: TlsRedis) -> None:
-    # the certificate names localhost only: the same server by its IP address fails the hostname check
+    # the certificate names localhost only: the same server by its IP address fails the hostname
+    # check
     async with make_scheduler(
         tls_redis.url(USER_A, host="127.0.0.1"), NS_A, ListenerRegistry()
     ) as s:

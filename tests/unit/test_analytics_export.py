@@ -31,9 +31,11 @@ def day_number(day: date) -> int:
 def test_csv_to_partitions_types_nulls_and_days(tmp_path: Path) -> None:
     t1 = datetime(2026, 11, 20, 23, 59, 59, 123456, tzinfo=UTC)
     t2 = datetime(2026, 11, 21, 0, 0, 0, 1, tzinfo=UTC)
-    # As COPY ... (FORMAT csv) writes: NULL = empty unquoted; '' = ""; quotes doubled; newlines quoted.
+    # As COPY ... (FORMAT csv) writes: NULL = empty unquoted; '' = ""; quotes doubled; newlines
+    # quoted.
     lines = [
-        f'j1,1,billing,w1,{epoch_us(t1) - US},{epoch_us(t1)},failed,ValueError,"bad ""x""\nline 2",20,3,'
+        f'j1,1,billing,w1,{epoch_us(t1) - US},{epoch_us(t1)},failed,ValueError,"bad '
+        f'""x""\nline 2",20,3,'
         f"{epoch_us(t1) - 60 * US},{day_number(D1)}",
         f'j2,2,billing,,,{epoch_us(t2)},succeeded,,"",,,{epoch_us(t2) - 60 * US},{day_number(D2)}',
     ]

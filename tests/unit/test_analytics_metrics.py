@@ -19,7 +19,10 @@ pytestmark = pytest.mark.spark
 
 D1, D2 = date(2026, 11, 20), date(2026, 11, 21)
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-JOBS = "job_id string, topic string, status string, attempts int, failed_attempts int, finished_at timestamp, local_day date"
+JOBS = (
+    "job_id string, topic string, status string, attempts int, "
+    "failed_attempts int, finished_at timestamp, local_day date"
+)
 ATTEMPTS = (
     "job_id string, topic string, outcome string, finished_at timestamp, duration_ms bigint, "
     "lateness_ms bigint, error_type string, error_message string, local_day date"
@@ -37,14 +40,15 @@ def jobs(spark: SparkSession, rows: Sequence[tuple[object, ...]]) -> DataFrame:
 
 
 def attempts(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
-    """rows: (job_id, topic, outcome, duration, lateness, error_type, message, day, minutes after T0)."""
+    """rows: (job_id, topic, outcome, duration, lateness, error_type, message, day, minutes after
+    T0)."""
     return spark.createDataFrame(
         [
             (j, t, o, dur, late, et, em, d, T0 + timedelta(minutes=m))
             for j, t, o, dur, late, et, em, d, m in rows
         ],
-        "job_id string, topic string, outcome string, duration_ms bigint, lateness_ms bigint, error_type string, "
-        "error_message string, local_day date, finished_at timestamp",
+        "job_id string, topic string, outcome string, duration_ms bigint, lateness_ms bigint, "
+        "error_type string, error_message string, local_day date, finished_at timestamp",
     )
 
 

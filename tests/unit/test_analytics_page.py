@@ -109,7 +109,8 @@ def test_no_alerts_says_which_topics_were_too_small_or_had_no_baseline() -> None
     )
     judged = analysis([PAY], [stats("pay", 30, 1)])
     assert no_alerts_text(judged) == (
-        "No alerts: every topic stayed within its baseline failure rate + 10%, and none stopped running"
+        "No alerts: every topic stayed within its baseline "
+        "failure rate + 10%, and none stopped running"
     )
     assert no_alerts_text(analysis([], [])) == "No alerts (no job finished in the window)"
 

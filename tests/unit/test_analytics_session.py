@@ -91,7 +91,8 @@ def test_the_bundle_imports_from_its_zip(tmp_path: Path) -> None:
         str(bundle.entry),
     ]
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import audit.analytics.cli, audit.analytics.sql as q; "
+        "import sys; sys.path.insert(0, sys.argv[1]); import "
+        "audit.analytics.cli, audit.analytics.sql as q; "
         "print(audit.analytics.cli.__file__); print(len(q.query('export_jobs')))"
     )
     done = subprocess.run(

@@ -21,7 +21,9 @@ import sys
 from pyspark.sql.functions import udf
 from audit.analytics.session import start_session
 
-spark, created = start_session("local[1]", {"spark.ui.enabled": "false", "spark.driver.memory": "512m"})
+spark, created = start_session(
+    "local[1]", {"spark.ui.enabled": "false", "spark.driver.memory": "512m"}
+)
 version = udf(lambda _: sys.executable + " " + ".".join(map(str, sys.version_info[:2])))
 print("worker:", spark.range(1).select(version("id")).collect()[0][0])
 spark.stop()

@@ -260,8 +260,12 @@ def test_json_that_jsonb_refuses_is_cleaned() -> None:
 
 def test_trace_id_of_a_traceparent_else_the_text_as_it_is() -> None:
     cases = {
-        " 00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01 ": "0af7651916cd43dd8448eb211c80319c",
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        " 00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01 ": (
+            "0af7651916cd43dd8448eb211c80319c"
+        ),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331": (
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"
+        ),
         "": None,
     }
     for trace, want in cases.items():

@@ -64,7 +64,8 @@ def test_every_migration_is_listed_and_unchanged() -> None:
     listed = _entries(MANIFEST.read_text())
     files = sorted(p.name for p in MIGRATIONS.glob("*.sql"))
     assert sorted(name for _, name in listed) == files, (
-        "every migration file is listed in audit/migrations/SHA256SUMS (append a line for a new one)"
+        "every migration file is listed in "
+        "audit/migrations/SHA256SUMS (append a line for a new one)"
     )
     for checksum, name in listed:
         actual = hashlib.sha256((MIGRATIONS / name).read_bytes()).hexdigest()

@@ -28,8 +28,10 @@ runs = [run("horae", 3000, 3.0, 400), run("horae+audit", 1000, 77.0, 900),
         run("horae+audit-proc", 1900, 8.0, 700), run("bullmq", 600, 1500.0, 1000)]
 summary = summarize(runs)
 report = {"summary": summary, "targets": targets(summary, []), "runs": runs, "ceilings": [],
-          "machine": {"cores": 2, "cpu": "x", "python": "3.11"}, "redis": {"version": "7", "binary": "redis-server"},
-          "date": "d", "scale": 1, "reps": 1, "command": "c", "versions": {}, "n": {"e2e_split": 1000}}
+          "machine": {"cores": 2, "cpu": "x", "python": "3.11"},
+          "redis": {"version": "7", "binary": "redis-server"},
+          "date": "d", "scale": 1, "reps": 1, "command": "c", "versions": {},
+          "n": {"e2e_split": 1000}}
 print(json.dumps({"targets": report["targets"], "markdown": markdown(report)}))
 """
 

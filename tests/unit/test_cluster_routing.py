@@ -118,8 +118,8 @@ def test_cluster_nodes_lines_become_node_views() -> None:
 
     text = (
         "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
-        "b2 127.0.0.1:7001@17001,redis-b.example master,fail - 0 0 2 disconnected 5461-10922 [10923->-c3]\n"
-        "c3 :7002@17002 slave a1 0 0 1 connected\n"
+        "b2 127.0.0.1:7001@17001,redis-b.example master,fail - 0 0 2 disconnected "
+        "5461-10922 [10923->-c3]\nc3 :7002@17002 slave a1 0 0 1 connected\n"
     )
     a, b, c = parse_nodes(text, "seed.example")
     assert (a.address, a.host, a.master, a.slots) == (

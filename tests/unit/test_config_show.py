@@ -37,7 +37,11 @@ def model_names() -> list[str]:
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root_logging: None) -> Path:
+def isolated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    root_logging: None,  # noqa: F811  (the imported fixture)
+) -> Path:
     monkeypatch.chdir(tmp_path)
     for name in [n for n in os.environ if n.startswith("HORAE_")]:
         monkeypatch.delenv(name)
@@ -159,8 +163,8 @@ def test_a_users_module_shadowing_a_package_is_refused_with_its_path(tmp_path: P
 
     assert imported.returncode == 1 and "PackageShadowed" in imported.stderr, imported.stderr
     assert (
-        f"`import audit` resolves to {tmp_path / 'audit.py'}, not to {ROOT / 'audit' / '__init__.py'}"
-        in imported.stderr
+        f"`import audit` resolves to {tmp_path / 'audit.py'}, "
+        f"not to {ROOT / 'audit' / '__init__.py'}" in imported.stderr
     )
     assert command.returncode == 1 and command.stdout == "", command.stdout
     assert command.stderr.startswith(

@@ -62,7 +62,8 @@ def test_tzdata_has_the_transitions_we_assume(
 @pytest.mark.parametrize(
     ("expr", "tz", "after", "until", "expected"),
     [
-        # 02:30 CST 03-07 = 08:30Z; 03-08 02:30 missing -> 03:00 CDT = 08:00Z; 02:30 CDT 03-09 = 07:30Z
+        # 02:30 CST 03-07 = 08:30Z; 03-08 02:30 missing -> 03:00 CDT = 08:00Z; 02:30 CDT 03-09 =
+        # 07:30Z
         (
             "30 2 * * *",
             CHI,
@@ -109,7 +110,8 @@ def test_daily_in_gap_fires_once_after_the_gap(
 @pytest.mark.parametrize(
     ("expr", "tz", "after", "until", "expected"),
     [
-        # 01:30 CDT 10-31 = 06:30Z; 11-01 01:30 CDT = 06:30Z (not 01:30 CST = 07:30Z); 01:30 CST 11-02 = 07:30Z
+        # 01:30 CDT 10-31 = 06:30Z; 11-01 01:30 CDT = 06:30Z (not 01:30 CST = 07:30Z); 01:30 CST
+        # 11-02 = 07:30Z
         (
             "30 1 * * *",
             CHI,
@@ -117,7 +119,8 @@ def test_daily_in_gap_fires_once_after_the_gap(
             "2026-11-03T00:00:00Z",
             ["2026-10-31T06:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T07:30:00Z"],
         ),
-        # 02:30 CEST 10-24 = 00:30Z; 10-25 02:30 CEST = 00:30Z (not CET 01:30Z); 02:30 CET 10-26 = 01:30Z
+        # 02:30 CEST 10-24 = 00:30Z; 10-25 02:30 CEST = 00:30Z (not CET 01:30Z); 02:30 CET 10-26 =
+        # 01:30Z
         (
             "30 2 * * *",
             BER,
@@ -134,7 +137,8 @@ def test_daily_in_gap_fires_once_after_the_gap(
             "2026-04-06T00:00:00Z",
             ["2026-04-03T14:45:00Z", "2026-04-04T14:45:00Z", "2026-04-05T15:15:00Z"],
         ),
-        # hour-restricted minute steps are wall-clock kind: 01:00/01:20/01:40 CDT once, then 11-02 01:00 CST
+        # hour-restricted minute steps are wall-clock kind: 01:00/01:20/01:40 CDT once, then 11-02
+        # 01:00 CST
         (
             "*/20 1 * * *",
             CHI,
@@ -157,7 +161,8 @@ def test_daily_in_overlap_fires_once(
 
 def test_after_inside_second_occurrence_does_not_refire_the_first() -> None:
     spec = parse_cron("30 1 * * *", CHI)
-    # 07:10Z = 01:10 CST, second pass through 01:xx; 01:30 already fired at 06:30Z -> 11-02 01:30 CST
+    # 07:10Z = 01:10 CST, second pass through 01:xx; 01:30 already fired at 06:30Z -> 11-02 01:30
+    # CST
     assert iso(next_fire(spec, ms("2026-11-01T07:10:00Z"))) == "2026-11-02T07:30:00Z"
 
 
@@ -167,7 +172,8 @@ def test_after_inside_second_occurrence_does_not_refire_the_first() -> None:
 @pytest.mark.parametrize(
     ("tz", "after", "until", "expected"),
     [
-        # 00:00 CST, 01:00 CST, [02:00 missing -> 03:00 CDT, which is also 03:00 itself], 04:00 CDT, 05:00 CDT
+        # 00:00 CST, 01:00 CST, [02:00 missing -> 03:00 CDT, which is also 03:00 itself], 04:00 CDT,
+        # 05:00 CDT
         (
             CHI,
             "2026-03-08T05:30:00Z",
@@ -180,7 +186,8 @@ def test_after_inside_second_occurrence_does_not_refire_the_first() -> None:
                 "2026-03-08T10:00:00Z",
             ],
         ),
-        # 00:00 CDT, 01:00 CDT, [01:00 CST = 07:00Z is a repeat: skipped], 02:00 CST, 03:00 CST, 04:00 CST
+        # 00:00 CDT, 01:00 CDT, [01:00 CST = 07:00Z is a repeat: skipped], 02:00 CST, 03:00 CST,
+        # 04:00 CST
         (
             CHI,
             "2026-11-01T04:30:00Z",
@@ -231,7 +238,8 @@ def test_after_inside_second_occurrence_does_not_refire_the_first() -> None:
                 "2026-10-03T17:00:00Z",
             ],
         ),
-        # 00:00, 01:00 LHDT, then 02:00 LHST (90 real minutes later; 01:30-01:59 repeat, no full hour in it)
+        # 00:00, 01:00 LHDT, then 02:00 LHST (90 real minutes later; 01:30-01:59 repeat, no full
+        # hour in it)
         (
             LHI,
             "2026-04-04T12:30:00Z",

@@ -62,7 +62,8 @@ def test_every_name_is_the_implementation_object() -> None:
 def test_import_horae_loads_neither_redis_nor_opentelemetry() -> None:
     code = (
         "import sys, horae\n"
-        "from horae import on_event, ScheduleArrivedEvent, SchedulerError, JobState, RetryPolicy, Backoff\n"
+        "from horae import on_event, ScheduleArrivedEvent, "
+        "SchedulerError, JobState, RetryPolicy, Backoff\n"
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "assert not heavy, heavy\n"
         "assert 'scheduler.api' not in sys.modules\n"

@@ -1,5 +1,6 @@
 """Known topics of a partitioned namespace: one row per topic per partition, merged (the latest
-heartbeat names the worker, waiting jobs add up, the earliest due wins, served anywhere = served)."""
+heartbeat names the worker, waiting jobs add up, the earliest due wins, served anywhere =
+served)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""@on_event(executor=...) checked where it is written (listeners/executors.py, listeners/registry.py),
-the first-use check of a process listener (scheduler/process_pool.ProcessPool.check), and how a
-listener's exception crosses from a child back to the worker (process_child.error_of, process_pool.rebuilt)."""
+"""@on_event(executor=...) checked where it is written (listeners/executors.py,
+listeners/registry.py), the first-use check of a process listener
+(scheduler/process_pool.ProcessPool.check), and how a listener's exception crosses from a child back
+to the worker (process_child.error_of, process_pool.rebuilt)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_a_process_listener_must_be_importable_by_module_and_qualname() -> None:
     with pytest.raises(UnimportableListener) as err:
         reg.add("t", lambda event: None, executor="process")
     assert (
-        f"listener {__name__}.test_a_process_listener_must_be_importable_by_module_and_qualname.<locals>."
+        f"listener "
+        f"{__name__}.test_a_process_listener_must_be_importable_by_module_and_qualname.<locals>."
         "<lambda> cannot run with executor='process'" in str(err.value)
     )
     assert "define it at module level" in str(err.value)

@@ -44,8 +44,9 @@ def test_error_of_leaves_out_horaes_dispatch_frames() -> None:
     except ValueError as exc:
         exc.add_note(
             "raised in listener process 7:\nTraceback (most recent call last):\n"
-            '  File "/x/scheduler/worker/process_child.py", line 150, in _run_one\n    result = fn(event)\n'
-            '             ^^^^^^^^^\n  File "/x/app.py", line 3, in work\n    raise ValueError(1)\n'
+            '  File "/x/scheduler/worker/process_child.py", line 150, in '
+            "_run_one\n    result = fn(event)\n             ^^^^^^^^^\n  "
+            'File "/x/app.py", line 3, in work\n    raise ValueError(1)\n'
             "ValueError: 1"
         )
         record = error_of(exc)

@@ -29,7 +29,8 @@ def test_audit_imports_without_a_cycle_and_its_pure_parts_without_redis() -> Non
         "import sys, audit.relay.fold, audit.migrate, audit.analytics.pipeline\n"
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "assert not heavy, heavy\n"
-        "import audit.relay.consumer, audit.reader\n"  # each module imported first, in a fresh process: no cycle
+        # each module imported first, in a fresh process: no cycle
+        "import audit.relay.consumer, audit.reader\n"
         "from audit import AuditRelay, AuditTrail, RelayOptions\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
