@@ -27,6 +27,7 @@ from scheduler.core.retry import Backoff, RetryPolicy
 from scheduler.core.stats import Stats, TopicStats
 from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.facade.crons import CronSchedules
+from scheduler.facade.declared_crons import DeclaredSync, sync_declared
 from scheduler.facade.operations import JobOperations
 from scheduler.facade.schedule import ScheduleCalls
 from scheduler.facade.scheduling import Host, Scheduling
@@ -36,15 +37,14 @@ from scheduler.observe.metrics import Metrics
 from scheduler.observe.telemetry import setup_telemetry
 from scheduler.observe.telemetry import wanted as telemetry_wanted
 from scheduler.observe.tracing import get_tracer
+from scheduler.ops.connection import open_connection
 from scheduler.store.cluster_url import with_url_layout
-from scheduler.store.connection import open_connection
 from scheduler.store.listing import list_jobs
 from scheduler.store.partitions import parse_subset
 from scheduler.store.redis import RedisStore
 from scheduler.store.scripts import DrainCode
 from scheduler.store.topic_memory import KnownTopic, forget_topic, known_topics
 from scheduler.worker.advertise import WorkerInfo, check_worker_id, live_workers
-from scheduler.worker.declared_crons import DeclaredSync, sync_declared
 from scheduler.worker.loop import Worker
 from scheduler.worker.partitioned import AnyWorker, PartitionedWorker, SharedSlots
 

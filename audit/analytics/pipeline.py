@@ -153,8 +153,8 @@ def run_publish(
     request: ReportRequest, analysis: Analysis, progress: Progress, now: Callable[[], datetime]
 ) -> tuple[Path, Path, list[Path]]:
     """Write summary.json, the Parquet aggregates, report.html; upsert the Postgres tables."""
-    from audit.analytics.html_report import write_html
-    from audit.analytics.summary import write_aggregates, write_summary
+    from audit.analytics.report.html_report import write_html
+    from audit.analytics.report.summary import write_aggregates, write_summary
 
     progress.stage("publish", 4 if request.publish_db else 3)
     request.out.mkdir(parents=True, exist_ok=True)

@@ -317,3 +317,27 @@ class Keys:
         served it (advertise_worker.lua); its jobs wait for a worker until [worker] topic_memory
         passes (claim.lua)."""
         return self.prefix + KeyName.KNOWN_TOPICS
+
+
+# Job hash fields that are not stored while they hold these values (memory per delayed job);
+# every reader fills them back: Lua through `DEFAULTS` (compiled into each script from this
+# table), scheduler/store/reads.py and scheduler/core/topic_options.py from this table.
+# A storage format, not a policy: never change a value, or jobs already stored without
+# the field would change meaning (the retry policy's own defaults may change).
+JOB_DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {
+        "meta": "{}",
+        "tz": "UTC",
+        "max": "5",
+        "btype": "exponential",
+        "bdelay": "30000",
+        "trace": "",
+        "cron": "",
+        "bmax": "3600000",
+        "bjit": "none",
+        "dlq": "",
+    }
+)
+
+# Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
+# into each script as CHUNK_FIELDS, so Lua and store_reads.py read the same names.

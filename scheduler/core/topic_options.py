@@ -20,9 +20,9 @@ from typing import Any, Literal, cast
 
 from scheduler.core.errors import InvalidFlowOption, ScheduleError, shown
 from scheduler.core.flow import RateLimit, check_int, duration_ms, parse_priority
+from scheduler.core.keys import JOB_DEFAULTS
 from scheduler.core.retry import Backoff, BackoffType, Jitter, RetryPolicy, parse_retry
 from scheduler.core.validation import check_dead_letter, check_topic
-from scheduler.store.scripts import JOB_DEFAULTS
 
 Policy = Literal["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"]
 POLICIES: tuple[str, ...] = (

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from scheduler.core.job import JobInfo, JobState
-from scheduler.core.keys import Keys
+from scheduler.core.keys import JOB_DEFAULTS, Keys
 from scheduler.core.progress import parse_log, parse_progress
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.base import StoreBase
 from scheduler.store.listing import Cursor, Walk, partition_token, set_order
-from scheduler.store.scripts import JOB_DEFAULTS, PAYLOAD_CHUNK_FIELDS
+from scheduler.store.scripts import PAYLOAD_CHUNK_FIELDS
 from scheduler.store.wire import as_map
 
 

@@ -11,13 +11,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from scheduler.core.job import ClaimedJob, NewJob, Settlement, dead_letter_args
+from scheduler.core.keys import JOB_DEFAULTS
 from scheduler.core.timeutil import ms_to_utc, rfc3339
 from scheduler.store.base import StoreBase
 from scheduler.store.bulk import BulkStore, Enqueued, enqueued
 from scheduler.store.crons import CronStore
 from scheduler.store.progress import ProgressStore
 from scheduler.store.reads import ReadStore
-from scheduler.store.scripts import CLAIM_FIELDS, JOB_DEFAULTS, EnqueueCode, ScriptCode
+from scheduler.store.scripts import CLAIM_FIELDS, EnqueueCode, ScriptCode
 from scheduler.store.topics import TopicStore
 
 # The fields of a running job that lease recovery (Worker.recover_expired) needs.

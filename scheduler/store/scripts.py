@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from importlib import resources
-from types import MappingProxyType
 
-from scheduler.core.keys import TAG_END, KeyName, key_names
+from scheduler.core.keys import JOB_DEFAULTS, TAG_END, KeyName, key_names
 from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, SUCCESS_OUTCOMES
 
 SCRIPT_NAMES = (
@@ -51,28 +50,6 @@ SCRIPT_NAMES = (
 # Fields per job returned by claim.lua, in order.
 CLAIM_FIELDS = 16
 
-# Job hash fields that are not stored while they hold these values (memory per
-# delayed job); every reader fills them back: Lua through `DEFAULTS` (compiled
-# into each script from this table), store.py and store_reads.py from this table.
-# A storage format, not a policy: never change a value, or jobs already stored without
-# the field would change meaning (the retry policy's own defaults may change).
-JOB_DEFAULTS: Mapping[str, str] = MappingProxyType(
-    {
-        "meta": "{}",
-        "tz": "UTC",
-        "max": "5",
-        "btype": "exponential",
-        "bdelay": "30000",
-        "trace": "",
-        "cron": "",
-        "bmax": "3600000",
-        "bjit": "none",
-        "dlq": "",
-    }
-)
-
-# Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
-# into each script as CHUNK_FIELDS, so Lua and store_reads.py read the same names.
 PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
 

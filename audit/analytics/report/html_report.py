@@ -10,8 +10,8 @@ from html import escape
 from pathlib import Path
 from typing import Final
 
-from audit.analytics.charts import bar_chart, line_chart
-from audit.analytics.headline import headline, no_alerts_text, unjudged_text
+from audit.analytics.report.charts import bar_chart, line_chart
+from audit.analytics.report.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.results import Analysis, Stats
 from audit.analytics.window import days_between
 
