@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from audit.analytics.report.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.location import DatasetLocation
 from audit.analytics.options import AnalyticsConfig
+from audit.analytics.report.headline import headline, no_alerts_text, unjudged_text
 from audit.analytics.results import AlertRule
 from audit.analytics.window import ReportWindow, check_zone, parse_day, yesterday
 from scheduler.core.errors import SchedulerError

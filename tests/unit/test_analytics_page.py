@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.console import Console
 
 from audit.analytics.cli import print_result
+from audit.analytics.pipeline import ReportResult
 from audit.analytics.report.headline import headline, no_alerts_text
 from audit.analytics.report.html_report import render, show_command
-from audit.analytics.pipeline import ReportResult
 from audit.analytics.results import (
     Alert,
     AlertRule,
