@@ -27,6 +27,8 @@ from listeners.durations import duration_seconds
 from scheduler.core.datadir import absolute, config_file, default_data_dir
 from scheduler.core.errors import ConfigError
 from scheduler.core.procutil import hide_password
+from scheduler.core.retry import DEFAULT_DELAY_MS, DEFAULT_MAX_DELAY_MS
+from scheduler.core.validation import MAX_JSON_BYTES
 
 
 class Section(BaseModel):
@@ -40,8 +42,8 @@ class RetrySettings(Section):
 
     attempts: int = Field(5, ge=1, le=20)
     backoff: Literal["exponential", "fixed"] = "exponential"
-    delay_ms: int = Field(30_000, ge=1_000, le=3_600_000)
-    max_delay_ms: int = Field(3_600_000, ge=1_000, le=86_400_000)
+    delay_ms: int = Field(DEFAULT_DELAY_MS, ge=1_000, le=3_600_000)
+    max_delay_ms: int = Field(DEFAULT_MAX_DELAY_MS, ge=1_000, le=86_400_000)
     jitter: Literal["none", "full", "equal"] = "none"
 
     @model_validator(mode="after")
@@ -119,9 +121,8 @@ class CronSettings(Section):
 class LimitsSettings(Section):
     """Input limits checked at scheduling (nothing is written when one is exceeded)."""
 
-    json_bytes: int = Field(
-        524_288, ge=1_024, le=67_108_864
-    )  # a payload's or metadata's JSON, each
+    # a payload's or metadata's JSON, each
+    json_bytes: int = Field(MAX_JSON_BYTES, ge=1_024, le=67_108_864)
 
 
 class TelemetrySettings(Section):
