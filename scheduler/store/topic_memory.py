@@ -42,9 +42,8 @@ class KnownTopic:
 def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
     """KnownTopics from lua/known_topics.lua's rows (one per topic per partition: merged), by
     topic."""
-    merged: dict[
-        str, tuple[int, str, str, int, int, int]
-    ] = {}  # topic -> last, worker, app, till, count, oldest
+    # topic -> last, worker, app, till, count, oldest
+    merged: dict[str, tuple[int, str, str, int, int, int]] = {}
     for topic, value, till_s, count_s, oldest_s in rows:
         last_s, _, rest = value.partition("|")
         worker, _, app = rest.partition("|")
@@ -58,13 +57,13 @@ def merge_rows(rows: Iterable[Sequence[str]]) -> list[KnownTopic]:
         merged[topic] = (last, worker, app, till, count, oldest)
     return [
         KnownTopic(
-            topic,
-            ms_to_utc(last),
-            worker,
-            app,
-            till > 0,
-            0 if till > 0 else count,
-            None if till > 0 or oldest < 0 else ms_to_utc(oldest),
+            topic=topic,
+            last_served=ms_to_utc(last),
+            worker=worker,
+            app=app,
+            served=till > 0,
+            waiting=0 if till > 0 else count,
+            waiting_since=None if till > 0 or oldest < 0 else ms_to_utc(oldest),
         )
         for topic, (last, worker, app, till, count, oldest) in sorted(merged.items())
     ]

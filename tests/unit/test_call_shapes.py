@@ -10,7 +10,6 @@ values. A `*sequence` spread counts as no positional argument: the sequence name
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,9 +19,6 @@ VARIADIC = frozenset(
     {"call", "_call", "execute", "executemany", "fetch", "fetchrow", "fetchval"}
     | {"debug", "info", "warning", "error", "exception", "critical", "log"}
 )
-# Sites left in modules another change of issue 28 is rewriting (the store merge), at most
-# this many per file; fix them there, then remove the entry.
-PENDING = {"scheduler/store/topic_memory.py": 1}
 
 
 def long_calls(source: str, filename: str) -> list[str]:
@@ -51,13 +47,7 @@ def product_long_calls() -> list[str]:
 
 def test_no_product_call_passes_more_than_five_positional_arguments() -> None:
     found = product_long_calls()
-    per_file = Counter(site.split(":", 1)[0] for site in found)
-    over = [
-        site
-        for site in found
-        if per_file[site.split(":", 1)[0]] > PENDING.get(site.split(":", 1)[0], 0)
-    ]
-    assert not over, "calls with more than 5 positional arguments:\n" + "\n".join(over)
+    assert not found, "calls with more than 5 positional arguments:\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_long_call_and_spares_keywords_spreads_and_variadic_apis() -> None:
@@ -73,10 +63,3 @@ def test_the_check_finds_a_long_call_and_spares_keywords_spreads_and_variadic_ap
         "m.py:1 build_job (7 positional)",
         "m.py:6 obj.method (6 positional)",
     ]
-
-
-def test_pending_sites_are_still_there() -> None:
-    """An entry of PENDING whose sites were fixed must leave it (so none hide a new one)."""
-    per_file = Counter(site.split(":", 1)[0] for site in product_long_calls())
-    stale = {name: n for name, n in PENDING.items() if per_file[name] < n}
-    assert not stale, f"PENDING lists more sites than these files have now: {stale}"
