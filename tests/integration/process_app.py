@@ -23,12 +23,24 @@ QUICK: list[tuple[str, float, float]] = []
 _BALLAST: list[bytearray] = []  # what `grow` keeps in its child, so the child's RSS grows
 
 
+def _calibrated_chunk(hold_s: float = 0.1) -> int:
+    """How many numbers one `sum(range(n))` adds in about `hold_s` on this machine: the GIL hold
+    of a step must not depend on the CPU's speed (a fast one held it ~15 ms, too short to show)."""
+    n = 1_000_000
+    started = time.perf_counter()
+    sum(range(n))
+    return max(n, int(n * hold_s / max(time.perf_counter() - started, 1e-6)))
+
+
+_CHUNK = _calibrated_chunk()
+
+
 def spin(seconds: float) -> None:
-    """CPU work for `seconds`, in C calls that hold the GIL for tens of ms each (as a pandas step or
+    """CPU work for `seconds`, in C calls that hold the GIL for ~100 ms each (as a pandas step or
     an image library often does; pure Python bytecode would hand the GIL over every 5 ms)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        sum(range(1_000_000))
+        sum(range(_CHUNK))
 
 
 def crunch(event: ScheduleArrivedEvent) -> None:
