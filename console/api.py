@@ -41,7 +41,7 @@ from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
 from scheduler.core.timeutil import parse_duration, rfc3339
 from scheduler.core.topic_options import TopicOptions
 from scheduler.core.validation import MAX_ID_LEN, MAX_TOPIC_LEN
-from scheduler.store.listing import every_topic
+from scheduler.facade.listing import every_topic
 from scheduler.store.reads import COUNT_KEYS
 from scheduler.worker.advertise import WorkerInfo
 

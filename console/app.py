@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from console.actions import Refused
-from console.auth import Auth
+from console.deps import Console
 from console.gate import Gate
 from horae.settings import Settings, load_settings
 from scheduler.api import Scheduler
@@ -30,22 +30,6 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-
-
-class Console:
-    """What every request handler shares: the Scheduler, the settings, who may do what,
-    and where the nightly reports are."""
-
-    def __init__(
-        self, settings: Settings, scheduler: Scheduler | None, report_dir: Path | None
-    ) -> None:
-        self.settings = settings
-        self.owned = scheduler is None
-        self.scheduler = scheduler if scheduler is not None else Scheduler(settings=settings)
-        self.auth = Auth(settings.console)
-        self.report_dir = (
-            report_dir if report_dir is not None else Path(settings.analytics.report_dir)
-        )
 
 
 def create_app(

@@ -18,7 +18,7 @@ from scheduler.core.errors import SchedulerError, StorageError
 from scheduler.core.job import CronInfo, JobInfo, JobState
 from scheduler.core.timeutil import ms_to_utc, utc_to_ms
 from scheduler.core.traceparent import parse_traceparent
-from scheduler.store.listing import every_topic
+from scheduler.facade.listing import every_topic
 from scheduler.store.reads import COUNT_KEYS
 from scheduler.store.topic_memory import KnownTopic
 from scheduler.worker.advertise import WorkerInfo

@@ -1,20 +1,22 @@
-"""Request dependencies shared by the pages and the API: the console and the caller, and
-the route class that knows both before a request's body is read."""
+"""Request dependencies shared by the pages and the API: the console (what every handler
+shares), the caller, and the route class that knows both before a request's body is read."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
-from console.auth import Principal, check_origin
+from console.auth import Auth, Principal, check_origin
+from scheduler.api import Scheduler
 from scheduler.core.validation import MAX_JSON_DEPTH
 
 if TYPE_CHECKING:
-    from console.app import Console
+    from horae.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 # An action's audit name and target from its path parameters; None: no such action.
@@ -22,6 +24,22 @@ Describe = Callable[[Mapping[str, str]], "tuple[str, str] | None"]
 # How deep a JSON body may nest: a payload's own limit (MAX_JSON_DEPTH) plus the request's levels
 # around it.
 MAX_BODY_DEPTH = MAX_JSON_DEPTH + 28
+
+
+class Console:
+    """What every request handler shares: the Scheduler, the settings, who may do what,
+    and where the nightly reports are."""
+
+    def __init__(
+        self, settings: Settings, scheduler: Scheduler | None, report_dir: Path | None
+    ) -> None:
+        self.settings = settings
+        self.owned = scheduler is None
+        self.scheduler = scheduler if scheduler is not None else Scheduler(settings=settings)
+        self.auth = Auth(settings.console)
+        self.report_dir = (
+            report_dir if report_dir is not None else Path(settings.analytics.report_dir)
+        )
 
 
 def console_of(request: Request) -> Console:

@@ -18,7 +18,8 @@ from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.render import render, segment
 from scheduler.core.errors import ScheduleError
-from scheduler.store.listing import check_state, every_topic
+from scheduler.facade.listing import every_topic
+from scheduler.store.listing import check_state
 
 router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]

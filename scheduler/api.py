@@ -28,6 +28,7 @@ from scheduler.core.stats import Stats, TopicStats
 from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.facade.crons import CronSchedules
 from scheduler.facade.declared_crons import DeclaredSync, sync_declared
+from scheduler.facade.listing import list_jobs
 from scheduler.facade.operations import JobOperations
 from scheduler.facade.schedule import ScheduleCalls
 from scheduler.facade.scheduling import Host, Scheduling
@@ -39,7 +40,6 @@ from scheduler.observe.telemetry import wanted as telemetry_wanted
 from scheduler.observe.tracing import get_tracer
 from scheduler.ops.connection import open_connection
 from scheduler.store.cluster_url import with_url_layout
-from scheduler.store.listing import list_jobs
 from scheduler.store.partitions import parse_subset
 from scheduler.store.redis import RedisStore
 from scheduler.store.scripts import DrainCode
@@ -415,7 +415,7 @@ class Scheduler(ScheduleCalls):
         until: datetime | None = None,
     ) -> JobPage:
         """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
-        [since, until], `cursor` from the previous page (`listing.list_jobs` documents the
+        [since, until], `cursor` from the previous page (`scheduler/facade/listing.py` documents the
         order and the arguments; README: Listing and bulk scheduling)."""
         return await list_jobs(
             self.store, topic, state, limit, cursor, key=key, since=since, until=until

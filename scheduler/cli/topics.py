@@ -28,7 +28,7 @@ from scheduler.core.flow import RateLimit
 from scheduler.core.retry import BACKOFF_TYPES, JITTER_MODES, RetryPolicy
 from scheduler.core.timeutil import parse_duration
 from scheduler.core.topic_options import POLICIES, TopicOptions, describe
-from scheduler.store.listing import every_topic
+from scheduler.facade.listing import every_topic
 from scheduler.store.reads import COUNT_KEYS
 from scheduler.store.topic_memory import KnownTopic
 

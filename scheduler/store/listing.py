@@ -4,24 +4,18 @@ work per page. No index beyond the sets the engine keeps anyway."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
 
 from listeners.shown import shown
 from scheduler.core.errors import ScheduleError
-from scheduler.core.job import JobPage, JobState
+from scheduler.core.job import JobState
 from scheduler.core.timeutil import utc_to_ms
 from scheduler.core.validation import check_topic
-
-if TYPE_CHECKING:
-    from scheduler.store.redis import RedisStore
-    from scheduler.store.topic_memory import KnownTopic
 
 MAX_LIMIT = 1000
 # Members examined per page at most, as a multiple of the page size: a filter that
@@ -244,62 +238,3 @@ class Walk:
             tokens += [f"pk:{t}" for t in parked if not self.topic or t == self.topic]
         tokens += [g for g in self.groups if g != "waiting"]
         return sorted(tokens, key=set_order)
-
-
-async def list_jobs(
-    store: RedisStore,
-    topic: str | None,
-    state: JobState | str | None,
-    limit: int,
-    cursor: str | None,
-    key: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> JobPage:
-    """One page of jobs (Scheduler.jobs): state sets in a fixed order, each by time then id.
-
-    Checks first, then one script call for the ids and one pipelined read of the jobs.
-    A page examines at most limit * 10 jobs, so a rare state or topic can give a short
-    (even empty) page whose cursor goes on.
-
-    Args:
-        store: the Redis store.
-        topic: only this topic's jobs (None: all).
-        state: a JobState, its value or its name (None: all).
-        limit: page size, 1..1000.
-        cursor: the previous page's cursor (None: the first page).
-        key: only jobs of this key (None: all).
-        since, until: only jobs whose set time lies in [since, until]: the due time of a
-            waiting job, the lease deadline of a running one, the end of an ended one.
-
-    Returns:
-        The page; its cursor is None on the last one.
-
-    Raises:
-        ScheduleError: naming topic, state, limit or cursor.
-    """
-    walk = Walk.of(topic, state, key, since, until)
-    size = check_limit(limit)
-    after = walk.start(cursor)
-    ids, following = await store.list_job_ids(walk, after, size, size * WORK_PER_ITEM)
-    infos = await store.get_jobs(ids)
-    # A job pruned between the two reads is left out (it is past retention).
-    return JobPage(
-        [info for info in infos if info is not None],
-        following.encode() if following is not None else None,
-    )
-
-
-class _TopicSource(Protocol):
-    async def list_topics(self) -> list[str]: ...
-    async def stats_by_topic(self) -> dict[str, dict[str, int]]: ...
-    async def known_topics(self) -> list[KnownTopic]: ...
-
-
-async def every_topic(s: _TopicSource) -> list[str]:
-    """Every topic that has jobs, a configuration or memory (a worker served it within [worker]
-    topic_memory), sorted: the one list `horae topics list` and the console show."""
-    configured, counts, known = await asyncio.gather(
-        s.list_topics(), s.stats_by_topic(), s.known_topics()
-    )
-    return sorted(set(configured) | set(counts) | {t.topic for t in known})
