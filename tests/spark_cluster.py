@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from pyspark.find_spark_home import _find_spark_home
+
+from scheduler.ops.servers import free_port
 
 SPARK_HOME: Final = Path(_find_spark_home())
 CONNECT_APP: Final = "Spark Connect server"
@@ -47,13 +48,6 @@ SQL_CONF: Final = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.codegen.wholeStage": "false",
 }
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def conf_args(conf: dict[str, str], flag: str = "--conf") -> list[str]:

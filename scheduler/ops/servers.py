@@ -201,14 +201,14 @@ def _start_redis(redis_dir: Path, appendfsync: AppendFsync) -> dict[str, Any]:
         if isinstance(previous, int)
         and 1024 <= previous <= 65535
         and _port_frees_up(previous, last_pid if isinstance(last_pid, int) else None)
-        else _free_port()
+        else free_port()
     )
     binary = _redis_binary()
     for _ in range(PORT_TRIES - 1):
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
         if pid is not None:
             break
-        port = _free_port()
+        port = free_port()
     else:
         pid = _launch_redis(binary, redis_dir, port, appendfsync)
     if pid is None:
@@ -358,7 +358,7 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A free port below the kernel's ephemeral range when one is found there: an outgoing
     connection never draws it as its own port, so a killed server gets it back on restart."""
     low = _ephemeral_range()[0]

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import time
 import warnings
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from scheduler.ops import servers
 from scheduler.ops.servers import AppendFsync
+from scheduler.ops.servers import free_port as _free_port
 from tests.procs import alive
 
 
@@ -49,12 +49,6 @@ class ChaosRedis:
 
     def close(self) -> None:
         servers.stop_all(self.root)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ChaosPostgres:

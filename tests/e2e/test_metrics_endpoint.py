@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import urllib.request
 from pathlib import Path
 
+from scheduler.ops.servers import free_port
 from tests.procs import WorkerProcesses, producer
 from tests.procs.worker_app import COUNT_TOPIC
 
@@ -25,12 +25,6 @@ def check(body: str) -> None:
     assert value("app_schedule_job_no_listener_total", 'topic="metrics.nobody"') == 1
     assert value("horae_job_lateness_seconds_count", f'topic="{COUNT_TOPIC}"') == 3
     assert value("horae_worker_active_attempts") == 0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def scrape(port: int) -> str:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,16 +22,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from scheduler.ops import servers
+from scheduler.ops.servers import free_port as _free_port
 from tests.procs import HORAE, ROOT, WorkerProcesses, alive, app_key, child_env, producer
 from tests.procs.worker_app import BLOCK_TOPIC
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _probe(port: int, path: str) -> tuple[int, dict[str, str]] | None:

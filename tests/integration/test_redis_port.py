@@ -33,9 +33,9 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 def test_a_port_taken_before_the_bind_is_given_up_for_another(
     listener: int, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_free_port = servers._free_port
+    real_free_port = servers.free_port
     offered = iter([listener])  # the free port we picked is taken by the time redis-server binds
-    monkeypatch.setattr(servers, "_free_port", lambda: next(offered, None) or real_free_port())
+    monkeypatch.setattr(servers, "free_port", lambda: next(offered, None) or real_free_port())
     started = time.monotonic()
 
     url = servers.ensure_redis(data_dir)
@@ -67,5 +67,5 @@ def test_a_new_port_lies_below_the_ephemeral_range() -> None:
     """No outgoing connection can draw an embedded server's port as its own, so a killed
     server takes the same port again (clients keep their URL)."""
     low, _ = servers._ephemeral_range()
-    ports = {servers._free_port() for _ in range(20)}
+    ports = {servers.free_port() for _ in range(20)}
     assert all(1024 <= p < low for p in ports), ports

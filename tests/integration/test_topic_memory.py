@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,6 +22,7 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler.core.errors import InvalidTopic
 from scheduler.core.keys import Keys
 from scheduler.core.outbox import NO_LISTENER, SUCCEEDED
+from scheduler.ops.servers import free_port
 from scheduler.store.redis import RedisStore
 from scheduler.worker.advertise import entry_json
 from tests.integration.engine_fixtures import START_MS, make_scheduler
@@ -179,12 +179,6 @@ def workers(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[WorkerPr
     procs = WorkerProcesses(redis_url, namespace, tmp_path)
     yield procs
     procs.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def horae(workers: WorkerProcesses, *args: str) -> subprocess.CompletedProcess[str]:

@@ -20,11 +20,12 @@ from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler.core.errors import ScheduleError
 from scheduler.core.job import JobState
 from scheduler.core.keys import Keys
+from scheduler.ops.servers import free_port as _free_port
 from scheduler.store.scripts import DrainCode
 from scheduler.testing.under_test import delete_namespace
 from scheduler.worker.advertise import entry_json
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
-from tests.integration.test_health_probes import _free_port, _until
+from tests.integration.test_health_probes import _until
 from tests.procs import HORAE, WorkerProcesses, app_key, producer
 from tests.procs.worker_app import BLOCK_TOPIC
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
+from scheduler.ops.servers import free_port
 from tests.procs import READY_LINE, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.procs.metrics_app"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Deployment:

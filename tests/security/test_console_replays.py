@@ -17,16 +17,11 @@ from pathlib import Path
 
 import httpx
 
+from scheduler.ops.servers import free_port as _free_port
 from tests.procs import HORAE
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from scheduler.ops.servers import free_port
 from tests.promql import Evaluator, Samples, histogram_quantile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,12 +49,6 @@ print(first + "\\n#---\\n" + scrape())
 def dashboard_queries(title_part: str) -> list[str]:
     dash = json.loads((ROOT / "dashboards" / "horae-operations.json").read_text())
     return [t["expr"] for p in dash["panels"] if title_part in p["title"] for t in p["targets"]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
