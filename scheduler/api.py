@@ -245,7 +245,8 @@ class Scheduler(ScheduleCalls):
         priority: int | str | None = None,
     ) -> CronInfo:
         """Create or update (by name) a recurring schedule; each tick becomes an ordinary job
-        (`cron_schedules.py` documents the arguments). Raises ScheduleError; nothing is stored."""
+        (`scheduler/facade/crons.py` documents the arguments). Raises ScheduleError; nothing is
+        stored."""
         request = JobRequest(
             topic=topic,
             tz=tz,

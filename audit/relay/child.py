@@ -1,6 +1,6 @@
 """The audit relay in a child process of the worker's (`[audit] relay_process = true`).
 
-On a thread (relay_thread.py) the relay's Python work still shares the worker's GIL: a
+On a thread (audit/relay/thread.py) the relay's Python work still shares the worker's GIL: a
 worker whose core is busy falls behind while the relay decodes and folds (bench
 `e2e_split` on one saturated core: latency p99 34 ms with the relay on a thread, 4.6 ms
 with it in a process of its own). A child process has its own interpreter and is one setting away,

@@ -204,7 +204,7 @@ _LIST_COLUMNS = (
 
 
 def register(cli: click.Group, run: Run, console: Console) -> None:
-    """Add `jobs` and `cron show` to the `horae` command (`workers`: cli_workers.py)."""
+    """Add `jobs` and `cron show` to the `horae` command (`workers`: scheduler/cli/workers.py)."""
 
     @cli.group()
     def jobs() -> None:

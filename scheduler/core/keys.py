@@ -340,4 +340,4 @@ JOB_DEFAULTS: Mapping[str, str] = MappingProxyType(
 )
 
 # Hash fields holding a payload's chunks, in order (layout: lua/_lib.lua); compiled
-# into each script as CHUNK_FIELDS, so Lua and store_reads.py read the same names.
+# into each script as CHUNK_FIELDS, so Lua and scheduler/store/reads.py read the same names.

@@ -38,7 +38,7 @@ log = logging.getLogger("horae.scheduler")
 
 
 class Host(operations.Host, Protocol):
-    """What scheduling (and `cron_schedules.py`) use of their Scheduler, besides the store,
+    """What scheduling (and `scheduler/facade/crons.py`) use of their Scheduler, besides the store,
     clock and metrics the operations use."""
 
     settings: Settings

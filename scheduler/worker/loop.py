@@ -99,7 +99,8 @@ class Worker:
         self.tracer = tracer or get_tracer()
         self._next_cron: int | None = 0  # unknown until the first claim: check at once
         # When the claim loop next has work as its last claim saw it (the earliest due job or
-        # cron tick; None: nothing waits): read by the test clock (pytest_plugin.py) to step time.
+        # cron tick; None: nothing waits): read by the test clock
+        # (scheduler/testing/time_machine.py) to step time.
         self.next_due_ms: int | None = None
         self.concurrency = concurrency or settings.concurrency
         self.topics = tuple(topics or ())  # explicit ones; the filter is fixed at start()

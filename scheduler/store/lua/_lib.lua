@@ -82,7 +82,7 @@ end
 -- A payload over INLINE_CHUNKS chunks (512 B), where chunk overhead and
 -- listpack scans stop paying off, goes to a string key beside the hash:
 -- {ns}:p:<id> for {ns}:j:<id> (the namespace cannot contain '}', so the first
--- '}:j:' is the separator). store_reads.py reads both forms the same way.
+-- '}:j:' is the separator). scheduler/store/reads.py reads both forms the same way.
 local CHUNK = 64
 local INLINE_CHUNKS = #CHUNK_FIELDS  -- CHUNK_FIELDS (p1..p8) is compiled in by scripts.py
 
