@@ -98,8 +98,8 @@ class HoraeAdapter(Adapter):
         st = self.s.settings
         return {
             "audit.enabled": st.audit.enabled,
-            "audit.relay.consumer": self._relay_note(),
-            "audit.relay.thread": st.audit.relay_thread,
+            "audit.relay": self._relay_note(),
+            "audit.relay_thread": st.audit.relay_thread,
             "audit.batch_size": st.audit.batch_size,
             "audit.block_ms": st.audit.block_ms,
             "redis_max_connections": getattr(st, "redis_max_connections", "?"),
