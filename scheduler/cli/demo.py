@@ -146,7 +146,7 @@ def _table(infos: list[JobInfo], audit: dict[str, tuple[str, int]]) -> Table:
             info.state.value,
             f"{info.attempts}/{info.max_attempts}",
             f"{error.get('type', '')}: {error.get('message', '')}" if error else "",
-            f"{status}, {rows} attempt rows",
+            f"{status}, {rows} attempt row{'' if rows == 1 else 's'}",
         )
         table.add_row(*cells)
     return table

@@ -5,12 +5,15 @@ commands that exist."""
 from __future__ import annotations
 
 import shlex
+from datetime import UTC, datetime
 
 import click
 import pytest
+from rich.console import Console
 
-from scheduler.cli.demo import suggested_commands
+from scheduler.cli.demo import _table, suggested_commands
 from scheduler.cli.main import cli
+from scheduler.core.job import JobInfo, JobState
 
 
 def parse(command: str) -> tuple[str | None, list[str]]:
@@ -45,3 +48,17 @@ def test_the_default_namespace_needs_no_flag_and_no_audit_no_audit_command() -> 
         "horae jobs show j1",
         "horae jobs stats",
     ]
+
+
+@pytest.mark.parametrize(
+    ("rows", "text"), [(1, "completed, 1 attempt row"), (3, "failed, 3 attempt rows")]
+)
+def test_the_demo_table_counts_attempt_rows_in_words(rows: int, text: str) -> None:
+    """`horae demo`'s table says "1 attempt row", not "1 attempt rows" (issue 30)."""
+    info = JobInfo(
+        "j1", "t", JobState.COMPLETED, 1, 5, datetime(2026, 11, 27, tzinfo=UTC), None, None, None
+    )
+    console = Console(width=200, record=True)
+    console.print(_table([info], {"j1": (text.split(",")[0], rows)}))
+    out = console.export_text()
+    assert text in out and f"{text}s" not in out
