@@ -5,7 +5,6 @@ the count differs or a migration runs, which is exactly when they are needed."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,24 +21,12 @@ Run = Callable[[Any], Any]
 @asynccontextmanager
 async def _opened(settings: Settings) -> AsyncIterator[tuple[Any, Callable[[], int]]]:
     """The namespace's MigrationStore and the Redis server's clock."""
-    from scheduler.core.clock import SystemClock
-    from scheduler.core.datadir import data_dir_of
+    from scheduler.ops.connection import open_redis
     from scheduler.ops.migrate_store import MigrationStore
-    from scheduler.ops.servers import resolve_services
-    from scheduler.store.clients import redis_client
 
-    urls = await asyncio.to_thread(
-        resolve_services,
-        settings.redis_url,
-        settings.database_url,
-        data_dir_of(settings),
-        need_database=False,
-    )
-    redis = redis_client(urls.redis_url, settings)
+    _, redis, clock = await open_redis(settings, None, need_database=False)
     store = MigrationStore(redis, settings.namespace)
     try:
-        clock = SystemClock()
-        await clock.calibrate(redis)
         yield store, clock.now_ms
     finally:
         await store.aclose()

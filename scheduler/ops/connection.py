@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 
@@ -14,11 +13,9 @@ from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
 from scheduler.core.errors import StorageError
 from scheduler.core.procutil import scrub
+from scheduler.ops.servers import ServiceUrls, resolve_services
 from scheduler.store.clients import redis_client
 from scheduler.store.redis import RedisStore
-
-if TYPE_CHECKING:
-    from scheduler.ops.servers import ServiceUrls
 
 
 @dataclass(frozen=True)
@@ -48,8 +45,25 @@ async def open_connection(
     Raises:
         StorageError: Redis cannot be reached (the client is closed again).
     """
-    from scheduler.ops.servers import resolve_services
+    urls, redis, clock = await open_redis(settings, clock, need_database=need_database)
+    try:
+        store = await _store(redis, settings)
+    except BaseException:
+        await redis.aclose()
+        raise
+    return Connection(urls, redis, clock, store)
 
+
+async def open_redis(
+    settings: Settings, clock: Clock | None, *, need_database: bool
+) -> tuple[ServiceUrls, aioredis.Redis, Clock]:
+    """The servers resolved (embedded ones started when no URL is set), the pooled client and
+    the clock (`clock`, else a SystemClock calibrated to the server's TIME): what a Scheduler
+    and the partition migration, which opens no store, both connect with.
+
+    Raises:
+        StorageError: Redis cannot be reached (the client is closed again).
+    """
     s = settings
     urls = await asyncio.to_thread(
         resolve_services,
@@ -70,12 +84,7 @@ async def open_connection(
         raise StorageError(
             scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)
         ) from None
-    try:
-        store = await _store(redis, s)
-    except BaseException:
-        await redis.aclose()
-        raise
-    return Connection(urls, redis, clock, store)
+    return urls, redis, clock
 
 
 async def _store(redis: aioredis.Redis, s: Settings) -> RedisStore:
