@@ -23,12 +23,13 @@ class AuditSettings(Section):
 
     enabled: bool = True
     relay: bool = True
-    # The relay on a thread of its own (audit/relay/thread.py), so folding a batch never
-    # holds the worker's loop; false: on the loop of the process's first worker.
-    relay_thread: bool = True
     # The relay in a child process of the worker's (audit/relay/child.py): its own interpreter,
-    # so a busy worker never shares a GIL with it; relay_thread is then ignored.
-    relay_process: bool = False
+    # so a busy worker never shares a GIL with it (the default: a worker on time under load).
+    relay_process: bool = True
+    # With relay_process false (embedded use, the pytest plugin): the relay on a thread of its
+    # own (audit/relay/thread.py), so folding a batch never holds the worker's loop; false:
+    # on the loop of the process's first worker.
+    relay_thread: bool = True
     batch_size: int = Field(2_000, ge=1, le=50_000)
     block_ms: int = Field(1_000, ge=1)
     claim_idle_ms: int = Field(30_000, ge=100)

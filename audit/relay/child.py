@@ -1,10 +1,11 @@
-"""The audit relay in a child process of the worker's (`[audit] relay_process = true`).
+"""The audit relay in a child process of the worker's (`[audit] relay_process = true`, the
+default since issue 34).
 
 On a thread (audit/relay/thread.py) the relay's Python work still shares the worker's GIL: a
 worker whose core is busy falls behind while the relay decodes and folds (bench
 `e2e_split` on one saturated core: latency p99 34 ms with the relay on a thread, 4.6 ms
-with it in a process of its own). A child process has its own interpreter and is one setting away,
-where `horae audit relay` is one more service to deploy.
+with it in a process of its own). A child process has its own interpreter and needs no
+deployment of its own, where `horae audit relay` is one more service to deploy.
 
 The worker's first start spawns it (`python -m audit.relay.child`, the settings on its
 stdin, never in argv or the environment), restarts it with backoff if it exits, and on

@@ -191,7 +191,9 @@ async def scheduler_under_test(
             "database_url": with_search_path(urls.database_url, schema)
             if audit
             else base.database_url,
-            "audit": base.audit.model_copy(update={"relay": audit}),
+            # Embedded use: the relay on a thread of the test's own process (no child to spawn
+            # per test; flush() is what a test waits on, not the worker's latency).
+            "audit": base.audit.model_copy(update={"relay": audit, "relay_process": False}),
         }
     )
     clock = SteppingClock(utc_to_ms(options.start or default_start))

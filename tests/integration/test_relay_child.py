@@ -1,4 +1,4 @@
-"""`[audit] relay_process = true`: the worker's audit relay in a child process of its own
+"""`[audit] relay_process` (the default): the worker's audit relay in a child process of its own
 (audit/relay/child.py), on the real Redis and PostgreSQL: it audits, is replaced when it
 dies, stops with the worker, and dies with a SIGKILLed `horae worker`."""
 
@@ -29,8 +29,8 @@ TOPIC = "child.relay"
 async def sched(
     redis_url: str, database_url: str, namespace: str
 ) -> AsyncIterator[tuple[Scheduler, list[int]]]:
-    """An audited Scheduler whose relay runs as a child process, and the payloads its listener
-    ran."""
+    """An audited Scheduler with the default settings, whose relay runs as a child process
+    (`[audit] relay_process` is on unless turned off), and the payloads its listener ran."""
     ran: list[int] = []
     registry = ListenerRegistry()
 
@@ -40,9 +40,6 @@ async def sched(
     registry.add(TOPIC, listener)
     settings = load_settings(
         env={}, redis_url=redis_url, database_url=database_url, namespace=namespace
-    )
-    settings = settings.model_copy(
-        update={"audit": settings.audit.model_copy(update={"relay_process": True})}
     )
     s = Scheduler(settings=settings, listeners=registry)
     await s.connect()

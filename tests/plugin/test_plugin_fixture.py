@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import pytest
 import redis.asyncio as aioredis
 
@@ -93,6 +94,14 @@ def test_search_path_is_added_to_the_dsn_and_replaces_one_given() -> None:
     )
 
 
+def _relay_children() -> list[int]:
+    return [
+        c.pid
+        for c in psutil.Process().children(recursive=True)
+        if "audit.relay.child" in " ".join(c.cmdline())
+    ]
+
+
 async def test_namespace_and_audit_schema_are_its_own_and_deleted_afterwards(
     horae_settings: Settings, server_dsn: str
 ) -> None:
@@ -109,6 +118,8 @@ async def test_namespace_and_audit_schema_are_its_own_and_deleted_afterwards(
         assert seen == [{"n": 1}] and [r.outcome for r in job.runs] == ["succeeded"]
         assert await _keys(horae_settings.redis_url or "", namespace)
         assert await _schemas(server_dsn, schema) == [schema]
+        # embedded use: the relay on a thread of the test's process, no child spawned
+        assert not s.settings.audit.relay_process and not _relay_children()
     assert await _keys(horae_settings.redis_url or "", namespace) == []
     assert await _schemas(server_dsn, schema) == []
 
