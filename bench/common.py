@@ -13,9 +13,10 @@ README = BENCH / "README.md"
 DATA = BENCH / ".data"
 
 PEERS = ("bullmq", "arq", "saq")
-# horae+audit: the audit relay on a thread of the worker process; horae+audit-proc: workers relay
-# nothing, a `horae audit relay` process of its own does (bench/adapters/horae_relay.py).
-AUDIT_SYSTEMS = {"horae+audit": "audit on", "horae+audit-proc": "audit on, relay process"}
+# horae+audit: the default settings (the worker's relay in a child process of its own);
+# horae+audit-proc: workers relay nothing, a `horae audit relay` process of its own does
+# (bench/adapters/horae_relay.py).
+AUDIT_SYSTEMS = {"horae+audit": "audit on", "horae+audit-proc": "audit on, relay service"}
 ALL_SYSTEMS = ("horae", *AUDIT_SYSTEMS, *PEERS)
 
 

@@ -332,6 +332,9 @@ def targets(summary: dict[str, Any], ceilings: list[dict[str, Any]]) -> list[dic
                 else e.get("status", "?"),
                 None if rate is None else max(abs(err["min"]), abs(err["max"])) <= 5,
             )
+    rows_34 = cost_targets(summary)
+    for row in rows_34:
+        add(*row)
     # The issue's ceiling is redis-benchmark's EVALSHA rate (a bare `return 1`: one
     # Redis command per call). A script making 10 calls, counted as 11 commands, is a
     # stricter reference (cheap HINCRBYs inside one call), shown beside it.
@@ -390,9 +393,10 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Cells: median (min–max) over the repetitions; ratio = a horae "
         "variant's median ÷ best peer median (for jobs/s higher is better, "
-        "for everything else lower is better). horae+audit relays on a thread "
-        "of the worker process, horae+audit-proc in a child "
-        "process of the worker (`[audit] relay_process`).",
+        "for everything else lower is better). horae+audit runs the default "
+        "settings (the worker's relay in a child process of its own, `[audit] "
+        "relay_process`), horae+audit-proc a `horae audit relay` process beside workers "
+        "that relay nothing.",
         "",
         "| metric | N | "
         + " | ".join(systems)
@@ -453,6 +457,68 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+CPU_SPLIT = ("client_us", "redis_us", "postgres_us")
+
+
+def cpu_cell(summary: dict[str, Any], system: str, scenario: str) -> str:
+    """Total µs per job, then client / Redis / PostgreSQL (medians of each)."""
+    total = median_of(summary, system, scenario, "cpu_per_job_us.total_us")
+    if total is None:
+        return "–"
+    parts = [median_of(summary, system, scenario, f"cpu_per_job_us.{k}") for k in CPU_SPLIT]
+    return f"{fmt(total)} ({' / '.join(fmt(p) for p in parts)})"
+
+
+def cost_targets(summary: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """Issue 34: what a job costs the shared servers and every process, audit on, default
+    settings (horae+audit)."""
+    out: list[tuple[str, str, bool | None]] = []
+    system = "horae+audit"
+
+    def us(sc: str, part: str) -> float | None:
+        return median_of(summary, system, sc, f"cpu_per_job_us.{part}")
+
+    def judge(name: str, value: float | None, limit: float, scenario: str) -> None:
+        out.append(
+            (
+                name,
+                f"{fmt(value)} µs" if value is not None else status(summary, system, scenario),
+                None if value is None else value <= limit,
+            )
+        )
+
+    for sc in ("drain", "e2e_split"):
+        judge(f"{sc}: PostgreSQL CPU per audited job ≤ 30 µs", us(sc, "postgres_us"), 30, sc)
+        judge(f"{sc}: the relay's own CPU per job ≤ 40 µs", us(sc, "helpers_us"), 40, sc)
+    judge("drain: Redis CPU per job ≤ 40 µs (audit on)", us("drain", "redis_us"), 40, "drain")
+    for sc in ("e2e_split", "e2e"):
+        judge(f"{sc}: Redis CPU per job ≤ 60 µs (audit on)", us(sc, "redis_us"), 60, sc)
+    for sc in ("drain", "e2e_split", "e2e"):
+        peer, pv = best_peer(summary, sc, "cpu_per_job_us.total_us", False)
+        v = us(sc, "total_us")
+        out.append(
+            (
+                f"{sc}: total CPU per job ≤ 0.4× best peer's (audit on)",
+                f"{fmt(v)} µs vs {versus(peer, pv, ' µs')} = {ratio(v, pv)}"
+                if v is not None
+                else status(summary, system, sc),
+                None if v is None or pv is None else v <= 0.4 * pv,
+            )
+        )
+    peer, pv = best_peer(summary, "e2e", "jobs_per_s", True)
+    v = median_of(summary, system, "e2e", "jobs_per_s")
+    out.append(
+        (
+            "e2e jobs/s ≥ 2× best peer (audit on, one process)",
+            f"{fmt(v)} vs {versus(peer, pv)} = {ratio(v, pv)}"
+            if v is not None
+            else status(summary, system, "e2e"),
+            None if v is None or pv is None else v >= 2 * pv,
+        )
+    )
+    return out
+
+
 def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
     """CPU µs per job of every process involved (client processes + redis-server + PostgreSQL
     for horae's audit), per scenario and system: steadier than wall time on a shared machine."""
@@ -464,11 +530,10 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
         return []
     lines = [
         "",
-        "CPU per job, µs (all processes in the measured window: client "
-        "processes, redis-server and, with the audit on, PostgreSQL, and "
-        "for horae+audit-proc its relay process; median over the reps; "
-        "client / Redis / PostgreSQL in the JSON, the "
-        "relay process's share of client as helpers_us):",
+        "CPU per job, µs: total (client / Redis / PostgreSQL). All processes in the measured "
+        "window: client processes (a relay process of horae's included; its share alone as "
+        "helpers_us in the JSON), redis-server and, with the audit on, PostgreSQL; medians "
+        "over the reps:",
         "",
         "| scenario | "
         + " | ".join(systems)
@@ -479,7 +544,7 @@ def cpu_table(report: dict[str, Any], systems: list[str]) -> list[str]:
     ]
     for sc in scenarios:
         peer, pv = best_peer(s, sc, path, False)
-        row = [sc] + [fmt(median_of(s, x, sc, path)) for x in systems]
+        row = [sc] + [cpu_cell(s, x, sc) for x in systems]
         row += [versus(peer, pv) if peer else "–"]
         row += [ratio(median_of(s, x, sc, path), pv) for x in ratio_systems(systems)]
         lines.append("| " + " | ".join(row) + " |")

@@ -330,19 +330,17 @@ def main() -> None:
         f"{' pinned to core 1' if pin(1) else ''}; producer and worker share that one process "
         f"and asyncio loop; handler = async no-op that records time.time(); worker concurrency 50"
     )
-    if "horae+audit-proc" in systems:
+    if "horae+audit" in systems:
         log(
-            "horae+audit-proc: "
-            + (
-                "the worker's relay runs in a child process of its own ([audit] relay_process "
-                "= true), started before the clock, on the client core; its CPU counts"
-                if args.relay_core is None
-                else (
-                    "workers and producers relay nothing; the driver "
-                    "starts `horae audit relay` as a process of its own "
-                    f"before the clock, pinned to core {args.relay_core}, and counts its CPU"
-                )
-            )
+            "horae+audit: the default settings: the worker's relay runs in a child process of "
+            "its own ([audit] relay_process = true), started before the clock, on the client "
+            "core; its CPU counts"
+        )
+    if "horae+audit-proc" in systems:
+        where = "on the client core" if args.relay_core is None else f"on core {args.relay_core}"
+        log(
+            "horae+audit-proc: workers and producers relay nothing; the driver starts `horae "
+            f"audit relay` as a process of its own before the clock, {where}, and counts its CPU"
         )
     pg_url = ""
     pg_ours = False
@@ -372,7 +370,8 @@ def main() -> None:
         "process_model": (
             "fresh process per (system, scenario, rep); producer and "
             "worker in one process and loop (e2e_split: producer in a "
-            "process of its own); horae+audit-proc: plus a relay process"
+            "process of its own); horae+audit: plus the worker's relay child; "
+            "horae+audit-proc: plus a `horae audit relay` process"
         ),
         "runs": [],
         "ceilings": [],

@@ -1,11 +1,11 @@
 """horae through its public facade: Scheduler(settings=..., listeners=registry),
 schedule_in / schedule_at, make_worker(). `audit` is a flag of the adapter:
 off = settings.audit.enabled False; on = enabled with a private PostgreSQL and
-`await s.audit.flush()` inside the measured time. `relay_process` (horae+audit-proc): the
-same, with the worker's relay in a child process (`[audit] relay_process = true`); with
-`relay_core` this process relays nothing (`[audit] relay = false`) and a `horae audit relay`
-process of its own (horae_relay.py), pinned there, moves the outbox to PostgreSQL. The flush
-waits for whichever relays."""
+`await s.audit.flush()` inside the measured time, with the default settings: the worker's
+relay in a child process (`[audit] relay_process = true`). `relay_process` (horae+audit-proc):
+this process relays nothing (`[audit] relay = false`) and a `horae audit relay` process of its
+own (horae_relay.py; pinned to `relay_core` when given) moves the outbox to PostgreSQL. The
+flush waits for whichever relays."""
 
 from __future__ import annotations
 
@@ -51,20 +51,19 @@ class HoraeAdapter(Adapter):
         from scheduler import Backoff, RetryPolicy, Scheduler
 
         self.audit = bool(options.get("audit"))
-        self.relay_process = self.audit and bool(options.get("relay_process"))
-        # horae+audit-proc: the worker's own relay child ([audit] relay_process), unless the relay
-        # must be pinned elsewhere (--relay-core): then a `horae audit relay` the driver starts.
-        self.child_relay = self.relay_process and options.get("relay_core") is None
         settings = load_settings(
             env={},
             redis_url=redis_url,
             namespace=QUEUE,
             database_url=options.get("database_url") or None,
         )
+        # horae+audit-proc: workers relay nothing, a `horae audit relay` the driver starts does.
+        self.relay_process = self.audit and bool(options.get("relay_process"))
+        # horae+audit: the default settings, whose relay runs in a child process of the worker's
+        # ([audit] relay_process); its CPU is counted with the client's.
+        self.child_relay = self.audit and not self.relay_process and settings.audit.relay_process
         audit: dict[str, Any] = {"enabled": self.audit}
-        if self.child_relay:
-            audit["relay_process"] = True
-        elif self.relay_process:
+        if self.relay_process:
             audit["relay"] = False
         settings = settings.model_copy(update={"audit": settings.audit.model_copy(update=audit)})
         self.registry = ListenerRegistry()
@@ -136,7 +135,7 @@ class HoraeAdapter(Adapter):
             return st.relay
         if self.child_relay:
             return (
-                f"{st.relay}, relay_process = true (the "
+                f"{st.relay}, relay_process = true (the default: the "
                 f"worker's relay in a child process of its own, "
                 "started before the clock, inheriting the client core; its CPU counted; await "
                 "s.audit.flush(timeout=300) inside the measured time)"
@@ -160,7 +159,7 @@ class HoraeAdapter(Adapter):
         await self.s.connect()
         if not self.audit:
             return
-        if not self.relay_process or self.child_relay:
+        if not self.relay_process:
             self.trail = self.s.audit
             if self.options.get("role") != "producer":
                 await (

@@ -1,5 +1,6 @@
-"""bench/report.py judges issue 15's targets for both ways of running the audit relay
-(a thread of the worker: horae+audit; a process of its own: horae+audit-proc).
+"""bench/report.py judges issue 15's targets for both ways of running the audit relay (the
+default settings, a child process of the worker's: horae+audit; a `horae audit relay` service:
+horae+audit-proc), and issue 34's costs per job from the CPU split.
 
 The bench scripts import each other by bare module name (`common`, `report`) from the
 bench directory, so they run here in a child interpreter, not in the test process.
@@ -20,9 +21,11 @@ import json, sys
 from report import markdown, summarize, targets
 
 def run(system, jobs_per_s, p99_ms, cpu_us):
+    split = {"client_us": cpu_us * 0.6, "redis_us": cpu_us * 0.25, "postgres_us": cpu_us * 0.15,
+             "helpers_us": cpu_us * 0.05}
     return {"system": system, "scenario": "e2e_split", "rep": 0, "n": 1000, "status": "ok",
             "metrics": {"jobs_per_s": jobs_per_s, "latency": {"p50_ms": 1.0, "p99_ms": p99_ms},
-                        "cpu_per_job_us": {"total_us": cpu_us}}}
+                        "cpu_per_job_us": {"total_us": cpu_us, **split}}}
 
 runs = [run("horae", 3000, 3.0, 400), run("horae+audit", 1000, 77.0, 900),
         run("horae+audit-proc", 1900, 8.0, 700), run("bullmq", 600, 1500.0, 1000)]
@@ -47,7 +50,7 @@ def _report() -> dict[str, Any]:
 
 def test_targets_are_judged_for_both_audit_variants() -> None:
     rows = {t["target"]: t for t in _report()["targets"]}
-    thread, proc = " (audit on)", " (audit on, relay process)"
+    thread, proc = " (audit on)", " (audit on, relay service)"
     assert rows["e2e_split jobs/s ≥ 3× best peer" + proc]["met"] == "met"  # 1,900 ≥ 3 × 600
     assert rows["e2e_split jobs/s ≥ 3× best peer" + thread]["met"] == "NOT met"  # 1,000 < 1,800
     assert rows["e2e_split latency p99 ≤ 20 ms" + proc]["met"] == "met"
@@ -66,3 +69,21 @@ def test_table_has_a_ratio_column_per_horae_variant() -> None:
     )
     row = next(line for line in md.splitlines() if line.startswith("| e2e_split jobs/s"))
     assert row.endswith("| bullmq 600 | 5.00× | 1.67× | 3.17× |")
+
+
+def test_the_cpu_table_splits_every_cell() -> None:
+    md = _report()["markdown"]
+    row = next(line for line in md.splitlines() if line.startswith("| e2e_split | "))
+    # horae+audit: 900 µs = 540 client / 225 Redis / 135 PostgreSQL
+    assert "| 900 (540 / 225 / 135) |" in row, row
+
+
+def test_issue_34_costs_are_judged_from_the_split() -> None:
+    rows = {t["target"]: t for t in _report()["targets"]}
+    pg = rows["e2e_split: PostgreSQL CPU per audited job ≤ 30 µs"]
+    assert (pg["measured"], pg["met"]) == ("135 µs", "NOT met")
+    relay = rows["e2e_split: the relay's own CPU per job ≤ 40 µs"]
+    assert (relay["measured"], relay["met"]) == ("45.0 µs", "NOT met")
+    total = rows["e2e_split: total CPU per job ≤ 0.4× best peer's (audit on)"]
+    assert total["measured"] == "900 µs vs bullmq 1,000 µs = 0.90×" and total["met"] == "NOT met"
+    assert rows["drain: Redis CPU per job ≤ 40 µs (audit on)"]["met"] == "n/a"  # not run
