@@ -88,6 +88,8 @@ USING unnest($1::text[], $2::timestamptz[]) AS u(job_id, old_created_at)
 WHERE a.job_id = u.job_id AND a.job_created_at = u.old_created_at;
 
 -- name: insert_events
+-- A batch with an event already stored (its relay died holding it): the writer COPYs a
+-- batch first and comes here when that COPY meets a stored stream id.
 -- $1: a JSON array of events, each [stream_ms, stream_seq, job_id, event_type,
 -- attempt_no, ts_ms, fields, job_created_at] (fields: the event's own object). One
 -- text parameter instead of eight arrays: asyncpg checks every array element in

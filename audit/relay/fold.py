@@ -88,7 +88,7 @@ class JobFold:
     touched the job meanwhile (see audit.relay), else it folds from scratch.
     """
 
-    __slots__ = ("job", "rows", "dropped", "base")
+    __slots__ = ("job", "rows", "dropped", "base", "stored")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
@@ -121,6 +121,10 @@ class JobFold:
         # An attempt row was removed since the relay last wrote this fold: the stored
         # rows may hold one the fold no longer has (the relay deletes it, then clears this).
         self.dropped = False
+        # The attempt numbers whose rows the database holds as of this fold's last write
+        # (None: not known, e.g. a fold rebuilt from stored events): the writer COPYs the
+        # others, which cannot conflict, and upserts these.
+        self.stored: set[int] | None = None
         # Attempts of the job's runs ended by `retried`: the engine numbers each run's
         # attempts from 1, the rows go on from here (unique per job id and number).
         self.base = 0

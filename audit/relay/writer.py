@@ -10,10 +10,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 import asyncpg
 
-from audit.jsontext import dump_json
+from audit.jsontext import JsonText, dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
 from audit.relay.fold import FoldCache, JobFold, fold_new
@@ -78,6 +79,62 @@ class _MissingPartitions(Exception):
         super().__init__(f"missing audit partitions for {sorted(months)}")
         self.months = months
 
+
+EVENT_COLUMNS = (
+    "stream_ms",
+    "stream_seq",
+    "job_id",
+    "event_type",
+    "attempt_no",
+    "ts",
+    "fields",
+    "job_created_at",
+)
+
+# schedule_audit's columns are the keys of a fold's job dict (audit/relay/fold.py: JobFold).
+JOB_COLUMNS = (
+    "id",
+    "topic",
+    "status",
+    "attempts",
+    "max_attempts",
+    "backoff_type",
+    "backoff_delay_ms",
+    "last_error",
+    "run_at",
+    "tz",
+    "payload",
+    "metadata",
+    "trace_id",
+    "cron_name",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "failed_at",
+    "cancelled_at",
+    "applied_ms",
+    "applied_seq",
+    "deduplicated",
+)
+# An attempt row's keys in the fold, and schedule_attempts' columns in the same order.
+ATTEMPT_KEYS = (
+    "job_id",
+    "attempt",
+    "worker",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "error_type",
+    "error_message",
+    "duration_ms",
+    "lateness_ms",
+    "job_created_at",
+    "progress_percent",
+    "progress_message",
+    "logs",
+)
+ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *ATTEMPT_KEYS[3:])
+JSON_COLUMNS = frozenset({"last_error", "payload", "metadata", "logs"})
 
 # Folding a batch is CPU work on the loop the relay shares with its worker: give the loop back
 # every this many jobs, so a 2,000-event batch does not hold claims and settlements for tens of ms.
@@ -235,31 +292,7 @@ class BatchWriter:
         if missing:
             raise _MissingPartitions(missing)
         moved = await self._move(conn, moves)
-        inserted = await conn.fetchrow(
-            query("insert_events"),
-            dump_json(
-                [
-                    (
-                        sid[0],
-                        sid[1],
-                        e.job_id,
-                        e.type,
-                        e.attempt,
-                        e.ts_ms,
-                        e.fields,
-                        index[e.job_id],
-                    )
-                    for sid, e in events.items()
-                ]
-            ),
-        )
-        if len(inserted["stream_ms"]) < len(
-            events
-        ):  # some were in Postgres already: fold only the new ones
-            fresh_sids = set(zip(inserted["stream_ms"], inserted["stream_seq"]))
-            pairs = [(sid, e) for sid, e in events.items() if sid in fresh_sids]
-        else:
-            pairs = list(events.items())
+        pairs = await self._insert_events(conn, events, index)
         pairs.sort(key=lambda pair: pair[0])  # stream order
         new: dict[str, list[tuple[StreamId, OutboxEvent]]] = defaultdict(list)
         for sid, e in pairs:
@@ -277,8 +310,10 @@ class BatchWriter:
                     0
                 )  # let the worker sharing this loop claim and settle meanwhile
             mine = new.get(job_id, [])
+            fold: JobFold | None
             if job_id in fresh:  # its index row is this batch's: no event of it is stored yet
-                fold: JobFold | None = JobFold(job_id, index[job_id])
+                fold = JobFold(job_id, index[job_id])
+                fold.stored = set()
             elif job_id in moved:
                 fold = None
             else:
@@ -296,10 +331,50 @@ class BatchWriter:
             for fold in refolded.values():
                 fold.dropped = True  # its stored attempt rows are unknown: check them all
             folds.update(refolded)
-        await self._write_rows(conn, [folds[j] for j in touched], index)
+        await self._write_rows(conn, [folds[j] for j in touched], index, fresh)
         for job_id in touched:
             self._folds.keep(folds[job_id])
         return len(pairs)
+
+    async def _insert_events(
+        self,
+        conn: asyncpg.Connection,
+        events: dict[StreamId, OutboxEvent],
+        index: dict[str, datetime],
+    ) -> list[tuple[StreamId, OutboxEvent]]:
+        """Store the raw events; return those that were not stored yet (only they are folded).
+
+        An entry is delivered once unless a relay died holding it, so a batch is first
+        COPYed (binary: about half the server time of an INSERT that parses a JSON document
+        and checks each row for a conflict). A stored event makes the COPY fail (_copied);
+        the batch then goes through the INSERT that skips what is there (the stream id is
+        the idempotency key)."""
+        records = [
+            (
+                sid[0],
+                sid[1],
+                e.job_id,
+                e.type,
+                e.attempt,
+                ms_to_utc(e.ts_ms),
+                dump_json(e.fields),
+                index[e.job_id],
+            )
+            for sid, e in events.items()
+        ]
+        if await _copied(conn, "schedule_events", records, EVENT_COLUMNS):
+            return list(events.items())
+        inserted = await conn.fetchrow(
+            query("insert_events"),
+            dump_json(
+                [
+                    (*sid, e.job_id, e.type, e.attempt, e.ts_ms, e.fields, index[e.job_id])
+                    for sid, e in events.items()
+                ]
+            ),
+        )
+        fresh = set(zip(inserted["stream_ms"], inserted["stream_seq"]))
+        return [(sid, e) for sid, e in events.items() if sid in fresh]
 
     async def _applied(
         self, conn: asyncpg.Connection, ids: list[str], index: dict[str, datetime]
@@ -346,15 +421,27 @@ class BatchWriter:
         return {j: fold_new(j, jobs[j], by_job[j]) for j in ids}
 
     async def _write_rows(
-        self, conn: asyncpg.Connection, folds: list[JobFold], index: dict[str, datetime]
+        self,
+        conn: asyncpg.Connection,
+        folds: list[JobFold],
+        index: dict[str, datetime],
+        fresh: set[str],
     ) -> None:
-        """Upsert the folded rows of these jobs, with the last event folded into each.
+        """Write the folded rows of these jobs, with the last event folded into each.
 
-        The rows go as one JSON document per table, straight from the folds' dicts
-        (no record objects, no per-column arrays: this runs for every job of every batch)."""
-        await conn.execute(query("upsert_jobs"), dump_json([f.job for f in folds]))
-        rows = [row for f in folds for row in f.rows.values()]
-        dropped = [f for f in folds if f.dropped]
+        A row the database cannot hold yet is COPYed (binary, no conflict to look for): the
+        job row of a job whose index row this batch inserted, an attempt row its fold has
+        not written (JobFold.stored). The others are upserted from one JSON document per
+        table, straight from the folds' dicts (no record objects, no per-column arrays)."""
+        new = [f for f in folds if f.job["id"] in fresh]
+        known = [f for f in folds if f.job["id"] not in fresh]
+        if new and not await _copied(
+            conn, "schedule_audit", [_record(f.job, JOB_COLUMNS) for f in new], JOB_COLUMNS
+        ):
+            known += new
+        if known:
+            await conn.execute(query("upsert_jobs"), dump_json([f.job for f in known]))
+        dropped = [f for f in known if f.dropped]
         if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
             ids = [f.job["id"] for f in dropped]
             kept = [(row["job_id"], row["attempt"]) for f in dropped for row in f.rows.values()]
@@ -365,10 +452,57 @@ class BatchWriter:
                 [k[0] for k in kept],
                 [k[1] for k in kept],
             )
-            for f in dropped:
-                f.dropped = False
-        if rows:
-            await conn.execute(query("upsert_attempts"), dump_json(rows))
+        copied: list[dict[str, Any]] = []
+        upserted: list[dict[str, Any]] = []
+        for f in folds:
+            for n, row in f.rows.items():
+                unstored = f.stored is not None and not f.dropped and n not in f.stored
+                (copied if unstored else upserted).append(row)
+            f.stored, f.dropped = set(f.rows), False
+        if copied and not await _copied(
+            conn,
+            "schedule_attempts",
+            [_record(row, ATTEMPT_KEYS) for row in copied],
+            ATTEMPT_COLUMNS,
+        ):
+            upserted += copied
+        if upserted:
+            await conn.execute(query("upsert_attempts"), dump_json(upserted))
+
+
+# Why a COPY may fail where the statement it stands in for does not: a row already stored,
+# or a value the client cannot encode (the statement's server-side cast then refuses it with
+# a message naming the type and the value, or takes it).
+_COPY_REFUSED = (
+    asyncpg.UniqueViolationError,
+    asyncpg.DataError,
+    OverflowError,
+    ValueError,
+    TypeError,
+)
+
+
+async def _copied(
+    conn: asyncpg.Connection, table: str, records: list[tuple[Any, ...]], columns: tuple[str, ...]
+) -> bool:
+    """COPY the records in a savepoint of their own; False (nothing written) when refused."""
+    try:
+        async with conn.transaction():
+            await conn.copy_records_to_table(table, records=records, columns=columns)
+    except _COPY_REFUSED:
+        return False
+    return True
+
+
+def _record(row: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """A fold's row as COPY takes it: its values in column order, JSON as text."""
+    return tuple(_jsonb(row[k]) if k in JSON_COLUMNS else row[k] for k in keys)
+
+
+def _jsonb(value: object) -> str | None:
+    if value is None:
+        return None
+    return value.text if isinstance(value, JsonText) else dump_json(value)
 
 
 def _ms(sid: StreamId | None) -> int | None:
