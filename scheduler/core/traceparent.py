@@ -1,8 +1,10 @@
 """The W3C traceparent header, parsed without OpenTelemetry: the one parser,
-shared by the worker's tracing and the audit (which stores the trace id)."""
+shared by the worker's tracing and the audit (which stores the trace id); and the trace
+context of a job scheduled where no OpenTelemetry SDK runs, derived from its id."""
 
 from __future__ import annotations
 
+from hashlib import blake2b
 from typing import Final, NamedTuple
 
 _HEX_OR_DASH: Final = frozenset("0123456789abcdef-")
@@ -41,3 +43,14 @@ def parse_traceparent(value: str) -> Traceparent | None:
     if not trace_id or not span_id:
         return None
     return Traceparent(trace_id, span_id, int(head[53:55], 16))
+
+
+def job_trace(job_id: str) -> Traceparent:
+    """The trace context of a job scheduled without one (no SDK where it was scheduled), so
+    that every attempt of the job still shares one trace id: trace and parent span ids
+    derived from the job id (nothing stored, nothing drawn by the producer), flags 00
+    because nobody sampled it (a worker with an SDK asks its own sampler: by the trace id,
+    the same answer for every attempt). An id reused after its job was deleted shares it."""
+    digest = blake2b(job_id.encode(), digest_size=24, person=b"horae.trace").digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    return Traceparent(trace_id, int.from_bytes(digest[16:], "big") or 1, 0)

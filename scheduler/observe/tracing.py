@@ -5,6 +5,8 @@ A job's life is one trace: the PRODUCER span of the scheduling call is stored
 with the job as a W3C traceparent; every attempt is a CONSUMER span whose
 parent is that context (retries are siblings), and every listener a child of
 its attempt. A cron tick starts a new trace linked to its schedule's context.
+A job scheduled where no SDK runs has a trace derived from its id (core/traceparent.py:
+job_trace), so its attempts still share one trace.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from scheduler.core.traceparent import parse_traceparent
+from scheduler.core.traceparent import job_trace, parse_traceparent
 
 TRACER_NAME: Final = "horae"
 
@@ -93,6 +95,21 @@ def span_context_of(value: str) -> SpanContext | None:
     return SpanContext(
         parsed.trace_id, parsed.span_id, is_remote=True, trace_flags=TraceFlags(parsed.flags)
     )
+
+
+def _job_context(job_id: str, tracer: Tracer) -> otel_context.Context:
+    """The parent of a job scheduled without a trace context (no SDK where it was scheduled):
+    job_trace's, sampled as `tracer`'s sampler samples a new trace with that id (a ratio
+    sampler decides by the id alone: every attempt of the job gets the same answer)."""
+    parsed = job_trace(job_id)
+    sampler = getattr(getattr(tracer, "_tracer", tracer), "sampler", None)  # SDK (via a proxy)
+    sampled = (
+        sampler is not None
+        and sampler.should_sample(_EMPTY, parsed.trace_id, "process").decision.is_sampled()
+    )
+    flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+    span_context = SpanContext(parsed.trace_id, parsed.span_id, is_remote=True, trace_flags=flags)
+    return trace.set_span_in_context(NonRecordingSpan(span_context), _EMPTY)
 
 
 @lru_cache(maxsize=256)
@@ -202,8 +219,13 @@ def attempt_span(
     sampler follows it), so the attributes go in with the span, cheaper than a call after
     it; otherwise they are set only if it records (an unsampled job's attempt builds none).
     """
-    name, parent = f"process {topic}", context_from(traceparent)
-    if parent is not None and traceparent[54] in _ODD_HEX:  # the flags' sampled bit
+    name = f"process {topic}"
+    parent = context_from(traceparent) if traceparent else _job_context(job_id, tracer)
+    if parent is not None and (
+        traceparent[54] in _ODD_HEX  # the flags' sampled bit
+        if traceparent
+        else trace.get_current_span(parent).get_span_context().trace_flags.sampled
+    ):
         return SpanScope(
             tracer.start_span(
                 name,

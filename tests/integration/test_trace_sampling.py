@@ -1,7 +1,8 @@
 """Sampling (issue 15): a sampled job's call, attempts and listener runs are all in its
 trace; an unsampled job records no span at all, yet carries its traceparent (flags 00)
 so a downstream service decides the same way; the sampler comes from [telemetry] or the
-standard OTEL_TRACES_SAMPLER variables."""
+standard OTEL_TRACES_SAMPLER variables. A job scheduled where no SDK runs (issue 34) is one
+trace all the same: one derived from the job's id, which the worker's sampler decides by."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import redis.asyncio as aioredis
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import NoOpTracer, SpanKind
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler.core.config import TelemetrySettings
 from scheduler.core.keys import Keys
-from scheduler.core.traceparent import parse_traceparent
+from scheduler.core.traceparent import job_trace, parse_traceparent
 from scheduler.observe.telemetry import sampler_of
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import START_MS, eventually, make_scheduler
@@ -78,6 +79,53 @@ async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_
             assert mine == [], f"unsampled job {job_id} recorded {[sp.name for sp in mine]}"
     assert sampled and unsampled, f"ratio 0.5 over {JOBS} jobs: {sampled} sampled, {unsampled} not"
     assert len(spans) == 7 * sampled
+
+
+async def test_a_job_scheduled_without_an_sdk_keeps_one_trace_across_its_attempts(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    """The producer has no SDK; the worker samples half of all new traces. No job stores a
+    trace context; a sampled job's two attempts and their listeners are all in the one trace
+    derived from its id, under its parent; an unsampled one records nothing (never one
+    attempt of two)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reg, runs = ListenerRegistry(), []
+
+    @reg.on_event("s")
+    async def flaky(event: ScheduleArrivedEvent) -> None:
+        runs.append(event.scheduled_job_id)
+        if event.attempt == 1:
+            raise ConnectionError("first attempt fails")
+
+    clock = FakeClock(START_MS)
+    producer = make_scheduler(redis_url, namespace, ListenerRegistry(), clock)
+    producer.tracer = NoOpTracer()
+    worker = make_scheduler(redis_url, namespace, reg, clock)
+    worker.tracer = provider.get_tracer("test")
+    async with producer, worker:
+        ids = [await producer.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
+        async with worker.worker(concurrency=8):
+            await eventually(
+                lambda: _retrying(worker, JOBS), what="every first attempt settled as a retry"
+            )
+            clock.advance(1.5)
+            await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    sampled = 0
+    for job_id in ids:
+        assert await redis.hget(Keys(namespace).job(job_id), "trace") is None  # costs no byte
+        parent = job_trace(job_id)
+        mine = [sp for sp in spans if sp.context.trace_id == parent.trace_id]
+        attempts = [sp for sp in mine if sp.kind is SpanKind.CONSUMER]
+        if mine:
+            sampled += 1
+            assert len(attempts) == 2 and len(mine) == 4, (job_id, [sp.name for sp in mine])
+            assert {sp.parent.span_id for sp in attempts if sp.parent} == {parent.span_id}
+    assert 0 < sampled < JOBS, f"ratio 0.5 over {JOBS} jobs: {sampled} sampled"
+    assert len(spans) == 4 * sampled  # no span outside a job's own trace
 
 
 async def _all_ran(runs: list[str], n: int) -> bool:

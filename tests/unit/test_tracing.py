@@ -5,15 +5,17 @@ scopes (current span, parentage, error recording) the worker and facade rely on.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from scheduler.core.traceparent import job_trace
 from scheduler.observe.tracing import (
     ATTEMPT_OUTCOME,
     JOB_ATTEMPT,
@@ -252,3 +254,30 @@ def test_a_producer_span_that_is_not_current_still_parents_under_the_callers_spa
     ):
         pass
     assert calls == [1], "a non-recording span builds no attributes"
+
+
+def test_a_job_without_a_trace_has_one_of_its_own_decided_by_the_workers_sampler() -> None:
+    """A job scheduled where no SDK runs stores no trace context: its attempts are traced
+    under one derived from its id (a different one per job); the worker's sampler decides by
+    that trace id, so every attempt gets the same answer: TraceIdRatioBased(0.5) records
+    about half of the jobs, all of their attempts or none."""
+    ids = [f"job-{i}" for i in range(200)]
+    derived = {job_id: job_trace(job_id) for job_id in ids}
+    assert len({t.trace_id for t in derived.values()}) == 200
+    assert job_trace("job-1") == derived["job-1"] and derived["job-1"].flags == 0
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    for job_id in ids:
+        for attempt in (1, 2):
+            with attempt_span(tracer, "t", "", job_id, attempt, 2, 0):
+                pass
+    by_trace: dict[int, list[Any]] = {}
+    for sp in exporter.get_finished_spans():
+        by_trace.setdefault(sp.context.trace_id, []).append(sp)
+    assert {len(spans) for spans in by_trace.values()} == {2}  # both attempts, or neither
+    assert 60 < len(by_trace) < 140  # about half of 200
+    parents = {t.trace_id: t.span_id for t in derived.values()}
+    for trace_id, spans in by_trace.items():
+        assert {sp.parent.span_id for sp in spans if sp.parent} == {parents[trace_id]}
