@@ -89,6 +89,7 @@ bench: $(STAMP)
 	done
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)  # issue 17: 1 vs 6 partitions on a Redis Cluster it starts
+	$(PY) bench/tracing_cost.py --sampled --plain $(TRACING_BENCH_ARGS)  # issue 34: tracing stays cheap
 
 # Every Python the project claims (pyproject's "Programming Language :: Python :: 3.x"
 # classifiers; PYTHONS="3.12 3.14" to choose): each in its own venv under .venvs/ with
