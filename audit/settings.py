@@ -33,7 +33,7 @@ class AuditSettings(Section):
     batch_size: int = Field(2_000, ge=1, le=50_000)
     block_ms: int = Field(1_000, ge=1)
     claim_idle_ms: int = Field(30_000, ge=100)
-    linger_ms: int = Field(20, ge=0, le=10_000)
+    linger_ms: int = Field(100, ge=0, le=10_000)
     fold_cache: int = Field(20_000, ge=0)
     retention_months: int = Field(12, ge=1)
     # /healthz and /readyz of `horae audit relay` (0 = not served; host as [worker] health_host).

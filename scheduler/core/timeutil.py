@@ -8,6 +8,7 @@ ambiguous one (fall-back overlap) runs at its first occurrence.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from listeners.durations import DurationError, duration_seconds
@@ -90,8 +91,12 @@ def parse_duration(value: timedelta | float | int | str, field: str = "delay") -
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+@lru_cache(maxsize=4096)
 def ms_to_utc(ms: int) -> datetime:
-    """Epoch ms → aware UTC datetime (exact: no float rounding). The one such helper."""
+    """Epoch ms → aware UTC datetime (exact: no float rounding). The one such helper.
+
+    Cached: the audit relay converts every event's instants, and the events of a batch share
+    few distinct milliseconds (datetimes are immutable, so sharing one is safe)."""
     return _EPOCH_UTC + timedelta(milliseconds=ms)
 
 
