@@ -9,7 +9,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import asyncpg
@@ -91,48 +91,11 @@ EVENT_COLUMNS = (
     "job_created_at",
 )
 
-# schedule_audit's columns are the keys of a fold's job dict (audit/relay/fold.py: JobFold).
-JOB_COLUMNS = (
-    "id",
-    "topic",
-    "status",
-    "attempts",
-    "max_attempts",
-    "backoff_type",
-    "backoff_delay_ms",
-    "last_error",
-    "run_at",
-    "tz",
-    "payload",
-    "metadata",
-    "trace_id",
-    "cron_name",
-    "created_at",
-    "updated_at",
-    "completed_at",
-    "failed_at",
-    "cancelled_at",
-    "applied_ms",
-    "applied_seq",
-    "deduplicated",
-)
-# An attempt row's keys in the fold, and schedule_attempts' columns in the same order.
-ATTEMPT_KEYS = (
-    "job_id",
-    "attempt",
-    "worker",
-    "started_at",
-    "finished_at",
-    "outcome",
-    "error_type",
-    "error_message",
-    "duration_ms",
-    "lateness_ms",
-    "job_created_at",
-    "progress_percent",
-    "progress_message",
-    "logs",
-)
+# The columns COPY writes, in a fold's own order: schedule_audit's are the keys of its job
+# dict; schedule_attempts' are an attempt row's keys, two of them named otherwise there.
+_SAMPLE = JobFold("", datetime(1970, 1, 1, tzinfo=UTC))
+JOB_COLUMNS = tuple(_SAMPLE.job)
+ATTEMPT_KEYS = tuple(_SAMPLE.row(1))
 ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *ATTEMPT_KEYS[3:])
 JSON_COLUMNS = frozenset({"last_error", "payload", "metadata", "logs"})
 
