@@ -66,6 +66,7 @@ class AuditRelay:
         self._acked_since_trim = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stop_asked = asyncio.Event()  # ends a linger at once: stop() need not wait it out
         self._pg_down_since: float | None = None
         self._redis_down_since: float | None = None
 
@@ -116,12 +117,14 @@ class AuditRelay:
         if self.running:
             return
         self._stopping = False
+        self._stop_asked = asyncio.Event()  # bound to the loop the relay runs on
         self._task = asyncio.create_task(self._loop(), name=f"audit-relay:{self.consumer}")
 
     async def stop(self) -> None:
         """Drain what arrives within drain_timeout_s, then cancel; unfinished entries
         stay pending in Redis for another relay to claim."""
         task, self._stopping = self._task, True
+        self._stop_asked.set()
         if task is not None:
             try:
                 await asyncio.wait_for(
@@ -168,7 +171,8 @@ class AuditRelay:
         if 0 < settled < self.options.batch_size and not self._stopping and self.options.linger_ms:
             # Under a steady trickle, one transaction per few events would cost more in
             # round trips than the events themselves: let a batch gather (audit lags by ms).
-            await asyncio.sleep(self.options.linger_ms / 1000)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_asked.wait(), self.options.linger_ms / 1000)
         self._acked_since_trim += settled
         # Acknowledged entries still take Redis memory until trimmed: trim on a timer, and
         # under load as soon as a batch's worth is acknowledged (the outbox stays small).

@@ -316,6 +316,25 @@ async def test_stop_drains_and_leaves_no_consumer(
     assert info[0]["pending"] == 0 and info[0]["consumers"] == 0
 
 
+async def test_stop_ends_a_linger_at_once(
+    outbox: Any,
+    redis: aioredis.Redis,
+    namespace: str,
+    database_url: str,
+    relay_options: RelayOptions,
+) -> None:
+    """After a partial batch the relay lingers so the next one is bigger; a stop does not wait
+    that out (a worker's close would otherwise take the linger longer)."""
+    relay = AuditRelay(redis, namespace, database_url, replace(relay_options, linger_ms=10_000))
+    await relay.start()
+    await outbox.scheduled("lingered")
+    await AuditTrail(redis, namespace, database_url, relay_options).flush(timeout=20)
+    await asyncio.sleep(0.2)  # it lingers now: the batch of one was partial
+    started = asyncio.get_running_loop().time()
+    await relay.stop()
+    assert asyncio.get_running_loop().time() - started < 3, "stop waited out the 10 s linger"
+
+
 async def test_a_running_relay_trims_once_enough_entries_are_acknowledged(
     outbox: Any,
     redis: aioredis.Redis,
