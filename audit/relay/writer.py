@@ -97,7 +97,9 @@ _SAMPLE = JobFold("", datetime(1970, 1, 1, tzinfo=UTC))
 JOB_COLUMNS = tuple(_SAMPLE.job)
 ATTEMPT_KEYS = tuple(_SAMPLE.row(1))
 ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *ATTEMPT_KEYS[3:])
-JSON_COLUMNS = frozenset({"last_error", "payload", "metadata", "logs"})
+_JSON = frozenset({"last_error", "payload", "metadata", "logs"})
+JOB_JSON_AT = tuple(i for i, k in enumerate(JOB_COLUMNS) if k in _JSON)
+ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(ATTEMPT_KEYS) if k in _JSON)
 
 # Folding a batch is CPU work on the loop the relay shares with its worker: give the loop back
 # every this many jobs, so a 2,000-event batch does not hold claims and settlements for tens of ms.
@@ -399,7 +401,10 @@ class BatchWriter:
         new = [f for f in folds if f.job["id"] in fresh]
         known = [f for f in folds if f.job["id"] not in fresh]
         if new and not await _copied(
-            conn, "schedule_audit", [_record(f.job, JOB_COLUMNS) for f in new], JOB_COLUMNS
+            conn,
+            "schedule_audit",
+            [_record(f.job, JOB_COLUMNS, JOB_JSON_AT) for f in new],
+            JOB_COLUMNS,
         ):
             known += new
         if known:
@@ -425,7 +430,7 @@ class BatchWriter:
         if copied and not await _copied(
             conn,
             "schedule_attempts",
-            [_record(row, ATTEMPT_KEYS) for row in copied],
+            [_record(row, ATTEMPT_KEYS, ATTEMPT_JSON_AT) for row in copied],
             ATTEMPT_COLUMNS,
         ):
             upserted += copied
@@ -446,7 +451,7 @@ _COPY_REFUSED = (
 
 
 async def _copied(
-    conn: asyncpg.Connection, table: str, records: list[tuple[Any, ...]], columns: tuple[str, ...]
+    conn: asyncpg.Connection, table: str, records: Sequence[Sequence[Any]], columns: tuple[str, ...]
 ) -> bool:
     """COPY the records in a savepoint of their own; False (nothing written) when refused."""
     try:
@@ -457,9 +462,12 @@ async def _copied(
     return True
 
 
-def _record(row: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
-    """A fold's row as COPY takes it: its values in column order, JSON as text."""
-    return tuple(_jsonb(row[k]) if k in JSON_COLUMNS else row[k] for k in keys)
+def _record(row: dict[str, Any], keys: tuple[str, ...], json_at: tuple[int, ...]) -> list[Any]:
+    """A fold's row as COPY takes it: its values in column order, JSON (at json_at) as text."""
+    values = [row[k] for k in keys]
+    for i in json_at:
+        values[i] = _jsonb(values[i])
+    return values
 
 
 def _jsonb(value: object) -> str | None:
