@@ -18,8 +18,8 @@ from redis.exceptions import RedisError
 from audit.migrate import migrate
 from audit.options import RelayOptions
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
+from audit.relay.outage import is_outage
 from audit.relay.stream_partitioned import outbox_stream
-from audit.relay.writer import is_outage
 from audit.sql import query
 from scheduler.core.errors import AuditUnavailable, StorageError
 from scheduler.core.outbox import Outcome, Status

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import asyncpg  # noqa: E402
 
 from audit.options import RelayOptions  # noqa: E402
-from audit.relay.fold import FoldCache  # noqa: E402
+from audit.relay.foldcache import FoldCache  # noqa: E402
 from audit.relay.streamid import StreamId, parse_id  # noqa: E402
 from audit.relay.writer import BatchWriter  # noqa: E402
 from audit.settings import AuditSettings  # noqa: E402
@@ -98,9 +98,13 @@ class StatementCpu:
 
 async def capture(redis_url: str, jobs: int, fail_every: int) -> list[tuple[str, dict[str, str]]]:
     """The outbox entries of a drain of `jobs` jobs (the namespace is emptied before and after)."""
+    import redis.asyncio as aioredis
+
     from horae.settings import load_settings
     from listeners import ListenerRegistry
     from scheduler import Scheduler
+    from scheduler.core.keys import Keys
+    from scheduler.testing.under_test import delete_namespace
 
     settings = load_settings(env={}, redis_url=redis_url, namespace=NAMESPACE)
     settings = settings.model_copy(
@@ -117,10 +121,8 @@ async def capture(redis_url: str, jobs: int, fail_every: int) -> list[tuple[str,
         finished += 1
 
     retry = {"attempts": 3, "backoff": {"type": "fixed", "delay": 1_000}}
+    await delete_namespace(redis_url, NAMESPACE)
     async with Scheduler(settings=settings, listeners=registry) as s:
-        redis = s._redis
-        assert redis is not None
-        await _forget(redis)
         for start in range(0, jobs, 1_000):
             await s.schedule_many(
                 [
@@ -132,17 +134,15 @@ async def capture(redis_url: str, jobs: int, fail_every: int) -> list[tuple[str,
             deadline = time.monotonic() + 300
             while finished < jobs and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-        entries = await redis.xrange("{" + NAMESPACE + "}:outbox")
-        await _forget(redis)
+    redis = aioredis.Redis.from_url(redis_url)
+    try:
+        entries = await redis.xrange(Keys(NAMESPACE).outbox)
+    finally:
+        await redis.aclose()
+    await delete_namespace(redis_url, NAMESPACE)
     return [
         (k.decode(), {a.decode(): b.decode() for a, b in fields.items()}) for k, fields in entries
     ]
-
-
-async def _forget(redis: Any) -> None:
-    keys = [k async for k in redis.scan_iter(match="{" + NAMESPACE + "}*", count=1_000)]
-    for i in range(0, len(keys), 500):
-        await redis.delete(*keys[i : i + 500])
 
 
 def with_database(url: str, name: str) -> str:

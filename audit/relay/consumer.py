@@ -18,11 +18,12 @@ from opentelemetry.metrics import Counter
 from redis.exceptions import RedisError
 
 from audit.options import RelayOptions, default_consumer_name
-from audit.relay.fold import FoldCache
+from audit.relay.foldcache import FoldCache
+from audit.relay.outage import is_outage
 from audit.relay.stream import Entry, Lag, decode
 from audit.relay.stream_partitioned import outbox_stream
 from audit.relay.streamid import StreamId
-from audit.relay.writer import BatchWriter, is_outage
+from audit.relay.writer import BatchWriter
 
 __all__ = ["AuditRelay", "serve"]
 

@@ -5,13 +5,12 @@ out. Events are applied in stream order (the order of the Lua scripts that
 wrote them), so the result depends only on the SET of events: re-delivered
 duplicates and batches applied out of order converge on the same rows.
 A JobFold can also be resumed with later events, which is what the relay does
-between batches while nothing else touched the job.
+between batches while nothing else touched the job (audit/relay/foldcache.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -388,49 +387,3 @@ def fold_new(job_id: str, created_at: datetime, events: Iterable[OutboxEvent]) -
     for sid in sorted(unique):
         fold.apply(unique[sid], sid)
     return fold
-
-
-class FoldCache:
-    """The folds of jobs this relay wrote last, so the next batch of a job resumes its
-    fold instead of re-reading and re-folding all of the job's stored events.
-
-    A fold is only resumed when the job's audit row (read once its index row is
-    locked) says the latest event folded into it is the fold's own last event:
-    anything another relay or a rolled-back batch did since shows up there as a
-    mismatch. Finished jobs are dropped (they rarely get another event); the rest
-    are evicted oldest first.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._folds: OrderedDict[str, JobFold] = OrderedDict()
-
-    def __contains__(self, job_id: str) -> bool:
-        return job_id in self._folds
-
-    def resume(
-        self, job_id: str, created_at: datetime, applied: StreamId | None, new: Iterable[StreamId]
-    ) -> JobFold | None:
-        """The cached fold if it can take `new` as they stand, else None (fold from scratch)."""
-        fold = self._folds.pop(job_id, None)
-        if (
-            fold is None
-            or applied is None
-            or fold.last != applied
-            or fold.job["created_at"] != created_at
-        ):
-            return None
-        if any(sid <= applied for sid in new):  # an older event arrived late
-            return None
-        return fold
-
-    def keep(self, fold: JobFold) -> None:
-        """Remember a fold just written (called before commit: resume() re-checks it)."""
-        job_id = fold.job["id"]
-        if fold.job["status"] in outbox.TERMINAL_STATUSES or self._size <= 0:
-            self._folds.pop(job_id, None)
-            return
-        self._folds[job_id] = fold
-        self._folds.move_to_end(job_id)
-        while len(self._folds) > self._size:
-            self._folds.popitem(last=False)

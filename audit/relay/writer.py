@@ -9,61 +9,25 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 import asyncpg
 
-from audit.jsontext import JsonText, dump_json
+from audit.jsontext import dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
-from audit.relay.fold import FoldCache, JobFold, fold_new
+from audit.relay.copyrows import copy_attempts, copy_events, copy_jobs
+from audit.relay.fold import JobFold, fold_new
+from audit.relay.foldcache import FoldCache
+from audit.relay.outage import PostgresUnavailable, closed, is_outage
 from audit.relay.streamid import StreamId
 from audit.sql import query
 from scheduler.core.errors import StorageError
 from scheduler.core.outbox import SCHEDULED, OutboxEvent, decode_entry
 from scheduler.core.timeutil import ms_to_utc
 
-__all__ = ["BatchWriter", "PostgresUnavailable", "is_outage"]
-
-# InternalClientError: asyncpg's protocol state broken by a server that vanished mid-operation.
-_OUTAGE_ERRORS = (
-    OSError,
-    asyncio.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.InternalClientError,
-)
-
-
-class PostgresUnavailable(StorageError):
-    """Postgres could not be reached, or the connection died under a batch."""
-
-
-def is_outage(exc: BaseException) -> bool:
-    """Whether a Postgres error means "not reachable right now" (as opposed to a bug).
-
-    Follows the exception chain: a dying server often surfaces as a client
-    error ("the underlying connection is closed") raised while handling the
-    real one.
-    """
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            return False
-        if isinstance(seen, (PostgresUnavailable, *_OUTAGE_ERRORS)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _closed(conn: asyncpg.Connection) -> bool:
-    try:
-        return bool(conn.is_closed())
-    except asyncpg.InterfaceError:  # the pool already took the dead connection back
-        return True
+__all__ = ["BatchWriter"]
 
 
 @dataclass(frozen=True)
@@ -79,27 +43,6 @@ class _MissingPartitions(Exception):
         super().__init__(f"missing audit partitions for {sorted(months)}")
         self.months = months
 
-
-EVENT_COLUMNS = (
-    "stream_ms",
-    "stream_seq",
-    "job_id",
-    "event_type",
-    "attempt_no",
-    "ts",
-    "fields",
-    "job_created_at",
-)
-
-# The columns COPY writes, in a fold's own order: schedule_audit's are the keys of its job
-# dict; schedule_attempts' are an attempt row's keys, two of them named otherwise there.
-_SAMPLE = JobFold("", datetime(1970, 1, 1, tzinfo=UTC))
-JOB_COLUMNS = tuple(_SAMPLE.job)
-ATTEMPT_KEYS = tuple(_SAMPLE.row(1))
-ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *ATTEMPT_KEYS[3:])
-_JSON = frozenset({"last_error", "payload", "metadata", "logs"})
-JOB_JSON_AT = tuple(i for i, k in enumerate(JOB_COLUMNS) if k in _JSON)
-ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(ATTEMPT_KEYS) if k in _JSON)
 
 # Folding a batch is CPU work on the loop the relay shares with its worker: give the loop back
 # every this many jobs, so a 2,000-event batch does not hold claims and settlements for tens of ms.
@@ -210,7 +153,7 @@ class BatchWriter:
                         if (
                             not isinstance(exc, _MissingPartitions)
                             and not is_outage(exc)
-                            and _closed(conn)
+                            and closed(conn)
                         ):
                             raise PostgresUnavailable(f"{type(exc).__name__}: {exc}") from exc
                         raise
@@ -311,23 +254,10 @@ class BatchWriter:
 
         An entry is delivered once unless a relay died holding it, so a batch is first
         COPYed (binary: about half the server time of an INSERT that parses a JSON document
-        and checks each row for a conflict). A stored event makes the COPY fail (_copied);
+        and checks each row for a conflict). A stored event makes the COPY give way;
         the batch then goes through the INSERT that skips what is there (the stream id is
         the idempotency key)."""
-        records = [
-            (
-                sid[0],
-                sid[1],
-                e.job_id,
-                e.type,
-                e.attempt,
-                ms_to_utc(e.ts_ms),
-                dump_json(e.fields),
-                index[e.job_id],
-            )
-            for sid, e in events.items()
-        ]
-        if await _copied(conn, "schedule_events", records, EVENT_COLUMNS):
+        if await copy_events(conn, events, index):
             return list(events.items())
         inserted = await conn.fetchrow(
             query("insert_events"),
@@ -400,12 +330,7 @@ class BatchWriter:
         table, straight from the folds' dicts (no record objects, no per-column arrays)."""
         new = [f for f in folds if f.job["id"] in fresh]
         known = [f for f in folds if f.job["id"] not in fresh]
-        if new and not await _copied(
-            conn,
-            "schedule_audit",
-            [_record(f.job, JOB_COLUMNS, JOB_JSON_AT) for f in new],
-            JOB_COLUMNS,
-        ):
+        if new and not await copy_jobs(conn, new):
             known += new
         if known:
             await conn.execute(query("upsert_jobs"), dump_json([f.job for f in known]))
@@ -420,60 +345,16 @@ class BatchWriter:
                 [k[0] for k in kept],
                 [k[1] for k in kept],
             )
-        copied: list[dict[str, Any]] = []
+        unstored: list[dict[str, Any]] = []  # rows the database cannot hold: COPYed
         upserted: list[dict[str, Any]] = []
         for f in folds:
             for n, row in f.rows.items():
-                unstored = f.stored is not None and not f.dropped and n not in f.stored
-                (copied if unstored else upserted).append(row)
+                (unstored if f.stored is not None and n not in f.stored else upserted).append(row)
             f.stored, f.dropped = set(f.rows), False
-        if copied and not await _copied(
-            conn,
-            "schedule_attempts",
-            [_record(row, ATTEMPT_KEYS, ATTEMPT_JSON_AT) for row in copied],
-            ATTEMPT_COLUMNS,
-        ):
-            upserted += copied
+        if unstored and not await copy_attempts(conn, unstored):
+            upserted += unstored
         if upserted:
             await conn.execute(query("upsert_attempts"), dump_json(upserted))
-
-
-# Why a COPY may fail where the statement it stands in for does not: a row already stored,
-# or a value the client cannot encode (the statement's server-side cast then refuses it with
-# a message naming the type and the value, or takes it).
-_COPY_REFUSED = (
-    asyncpg.UniqueViolationError,
-    asyncpg.DataError,
-    OverflowError,
-    ValueError,
-    TypeError,
-)
-
-
-async def _copied(
-    conn: asyncpg.Connection, table: str, records: Sequence[Sequence[Any]], columns: tuple[str, ...]
-) -> bool:
-    """COPY the records in a savepoint of their own; False (nothing written) when refused."""
-    try:
-        async with conn.transaction():
-            await conn.copy_records_to_table(table, records=records, columns=columns)
-    except _COPY_REFUSED:
-        return False
-    return True
-
-
-def _record(row: dict[str, Any], keys: tuple[str, ...], json_at: tuple[int, ...]) -> list[Any]:
-    """A fold's row as COPY takes it: its values in column order, JSON (at json_at) as text."""
-    values = [row[k] for k in keys]
-    for i in json_at:
-        values[i] = _jsonb(values[i])
-    return values
-
-
-def _jsonb(value: object) -> str | None:
-    if value is None:
-        return None
-    return value.text if isinstance(value, JsonText) else dump_json(value)
 
 
 def _ms(sid: StreamId | None) -> int | None:

@@ -30,16 +30,8 @@ RETRY = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}
 async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_nothing(
     redis_url: str, namespace: str, redis: aioredis.Redis
 ) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reg, runs = ListenerRegistry(), []
-
-    @reg.on_event("s")
-    async def flaky(event: ScheduleArrivedEvent) -> None:
-        runs.append(event.scheduled_job_id)
-        if event.attempt == 1:
-            raise ConnectionError("first attempt fails")
+    provider, exporter = _half_sampled()
+    reg, runs = _flaky_registry()
 
     @reg.on_event("s")
     async def quiet(event: ScheduleArrivedEvent) -> None:
@@ -49,13 +41,7 @@ async def test_a_sampled_job_is_whole_in_its_trace_and_an_unsampled_one_records_
     s = make_scheduler(redis_url, namespace, reg, clock)
     s.tracer = provider.get_tracer("test")
     async with s:
-        ids = [await s.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
-        async with s.worker(concurrency=8):
-            await eventually(
-                lambda: _retrying(s, JOBS), what="every first attempt settled as a retry"
-            )
-            clock.advance(1.5)
-            await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
+        ids = await _every_job_run_twice(s, s, clock, runs)
     provider.shutdown()
     spans = list(exporter.get_finished_spans())
     by_trace: dict[int, list[Any]] = {}
@@ -88,30 +74,15 @@ async def test_a_job_scheduled_without_an_sdk_keeps_one_trace_across_its_attempt
     trace context; a sampled job's two attempts and their listeners are all in the one trace
     derived from its id, under its parent; an unsampled one records nothing (never one
     attempt of two)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reg, runs = ListenerRegistry(), []
-
-    @reg.on_event("s")
-    async def flaky(event: ScheduleArrivedEvent) -> None:
-        runs.append(event.scheduled_job_id)
-        if event.attempt == 1:
-            raise ConnectionError("first attempt fails")
-
+    provider, exporter = _half_sampled()
+    reg, runs = _flaky_registry()
     clock = FakeClock(START_MS)
     producer = make_scheduler(redis_url, namespace, ListenerRegistry(), clock)
     producer.tracer = NoOpTracer()
     worker = make_scheduler(redis_url, namespace, reg, clock)
     worker.tracer = provider.get_tracer("test")
     async with producer, worker:
-        ids = [await producer.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
-        async with worker.worker(concurrency=8):
-            await eventually(
-                lambda: _retrying(worker, JOBS), what="every first attempt settled as a retry"
-            )
-            clock.advance(1.5)
-            await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
+        ids = await _every_job_run_twice(producer, worker, clock, runs)
     provider.shutdown()
     spans = list(exporter.get_finished_spans())
     sampled = 0
@@ -126,6 +97,41 @@ async def test_a_job_scheduled_without_an_sdk_keeps_one_trace_across_its_attempt
             assert {sp.parent.span_id for sp in attempts if sp.parent} == {parent.span_id}
     assert 0 < sampled < JOBS, f"ratio 0.5 over {JOBS} jobs: {sampled} sampled"
     assert len(spans) == 4 * sampled  # no span outside a job's own trace
+
+
+def _half_sampled() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """An SDK that samples half of all new traces, exporting to memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampling.ParentBased(sampling.TraceIdRatioBased(0.5)))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def _flaky_registry() -> tuple[ListenerRegistry, list[str]]:
+    """A listener of topic "s" whose first attempt fails, and the job ids it ran, in order."""
+    reg, runs = ListenerRegistry(), []
+
+    @reg.on_event("s")
+    async def flaky(event: ScheduleArrivedEvent) -> None:
+        runs.append(event.scheduled_job_id)
+        if event.attempt == 1:
+            raise ConnectionError("first attempt fails")
+
+    return reg, runs
+
+
+async def _every_job_run_twice(
+    producer: Any, worker: Any, clock: FakeClock, runs: list[str]
+) -> list[str]:
+    """Schedule JOBS jobs through `producer`; `worker` runs each twice (a failure, a retry)."""
+    ids = [await producer.schedule_in("s", 0, retry=RETRY) for _ in range(JOBS)]
+    async with worker.worker(concurrency=8):
+        await eventually(
+            lambda: _retrying(worker, JOBS), what="every first attempt settled as a retry"
+        )
+        clock.advance(1.5)
+        await eventually(lambda: _all_ran(runs, 2 * JOBS), what="every retry")
+    return ids
 
 
 async def _all_ran(runs: list[str], n: int) -> bool:
