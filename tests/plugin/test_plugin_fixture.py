@@ -95,11 +95,15 @@ def test_search_path_is_added_to_the_dsn_and_replaces_one_given() -> None:
 
 
 def _relay_children() -> list[int]:
-    return [
-        c.pid
-        for c in psutil.Process().children(recursive=True)
-        if "audit.relay.child" in " ".join(c.cmdline())
-    ]
+    """Running relay children of this process (one that exited, a zombie included, is none)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "audit.relay.child" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:  # gone or a zombie while we looked
+            continue
+    return found
 
 
 async def test_namespace_and_audit_schema_are_its_own_and_deleted_afterwards(
