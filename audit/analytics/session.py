@@ -7,6 +7,7 @@ on a cluster they run what `spark.pyspark.python` / PYSPARK_PYTHON name there.""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from audit.analytics.errors import AnalyticsError
 from audit.analytics.java import require_java
+from audit.analytics.jvm_stderr import quiet_jvm_launch
 
 APP_NAME: Final = "horae-analytics"
 LOCAL_MASTER: Final = "local[*]"
@@ -142,7 +144,10 @@ def start_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     use_worker_python(settings)
-    spark = builder.getOrCreate()
+    # py4j logs each connection it closes at INFO: noise at the end of every report.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    with quiet_jvm_launch():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
 

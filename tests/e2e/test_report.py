@@ -366,6 +366,8 @@ async def test_report_equals_independent_sql(
             timeout=300,
         )
         assert done.returncode == 0, done.stderr[-3000:]
+        # A report ends quietly: neither the JDK's incubator-module warning nor py4j's INFO line.
+        assert "incubator" not in done.stderr and "py4j" not in done.stderr, done.stderr[-3000:]
         assert json.loads((tmp_path / "nightly" / "summary.json").read_text()) == summary
         assert await conn.fetchval("SELECT count(*) FROM schedule_failure_stats") == len(rows)
     finally:
