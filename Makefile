@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint test-integration install clean services-stop java-check bench chaos test-deploy test-pythons
+.PHONY: demo test lint test-integration install clean services-stop java-check bench chaos test-deploy test-pythons docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The documentation site (mkdocs.yml) into site/, offline: --strict fails on a broken link, a
+# missing page or an unresolved API reference. `make test` builds it too (tests/docs/, which also
+# runs every python and console example of the pages: tests/docs/docrunner.py says how).
+# NO_MKDOCS_2_WARNING: mkdocs-material's banner about its end of life, printed by every build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 # The isolated tests on both cores (pytest-xdist, one file per worker at a time), then the few
 # marked `serial` alone: timing bounds and ports that must stay free while nothing else runs.
 test: $(STAMP) lint
@@ -50,13 +57,13 @@ test-integration: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration tests/e2e --ignore=tests/e2e/test_spark_cluster.py \
 	  --ignore=tests/e2e/test_nightly.py
 
-# The full chaos run (tests/chaos, README "Guarantees"); `make test` runs a 60-second version.
+# The full chaos run (tests/chaos, docs/concepts/guarantees.md); `make test` runs a 60-second version.
 # CHAOS_SEED (printed by every run: replay it), CHAOS_SECONDS (180), CHAOS_JOBS (10000),
 # CHAOS_APPENDFSYNC (everysec; always = no loss tolerated). Starts its own servers.
 chaos: $(STAMP)
 	$(PY) -m tests.chaos
 
-# The deployment material (README: Deploying; not part of `make test`): builds the Dockerfile
+# The deployment material (docs/how-to/deploying.md; not part of `make test`): builds the Dockerfile
 # with podman on a base made from Debian packages (mmdebstrap; no registry needed) and runs the
 # image's worker and console against a redis-server of its own (deploy/image_check.py).
 DEPLOY_TOOLS := podman buildah mmdebstrap runc uidmap slirp4netns fuse-overlayfs
@@ -66,7 +73,7 @@ test-deploy: $(STAMP)
 	$(PY) deploy/image_check.py
 
 # The test suite's embedded servers live in .horae/ (tests/conftest.py); the demo's and
-# the CLI's in the data directory horae finds (README: Configuration).
+# the CLI's in the data directory horae finds (docs/how-to/configuring.md).
 services-stop: $(STAMP)
 	HORAE_DATA_DIR=$(CURDIR)/.horae $(VENV)/bin/horae services stop
 	$(VENV)/bin/horae services stop

@@ -19,20 +19,45 @@ class ConsoleSettings(Section):
     name, recorded as the actor) or a bearer token of the JSON API.
     """
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65_535)
-    viewer_token: str = Field("", repr=False)  # may look at everything, act on nothing
-    operator_token: str = Field("", repr=False)  # may also cancel, retry, replay, pause...
-    # A link from a job's trace id, e.g. "http://jaeger:16686/trace/{trace_id}" ("" = none).
-    trace_url: str = ""
-    page_size: int = Field(50, ge=1, le=1_000)
-    # The Host names (optionally with a port) it answers besides loopback ones; checked for every
-    # request without tokens, and with tokens once set. Env: comma-separated.
-    allowed_hosts: tuple[str, ...] = ()
-    # Proxies (addresses or CIDRs) whose X-Forwarded-For/-Proto/-Host it believes; ignored from
-    # anyone else. Needs tokens: a proxied client is no loopback caller.
-    trusted_proxies: tuple[str, ...] = ()
-    max_body_bytes: int = Field(1_048_576, ge=1_024, le=1_073_741_824)  # a longer request body: 413
+    host: str = Field(
+        "127.0.0.1", description="Where it listens; any other address requires a token."
+    )
+    port: int = Field(8080, ge=0, le=65_535, description="Its port.")
+    viewer_token: str = Field(
+        "",
+        repr=False,
+        description="HTTP basic auth password (any user name) or API bearer token of viewers: "
+        "they may look at everything, act on nothing.",
+    )
+    operator_token: str = Field(
+        "",
+        repr=False,
+        description="The same for operators, who may also act (cancel, retry, replay, pause ...).",
+    )
+    trace_url: str = Field(
+        "",
+        description='A trace id\'s link, e.g. "http://localhost:16686/trace/{trace_id}" '
+        '("" = none).',
+    )
+    page_size: int = Field(50, ge=1, le=1_000, description="Rows per page.")
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="Host names (optionally with a port) it answers besides loopback ones, e.g. "
+        '["horae.example.com"]; checked for every request without tokens, and with tokens once '
+        "set. Env: comma-separated.",
+    )
+    trusted_proxies: tuple[str, ...] = Field(
+        (),
+        description="Proxies (addresses or CIDRs) whose X-Forwarded-For/-Proto/-Host it "
+        'believes, e.g. ["10.0.0.5", "10.1.0.0/16"]; ignored from anyone else. Needs tokens: a '
+        "proxied client is no loopback caller. Env: comma-separated.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1_024,
+        le=1_073_741_824,
+        description="A longer request body is refused (413) before it is read.",
+    )
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod

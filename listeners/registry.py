@@ -68,13 +68,14 @@ class ListenerRegistry:
                 it is known, and a worker completes a job whose payload it refuses as
                 `invalid_payload`, without retrying and without running listeners.
             cron: a cron expression (5 fields, or 6 with seconds first) read in `tz`
-                (default UTC): a worker serving `topic` keeps this schedule stored (README
-                "Schedules declared beside listeners"); each tick runs every listener of the topic.
+                (default UTC): a worker serving `topic` keeps this schedule stored
+                (docs/how-to/cron.md); each tick runs every listener of the topic.
             every: or an interval ("15m", seconds, a timedelta; at least 1s), ticking at
                 multiples of it since the Unix epoch, each tick moved later by up to `jitter`
                 (at most the interval; a deterministic offset per tick).
-            tz, misfire, jitter: the zone (cron only), "coalesce" | "skip" | "all" (default:
-                the worker's cron.misfire), the jitter (every only).
+            tz: the zone of `cron` (cron only).
+            misfire: "coalesce" | "skip" | "all" (default: the worker's cron.misfire).
+            jitter: the jitter of `every` (every only).
             name: the stored schedule's name (default `{topic}:cron` or `{topic}:every`, so a
                 topic declares one of each unless names are given).
             payload: every tick's payload (JSON; checked against the topic's schema when a

@@ -40,11 +40,28 @@ class Section(BaseModel):
 class RetrySettings(Section):
     """Default retry policy of jobs that do not bring their own."""
 
-    attempts: int = Field(5, ge=1, le=20)
-    backoff: Literal["exponential", "fixed"] = "exponential"
-    delay_ms: int = Field(DEFAULT_DELAY_MS, ge=1_000, le=3_600_000)
-    max_delay_ms: int = Field(DEFAULT_MAX_DELAY_MS, ge=1_000, le=86_400_000)
-    jitter: Literal["none", "full", "equal"] = "none"
+    attempts: int = Field(5, ge=1, le=20, description="Attempts in all, the first one included.")
+    backoff: Literal["exponential", "fixed"] = Field(
+        "exponential",
+        description="How the delay between attempts grows: doubling from delay_ms, or fixed.",
+    )
+    delay_ms: int = Field(
+        DEFAULT_DELAY_MS,
+        ge=1_000,
+        le=3_600_000,
+        description="The first retry's delay (exponential: 30 s, 1 min, 2 min, 4 min ...).",
+    )
+    max_delay_ms: int = Field(
+        DEFAULT_MAX_DELAY_MS,
+        ge=1_000,
+        le=86_400_000,
+        description="No gap between attempts is longer than this; at least delay_ms.",
+    )
+    jitter: Literal["none", "full", "equal"] = Field(
+        "none",
+        description='Randomness added to a delay d: "full" (uniform 0..d, at least 1 s) or '
+        '"equal" (d/2 + uniform 0..d/2).',
+    )
 
     @model_validator(mode="after")
     def _cap_not_below_delay(self) -> RetrySettings:
@@ -58,44 +75,102 @@ class RetrySettings(Section):
 class RetentionSettings(Section):
     """How long finished jobs stay in Redis (the audit trail keeps them for good)."""
 
-    completed_age_s: int = Field(604_800, ge=0)
-    completed_count: int = Field(1_000, ge=0)
-    failed_age_s: int = Field(2_592_000, ge=0)
-    cancelled_age_s: int = Field(604_800, ge=0)
-    prune_interval_s: float = Field(60.0, gt=0)
-    dead_letter_age_s: int = Field(2_592_000, ge=0)  # dead letters older than this are dropped
+    completed_age_s: int = Field(
+        604_800, ge=0, description="Completed jobs are kept this long (7 days) ..."
+    )
+    completed_count: int = Field(
+        1_000, ge=0, description="... or only the newest this many, whichever is fewer."
+    )
+    failed_age_s: int = Field(2_592_000, ge=0, description="Failed jobs are kept 30 days.")
+    cancelled_age_s: int = Field(604_800, ge=0, description="Cancelled jobs are kept 7 days.")
+    prune_interval_s: float = Field(
+        60.0, gt=0, description="How often a worker drops the finished jobs past retention."
+    )
+    dead_letter_age_s: int = Field(
+        2_592_000, ge=0, description="Dead letters older than this (30 days) are dropped."
+    )
     dead_letter_max: int = Field(
-        10_000, ge=0
-    )  # per dead-letter topic; the oldest beyond it are dropped
+        10_000,
+        ge=0,
+        description="Dead letters kept per dead-letter topic: the oldest beyond it are dropped.",
+    )
 
 
 class WorkerSettings(Section):
     """Worker behaviour."""
 
-    concurrency: int = Field(10, ge=1, le=10_000)
-    claim_batch: int = Field(100, ge=1, le=1_000)
-    lease_ms: int = Field(30_000, ge=100)
-    timeout_ms: int = Field(900_000, ge=1)
-    grace_s: float = Field(30.0, ge=0)
-    recover_interval_s: float = Field(1.0, gt=0)
-    local_handoff: bool = True
-    registry_ttl_ms: int = Field(30_000, ge=100)
-    partitions: str = (
-        ""  # which partitions of the namespace it serves: "" all, else e.g. "0,2" or "0-3"
+    concurrency: int = Field(
+        10, ge=1, le=10_000, description="Attempts running at once in one worker."
     )
-    # /healthz and /readyz of `horae worker` (scheduler/observe/health.py; 0 = not served) and their
-    # address ("" = loopback, or every interface in a container: health.bind_host).
-    health_port: int = Field(0, ge=0, le=65_535)
-    health_host: str = ""
-    # Child processes for listeners of executor="process" (scheduler/worker/process_pool.py): at
-    # most this many (0 = the machine's core count), each replaced after this many jobs or above
-    # this RSS after a job (0 = never).
-    processes: int = Field(0, ge=0, le=1_024)
-    max_jobs_per_child: int = Field(0, ge=0)
-    max_memory_mb_per_child: int = Field(0, ge=0)
-    # How long a topic some worker served stays known after its last worker stopped: its jobs
-    # wait for a worker meanwhile instead of completing as no_listener (a duration: "7d", "12h").
-    topic_memory: str = "7d"
+    claim_batch: int = Field(
+        100, ge=1, le=1_000, description="Most jobs claimed by one script call."
+    )
+    lease_ms: int = Field(
+        30_000,
+        ge=100,
+        description="A running attempt's lease; its heartbeat renews it every lease_ms/3.",
+    )
+    timeout_ms: int = Field(900_000, ge=1, description="Default timeout of one attempt (15 min).")
+    grace_s: float = Field(
+        30.0, ge=0, description="Graceful stop: how long attempts in flight may still finish."
+    )
+    recover_interval_s: float = Field(
+        1.0, gt=0, description="How often expired leases (lost workers) are looked for."
+    )
+    local_handoff: bool = Field(
+        True,
+        description="A job this process schedules for now goes straight to its own running "
+        "worker (leased in the scheduling call) when that worker has a free slot and no other "
+        "job is due; false: it always waits in the due set.",
+    )
+    registry_ttl_ms: int = Field(
+        30_000,
+        ge=100,
+        description="A worker advertises its topics with every heartbeat (every ttl/3 at most); "
+        "one silent this long is dead, and its topics no longer served by it.",
+    )
+    # scheduler/store/partitions.py parses it against [cluster] partitions.
+    partitions: str = Field(
+        "",
+        description="The namespace's partitions this worker serves ([cluster] partitions): "
+        '"" all, else e.g. "0,2" or "0-3".',
+    )
+    # scheduler/observe/health.py (health.bind_host picks the address of "").
+    health_port: int = Field(
+        0,
+        ge=0,
+        le=65_535,
+        description="Port of the /healthz and /readyz of `horae worker` (also --health-port); "
+        "0 = not served.",
+    )
+    health_host: str = Field(
+        "",
+        description='Address of the health endpoints: "" = 127.0.0.1, or 0.0.0.0 in a '
+        "container (Docker, Podman, Kubernetes).",
+    )
+    # The process pool of scheduler/worker/process_pool.py.
+    processes: int = Field(
+        0,
+        ge=0,
+        le=1_024,
+        description='Child processes for listeners of @on_event(..., executor="process"); '
+        "0 = the machine's core count.",
+    )
+    max_jobs_per_child: int = Field(
+        0, ge=0, description="A child is replaced after this many jobs; 0 = never."
+    )
+    max_memory_mb_per_child: int = Field(
+        0,
+        ge=0,
+        description="A child is replaced when its RSS after a job is above this many MB; "
+        "0 = never.",
+    )
+    topic_memory: str = Field(
+        "7d",
+        description="A duration: how long a topic some worker served stays known after its last "
+        "worker stopped; its jobs wait for a worker meanwhile instead of completing as "
+        'no_listener ("0s": only while served).',
+    )
 
     @field_validator("topic_memory")
     @classmethod
@@ -112,31 +187,64 @@ class WorkerSettings(Section):
 class CronSettings(Section):
     """Cron schedules."""
 
-    misfire: Literal["coalesce", "skip", "all"] = "coalesce"
-    misfire_cap: int = Field(100, ge=1, le=100_000)
-    misfire_grace_s: float = Field(60.0, ge=0)
-    fire_batch: int = Field(200, ge=1, le=5_000)
+    misfire: Literal["coalesce", "skip", "all"] = Field(
+        "coalesce",
+        description="Ticks missed during downtime: coalesce (one run), skip (none), all (each, "
+        "up to misfire_cap).",
+    )
+    misfire_cap: int = Field(
+        100, ge=1, le=100_000, description='Most missed ticks run by misfire = "all".'
+    )
+    misfire_grace_s: float = Field(
+        60.0, ge=0, description="A tick later than this counts as missed."
+    )
+    fire_batch: int = Field(
+        200, ge=1, le=5_000, description="Most schedules fired by one script call."
+    )
 
 
 class LimitsSettings(Section):
     """Input limits checked at scheduling (nothing is written when one is exceeded)."""
 
-    # a payload's or metadata's JSON, each
-    json_bytes: int = Field(MAX_JSON_BYTES, ge=1_024, le=67_108_864)
+    json_bytes: int = Field(
+        MAX_JSON_BYTES,
+        ge=1_024,
+        le=67_108_864,
+        description="Largest JSON of a payload or of metadata, each: larger ones are refused "
+        "(InvalidPayload).",
+    )
 
 
 class TelemetrySettings(Section):
     """OpenTelemetry export. "none" installs nothing (the embedding app may install its own SDK)."""
 
-    exporter: Literal["none", "otlp", "prometheus", "console"] = "none"
-    otlp_endpoint: str = ""
-    otlp_protocol: Literal["grpc", "http"] = "grpc"
-    metrics_port: int = Field(0, ge=0, le=65_535)
-    metrics_host: str = ""  # "" = loopback, or every interface in a container (health.bind_host)
-    service_name: str = "horae"
-    json_logs: bool = False
-    # Which traces are recorded (the SDK's samplers); "" = OTEL_TRACES_SAMPLER / _ARG, else
-    # parentbased_always_on. An unsampled job still carries its traceparent (flags 00).
+    exporter: Literal["none", "otlp", "prometheus", "console"] = Field(
+        "none", description="Where metrics and traces go; none installs no SDK."
+    )
+    otlp_endpoint: str = Field(
+        "",
+        description="The OTLP collector, e.g. http://127.0.0.1:4317 (grpc) or "
+        "http://127.0.0.1:4318 (http); empty = the exporter's default.",
+    )
+    otlp_protocol: Literal["grpc", "http"] = Field("grpc", description="The OTLP transport.")
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65_535,
+        description="Prometheus scrape port of this process: a worker's (also `horae worker "
+        "--metrics-port`) or a producer's (its Scheduler serves it on connect); one port per "
+        "process; 0 = not served.",
+    )
+    metrics_host: str = Field(
+        "",
+        description='Address of the scrape port: "" = 127.0.0.1, or 0.0.0.0 in a container '
+        "(also `horae worker --metrics-host`).",
+    )
+    service_name: str = Field("horae", description="The OpenTelemetry service.name.")
+    json_logs: bool = Field(
+        False, description="One JSON object per log line, with trace_id and span_id."
+    )
+    # The SDK's samplers. An unsampled job still carries its traceparent (flags 00).
     sampler: Literal[
         "",
         "always_on",
@@ -145,39 +253,91 @@ class TelemetrySettings(Section):
         "parentbased_always_on",
         "parentbased_always_off",
         "parentbased_traceidratio",
-    ] = ""
-    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    ] = Field(
+        "",
+        description='Which traces are recorded: "" = OTEL_TRACES_SAMPLER (and _ARG), else '
+        "parentbased_always_on.",
+    )
+    sample_ratio: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="For the *traceidratio samplers: 0.01 traces 1% of jobs.",
+    )
 
 
 class ClusterSettings(Section):
-    """Running past one Redis (README: Scaling out).
+    """Running past one Redis (docs/how-to/scaling-out.md).
 
     enabled: `redis_url` names seed nodes of a Redis Cluster (also implied by a
     redis+cluster:// URL). durability "replicated": every transition waits (WAIT) until
     `wait_replicas` replicas have it, or fails, so an acknowledged write survives a failover.
     """
 
-    enabled: bool = False
-    partitions: int = Field(1, ge=1, le=1024)  # fixed for a namespace once it holds data (meta key)
-    durability: Literal["async", "replicated"] = "async"
-    wait_replicas: int = Field(1, ge=1, le=16)
-    wait_timeout_ms: int = Field(1_000, ge=1, le=60_000)
+    enabled: bool = Field(
+        False,
+        description="The Redis URL names seed nodes of a Redis Cluster (implied by "
+        "redis+cluster://h:p,h:p).",
+    )
+    partitions: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="The namespace split into this many hash tags ({ns|p}); fixed once the "
+        "namespace holds data.",
+    )
+    durability: Literal["async", "replicated"] = Field(
+        "async",
+        description='"replicated": each transition waits (WAIT) for wait_replicas replicas, or '
+        "fails, so an acknowledged write survives a failover.",
+    )
+    wait_replicas: int = Field(
+        1, ge=1, le=16, description='Replicas a "replicated" write waits for.'
+    )
+    wait_timeout_ms: int = Field(
+        1_000, ge=1, le=60_000, description="How long such a write waits for them."
+    )
 
 
 class ConnectionSettings(Section):
     """The top-level keys: where Redis and PostgreSQL live, the namespace, the data directory.
     The root Settings (horae/settings.py) adds every section to these."""
 
-    redis_url: str | None = None
-    database_url: str | None = None
-    namespace: str = Field("horae", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    data_dir: str = (
-        ""  # "" = .horae/ next to the config file, else the working tree's own dir (datadir.py)
+    redis_url: str | None = Field(
+        None, description="The Redis URL; unset or empty = an embedded server under data_dir."
     )
-    redis_max_connections: int = Field(64, ge=2, le=10_000)
-    # The embedded Redis's AOF fsync (servers.ensure_redis): "always" loses nothing acknowledged
-    # to a crash, "everysec" (faster) up to the last second, "no" whatever the OS had not written.
-    redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    database_url: str | None = Field(
+        None,
+        description="The audit's PostgreSQL URL; unset or empty = an embedded server under "
+        "data_dir.",
+    )
+    namespace: str = Field(
+        "horae",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Every Redis key of horae is under this name: applications sharing one "
+        "Redis keep apart by it.",
+    )
+    # scheduler/core/datadir.py
+    data_dir: str = Field(
+        "",
+        description="Data of the embedded servers and the analytics: empty = .horae/ next to "
+        "the config file in use, else one directory per working tree (git top-level, else the "
+        "current directory) under $XDG_DATA_HOME/horae/projects (~/.local/share/horae/projects).",
+    )
+    redis_max_connections: int = Field(
+        64,
+        ge=2,
+        le=10_000,
+        description="Redis connections per process; callers wait for a free one past this.",
+    )
+    # servers.ensure_redis
+    redis_appendfsync: Literal["always", "everysec", "no"] = Field(
+        "everysec",
+        description='The embedded Redis\'s AOF fsync: "always" (a crash loses nothing '
+        'acknowledged), "everysec" (up to the last second), "no" (whatever the OS had not '
+        "written).",
+    )
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The fields as repr() shows them: URL passwords as *** (a logged or printed

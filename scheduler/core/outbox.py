@@ -58,6 +58,12 @@ job operations (Scheduler.retry/delete/reschedule; `actor` names who asked)
                        by fail.lua with its own `scheduled` (metadata source_job_id, ...);
                        retention drops one as `deleted` with actor "retention"
 
+flow control (enqueue.lua), on the job that holds the slot; a is 0
+    deduplicated       reason (why a later call was kept out: its dedupe key or the topic's
+                       policy), dropped (the refused job's id)
+    debounced          run_at ms, due ms, payload json (the later call's, now the job's),
+                       dropped (the later call's job id)
+
 Order: for one job the stream order is the order of its changes (one script
 at a time), but a relay may apply batches out of order after a crash, so
 consumers converge using (attempt, ts) and the rule "terminal states never

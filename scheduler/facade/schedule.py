@@ -104,14 +104,15 @@ class ScheduleCalls:
                 payload).
             run_at: aware datetime, or naive wall-clock time in `tz`; past = now.
             tz: IANA zone name for a naive run_at (and recorded with the job).
-            payload, metadata: JSON-serializable value for listeners; JSON object kept with the job.
+            payload: JSON-serializable value for listeners.
+            metadata: JSON object kept with the job.
             retry: RetryPolicy or {"attempts": n, "backoff": {"type", "delay", "max_delay",
                 "jitter"}} (omitted: the topic's TopicOptions.retry, else the configured default).
             timeout: per-attempt limit (omitted: the topic's, else the configured default).
             job_id: idempotency key.
             dead_letter: topic a copy goes to when the last attempt fails (default: the topic's).
-            key: the unit of the topic's policy, per-key rate limit and FIFO (README "Flow
-                control").
+            key: the unit of the topic's policy, per-key rate limit and FIFO
+                (docs/how-to/flow-control.md).
             dedupe: Dedupe(key, window=, mode=): a later call with the same key inside the
                 window creates nothing (throttle) or moves the waiting job (debounce).
             priority: integer, higher first, or "low"/"normal"/"high" (default: the topic's).
