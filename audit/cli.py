@@ -30,7 +30,7 @@ from audit.reader import AuditTrail
 from audit.records import AttemptRecord, AuditRecord
 from audit.relay.consumer import AuditRelay, serve
 from audit.settings import AuditSettings
-from scheduler.cli.common import echo_items, error_lines, print_table, when_text
+from scheduler.cli.common import echo_items, echo_json, error_lines, print_table, when_text
 from scheduler.core.errors import InvalidDelay, SchedulerError, StorageError
 from scheduler.core.timeutil import parse_duration
 from scheduler.observe.health import HealthServer, bind_host
@@ -136,7 +136,7 @@ def _attempts_table(rows: list[AttemptRecord]) -> Table:
     return table
 
 
-async def _show(conn: Connections, job_id: str, events: bool) -> bool:
+async def _show(conn: Connections, job_id: str, events: bool, as_json: bool = False) -> bool:
     console = Console()
     redis = _redis(conn)
     try:
@@ -149,15 +149,26 @@ async def _show(conn: Connections, job_id: str, events: bool) -> bool:
             row = await trail.get(job_id)
             if row is None:
                 return False
-            console.print(_job_table(row))
-            console.print(_attempts_table(await trail.attempts(job_id)))
+            attempts = await trail.attempts(job_id)
+            stored = await trail.events(job_id) if events else []
+            if as_json:
+                doc: dict[str, object] = {"job": row, "attempts": attempts}
+                if events:
+                    doc["events"] = [
+                        {"stream_id": sid, "type": kind, "attempt": n, "at": ts}
+                        for sid, kind, n, ts, _ in stored
+                    ]
+                echo_json(doc)
+                return True
+            print_table(console, _job_table(row))
+            print_table(console, _attempts_table(attempts))
             if events:
                 table = Table(title="events")
                 for col in ("stream id", "type", "attempt", "ts"):
                     table.add_column(col)
-                for sid, kind, attempt, ts, _ in await trail.events(job_id):
+                for sid, kind, attempt, ts, _ in stored:
                     table.add_row(sid, kind, str(attempt), _when(ts))
-                console.print(table)
+                print_table(console, table)
             return True
     finally:
         await redis.aclose()
@@ -214,7 +225,8 @@ def _failures_table(rows: list[AuditRecord], title: str) -> Table:
 
 
 def _partitions(conn: Connections) -> int:
-    """The namespace's partitions (README: Scaling out): the URL's, else [cluster] partitions."""
+    """The namespace's partitions (docs/how-to/scaling-out.md): the URL's, else [cluster]
+    partitions."""
     cluster = getattr(conn, "cluster", None)
     return url_partitions(conn.redis_url) or (cluster.partitions if cluster is not None else 1)
 
@@ -311,10 +323,16 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @audit_group.command("show")
     @click.argument("job_id")
     @click.option("--events", is_flag=True, help="Also list the raw outbox events.")
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='One JSON document: {"job": ..., "attempts": [...]} (and "events" with --events).',
+    )
     @click.pass_context
-    def show_command(ctx: click.Context, job_id: str, events: bool) -> None:
+    def show_command(ctx: click.Context, job_id: str, events: bool, as_json: bool) -> None:
         """Print a job's audit row and its attempt history."""
-        if not _run(_show(resolve(ctx), job_id, events)):
+        if not _run(_show(resolve(ctx), job_id, events, as_json)):
             raise click.ClickException(f"job {job_id!r} is not in the audit trail")
 
     @audit_group.command("failures")
@@ -437,7 +455,7 @@ def build_commands(resolve: Resolver = _from_obj) -> tuple[click.Group, click.Co
     @click.pass_context
     def grant_command(ctx: click.Context, role: str, read_only: bool) -> None:
         """Grant an existing database ROLE what a worker's relay (or, --read-only, a reader) needs;
-        run as the schema owner, after `horae migrate` (README: Security)."""
+        run as the schema owner, after `horae migrate` (docs/how-to/security.md)."""
         access = "read" if read_only else "relay"
         _run(grant(_need(resolve(ctx).database_url, "database URL"), role, access))
         Console().print(f"granted {access} access on the audit schema to {role}")

@@ -114,7 +114,7 @@ async def migrate(conn: asyncpg.Connection, now: datetime | None = None) -> list
     except asyncpg.InsufficientPrivilegeError as exc:
         raise StorageError(
             f"this database role may not use the audit schema ({exc}): the schema owner "
-            "grants it with `horae audit grant ROLE` (README: Security)"
+            "grants it with `horae audit grant ROLE` (docs/how-to/security.md)"
         ) from exc
     return done
 
@@ -137,7 +137,7 @@ async def _as_owner(conn: asyncpg.Connection, what: str, step: Awaitable[object]
             f"audit migration {what} is not applied yet and "
             f"this database role may not apply it ({exc}): "
             "run `horae migrate` with the schema owner's database "
-            "URL, then `horae audit grant ROLE` (README: Security)"
+            "URL, then `horae audit grant ROLE` (docs/how-to/security.md)"
         ) from exc
 
 
@@ -161,7 +161,7 @@ async def migrate_url(database_url: str) -> list[int]:
 
 async def grant(database_url: str, role: str, access: str) -> None:
     """Grant `role` what the audit needs ('read': read the audit; 'relay': also write it), as the
-    schema owner (migration 0007's audit_grant; README: Security). The role must exist.
+    schema owner (migration 0007's audit_grant; docs/how-to/security.md). The role must exist.
 
     Raises:
         StorageError: the database cannot be reached, the role is unknown, or the caller does
@@ -177,9 +177,14 @@ async def grant(database_url: str, role: str, access: str) -> None:
     try:
         await conn.execute(query("grant_access"), role, access)
     except asyncpg.PostgresError as exc:
+        # What to do depends on what failed: a missing role is created, not migrated for.
+        hint = (
+            f"create it first: CREATE ROLE {role} LOGIN"
+            if isinstance(exc, asyncpg.UndefinedObjectError)  # 42704: no such role
+            else "run `horae migrate` first, as the schema owner"
+        )
         raise StorageError(
-            f"granting {access} access on the audit schema to {role!r} failed: {exc} "
-            "(run `horae migrate` first, as the schema owner)"
+            f"granting {access} access on the audit schema to {role!r} failed: {exc} ({hint})"
         ) from exc
     finally:
         await conn.close()

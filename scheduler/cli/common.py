@@ -11,7 +11,9 @@ unreachable, no such job). A URL's password never reaches the error line.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from datetime import datetime, timedelta
@@ -112,6 +114,12 @@ class HoraeGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`horae jobs list | head`): not an error of ours or of a
+            # server. Quiet, as the shell's own tools are; stdout is closed so the interpreter's
+            # last flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(141) from None
         except Exception as exc:
             if ctx.meta.get("horae.verbose") and not isinstance(
                 exc, (click.ClickException, SchedulerError, ImportError, OSError)

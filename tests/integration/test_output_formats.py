@@ -163,6 +163,7 @@ async def test_every_json_output_and_api_answer_has_one_format(
                 "dlq topics": [],
                 "workers list": [],
                 "audit failures": [],
+                "audit show": [bad, "--events"],
             }
             assert json_commands(cli) == set(args), "a command with --json needs a row here"
             docs: dict[str, Any] = {}
@@ -193,6 +194,12 @@ async def test_every_json_output_and_api_answer_has_one_format(
                 out
             )  # rendered as jobs show renders it
 
+            shown = docs["audit show"]
+            assert shown["job"]["id"] == bad and [a["outcome"] for a in shown["attempts"]] == [
+                "failed"
+            ], shown
+            assert shown["job"]["last_error"] == docs["jobs show"]["last_error"], shown
+            assert [e["type"] for e in shown["events"]][-1] == "schedule.failed", shown["events"]
             trace = docs["jobs show"]["last_error"]["traceback"]
             assert any("always fails" in line for line in trace) and any(
                 "test_output_formats" in line for line in trace
