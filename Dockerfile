@@ -1,4 +1,4 @@
-# horae's image (README: Deploying): `docker build -t horae .` or `podman build -t horae .`.
+# horae's image (docs/how-to/deploying.md): `docker build -t horae .` or `podman build -t horae .`.
 # Two stages: `build` installs horae and its extras from wheels into a virtualenv; the final
 # stage copies only that virtualenv onto the same base (no compiler, no pip cache, no source
 # tree) and runs as an unprivileged user with `horae` as the entry point:

@@ -1,4 +1,4 @@
-"""horae's web console and HTTP API (`horae console`, README: Console).
+"""horae's web console and HTTP API (`horae console`, docs/how-to/console.md).
 
 A composition root above `scheduler` and `audit`, beside the CLI: `create_app()` is an
 ASGI application that serves the pages and `/api/v1` from one Scheduler, and can be

@@ -71,7 +71,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
-        description="Schedule jobs and look after them over HTTP (README: Console).",
+        description="Schedule jobs and look after them over HTTP (docs/how-to/console.md).",
     )
     app.state.console = console
     _install_probes(app, console)

@@ -1,6 +1,6 @@
-"""The names of horae's pytest plugin, for type annotations in tests (README: Testing your
-scheduled code). Re-exports only: the plugin itself is `scheduler.testing.plugin`, loaded
-by pytest through the package's `pytest11` entry point.
+"""The names of horae's pytest plugin, for type annotations in tests (docs/how-to/testing.md).
+Re-exports only: the plugin itself is `scheduler.testing.plugin`, loaded by pytest
+through the package's `pytest11` entry point.
 
     from horae.testing import SchedulerUnderTest, TimeMachine
 

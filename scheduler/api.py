@@ -417,7 +417,7 @@ class Scheduler(ScheduleCalls):
     ) -> JobPage:
         """One page of jobs of `topic`, `state` and `key` (None: all) whose time lies in
         [since, until], `cursor` from the previous page (`scheduler/facade/listing.py` documents the
-        order and the arguments; README: Listing and bulk scheduling)."""
+        order and the arguments; docs/how-to/listing-and-bulk.md)."""
         return await list_jobs(
             self.store, topic, state, limit, cursor, key=key, since=since, until=until
         )
@@ -455,7 +455,7 @@ class Scheduler(ScheduleCalls):
         return await forget_topic(self.store, topic, self.clock.now_ms())
 
     async def drain_worker(self, worker_id: str) -> bool:
-        """Ask the live worker `worker_id` to drain and exit (README: Deploying): at its next
+        """Ask the live worker `worker_id` to drain and exit (docs/how-to/deploying.md): at its next
         heartbeat it stops claiming, lets its attempts finish within its grace, releases the rest
         and leaves (`horae worker` exits 0). True when asked (now or before); False when no live
         worker has that id."""
@@ -473,9 +473,8 @@ class Scheduler(ScheduleCalls):
         It claims `topics`, or by default the topics it has listeners for plus those no live
         worker serves; `all_topics`: every topic. While it runs, jobs this scheduler schedules
         for now may be leased to it directly (settings.worker.local_handoff). Its start stores
-        the schedules declared beside the listeners it serves (README "Schedules declared
-        beside listeners"). `grace`: seconds its attempts may finish when it stops or drains
-        (None: [worker] grace_s)."""
+        the schedules declared beside the listeners it serves (docs/how-to/cron.md). `grace`:
+        seconds its attempts may finish when it stops or drains (None: [worker] grace_s)."""
         store = self.store
 
         def make(part: RedisStore, worker_id: str | None, slots: SharedSlots | None) -> Worker:

@@ -1,7 +1,8 @@
 """What spark-submit needs when the submitting host cannot `pip install horae`:
 the project's packages as one zip (for `--py-files`, built from the installed
 code at run time) and an entry file running `horae report`. Executors need
-neither: the analysis has no Python UDFs (see README.md, "On a cluster").
+neither: the analysis has no Python UDFs (docs/how-to/scaling-out.md, the analytics on a
+Spark cluster).
 
     python -m audit.analytics.bundle DIR    # writes DIR/horae.zip and DIR/horae_report.py
 """

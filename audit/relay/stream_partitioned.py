@@ -1,4 +1,4 @@
-"""The outbox of a partitioned namespace (README: Scaling out) as one stream: one consumer
+"""The outbox of a partitioned namespace (docs/how-to/scaling-out.md) as one stream: one consumer
 group per partition's outbox (`{ns|p}:outbox`), read together, so the relay folds them as
 it folds one.
 

@@ -96,7 +96,7 @@ def show_lines(settings: Settings, sources: Mapping[str, str], data_dir_default:
 
 
 def data_dir_default(config: Path | None) -> str:
-    """Why the default data directory is where it is (README: Configuration)."""
+    """Why the default data directory is where it is (docs/how-to/configuring.md)."""
     from scheduler.core.datadir import working_tree
 
     if config is not None and config.is_file():

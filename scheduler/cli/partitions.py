@@ -1,7 +1,7 @@
 """`horae partitions`: the namespace's partition layout (`status`) and the offline migration to
-another count (`migrate --to N`; scheduler/ops/migration.py, README: Scaling out). Registered by
-scheduler/cli/main.py. These commands connect without a store: a store's connect is refused while
-the count differs or a migration runs, which is exactly when they are needed."""
+another count (`migrate --to N`; scheduler/ops/migration.py, docs/how-to/scaling-out.md).
+Registered by scheduler/cli/main.py. These commands connect without a store: a store's connect
+is refused while the count differs or a migration runs, which is exactly when they are needed."""
 
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ def register(cli: click.Group, run: Run) -> None:
 
     @cli.group("partitions")
     def partitions() -> None:
-        """The namespace's partitions (README: Scaling out): its stored count, and moving it to
-        another."""
+        """The namespace's partitions (docs/how-to/scaling-out.md): its stored count, and moving
+        it to another."""
 
     @partitions.command("status")
     @click.pass_obj

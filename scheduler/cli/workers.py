@@ -1,5 +1,5 @@
 """`horae workers list` (the live workers, each running or draining) and `horae workers drain ID`
-(ask one worker to drain and exit, from any machine: README "Deploying"). Thin wrappers over
+(ask one worker to drain and exit, from any machine: docs/how-to/deploying.md). Thin wrappers over
 the Scheduler facade; registered by scheduler/cli/main.py."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Redis key names. Every key of a namespace shares the `{ns}` hash tag so all
-scripts touch one Redis Cluster slot; a namespace split into partitions (README: Scaling
-out) gives partition p the tag `{ns|p}`, so each partition is one slot and one script
-still touches one partition only (`|` is not allowed in a namespace's name, so no partition's
-tag is another namespace's)."""
+scripts touch one Redis Cluster slot; a namespace split into partitions
+(docs/how-to/scaling-out.md) gives partition p the tag `{ns|p}`, so each partition is one
+slot and one script still touches one partition only (`|` is not allowed in a namespace's
+name, so no partition's tag is another namespace's)."""
 
 from __future__ import annotations
 

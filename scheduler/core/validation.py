@@ -29,7 +29,9 @@ from scheduler.core.timeutil import parse_duration, zone
 
 MAX_TOPIC_LEN = 200
 MAX_ID_LEN = MAX_NAME_LEN  # a job's id and a schedule's name (tick ids are cron:{name}:{ms})
-MAX_JSON_BYTES = 512 * 1024  # a payload's or metadata's JSON text, each (README "Limits")
+MAX_JSON_BYTES = (
+    512 * 1024
+)  # a payload's or metadata's JSON text, each (docs/concepts/scheduling.md)
 # Arrays and objects nested in a payload or metadata, each: what every reader can walk back
 # (pydantic, behind the console's API, stops serializing at 255 levels from its response's root).
 MAX_JSON_DEPTH = 100

@@ -6,7 +6,7 @@ event loop, so an answer at all proves the loop responsive.
 /readyz: 200 when every readiness check passes, else 503 with `{"status", "reason"}`
 (readiness: a probe that fails takes the process out of service, never restarts it).
 A stopping process turns unready first (`drain`), then drains: its liveness stays 200 so
-the orchestrator lets the drain finish (README: Deploying).
+the orchestrator lets the drain finish (docs/how-to/deploying.md).
 """
 
 from __future__ import annotations

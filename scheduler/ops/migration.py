@@ -1,5 +1,5 @@
 """`horae partitions migrate --to N`: move a stopped namespace to another partition count
-(README: Scaling out). Offline and resumable: the migration is recorded in `{ns}:meta` (every
+(docs/how-to/scaling-out.md). Offline and resumable: the migration is recorded in `{ns}:meta` (every
 process is refused meanwhile), and each job or schedule moves by copy-if-absent on its new
 partition, then delete on its old one (copy_entry.lua, drop_entry.lua), so a run killed at any
 point and run again leaves each exactly once. Nothing is kept in memory between runs: every

@@ -1,4 +1,4 @@
-"""Where everything of a namespace belongs under a new partition count (README: Scaling out,
+"""Where everything of a namespace belongs under a new partition count (docs/how-to/scaling-out.md,
 `horae partitions migrate`): the hash tags of both layouts, the target of a job, a schedule
 and a per-key flow-control structure, and what each key of a partition is. Pure: no I/O."""
 

@@ -1,7 +1,7 @@
 """StoreBase: the Redis connection every store module shares (one pipelined wire), its script
 and command calls with driver errors converted to StorageError, the wake-up subscription, and
-the namespace's partitions (README: Scaling out): where a new job goes, which partition holds a
-job or a schedule, reads of every partition at once, and the stored layout."""
+the namespace's partitions (docs/how-to/scaling-out.md): where a new job goes, which partition
+holds a job or a schedule, reads of every partition at once, and the stored layout."""
 
 from __future__ import annotations
 
@@ -119,14 +119,14 @@ class StoreBase:
 
     def storage_error(self, what: str, exc: RedisError | OSError) -> StorageError:
         """The StorageError for a failed Redis call; a refusal by the server's ACL (NOPERM)
-        says which keys and channels the Redis user must be allowed (README: Security)."""
+        says which keys and channels the Redis user must be allowed (docs/how-to/security.md)."""
         text = str(exc)
         if text.startswith("NOPERM"):
             ns, prefix = self.keys.namespace, self.parts[0].prefix
             return StorageError(
                 f"redis {what} refused by the server's ACL for namespace {ns!r} ({text}): the "
                 f"Redis user needs keys ~{prefix}* and channels &{prefix}* and the commands "
-                "of the README's Security section"
+                "of docs/how-to/security.md"
             )
         return StorageError(f"redis {what} failed: {text}")
 

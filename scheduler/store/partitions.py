@@ -1,5 +1,5 @@
 """Which partition a job, a schedule or a topic lives on, and the namespace's stored layout
-(README: Scaling out). Partition numbers come from CRC32, stable across processes and
+(docs/how-to/scaling-out.md). Partition numbers come from CRC32, stable across processes and
 Python versions (hash() is salted per process)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def parse_subset(text: str, count: int) -> tuple[int, ...]:
 
 
 def topic_home(name: str, count: int) -> int:
-    """The partition a topic with a topic-wide limit lives on (README: Scaling out)."""
+    """The partition a topic with a topic-wide limit lives on (docs/how-to/scaling-out.md)."""
     return partition_of("topic:" + name, count)
 
 
@@ -68,7 +68,7 @@ def layout_error(namespace: str, stored: int, configured: int) -> ConfigError:
         f"partitions={configured}: every process of a namespace must "
         f"use its stored count; to change it, stop every worker and "
         f"producer and run `horae partitions migrate --to {configured}` "
-        f"(README: Scaling out)"
+        f"(docs/how-to/upgrading.md#change-the-partition-count)"
     )
 
 
@@ -91,7 +91,8 @@ def migration_error(namespace: str, record: Sequence[str | None]) -> ConfigError
         f"(started {started} by {by}): no process may use it until the "
         f"migration is finished; finish it by running `horae partitions "
         f"migrate --to {new}` again (it resumes where it stopped), then "
-        f"start every process with partitions={new} (README: Scaling out)"
+        f"start every process with partitions={new} "
+        f"(docs/how-to/upgrading.md#if-it-stops-halfway-run-it-again)"
     )
 
 

@@ -78,7 +78,7 @@ class TopicStore(ReadStore):
                 f"topic {name!r}: a topic-wide limit (concurrency, or a rate limit not per key) "
                 f"makes the topic live on one partition ({home} of {self.count}), but {elsewhere} "
                 "of its jobs wait or run on others; set the limit before scheduling, or let them "
-                "finish first (README: Scaling out)",
+                "finish first (docs/how-to/scaling-out.md)",
                 field="concurrency",
             )
 

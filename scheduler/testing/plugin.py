@@ -1,7 +1,7 @@
 """The pytest plugin, installed with the package (entry point `pytest11`, name `horae`):
 fixtures `horae` (a connected Scheduler on a fresh namespace, with a fake clock and a
 worker running the `@on_event` listeners) and `horae_clock` (its time machine), and the
-marker `@pytest.mark.horae(...)`. README: Testing your scheduled code.
+marker `@pytest.mark.horae(...)`. docs/how-to/testing.md.
 
 Imports only pytest until a fixture is used: every pytest run of a project that has
 horae installed loads this module."""

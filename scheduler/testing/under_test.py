@@ -47,7 +47,7 @@ class JobRun(JobInfo):
 
 @dataclass(frozen=True)
 class Options:
-    """What `@pytest.mark.horae(...)` sets: see the README, Testing your scheduled code."""
+    """What `@pytest.mark.horae(...)` sets: see docs/how-to/testing.md."""
 
     raise_errors: bool = True
     start: datetime | None = None

@@ -1,4 +1,4 @@
-"""A worker of a partitioned namespace (README: Scaling out): one Worker per partition it
+"""A worker of a partitioned namespace (docs/how-to/scaling-out.md): one Worker per partition it
 serves, each with its own claim loop, wake-up channel, heartbeat and settlement on that
 partition's store, so every script call stays on one partition (one cluster slot). Each
 loop sleeps until its own partition's earliest due job; together they sleep until the

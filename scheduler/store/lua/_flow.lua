@@ -1,4 +1,4 @@
--- Flow control helpers (scheduler/core/flow.py, README "Flow control"), prepended to
+-- Flow control helpers (scheduler/core/flow.py, docs/how-to/flow-control.md), prepended to
 -- every script after _lib.lua. A job takes part when its hash has fl = "1"
 -- (set by enqueue.lua when it has a key, a policy other than standard, a
 -- dedupe that lasts until it finishes, or a topic with a concurrency or rate

@@ -35,7 +35,7 @@
 -- fields are left untouched: ids are idempotency keys), { KEY_REQUIRED (-11) }
 -- when the topic's policy is key_strict_fifo and no key is given, or
 -- { WRONG_PARTITION (-13), home } when the topic has a topic-wide limit and so lives
--- on partition `home` only (README: Scaling out): nothing stored, the caller re-sends.
+-- on partition `home` only (docs/how-to/scaling-out.md): nothing stored, the caller re-sends.
 local job = {
   id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
   tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],
