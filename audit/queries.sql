@@ -276,3 +276,20 @@ SELECT topic, avg(failure_rate) AS rate, count(*) AS days
 FROM schedule_failure_stats
 WHERE day >= $1 AND day < $2 AND failure_rate IS NOT NULL
 GROUP BY topic;
+
+-- name: job_statuses
+SELECT i.job_id, a.status
+FROM schedule_job_index AS i
+JOIN schedule_audit AS a ON a.id = i.job_id AND a.created_at = i.created_at
+WHERE i.job_id = ANY($1::text[]);
+
+-- name: jobs_by_id_prefix
+-- The jobs whose id starts with $1, by id, after $3 (the previous page's last id), $4 of them:
+-- a range of the index's primary key ($2: the first text past every id with the prefix, in code
+-- point order), the prefix itself checked again so a collation other than C never adds a job.
+SELECT a.*
+FROM schedule_job_index AS i
+JOIN schedule_audit AS a ON a.id = i.job_id AND a.created_at = i.created_at
+WHERE i.job_id >= $1 AND i.job_id < $2 AND i.job_id > $3 AND left(i.job_id, length($1)) = $1
+ORDER BY i.job_id
+LIMIT $4;

@@ -31,6 +31,16 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+def _past_prefix(prefix: str) -> str:
+    """The first text after every text that starts with `prefix`, in code point order (its last
+    character moved one code point on; a last U+10FFFF dropped and the one before moved on)."""
+    head = prefix.rstrip(chr(0x10FFFF))
+    if not head:
+        return chr(0x10FFFF) * (len(prefix) + 1)  # (nothing sorts after: bound by length)
+    following = ord(head[-1]) + 1
+    return head[:-1] + chr(0xE000 if following == 0xD800 else following)  # (no surrogate)
+
+
 def _storable(text: str) -> bool:
     """Whether PostgreSQL can hold `text` (no NUL, no unpaired surrogate): others match nothing."""
     return "\x00" not in text and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
@@ -228,6 +238,36 @@ class AuditTrail:
         async with self._conn() as conn:
             row = await conn.fetchrow(query("get_job"), job_id)
         return _record(row) if row is not None else None
+
+    async def statuses(self, job_ids: list[str]) -> dict[str, str]:
+        """The status of each job the trail has seen (one indexed read for all: the console's
+        schedule history asks for a page of tick ids at once); unseen ids are left out."""
+        ids = [i for i in job_ids if _storable(i)]
+        if not ids:
+            return {}
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("job_statuses"), ids)
+        return {r["job_id"]: str(r["status"]) for r in rows}
+
+    async def by_id_prefix(
+        self, prefix: str, after: str = "", limit: int = 50
+    ) -> list[AuditRecord]:
+        """The jobs whose id starts with `prefix`, by id, after the id `after` (keyset paging):
+        one range of the primary key, exact where the database's collation orders by code point
+        (C, C.UTF-8); another collation may leave some out, never add one.
+
+        Raises:
+            ValueError: an empty prefix (every job: that is a listing, not a search).
+        """
+        if not prefix:
+            raise ValueError("an id prefix must not be empty")
+        if not _storable(prefix) or not _storable(after):
+            return []
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                query("jobs_by_id_prefix"), prefix, _past_prefix(prefix), after, limit
+            )
+        return [_record(r) for r in rows]
 
     async def attempts(self, job_id: str) -> list[AttemptRecord]:
         """The job's attempts, ordered by attempt number."""

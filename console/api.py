@@ -4,7 +4,6 @@ HTTP call from any language, look at and act on jobs, schedules and topics. Erro
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -248,6 +247,9 @@ class WorkerOut(BaseModel):
     drain_requested_at: Stamp | None = Field(
         description="when an operator asked it to drain (null: nobody)"
     )
+    version: str = Field(
+        "", description="the horae version the worker runs (empty: a worker too old to say)"
+    )
 
     @classmethod
     def of(cls, w: WorkerInfo) -> WorkerOut:
@@ -262,6 +264,7 @@ class WorkerOut(BaseModel):
             last_heartbeat=w.last_heartbeat,
             state="draining" if w.draining else "running",
             drain_requested_at=w.drain_requested_at,
+            version=w.version,
         )
 
 
@@ -540,11 +543,9 @@ class DeadLetterTopicPageOut(BaseModel):
 @router.get("/dead-letters", response_model=DeadLetterTopicPageOut, responses=ERRORS)
 async def list_dead_letter_topics(request: Request, who: Who) -> DeadLetterTopicPageOut:
     """Every dead-letter topic that holds or held dead letters, with how many it holds now."""
-    store = console_of(request).scheduler.store
-    names = await store.dead_letter_topics()
-    counts = await asyncio.gather(*(store.dead_letter_count(t) for t in names))
+    found = await data.dead_letter_topics(console_of(request).scheduler)
     return DeadLetterTopicPageOut(
-        items=[DeadLetterTopicOut(topic=t, count=n) for t, n in zip(names, counts, strict=True)]
+        items=[DeadLetterTopicOut(topic=d.topic, count=d.count) for d in found]
     )
 
 

@@ -31,10 +31,12 @@ PAGE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <title>horae API reference</title>
 <link rel="stylesheet" href="/api/docs/assets/swagger-ui.css">
+<link rel="stylesheet" href="/static/api-docs.css">
 <link rel="icon" type="image/png" href="/api/docs/assets/favicon-32x32.png">
 </head>
 <body>
-<div id="swagger-ui" data-url="/api/v1/openapi.json"></div>
+<p class="docs-back"><a href="/">← horae console</a></p>
+<main><div id="swagger-ui" data-url="/api/v1/openapi.json"></div></main>
 <script src="/api/docs/assets/swagger-ui-bundle.js"></script>
 <script src="/static/api-docs.js"></script>
 </body>

@@ -4,6 +4,7 @@ job's rows by its index; the audit being down degrades a page, it does not fail 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
@@ -13,8 +14,8 @@ from typing import Any
 
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from scheduler.api import Scheduler
-from scheduler.core.cron import cron_job_id
-from scheduler.core.errors import SchedulerError, StorageError
+from scheduler.core.cron import cron_job_id, fires_between, trigger_of
+from scheduler.core.errors import ScheduleError, SchedulerError, StorageError
 from scheduler.core.job import CronInfo, JobInfo, JobState
 from scheduler.core.timeutil import ms_to_utc, utc_to_ms
 from scheduler.core.traceparent import parse_traceparent
@@ -24,6 +25,7 @@ from scheduler.store.topic_memory import KnownTopic
 from scheduler.worker.advertise import WorkerInfo
 
 log = logging.getLogger("horae.console")
+MAX_HISTORY_SPAN_MS = 2 * 366 * 86_400_000  # a schedule's history looks back two years at most
 STATES = tuple(s.value for s in JobState)  # a job's states (the listing's filter)
 COUNTS = COUNT_KEYS  # the keys of a topic's counts: STATES and dead_letter (waiting dead letters)
 
@@ -128,6 +130,149 @@ async def overview(scheduler: Scheduler) -> Overview:
     )
 
 
+@dataclass(frozen=True)
+class DeadLetterTopic:
+    """A dead-letter topic and how many letters it holds now."""
+
+    topic: str
+    count: int
+
+
+async def dead_letter_topics(scheduler: Scheduler) -> list[DeadLetterTopic]:
+    """Every dead-letter topic that holds or held letters, by name: the set the engine keeps of
+    them, then one count each (concurrently), so the page lists them without a topic picked."""
+    store = scheduler.store
+    names = await store.dead_letter_topics()
+    counts = await asyncio.gather(*(store.dead_letter_count(t) for t in names))
+    return [DeadLetterTopic(t, n) for t, n in zip(names, counts, strict=True)]
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job as the jobs list shows it, from Redis (`in_redis`) or, past retention, the audit."""
+
+    id: str
+    topic: str
+    state: str
+    key: str
+    run_at: datetime | None
+    attempts: int
+    max_attempts: int | None
+    error: str
+    in_redis: bool
+
+    @classmethod
+    def of_job(cls, j: JobInfo) -> JobRow:
+        err = j.last_error or {}
+        text = f"{err.get('type')}: {err.get('message') or ''}" if err else ""
+        return cls(
+            j.id,
+            j.topic,
+            j.state.value,
+            j.key or "",
+            j.run_at,
+            j.attempts,
+            j.max_attempts,
+            text,
+            True,
+        )
+
+    @classmethod
+    def of_record(cls, r: AuditRecord) -> JobRow:
+        err = r.last_error or {}
+        text = f"{err.get('type')}: {err.get('message') or ''}" if err else ""
+        return cls(
+            r.id, r.topic, str(r.status), "", r.run_at, r.attempts, r.max_attempts, text, False
+        )
+
+
+@dataclass(frozen=True)
+class PayloadMatch:
+    """A payload field to match: `path` (keys joined by dots) equal to `value` (its JSON text,
+    or the text of a string)."""
+
+    path: tuple[str, ...]
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> PayloadMatch | None:
+        """`field.sub=value`; None when empty.
+
+        Raises:
+            ScheduleError: field "payload", naming the form it takes.
+        """
+        text = text.strip()
+        if not text:
+            return None
+        path, sep, value = text.partition("=")
+        keys = tuple(k.strip() for k in path.split("."))
+        if not sep or not all(keys) or len(text) > 500:
+            raise ScheduleError(
+                "payload must be field=value (nested fields joined by dots, like "
+                f"order.status=paid; 500 characters at most); got {text[:100]!r}",
+                field="payload",
+            )
+        return cls(keys, value.strip())
+
+    def matches(self, payload: Any) -> bool:
+        """Whether `payload` holds the field with that value."""
+        for key in self.path:
+            if isinstance(payload, dict) and key in payload:
+                payload = payload[key]
+            elif isinstance(payload, list) and key.isdigit() and int(key) < len(payload):
+                payload = payload[int(key)]
+            else:
+                return False
+        if isinstance(payload, str):
+            return payload == self.value or json.dumps(payload) == self.value
+        return json.dumps(payload, sort_keys=True, default=str) == self.value
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """The jobs list's filters beside the id prefix, applied to the jobs of a page."""
+
+    topic: str = ""
+    state: str = ""
+    key: str = ""
+    payload: PayloadMatch | None = None
+
+    def keeps(self, job: JobInfo | None, record: AuditRecord | None) -> bool:
+        """Whether the job (as Redis holds it, else as the audit does) passes every filter."""
+        topic = job.topic if job else (record.topic if record else "")
+        state = job.state.value if job else (str(record.status) if record else "")
+        payload = job.payload if job else (record.payload if record else None)
+        return (
+            (not self.topic or topic == self.topic)
+            and (not self.state or state == self.state)
+            and (not self.key or (job is not None and job.key == self.key))
+            and (self.payload is None or self.payload.matches(payload))
+        )
+
+
+async def jobs_by_id_prefix(
+    scheduler: Scheduler, prefix: str, after: str, limit: int, keep: JobFilter
+) -> tuple[list[JobRow], str | None]:
+    """A page of the jobs whose id starts with `prefix` (the audit's index of every job, by id)
+    that `keep` keeps, each as Redis holds it where it still does, and the next page's cursor
+    (the last id examined: a filter keeping few gives a short page that goes on).
+
+    Raises:
+        StorageError: no audit trail in this process, or it is unreachable (the search needs it).
+    """
+    audit = audit_of(scheduler)
+    if audit is None:
+        raise StorageError("an id prefix search needs the audit trail, which is off here")
+    records = await audit.by_id_prefix(prefix, after, limit)
+    live = await scheduler.store.get_jobs([r.id for r in records]) if records else []
+    rows = [
+        JobRow.of_job(j) if j is not None else JobRow.of_record(r)
+        for r, j in zip(records, live, strict=True)
+        if keep.keeps(j, r)
+    ]
+    return rows, (records[-1].id if len(records) == limit else None)
+
+
 def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:
     """The job's trace id: the audit's (from the scheduling call's traceparent), else one
     a caller put in the job's metadata as "traceparent"."""
@@ -137,6 +282,19 @@ def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:
     parent = meta.get("traceparent")
     parsed = parse_traceparent(parent) if isinstance(parent, str) else None
     return parsed.trace_id_hex if parsed else None
+
+
+async def job_exists(scheduler: Scheduler, job_id: str) -> bool:
+    """Whether Redis or the audit knows a job of exactly this id (the search box's first try)."""
+    if await scheduler.get_job(job_id) is not None:
+        return True
+    audit = audit_of(scheduler)
+    if audit is None:
+        return False
+    try:
+        return await audit.get(job_id) is not None
+    except (StorageError, OSError, TimeoutError):
+        return False
 
 
 async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
@@ -164,27 +322,74 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
     )
 
 
-async def last_tick_states(
-    scheduler: Scheduler, schedules: list[CronInfo], audit_lookups: int = 50
-) -> dict[str, str]:
-    """The state of each schedule's latest tick: its job id is the schedule's name and the
-    tick's instant (cron.cron_job_id). One pipelined Redis read for all of them; the audit
-    is asked, one job each, for at most `audit_lookups` ticks Redis no longer holds."""
-    ids = {
-        c.name: cron_job_id(c.name, utc_to_ms(c.last_run_at)) for c in schedules if c.last_run_at
-    }
-    jobs = await scheduler.store.get_jobs(list(ids.values()))
-    out = {name: job.state.value for name, job in zip(ids, jobs) if job is not None}
+@dataclass(frozen=True)
+class Tick:
+    """One recent fire of a schedule and the state of its job (cron.cron_job_id)."""
+
+    at: datetime
+    job_id: str
+    state: str
+
+
+def recent_fires(schedule: CronInfo, count: int) -> list[int]:
+    """The last `count` fire instants (epoch ms) of `schedule` up to its last run, newest first.
+
+    Fires are only computed forwards (cron.fires_between), so the window before the last run
+    doubles from one second until it holds `count` of them: a handful of steps for any
+    timetable, and at most ~2 × `count` fires computed in the last one. Empty before a first
+    run, or for a trigger this process cannot read."""
+    if schedule.last_run_at is None or count < 1:
+        return []
+    last = utc_to_ms(schedule.last_run_at)
+    every = schedule.every // timedelta(milliseconds=1) if schedule.every else 0
+    jitter = schedule.jitter // timedelta(milliseconds=1) if schedule.jitter else 0
+    try:
+        spec = trigger_of(schedule.cron, schedule.tz, every, jitter, schedule.name)
+    except SchedulerError:
+        return [last]
+    cap = 4 * count
+
+    def window(span: int) -> list[int]:
+        return fires_between(spec, last - span, last, cap)
+
+    lo, span = 0, 1000
+    fires = window(span)
+    while len(fires) < count and span < MAX_HISTORY_SPAN_MS:
+        lo, span = span, span * 2
+        fires = window(span)
+    while len(fires) >= cap and span - lo > 1000:  # a burst: the earliest `cap` of a longer run
+        mid = (lo + span) // 2
+        fewer = window(mid)
+        if len(fewer) >= count:
+            span, fires = mid, fewer
+        else:
+            lo = mid
+    newest = sorted({*fires, last}, reverse=True)  # (the last run: maybe coalesced or off-table)
+    return newest[:count]
+
+
+async def tick_history(
+    scheduler: Scheduler, schedules: list[CronInfo], per_schedule: int = 8
+) -> dict[str, list[Tick]]:
+    """Each schedule's recent ticks, newest first, with their job's state: one pipelined Redis
+    read for every tick id, then one indexed audit read for the ids Redis no longer holds. A
+    fire neither knows (missed, coalesced, before the schedule existed, or past retention) is
+    left out: the history shows what the data says, never a guess."""
+    fires = {c.name: recent_fires(c, per_schedule) for c in schedules}
+    ids = [(name, ms, cron_job_id(name, ms)) for name, at in fires.items() for ms in at]
+    jobs = await scheduler.store.get_jobs([i for _, _, i in ids]) if ids else []
+    states = {i: job.state.value for (_, _, i), job in zip(ids, jobs) if job is not None}
+    gone = [i for _, _, i in ids if i not in states]
     audit = audit_of(scheduler)
-    gone = [(name, job_id) for (name, job_id), job in zip(ids.items(), jobs) if job is None]
-    if audit is not None:
+    if gone and audit is not None:
         try:
-            for name, job_id in gone[:audit_lookups]:
-                record = await audit.get(job_id)
-                if record is not None:
-                    out[name] = str(record.status)
+            states.update(await audit.statuses(gone))
         except (StorageError, OSError, TimeoutError) as exc:
-            log.warning("console: last tick outcomes without the audit (%s)", exc)
+            log.warning("console: schedule history without the audit (%s)", exc)
+    out: dict[str, list[Tick]] = {c.name: [] for c in schedules}
+    for name, ms, job_id in ids:
+        if job_id in states:
+            out[name].append(Tick(ms_to_utc(ms), job_id, states[job_id]))
     return out
 
 

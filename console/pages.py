@@ -16,8 +16,9 @@ from console import actions, data
 from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
-from console.render import render, segment
+from console.render import query, render, segment
 from scheduler.core.errors import ScheduleError
+from scheduler.core.timeutil import ms_to_utc
 from scheduler.facade.listing import every_topic
 from scheduler.store.listing import check_state
 
@@ -89,29 +90,53 @@ async def jobs(
     since: str = "",
     until: str = "",
     id: str = "",
+    payload: str = "",
     cursor: str = "",
+    after: str = "",
 ) -> Response:
+    """The jobs list: Redis's walk by state and time with its filters, or, given an id that is no
+    job's, the jobs whose id starts with it (the audit's index); a payload field match filters
+    either page (bounded: only the jobs that page examined)."""
     c = console_of(request)
-    if id.strip():
-        return RedirectResponse(f"/jobs/{segment(id.strip())}", status_code=303)
-    filters = {"topic": topic, "state": state, "key": key, "since": since, "until": until}
+    prefix = id.strip()
+    filters = {
+        "id": prefix,
+        "topic": topic,
+        "state": state,
+        "key": key,
+        "since": since,
+        "until": until,
+        "payload": payload,
+    }
     check_state(state or None)
-    page = await c.scheduler.jobs(
-        topic or None,
-        state or None,
-        c.settings.console.page_size,
-        cursor or None,
-        key=key or None,
-        since=parse_instant("since", since),
-        until=parse_instant("until", until),
-    )
+    match = data.PayloadMatch.parse(payload)
+    keep = data.JobFilter(topic, state, key, match)
+    size = c.settings.console.page_size
+    if prefix and not after and await data.job_exists(c.scheduler, prefix):
+        return RedirectResponse(f"/jobs/{segment(prefix)}", status_code=303)
+    if prefix:
+        rows, following = await data.jobs_by_id_prefix(c.scheduler, prefix, after, size, keep)
+        next_link = query(filters, after=following) if following else None
+    else:
+        page = await c.scheduler.jobs(
+            topic or None,
+            state or None,
+            size,
+            cursor or None,
+            key=key or None,
+            since=parse_instant("since", since),
+            until=parse_instant("until", until),
+        )
+        rows = [data.JobRow.of_job(j) for j in page.items if keep.keeps(j, None)]
+        next_link = query(filters, cursor=page.cursor) if page.cursor else None
     topics = sorted(set(await c.scheduler.list_topics()) | set(await c.scheduler.stats_by_topic()))
     return render(
         request,
         "jobs.html",
         page="jobs",
-        jobs=page.items,
-        cursor=page.cursor,
+        jobs=rows,
+        next_link=next_link,
+        paged=bool(cursor or after),
         filters=filters,
         topics=topics,
         states=data.STATES,
@@ -170,13 +195,22 @@ async def job_action(
 # ------------------------------------------------------------------------------- crons
 @router.get("/crons")
 async def crons(request: Request, who: Who) -> Response:
-    items = await console_of(request).scheduler.list_crons()
+    s = console_of(request).scheduler
+    items = await s.list_crons()
+    history = await data.tick_history(s, items)
+    last = {
+        c.name: ticks[0].state
+        for c in items
+        if (ticks := history.get(c.name)) and ticks[0].at == c.last_run_at
+    }
     return render(
         request,
         "crons.html",
         page="crons",
         crons=sorted(items, key=lambda c: c.name),
-        last=await data.last_tick_states(console_of(request).scheduler, items),
+        last=last,
+        history=history,
+        at=ms_to_utc(s.clock.now_ms()),
     )
 
 
@@ -236,11 +270,13 @@ async def topics(request: Request, who: Who) -> Response:
 
 @router.get("/dead-letters")
 async def dead_letters(request: Request, who: Who, topic: str = "", cursor: str = "") -> Response:
+    """The dead-letter topics with their counts at once; `topic`'s letters below them."""
     s = console_of(request).scheduler
-    names = sorted(set(await s.list_topics()) | set(await s.stats_by_topic()))
-    page = await s.dead_letters(topic, limit=50, cursor=cursor or None) if topic else None
+    held = await data.dead_letter_topics(s)
+    known = topic in {d.topic for d in held}
+    page = await s.dead_letters(topic, limit=50, cursor=cursor or None) if known else None
     return render(
-        request, "dead_letters.html", page="dead", topic=topic, topics=names, letters=page
+        request, "dead_letters.html", page="dead", topic=topic, dead_topics=held, letters=page
     )
 
 

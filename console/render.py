@@ -64,6 +64,13 @@ def rate(value: float | None) -> str:
     return f"{value:.2f}/s" if value < 10 else f"{value:.0f}/s"
 
 
+def count(value: int | None, unit: str) -> str:
+    """A count with its unit, grouped by thousands: "1 letter", "12,400 letters"."""
+    if value is None:
+        return "—"
+    return f"{value:,} {unit}{'' if value == 1 else 's'}"
+
+
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
@@ -81,7 +88,14 @@ def segment(value: Any) -> str:
 
 
 _env.filters.update(
-    utc=utc, in_zone=in_zone, ago=ago, rate=rate, percent=percent, pretty=pretty_json, seg=segment
+    utc=utc,
+    in_zone=in_zone,
+    ago=ago,
+    rate=rate,
+    count=count,
+    percent=percent,
+    pretty=pretty_json,
+    seg=segment,
 )
 _env.globals.update(query=query)
 

@@ -6,7 +6,7 @@ window.addEventListener("DOMContentLoaded", function () {
     url: root.getAttribute("data-url"),
     dom_id: "#swagger-ui",
     validatorUrl: null,
-    deepLinking: true,
+    deepLinking: false, // (a deep link is an anchor inside each operation's toggle button: nested controls)
     presets: [SwaggerUIBundle.presets.apis],
     layout: "BaseLayout",
   });

@@ -9,6 +9,8 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 
 from listeners.shown import shown
 from scheduler.core.errors import ConfigError, ScheduleError
@@ -81,10 +83,21 @@ class WorkerInfo:
     all_topics: bool
     state: str = "running"
     drain_requested_at: datetime | None = None
+    version: str = ""  # horae's version in that worker ("": a worker from before it was advertised)
 
     @property
     def draining(self) -> bool:
         return self.state == DRAINING
+
+
+@cache
+def horae_version() -> str:
+    """The installed horae's version, advertised so operators see which release each worker runs
+    (a rolling upgrade shows both); "0+unknown" from a source tree never installed."""
+    try:
+        return version("horae")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def entry_json(
@@ -109,6 +122,7 @@ def entry_json(
         "heartbeat_ms": now_ms,
         "ttl_ms": ttl_ms,
         "all_topics": all_topics,
+        "version": horae_version(),
     }
     if stopping:
         entry["stopping"] = True
@@ -161,6 +175,7 @@ def live_workers(entries: Mapping[str, str], now_ms: int) -> list[WorkerInfo]:
                     if drain_ms is not None or e.get("stopping") is True
                     else RUNNING,
                     drain_requested_at=ms_to_utc(int(drain_ms)) if drain_ms is not None else None,
+                    version=str(e.get("version") or ""),
                 )
             )
         except (ValueError, KeyError, TypeError):

@@ -201,10 +201,14 @@ async def test_a_failing_job_is_found_in_three_clicks_and_replayed(
             ("/jobs", "jobs"),
             ("/topics", "topics"),
             ("/analytics", "analytics"),
-            (f"/dead-letters?topic={DLQ}", "dead-letters"),
         ]:
             await page.goto(url + path)
             await shots.take(page, name)
+        await page.click("header nav a:text-is('Dead letters')")  # the topics, before any pick
+        held = page.locator(f"#dead-letter-topics tr[data-topic='{DLQ}']")
+        assert "1 letter" in await held.inner_text()
+        await held.locator("a:text-is('Show letters')").click()
+        await shots.take(page, "dead-letters")
         assert (
             await page.locator("#dead-letters tbody tr td.mono a").count() == 2
         )  # the letter and its source
@@ -235,6 +239,7 @@ async def test_a_paused_schedule_does_not_tick(
         await page.goto(url + "/crons")
         row = page.locator("#crons tr[data-name='console-tick']")
         assert "completed" in await row.inner_text()  # the last tick's outcome
+        assert await row.locator("a.tick.completed").count() == 2  # both ticks, newest first
         await shots.take(page, "crons")
         await row.locator("button.pause").click()
         assert "pause: done" in await page.locator(".flash").inner_text()
