@@ -166,15 +166,15 @@ class JobRow:
         err = j.last_error or {}
         text = f"{err.get('type')}: {err.get('message') or ''}" if err else ""
         return cls(
-            j.id,
-            j.topic,
-            j.state.value,
-            j.key or "",
-            j.run_at,
-            j.attempts,
-            j.max_attempts,
-            text,
-            True,
+            id=j.id,
+            topic=j.topic,
+            state=j.state.value,
+            key=j.key or "",
+            run_at=j.run_at,
+            attempts=j.attempts,
+            max_attempts=j.max_attempts,
+            error=text,
+            in_redis=True,
         )
 
     @classmethod
@@ -182,7 +182,15 @@ class JobRow:
         err = r.last_error or {}
         text = f"{err.get('type')}: {err.get('message') or ''}" if err else ""
         return cls(
-            r.id, r.topic, str(r.status), "", r.run_at, r.attempts, r.max_attempts, text, False
+            id=r.id,
+            topic=r.topic,
+            state=str(r.status),
+            key="",
+            run_at=r.run_at,
+            attempts=r.attempts,
+            max_attempts=r.max_attempts,
+            error=text,
+            in_redis=False,
         )
 
 

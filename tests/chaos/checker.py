@@ -284,7 +284,7 @@ def _check_coalesced(
     runs: dict[tuple[str, int], list[dict[str, Any]]],
     by_job: dict[str, list[Any]],
 ) -> None:
-    """misfire="coalesce" (README: Recurring schedules; cron.plan_ticks): when firing resumes after
+    """misfire="coalesce" (docs/how-to/cron.md; cron.plan_ticks): when firing resumes after
     a gap, one job stands for all the ticks missed, id'd by the first of them, and the schedule goes
     on from the next tick after now. So ticks are on the schedule's grid; a tick followed by a gap
     was fired (its `scheduled` event) only once the gap's last tick was due (the one run of that

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState
 from scheduler.cli.main import cli
+from scheduler.worker.advertise import horae_version
 from tests.integration.engine_fixtures import audited_scheduler, eventually, in_state
 
 LONG = "t.later." + "x" * 150  # a topic wider than any terminal: a piped table must not cut it
@@ -95,8 +96,10 @@ async def test_jobs_commands(redis_url: str, database_url: str, namespace: str) 
                 "all_topics",
                 "state",
                 "drain_requested_at",
+                "version",
             }
             assert (entry["state"], entry["drain_requested_at"]) == ("running", None)
+            assert entry["version"] == horae_version() and entry["version"], entry
             assert entry["last_heartbeat"].endswith("Z") and datetime.fromisoformat(
                 entry["last_heartbeat"]
             )

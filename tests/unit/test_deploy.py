@@ -1,4 +1,4 @@
-"""The deployment material (README: Deploying) read as its tools read it: the Dockerfile's
+"""The deployment material (docs/how-to/deploying.md) read as its tools read it: the Dockerfile's
 stages, the Kubernetes manifests, the compose file with its Prometheus and Grafana files, and
 the systemd units. Every command is parsed by the real `horae` CLI; every probe's path and port
 matches the health port its command serves; every stop timeout exceeds the worker's grace."""

@@ -1,6 +1,7 @@
-"""The names replaced in this release (kept one release, warning) appear nowhere in the README:
-it shows only the new ones. The aliases are found, not listed: a Scheduler method whose
-docstring starts with "Deprecated", a hidden `horae` command, and the bare `horae workers`."""
+"""The names replaced in this release (kept one release, warning) appear nowhere in the README or
+the documentation, but for the upgrading guide's table of them: they show only the new ones. The
+aliases are found, not listed: a Scheduler method whose docstring starts with "Deprecated", a
+hidden `horae` command, and the bare `horae workers`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ import click
 from scheduler.api import Scheduler
 from scheduler.cli.main import cli
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[2]
+# The upgrading guide lists the old names on purpose; the CLI reference shows the `workers` group.
+SHOWN = [ROOT / "README.md"] + [
+    p for p in sorted((ROOT / "docs").rglob("*.md")) if p.name not in ("upgrading.md", "cli.md")
+]
+README = "\n".join(p.read_text(encoding="utf-8") for p in SHOWN)
 
 
 def _hidden(group: click.Group, prefix: str = "") -> list[str]:

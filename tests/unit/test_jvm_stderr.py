@@ -34,6 +34,7 @@ def test_the_incubator_warning_is_dropped_and_the_rest_kept() -> None:
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=30, check=True
     )
-    lines = done.stderr.splitlines()
-    assert not any("incubator" in line for line in lines), lines
-    assert {"child says hello", "child later", "inside", "after"} <= set(lines), lines
+    # The copying thread and this process write to the same stderr: lines may interleave.
+    assert "incubator" not in done.stderr, done.stderr
+    for said in ("child says hello", "child later", "inside", "after"):
+        assert said in done.stderr, (said, done.stderr)
