@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+
+from playwright.async_api import Browser, async_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless as the machine's probe runs it: no sandbox (root), no GPU, and none of the
@@ -50,3 +54,16 @@ def ensure_chromium() -> Path:
     if done.returncode != 0 or not CHROMIUM.exists():
         raise RuntimeError(f"could not install chromium: {done.stderr[-2000:]}")
     return CHROMIUM
+
+
+@asynccontextmanager
+async def chromium_browser() -> AsyncIterator[Browser]:
+    """Debian's Chromium, headless, launched the one way every browser test launches it."""
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()

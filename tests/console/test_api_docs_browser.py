@@ -10,22 +10,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser
 
 from console.app import create_app
-from tests.console.browser import LAUNCH_ARGS, ensure_chromium
+from tests.console.browser import chromium_browser
 from tests.console.conftest import Env
 from tests.console.test_browser import Shots, served
 
 
 @pytest.fixture
 async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(
-            executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS
-        )
+    async with chromium_browser() as b:
         yield b
-        await b.close()
 
 
 async def test_the_api_reference_renders_its_operations_from_this_host_only(

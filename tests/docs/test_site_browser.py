@@ -16,9 +16,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser
 
-from tests.console.browser import LAUNCH_ARGS, ensure_chromium
+from tests.console.browser import chromium_browser
 from tests.console.test_browser import Shots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,12 +59,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def chromium() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(
-            executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS
-        )
+    async with chromium_browser() as b:
         yield b
-        await b.close()
 
 
 @pytest.mark.parametrize("width", [1280, 700])
