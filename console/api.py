@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from audit.records import AuditRecord
 from console import actions, data
 from console.api_input import (
     ACTION_BODY,
@@ -23,9 +24,11 @@ from console.api_input import (
     CursorQuery,
     DelayIn,
     FieldInvalid,
+    IdPrefixQuery,
     Instant,
     KeyQuery,
     NoBody,
+    PayloadQuery,
     StateQuery,
     TimeoutIn,
     TopicQuery,
@@ -34,13 +37,16 @@ from console.api_input import (
 )
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
+from console.timeline import Attempt, LogEntry, Span
 from scheduler.core.errors import InvalidDelay
 from scheduler.core.job import CronInfo, JobInfo
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
+from scheduler.core.progress import Progress
 from scheduler.core.timeutil import parse_duration, rfc3339
 from scheduler.core.topic_options import TopicOptions
 from scheduler.core.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 from scheduler.facade.listing import every_topic
+from scheduler.store.listing import check_state
 from scheduler.store.reads import COUNT_KEYS
 from scheduler.worker.advertise import WorkerInfo
 
@@ -121,6 +127,15 @@ class ScheduledOut(BaseModel):
     reason: str
 
 
+class ProgressOut(BaseModel):
+    percent: float = Field(description="0 to 100")
+    message: str | None
+
+    @classmethod
+    def of(cls, p: Progress | None) -> ProgressOut | None:
+        return None if p is None else cls(percent=p.percent, message=p.message)
+
+
 class JobOut(BaseModel):
     id: str
     topic: str
@@ -139,6 +154,14 @@ class JobOut(BaseModel):
     metadata: dict[str, Any]
     last_error: dict[str, Any] | None = Field(
         description="type, message, listener, traceback (a list of lines)"
+    )
+    progress: ProgressOut | None = Field(
+        None, description="what its latest attempt's listeners reported (null: nothing)"
+    )
+    in_redis: bool = Field(
+        True,
+        description="false: a job past Redis's retention, as the audit trail remembers it "
+        "(an id prefix search finds those too).",
     )
 
     @classmethod
@@ -160,7 +183,43 @@ class JobOut(BaseModel):
             payload=j.payload,
             metadata=dict(j.metadata or {}),
             last_error=error_doc(j.last_error) if j.last_error else None,
+            progress=ProgressOut.of(j.progress),
         )
+
+    @classmethod
+    def of_record(cls, r: AuditRecord) -> JobOut:
+        """A job Redis no longer holds, from its audit row."""
+        return cls(
+            id=r.id,
+            topic=r.topic,
+            state=str(r.status),
+            attempts=r.attempts,
+            max_attempts=r.max_attempts or 0,
+            run_at=r.run_at or r.created_at,
+            tz=r.tz or "UTC",
+            next_attempt_at=None,
+            created_at=r.created_at,
+            finished_at=r.completed_at or r.failed_at or r.cancelled_at,
+            key=None,
+            priority=0,
+            cron=r.cron_name,
+            payload=r.payload,
+            metadata=dict(r.metadata or {}),
+            last_error=error_doc(r.last_error) if r.last_error else None,
+            in_redis=False,
+        )
+
+
+class LogLineOut(BaseModel):
+    attempt: int
+    at: Stamp | None = Field(
+        description="when it was written (null: the audit's copy, which keeps no time)"
+    )
+    line: str
+
+    @classmethod
+    def of(cls, e: LogEntry) -> LogLineOut:
+        return cls(attempt=e.attempt, at=e.at, line=e.line)
 
 
 class AttemptOut(BaseModel):
@@ -173,6 +232,59 @@ class AttemptOut(BaseModel):
     error_message: str | None
     duration_ms: int | None
     lateness_ms: int | None
+    due_at: Stamp | None = Field(None, description="when it was due: started_at less lateness_ms")
+    progress: ProgressOut | None = Field(
+        None,
+        description="what its listeners reported last (the running attempt's live one, from "
+        "Redis; a settled one's from the audit)",
+    )
+    logs: list[LogLineOut] = Field(default_factory=list, description="its log lines, oldest first")
+
+    @classmethod
+    def of(cls, a: Attempt) -> AttemptOut:
+        r = a.record
+        return cls(
+            attempt=r.attempt,
+            worker=r.worker,
+            started_at=a.started_at,
+            finished_at=r.finished_at,
+            outcome=r.outcome,
+            error_type=r.error_type,
+            error_message=r.error_message,
+            duration_ms=r.duration_ms,
+            lateness_ms=r.lateness_ms,
+            due_at=a.due_at,
+            progress=ProgressOut.of(a.progress),
+            logs=[LogLineOut.of(e) for e in a.logs],
+        )
+
+
+class SpanOut(BaseModel):
+    kind: Literal["scheduled", "attempt", "retry_wait", "terminal"] = Field(
+        description="scheduled: from its scheduling to its first due time; attempt: one "
+        "attempt's run; retry_wait: from an attempt's end to the next one's due time; terminal: "
+        "the instant it completed, failed for good or was cancelled"
+    )
+    status: str = Field(
+        description="an attempt's outcome (or running); waited or waiting; the end state"
+    )
+    attempt: int | None = Field(description="the attempt (a retry wait: the one it waits for)")
+    start_at: Stamp
+    end_at: Stamp | None = Field(description="null: still open (an attempt running now)")
+    planned: bool = Field(description="true: end_at is a due time still ahead")
+    duration_ms: int = Field(description="end_at - start_at (an open span: until now)")
+
+    @classmethod
+    def of(cls, s: Span, now: datetime) -> SpanOut:
+        return cls(
+            kind=s.kind,
+            status=s.status,
+            attempt=s.attempt,
+            start_at=s.start,
+            end_at=s.end,
+            planned=s.planned,
+            duration_ms=s.duration_ms(now),
+        )
 
 
 class JobDetailOut(BaseModel):
@@ -181,7 +293,15 @@ class JobDetailOut(BaseModel):
     job: JobOut | None = Field(description="as Redis holds it; null once past retention")
     audit_status: str | None
     trace_id: str | None
-    attempts: list[AttemptOut]
+    attempts: list[AttemptOut] = Field(
+        description="the audit's attempts with what their listeners reported (the attempt "
+        "running now: its live progress and log lines)"
+    )
+    timeline: list[SpanOut] = Field(
+        default_factory=list,
+        description="the job's page's attempt timeline, in order: scheduled, each attempt and "
+        "the retry wait before it, the end",
+    )
 
 
 class JobPageOut(BaseModel):
@@ -201,6 +321,12 @@ class RescheduleIn(BaseModel):
     tz: str = Field("UTC", min_length=1, max_length=64)
 
 
+class TickOut(BaseModel):
+    at: Stamp = Field(description="the fire's instant")
+    job_id: str = Field(description="the job it made (GET /api/v1/jobs/{job_id})")
+    state: str = Field(description="that job's state now (from Redis, else the audit trail)")
+
+
 class CronOut(BaseModel):
     name: str
     topic: str
@@ -210,9 +336,20 @@ class CronOut(BaseModel):
     declared: bool
     next_run_at: Stamp | None
     last_run_at: Stamp | None
+    last_outcome: str | None = Field(
+        None,
+        description="the state of the last run's job (null: not run yet, or a run whose job "
+        "neither Redis nor the audit knows)",
+    )
+    recent_ticks: list[TickOut] = Field(
+        default_factory=list,
+        description="its latest fires with their job's state, newest first, as the Schedules "
+        "page shows them (a fire with no job known, missed or past retention, is left out)",
+    )
 
     @classmethod
-    def of(cls, c: CronInfo) -> CronOut:
+    def of(cls, c: CronInfo, ticks: list[data.Tick] | None = None) -> CronOut:
+        ticks = ticks or []
         return cls(
             name=c.name,
             topic=c.topic,
@@ -222,6 +359,8 @@ class CronOut(BaseModel):
             declared=c.declared,
             next_run_at=c.next_run_at,
             last_run_at=c.last_run_at,
+            last_outcome=data.last_outcome(c, ticks),
+            recent_ticks=[TickOut(at=t.at, job_id=t.job_id, state=t.state) for t in ticks],
         )
 
 
@@ -266,6 +405,9 @@ class WorkerOut(BaseModel):
             drain_requested_at=w.drain_requested_at,
             version=w.version,
         )
+
+
+MAX_TICKS = 100  # a schedule's history in one answer
 
 
 class CronPageOut(BaseModel):
@@ -366,12 +508,35 @@ async def list_jobs(
     until: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: CursorQuery = None,
+    id_prefix: IdPrefixQuery = None,
+    payload: PayloadQuery = None,
 ) -> JobPageOut:
-    """A page of jobs held in Redis; pass `cursor` back for the next one (null: the last)."""
-    page = await console_of(request).scheduler.jobs(
+    """A page of jobs held in Redis; pass `cursor` back for the next one (null: the last).
+
+    `id_prefix`: the jobs whose id starts with it instead, from the audit trail's index of
+    every job (so also those past Redis's retention: `in_redis` false), by id; `topic`, `state`,
+    `key` and `payload` filter them, `since` and `until` do not apply. `payload` (`field=value`,
+    nested fields joined by dots: `order.status=paid`) keeps the jobs of the page whose payload
+    holds that value: bounded, it filters the page examined, so a page may hold fewer than
+    `limit` jobs (or none) and still have a `cursor`."""
+    s = console_of(request).scheduler
+    check_state(state)
+    match = data.PayloadMatch.parse(payload or "")
+    keep = data.JobFilter(topic or "", state or "", key or "", match)
+    if id_prefix is not None:
+        for name, given in (("since", since), ("until", until)):
+            if given is not None:
+                raise FieldInvalid(name, "does not apply to an id_prefix search")
+        records, following = await data.jobs_with_id_prefix(s, id_prefix, cursor or "", limit, keep)
+        items = [JobOut.of(j) if j is not None else JobOut.of_record(r) for r, j in records]
+        return JobPageOut(items=items, cursor=following)
+    page = await s.jobs(
         topic, state, limit, cursor, key=key, since=_aware(since), until=_aware(until)
     )
-    return JobPageOut(items=[JobOut.of(j) for j in page.items], cursor=page.cursor)
+    return JobPageOut(
+        items=[JobOut.of(j) for j in page.items if match is None or keep.keeps(j, None)],
+        cursor=page.cursor,
+    )
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -382,30 +547,20 @@ def _aware(value: datetime | None) -> datetime | None:
 
 @router.get("/jobs/{job_id:path}", response_model=JobDetailOut, responses=ERRORS)
 async def get_job(request: Request, who: Who, job_id: str) -> JobDetailOut:
-    """A job from Redis and the audit trail, with its attempts."""
+    """A job from Redis and the audit trail, with its attempts (and what their listeners
+    reported) and its attempt timeline, as the job's page shows them."""
     d = await data.job_detail(console_of(request).scheduler, job_id)
     if d is None:
         raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
+    t = d.timeline
     return JobDetailOut(
         id=d.id,
         state=d.state,
         job=JobOut.of(d.job) if d.job else None,
         audit_status=str(d.record.status) if d.record else None,
         trace_id=d.trace_id,
-        attempts=[
-            AttemptOut(
-                attempt=a.attempt,
-                worker=a.worker,
-                started_at=a.started_at,
-                finished_at=a.finished_at,
-                outcome=a.outcome,
-                error_type=a.error_type,
-                error_message=a.error_message,
-                duration_ms=a.duration_ms,
-                lateness_ms=a.lateness_ms,
-            )
-            for a in d.attempts
-        ],
+        attempts=[AttemptOut.of(a) for a in t.attempts] if t else [],
+        timeline=[SpanOut.of(span, t.now) for span in t.spans] if t else [],
     )
 
 
@@ -465,17 +620,31 @@ async def reschedule_job(request: Request, who: Who, job_id: str, body: Reschedu
 # ------------------------------------------------------------------------------- crons
 @router.get("/crons", response_model=CronPageOut, responses=ERRORS)
 async def list_crons(request: Request, who: Who) -> CronPageOut:
-    """Every recurring schedule, by name."""
-    crons = sorted(await console_of(request).scheduler.list_crons(), key=lambda c: c.name)
-    return CronPageOut(items=[CronOut.of(c) for c in crons])
+    """Every recurring schedule, by name, with its last outcome and its recent ticks (the
+    Schedules page's 8)."""
+    s = console_of(request).scheduler
+    crons = sorted(await s.list_crons(), key=lambda c: c.name)
+    history = await data.tick_history(s, crons)
+    return CronPageOut(items=[CronOut.of(c, history.get(c.name)) for c in crons])
 
 
 @router.get("/crons/{name:path}", response_model=CronOut, responses=ERRORS)
-async def get_cron(request: Request, who: Who, name: str) -> CronOut:
-    info = await console_of(request).scheduler.get_cron(name)
+async def get_cron(
+    request: Request,
+    who: Who,
+    name: str,
+    ticks: Annotated[
+        int, Query(ge=1, le=MAX_TICKS, description="how many recent ticks `recent_ticks` holds.")
+    ] = data.TICKS_SHOWN,
+) -> CronOut:
+    """One schedule with its last outcome and its history: its latest `ticks` fires with their
+    job's state, newest first."""
+    s = console_of(request).scheduler
+    info = await s.get_cron(name)
     if info is None:
         raise HTTPException(404, f"no schedule named {name!r}")
-    return CronOut.of(info)
+    history = await data.tick_history(s, [info], ticks)
+    return CronOut.of(info, history.get(info.name))
 
 
 @router.post(

@@ -13,7 +13,7 @@ from fastapi import Body, HTTPException, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from console.data import STATES
-from scheduler.core.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_TOPIC_LEN
+from scheduler.core.validation import MAX_ID_LEN, MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_TOPIC_LEN
 from scheduler.core.validation import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: console.api)
 
 
@@ -78,11 +78,31 @@ JSON_LIMITS = (
     "the member)"
 )
 
+MAX_PAYLOAD_MATCH = 500  # (data.PayloadMatch's bound)
 # Checked by the scheduler (a 400 naming `state`); the document lists the values.
 StateQuery = Annotated[str | None, Query(json_schema_extra={"enum": list(STATES)})]
 # The bounds of ScheduleIn's topic and key: a value no job can have is a bad request.
 TopicQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_TOPIC_LEN, pattern=NAME)]
 KeyQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)]
+IdPrefixQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_ID_LEN,
+        pattern=NAME,
+        description="the jobs whose id starts with this text (from the audit trail's index)",
+    ),
+]
+PayloadQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_PAYLOAD_MATCH,
+        pattern=r"^[^\x00=]+=[^\x00]*$",
+        description="field=value: the jobs whose payload holds the value at the field (nested "
+        "fields joined by dots, like order.status=paid; the value as JSON, or a string's text)",
+    ),
+]
 CursorQuery = Annotated[
     str | None, Query(min_length=1, description="`cursor` of the previous page")
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
+from console.timeline import Timeline, build
 from scheduler.api import Scheduler
 from scheduler.core.cron import cron_job_id, fires_between, trigger_of
 from scheduler.core.errors import ScheduleError, SchedulerError, StorageError
@@ -73,6 +74,7 @@ class JobDetail:
     trace_id: str | None
     audit_problem: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    timeline: Timeline | None = None  # (job_detail always sets it)
 
     @property
     def topic(self) -> str:
@@ -261,9 +263,20 @@ class JobFilter:
 async def jobs_by_id_prefix(
     scheduler: Scheduler, prefix: str, after: str, limit: int, keep: JobFilter
 ) -> tuple[list[JobRow], str | None]:
+    """A page of the jobs whose id starts with `prefix` as the jobs list shows them
+    (jobs_with_id_prefix), and the next page's cursor."""
+    found, following = await jobs_with_id_prefix(scheduler, prefix, after, limit, keep)
+    rows = [JobRow.of_job(j) if j is not None else JobRow.of_record(r) for r, j in found]
+    return rows, following
+
+
+async def jobs_with_id_prefix(
+    scheduler: Scheduler, prefix: str, after: str, limit: int, keep: JobFilter
+) -> tuple[list[tuple[AuditRecord, JobInfo | None]], str | None]:
     """A page of the jobs whose id starts with `prefix` (the audit's index of every job, by id)
-    that `keep` keeps, each as Redis holds it where it still does, and the next page's cursor
-    (the last id examined: a filter keeping few gives a short page that goes on).
+    that `keep` keeps, each as the audit and Redis (None: past its retention) hold it, and the
+    next page's cursor (the last id examined: a filter keeping few gives a short page that goes
+    on).
 
     Raises:
         StorageError: no audit trail in this process, or it is unreachable (the search needs it).
@@ -273,12 +286,8 @@ async def jobs_by_id_prefix(
         raise StorageError("an id prefix search needs the audit trail, which is off here")
     records = await audit.by_id_prefix(prefix, after, limit)
     live = await scheduler.store.get_jobs([r.id for r in records]) if records else []
-    rows = [
-        JobRow.of_job(j) if j is not None else JobRow.of_record(r)
-        for r, j in zip(records, live, strict=True)
-        if keep.keeps(j, r)
-    ]
-    return rows, (records[-1].id if len(records) == limit else None)
+    found = [(r, j) for r, j in zip(records, live, strict=True) if keep.keeps(j, r)]
+    return found, (records[-1].id if len(records) == limit else None)
 
 
 def trace_id_of(job: JobInfo | None, record: AuditRecord | None) -> str | None:
@@ -319,6 +328,7 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
             problem = f"audit trail unavailable: {exc}"
     if job is None and record is None:
         return None
+    now = ms_to_utc(scheduler.clock.now_ms())  # (the scheduler's clock: a test's fake one too)
     return JobDetail(
         job_id,
         job,
@@ -327,6 +337,7 @@ async def job_detail(scheduler: Scheduler, job_id: str) -> JobDetail | None:
         actions=actions,
         trace_id=trace_id_of(job, record),
         audit_problem=problem,
+        timeline=build(job, record, attempts, now),
     )
 
 
@@ -376,8 +387,19 @@ def recent_fires(schedule: CronInfo, count: int) -> list[int]:
     return newest[:count]
 
 
+TICKS_SHOWN = 8  # the ticks the Schedules page shows per schedule
+
+
+def last_outcome(schedule: CronInfo, ticks: list[Tick] | None) -> str | None:
+    """The state of the job of the schedule's last run (the newest tick, when it is that run);
+    None before a first run or when neither Redis nor the audit knows that job."""
+    if ticks and schedule.last_run_at is not None and ticks[0].at == schedule.last_run_at:
+        return ticks[0].state
+    return None
+
+
 async def tick_history(
-    scheduler: Scheduler, schedules: list[CronInfo], per_schedule: int = 8
+    scheduler: Scheduler, schedules: list[CronInfo], per_schedule: int = TICKS_SHOWN
 ) -> dict[str, list[Tick]]:
     """Each schedule's recent ticks, newest first, with their job's state: one pipelined Redis
     read for every tick id, then one indexed audit read for the ids Redis no longer holds. A

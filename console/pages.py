@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
-from console import actions, data
+from console import actions, data, timeline
 from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
@@ -143,20 +143,43 @@ async def jobs(
     )
 
 
-@router.get("/jobs/{job_id:path}")
-async def job(request: Request, job_id: str, who: Who) -> Response:
+# How often a job's page refreshes its live part (ms): a running job's progress moves quickly.
+REFRESH_RUNNING_MS = 2000
+REFRESH_WAITING_MS = 5000
+
+
+async def _job_page(request: Request, job_id: str, template: str) -> Response:
+    """The job's page, or its live part alone (the same context)."""
     c = console_of(request)
     detail = await data.job_detail(c.scheduler, job_id)
     if detail is None:
         raise HTTPException(404, f"no job {job_id!r} in Redis or in the audit trail")
+    t = detail.timeline
+    every = REFRESH_RUNNING_MS if t is not None and t.unsettled else REFRESH_WAITING_MS
     return render(
         request,
-        "job.html",
+        template,
         page="jobs",
         d=detail,
         allowed=actions.allowed_actions(detail.job),
         trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id),
+        timeline_svg=timeline.svg(detail.timeline, job_id) if detail.timeline else "",
+        every=every,
+        every_s=f"{every / 1000:g} s",
+        updated=datetime.now(UTC),  # (the wall clock: when this answer was made)
     )
+
+
+@router.get("/jobs/{job_id:path}")
+async def job(request: Request, job_id: str, who: Who) -> Response:
+    return await _job_page(request, job_id, "job.html")
+
+
+@router.get("/partials/jobs/{job_id:path}")
+async def job_live(request: Request, job_id: str, who: Who) -> Response:
+    """The job page's live part (state, facts, timeline, attempts, actions), fetched again every
+    few seconds by console.js while the job can still change."""
+    return await _job_page(request, job_id, "_job_live.html")
 
 
 @router.post("/jobs/{job_id:path}/{action}")
@@ -198,11 +221,7 @@ async def crons(request: Request, who: Who) -> Response:
     s = console_of(request).scheduler
     items = await s.list_crons()
     history = await data.tick_history(s, items)
-    last = {
-        c.name: ticks[0].state
-        for c in items
-        if (ticks := history.get(c.name)) and ticks[0].at == c.last_run_at
-    }
+    last = {c.name: o for c in items if (o := data.last_outcome(c, history.get(c.name)))}
     return render(
         request,
         "crons.html",
