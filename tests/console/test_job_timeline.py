@@ -16,12 +16,12 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 
 from console.app import create_app
 from horae import Backoff, RetryPolicy, ScheduleArrivedEvent, on_event
 from tests.console.axe import ensure_axe
-from tests.console.browser import LAUNCH_ARGS, ensure_chromium
+from tests.console.browser import chromium_browser
 from tests.console.test_accessibility import violations
 from tests.console.test_browser import Shots, served
 
@@ -61,12 +61,8 @@ async def slow(event: ScheduleArrivedEvent) -> None:
 
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(
-            executable_path=str(ensure_chromium()), headless=True, args=LAUNCH_ARGS
-        )
+    async with chromium_browser() as b:
         yield b
-        await b.close()
 
 
 async def until(page: Page, expression: str, timeout: float = 15) -> None:
