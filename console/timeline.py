@@ -199,7 +199,18 @@ def attempts_of(job: JobInfo | None, rows: Sequence[AttemptRecord]) -> list[Atte
             out.append(Attempt(r, r.progress, _settled_lines(job, r)))
     if running and job is not None and (not rows or rows[-1].outcome is not None):
         number = (rows[-1].attempt if rows else 0) + 1
-        record = AttemptRecord(job.id, number, None, None, None, None, None, None, None, None)
+        record = AttemptRecord(
+            job_id=job.id,
+            attempt=number,
+            worker=None,
+            started_at=None,
+            finished_at=None,
+            outcome=None,
+            error_type=None,
+            error_message=None,
+            duration_ms=None,
+            lateness_ms=None,
+        )
         out.append(Attempt(record, job.progress, _live_lines(job, number, None)))
     return out
 
