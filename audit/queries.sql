@@ -293,3 +293,107 @@ JOIN schedule_audit AS a ON a.id = i.job_id AND a.created_at = i.created_at
 WHERE i.job_id >= $1 AND i.job_id < $2 AND i.job_id > $3 AND left(i.job_id, length($1)) = $1
 ORDER BY i.job_id
 LIMIT $4;
+
+-- name: upsert_rollups
+-- What a batch's new events add to each topic's minute and hour (migration 0010), in the
+-- batch's transaction. $1: a JSON array of rows {topic, minute, hour, completed, failed,
+-- failed_attempts, retried, deduplicated, lateness}, sorted by (topic, minute) so concurrent
+-- relays lock the rows in one order.
+WITH d AS (
+    SELECT *
+    FROM json_to_recordset($1::json) AS u(
+        topic text, minute timestamptz, hour timestamptz, completed bigint, failed bigint,
+        failed_attempts bigint, retried bigint, deduplicated bigint, lateness bigint[])
+), m AS (
+    INSERT INTO schedule_minute_rollups AS r
+        (topic, minute, completed, failed, failed_attempts, retried, deduplicated, lateness)
+    SELECT topic, minute, completed, failed, failed_attempts, retried, deduplicated, lateness
+    FROM d
+    ORDER BY topic, minute
+    ON CONFLICT (topic, minute) DO UPDATE SET
+        completed = r.completed + EXCLUDED.completed,
+        failed = r.failed + EXCLUDED.failed,
+        failed_attempts = r.failed_attempts + EXCLUDED.failed_attempts,
+        retried = r.retried + EXCLUDED.retried,
+        deduplicated = r.deduplicated + EXCLUDED.deduplicated,
+        lateness = audit_add_buckets(r.lateness, EXCLUDED.lateness)
+)
+INSERT INTO schedule_hour_rollups AS r
+    (topic, hour, completed, failed, failed_attempts, retried, deduplicated, lateness)
+SELECT topic, hour, sum(completed), sum(failed), sum(failed_attempts), sum(retried),
+       sum(deduplicated), audit_sum_buckets(lateness)
+FROM d
+GROUP BY topic, hour
+ORDER BY topic, hour
+ON CONFLICT (topic, hour) DO UPDATE SET
+    completed = r.completed + EXCLUDED.completed,
+    failed = r.failed + EXCLUDED.failed,
+    failed_attempts = r.failed_attempts + EXCLUDED.failed_attempts,
+    retried = r.retried + EXCLUDED.retried,
+    deduplicated = r.deduplicated + EXCLUDED.deduplicated,
+    lateness = audit_add_buckets(r.lateness, EXCLUDED.lateness);
+
+-- name: record_depth
+-- A relay's queue-depth sample (at most one a minute): $1 a JSON array of rows {topic, minute,
+-- hour, waiting, retrying}, sorted by topic. The minute keeps the latest sample, the hour its
+-- largest.
+WITH d AS (
+    SELECT *
+    FROM json_to_recordset($1::json) AS u(
+        topic text, minute timestamptz, hour timestamptz, waiting bigint, retrying bigint)
+), m AS (
+    INSERT INTO schedule_minute_rollups AS r (topic, minute, waiting, retrying)
+    SELECT topic, minute, waiting, retrying FROM d ORDER BY topic, minute
+    ON CONFLICT (topic, minute) DO UPDATE SET
+        waiting = EXCLUDED.waiting, retrying = EXCLUDED.retrying
+)
+INSERT INTO schedule_hour_rollups AS r (topic, hour, waiting, retrying)
+SELECT topic, hour, waiting, retrying FROM d ORDER BY topic, hour
+ON CONFLICT (topic, hour) DO UPDATE SET
+    waiting = greatest(r.waiting, EXCLUDED.waiting),
+    retrying = greatest(r.retrying, EXCLUDED.retrying);
+
+-- name: prune_minute_rollups
+-- Minute rows older than $1 (the hour rows keep their counts).
+DELETE FROM schedule_minute_rollups WHERE minute < $1;
+
+-- name: minute_rollups
+-- Every topic's minute rows since $1 (index on minute), by topic and time.
+SELECT topic, minute AS at, completed, failed, failed_attempts, retried, deduplicated,
+       lateness, waiting, retrying
+FROM schedule_minute_rollups
+WHERE minute >= $1
+ORDER BY topic, minute;
+
+-- name: topic_minute_rollups
+-- Topic $2's minute rows since $1 (the primary key), by time.
+SELECT topic, minute AS at, completed, failed, failed_attempts, retried, deduplicated,
+       lateness, waiting, retrying
+FROM schedule_minute_rollups
+WHERE topic = $2 AND minute >= $1
+ORDER BY minute;
+
+-- name: hour_rollups
+-- Every topic's hour rows since $1 (index on hour), by topic and time.
+SELECT topic, hour AS at, completed, failed, failed_attempts, retried, deduplicated,
+       lateness, waiting, retrying
+FROM schedule_hour_rollups
+WHERE hour >= $1
+ORDER BY topic, hour;
+
+-- name: topic_hour_rollups
+-- Topic $2's hour rows since $1 (the primary key), by time.
+SELECT topic, hour AS at, completed, failed, failed_attempts, retried, deduplicated,
+       lateness, waiting, retrying
+FROM schedule_hour_rollups
+WHERE topic = $2 AND hour >= $1
+ORDER BY hour;
+
+-- name: recent_failure_errors
+-- The last errors of topic $1's jobs that failed for good since $2, newest first, $3 at most
+-- (index schedule_audit_topic_failed): the topic page groups them by signature.
+SELECT id, last_error::text AS last_error
+FROM schedule_audit
+WHERE topic = $1 AND status = 'failed' AND failed_at >= $2
+ORDER BY failed_at DESC
+LIMIT $3;

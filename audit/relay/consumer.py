@@ -18,6 +18,7 @@ from opentelemetry.metrics import Counter
 from redis.exceptions import RedisError
 
 from audit.options import RelayOptions, default_consumer_name
+from audit.relay.depth import DepthSampler
 from audit.relay.foldcache import FoldCache
 from audit.relay.outage import is_outage
 from audit.relay.stream import Entry, Lag, decode
@@ -59,6 +60,7 @@ class AuditRelay:
         self.consumer = self.options.consumer or default_consumer_name()
         self.stream = outbox_stream(redis, namespace, self.consumer, self.options.partitions)
         self.writer = BatchWriter(database_url, self.options, FoldCache(self.options.fold_cache))
+        self.depth = DepthSampler(redis, namespace, self.options.partitions, self.writer)
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False
         self._group_ready = False
@@ -145,6 +147,7 @@ class AuditRelay:
             except RedisError as exc:
                 log.debug("audit relay: could not remove consumer %s: %s", self.consumer, exc)
         await self.stream.aclose()
+        await self.depth.aclose()
         await self.writer.close()
 
     async def step(self) -> int:
@@ -169,6 +172,10 @@ class AuditRelay:
                 self._held_written = True
             await self.ack(self._held)
         settled, self._held = len(self._held or ()), None
+        if self._pg_down_since is None and not self._stopping:
+            # Between batches, never beside one (one connection, one operation at a time); not
+            # while PostgreSQL is down (the batches' retries own the outage).
+            await self.depth.maybe_sample()
         if 0 < settled < self.options.batch_size and not self._stopping and self.options.linger_ms:
             # Under a steady trickle, one transaction per few events would cost more in
             # round trips than the events themselves: let a batch gather (audit lags by ms).

@@ -22,6 +22,7 @@ from audit.relay.fold import JobFold, fold_new
 from audit.relay.foldcache import FoldCache
 from audit.relay.outage import PostgresUnavailable, closed, is_outage
 from audit.relay.streamid import StreamId
+from audit.rollups import BatchRollup, DepthSample
 from audit.sql import query
 from scheduler.core.errors import StorageError
 from scheduler.core.outbox import SCHEDULED, OutboxEvent, decode_entry
@@ -168,6 +169,31 @@ class BatchWriter:
                 raise
         raise StorageError("audit batch kept missing partitions after 5 tries")
 
+    async def record_depth(self, samples: Sequence[DepthSample], prune_before: datetime) -> None:
+        """Write a queue-depth sample (migration 0010) in a transaction of its own, and delete
+        minute rollups older than `prune_before`. Called by the relay between batches (never
+        beside one: a connection runs one operation at a time), after a batch committed, so the
+        schema is migrated.
+
+        Raises:
+            PostgresUnavailable, asyncpg.PostgresError: as write() (the caller logs and skips).
+        """
+        pool = await self._ready_pool()
+        async with pool.acquire() as conn:
+            try:
+                await self._prepare(conn, set())
+                async with conn.transaction():
+                    if samples:
+                        await conn.execute(
+                            query("record_depth"),
+                            dump_json([s.row() for s in sorted(samples, key=lambda s: s.topic)]),
+                        )
+                    await conn.execute(query("prune_minute_rollups"), prune_before)
+            except Exception as exc:
+                if not is_outage(exc) and closed(conn):
+                    raise PostgresUnavailable(f"{type(exc).__name__}: {exc}") from exc
+                raise
+
     async def _apply(
         self,
         conn: asyncpg.Connection,
@@ -240,6 +266,7 @@ class BatchWriter:
                 fold.dropped = True  # its stored attempt rows are unknown: check them all
             folds.update(refolded)
         await self._write_rows(conn, [folds[j] for j in touched], index, fresh)
+        await _write_rollups(conn, pairs, folds)
         for job_id in touched:
             self._folds.keep(folds[job_id])
         return len(pairs)
@@ -355,6 +382,22 @@ class BatchWriter:
             upserted += unstored
         if upserted:
             await conn.execute(query("upsert_attempts"), dump_json(upserted))
+
+
+async def _write_rollups(
+    conn: asyncpg.Connection,
+    pairs: list[tuple[StreamId, OutboxEvent]],
+    folds: dict[str, JobFold],
+) -> None:
+    """Add the batch's new events to the console's rollups (migration 0010), on the batch's
+    connection and in its transaction: counted once with the events, never a second time."""
+    rollup = BatchRollup()
+    for _, e in pairs:
+        fold = folds.get(e.job_id)
+        topic = (fold.job["topic"] if fold is not None else "") or e.get("topic")
+        rollup.add(topic, e)
+    if rollup:
+        await conn.execute(query("upsert_rollups"), dump_json(rollup.rows()))
 
 
 def _ms(sid: StreamId | None) -> int | None:

@@ -102,6 +102,30 @@ EXPECTED_COLUMNS = {
         ("worker_lost", "bigint", "NO"),
         ("no_listener", "bigint", "NO"),
     ],
+    "schedule_hour_rollups": [
+        ("topic", "text", "NO"),
+        ("hour", "timestamp with time zone", "NO"),
+        ("completed", "bigint", "NO"),
+        ("failed", "bigint", "NO"),
+        ("failed_attempts", "bigint", "NO"),
+        ("retried", "bigint", "NO"),
+        ("deduplicated", "bigint", "NO"),
+        ("lateness", "ARRAY", "NO"),
+        ("waiting", "bigint", "YES"),
+        ("retrying", "bigint", "YES"),
+    ],
+    "schedule_minute_rollups": [
+        ("topic", "text", "NO"),
+        ("minute", "timestamp with time zone", "NO"),
+        ("completed", "bigint", "NO"),
+        ("failed", "bigint", "NO"),
+        ("failed_attempts", "bigint", "NO"),
+        ("retried", "bigint", "NO"),
+        ("deduplicated", "bigint", "NO"),
+        ("lateness", "ARRAY", "NO"),
+        ("waiting", "bigint", "YES"),
+        ("retrying", "bigint", "YES"),
+    ],
     "schedule_operator_actions": [
         ("at", "timestamp with time zone", "NO"),
         ("actor", "text", "NO"),
@@ -125,6 +149,8 @@ EXPECTED_KEYS = {
     "schedule_job_index": ["job_id"],
     "schedule_error_signatures": ["day", "topic", "signature"],
     "schedule_failure_stats": ["topic", "day"],
+    "schedule_hour_rollups": ["topic", "hour"],
+    "schedule_minute_rollups": ["topic", "minute"],
     "schema_version": ["version"],
 }
 PARTITIONED = {
@@ -191,7 +217,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
     assert (
         await migrate_url(database_url)
         == [m.version for m in load_migrations()]
-        == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     )
     conn = await asyncpg.connect(database_url)
     try:
@@ -215,6 +241,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             (7, "least_privilege"),
             (8, "operator_actions"),
             (9, "console_indexes"),
+            (10, "console_rollups"),
         ]
         # 0009: the console's overview and analytics page read these (bench/console_pages.py)
         indexes = {
@@ -254,17 +281,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 9
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 10
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 9
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 10
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()
