@@ -20,6 +20,7 @@ from audit.options import RelayOptions
 from audit.records import AttemptRecord, AuditRecord, OperatorAction
 from audit.relay.outage import is_outage
 from audit.relay.stream_partitioned import outbox_stream
+from audit.rollups import RollupRow
 from audit.sql import query
 from scheduler.core.errors import AuditUnavailable, StorageError
 from scheduler.core.outbox import Outcome, Status
@@ -347,3 +348,43 @@ class AuditTrail:
         async with self._conn() as conn:
             rows = await conn.fetch(query("failure_baseline"), since, until)
         return {r["topic"]: float(r["rate"]) for r in rows}
+
+    async def rollups(
+        self, since: datetime, hourly: bool, topic: str | None = None
+    ) -> list[RollupRow]:
+        """The console's rollups (migration 0010) from `since`: minute rows, or hour rows when
+        `hourly`; of every topic or of one. By topic, then time."""
+        unit = "hour" if hourly else "minute"
+        async with self._conn() as conn:
+            if topic is None:
+                rows = await conn.fetch(query(f"{unit}_rollups"), since)
+            else:
+                rows = await conn.fetch(query(f"topic_{unit}_rollups"), since, topic)
+        return [
+            RollupRow(
+                topic=r["topic"],
+                at=r["at"],
+                completed=r["completed"],
+                failed=r["failed"],
+                failed_attempts=r["failed_attempts"],
+                retried=r["retried"],
+                deduplicated=r["deduplicated"],
+                lateness=tuple(r["lateness"]),
+                waiting=r["waiting"],
+                retrying=r["retrying"],
+            )
+            for r in rows
+        ]
+
+    async def failure_errors(
+        self, topic: str, since: datetime, limit: int
+    ) -> list[tuple[str, dict[str, object] | None]]:
+        """(job id, last error) of `topic`'s jobs that failed for good since `since`, newest
+        first, `limit` at most (an index range: bounded whatever the volume)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(query("recent_failure_errors"), topic, since, limit)
+        out: list[tuple[str, dict[str, object] | None]] = []
+        for r in rows:
+            error = json.loads(r["last_error"]) if r["last_error"] is not None else None
+            out.append((r["id"], error if isinstance(error, dict) else None))
+        return out

@@ -153,3 +153,19 @@ class DepthSample:
             "waiting": self.waiting,
             "retrying": self.retrying,
         }
+
+
+@dataclass(frozen=True)
+class RollupRow:
+    """One topic's minute or hour as the rollups hold it (audit.reader.AuditTrail.rollups)."""
+
+    topic: str
+    at: datetime
+    completed: int
+    failed: int
+    failed_attempts: int
+    retried: int
+    deduplicated: int
+    lateness: tuple[int, ...]
+    waiting: int | None  # the queue depth sampled then (an hour: its largest); None: no sample
+    retrying: int | None

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from audit.records import AuditRecord
 from console import actions, data
+from console.api_charts import ChartsOut
 from console.api_input import (
     ACTION_BODY,
     JSON_LIMITS,
@@ -38,11 +39,12 @@ from console.api_input import (
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.timeline import Attempt, LogEntry, Span
+from console.trends import Range, read_trends
 from scheduler.core.errors import InvalidDelay
 from scheduler.core.job import CronInfo, JobInfo
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
 from scheduler.core.progress import Progress
-from scheduler.core.timeutil import parse_duration, rfc3339
+from scheduler.core.timeutil import ms_to_utc, parse_duration, rfc3339
 from scheduler.core.topic_options import TopicOptions
 from scheduler.core.validation import MAX_ID_LEN, MAX_TOPIC_LEN
 from scheduler.facade.listing import every_topic
@@ -811,3 +813,21 @@ async def stats(request: Request, who: Who) -> StatsOut:
     """Jobs per state in Redis: totals and per topic."""
     s = console_of(request).scheduler
     return StatsOut(totals=await s.stats(), topics=await s.stats_by_topic())
+
+
+@router.get("/charts", response_model=ChartsOut, responses=ERRORS)
+async def charts(
+    request: Request,
+    who: Who,
+    range_: Annotated[Range, Query(alias="range", description="1h or 24h")] = "1h",
+    topic: Annotated[
+        str | None, Query(max_length=MAX_TOPIC_LEN, description="one topic (absent: every topic)")
+    ] = None,
+) -> ChartsOut:
+    """The charts' data (the overview's and the topic page's), from the audit relay's rollups:
+    per topic, one value per minute of the last hour or per hour of the last 24 hours. A topic
+    nothing is known of answers zeros."""
+    s = console_of(request).scheduler
+    now = ms_to_utc(s.clock.now_ms())
+    names = [topic] if topic is not None else await every_topic(s)
+    return ChartsOut.of(await read_trends(data.audit_of(s), range_, now, names, one=topic))

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from console import actions, data, timeline
@@ -17,6 +17,8 @@ from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.render import query, render, segment
+from console.topic_detail import topic_detail
+from console.trends import check_range, read_trends
 from scheduler.core.errors import ScheduleError
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.facade.listing import every_topic
@@ -25,6 +27,7 @@ from scheduler.store.listing import check_state
 router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
 Who = Annotated[Principal, Depends(caller)]
 Csrf = Annotated[str, Form()]
+ChartRange = Annotated[str, Query(alias="range", description="the charts' range: 1h or 24h")]
 
 
 def error_page(
@@ -66,17 +69,34 @@ def parse_instant(name: str, text: str | None) -> datetime | None:
 
 
 # ----------------------------------------------------------------------------- overview
+async def _overview(request: Request, template: str, range_: str) -> Response:
+    """The overview, or its live part alone (the same context)."""
+    chosen = check_range(range_)
+    c = console_of(request)
+    view = await data.overview(c.scheduler)
+    trends = await read_trends(
+        data.audit_of(c.scheduler), chosen, view.at, [t.name for t in view.topics]
+    )
+    return render(
+        request,
+        template,
+        view=view,
+        page="overview",
+        trends=trends,
+        every=c.settings.console.refresh_ms,
+        updated=datetime.now(UTC),  # (the wall clock: when this answer was made)
+    )
+
+
 @router.get("/")
-async def overview(request: Request, who: Who) -> Response:
-    view = await data.overview(console_of(request).scheduler)
-    return render(request, "overview.html", view=view, page="overview")
+async def overview(request: Request, who: Who, range_: ChartRange = "1h") -> Response:
+    return await _overview(request, "overview.html", range_)
 
 
 @router.get("/partials/overview")
-async def overview_live(request: Request, who: Who) -> Response:
+async def overview_live(request: Request, who: Who, range_: ChartRange = "1h") -> Response:
     """The overview's live part, fetched again every few seconds by console.js."""
-    view = await data.overview(console_of(request).scheduler)
-    return render(request, "_overview_live.html", view=view)
+    return await _overview(request, "_overview_live.html", range_)
 
 
 # ---------------------------------------------------------------------------------- jobs
@@ -285,6 +305,34 @@ async def topics(request: Request, who: Who) -> Response:
         dead = await s.dead_letters(name, limit=1)
         rows.append((name, options, blocked, bool(dead.items)))
     return render(request, "topics.html", page="topics", rows=rows)
+
+
+async def _topic_page(request: Request, topic: str, template: str, range_: str) -> Response:
+    """A topic's page, or its live part alone (the same context)."""
+    chosen = check_range(range_)
+    c = console_of(request)
+    detail = await topic_detail(c.scheduler, topic, chosen, c.settings.analytics.baseline_days)
+    return render(
+        request,
+        template,
+        page="topics",
+        t=detail,
+        s=detail.series,
+        every=c.settings.console.refresh_ms,
+        updated=datetime.now(UTC),
+    )
+
+
+@router.get("/topics/{topic:path}")
+async def topic_page(request: Request, topic: str, who: Who, range_: ChartRange = "1h") -> Response:
+    """One topic: its charts, failure rate against its baseline, top errors, policy and limits."""
+    return await _topic_page(request, topic, "topic.html", range_)
+
+
+@router.get("/partials/topics/{topic:path}")
+async def topic_live(request: Request, topic: str, who: Who, range_: ChartRange = "1h") -> Response:
+    """The topic page's live part, fetched again every few seconds by console.js."""
+    return await _topic_page(request, topic, "_topic_live.html", range_)
 
 
 @router.get("/dead-letters")

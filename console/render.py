@@ -14,7 +14,9 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from console.auth import CSRF_COOKIE, csrf_token, session_nonce
+from console.charts import depth_chart, finished_chart
 from console.data import pretty_json
+from console.trends import RANGES
 from scheduler.core.timeutil import rfc3339
 
 _env = Environment(
@@ -97,7 +99,9 @@ _env.filters.update(
     pretty=pretty_json,
     seg=segment,
 )
-_env.globals.update(query=query)
+_env.globals.update(
+    query=query, finished_chart=finished_chart, depth_chart=depth_chart, chart_ranges=RANGES
+)
 
 
 def render(

@@ -40,6 +40,13 @@ class ConsoleSettings(Section):
         '("" = none).',
     )
     page_size: int = Field(50, ge=1, le=1_000, description="Rows per page.")
+    refresh_ms: int = Field(
+        5_000,
+        ge=1_000,
+        le=600_000,
+        description="How often (ms) the overview and a topic page refresh their live part "
+        "(counts and charts) while the tab is shown.",
+    )
     allowed_hosts: tuple[str, ...] = Field(
         (),
         description="Host names (optionally with a port) it answers besides loopback ones, e.g. "

@@ -152,7 +152,13 @@ class Scheduler(ScheduleCalls):
             self._audit = AuditTrail(self._redis, s.namespace, conn.services.database_url, options)
             await self._audit.open()
             # This process's relay: started by its first worker (start_relay), stopped by close().
-            relay = AuditRelay(self._redis, s.namespace, conn.services.database_url, options)
+            relay = AuditRelay(
+                self._redis,
+                s.namespace,
+                conn.services.database_url,
+                options,
+                now_ms=self._clock.now_ms,
+            )
             if s.audit.relay_process:
                 from audit.relay.child import ChildRelay
 

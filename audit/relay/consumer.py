@@ -51,16 +51,27 @@ class AuditRelay:
         namespace: whose outbox stream to read.
         database_url: the audit database (migrated on first write).
         options: tuning; see RelayOptions.from_settings.
+        now_ms: the clock of the queue-depth samples (default: the wall clock); the
+            scheduler's, so the samples fall in the minutes its events do.
     """
 
     def __init__(
-        self, redis: aioredis.Redis, namespace: str, database_url: str, options: RelayOptions
+        self,
+        redis: aioredis.Redis,
+        namespace: str,
+        database_url: str,
+        options: RelayOptions,
+        now_ms: Callable[[], int] | None = None,
     ) -> None:
         self.options = options
         self.consumer = self.options.consumer or default_consumer_name()
         self.stream = outbox_stream(redis, namespace, self.consumer, self.options.partitions)
         self.writer = BatchWriter(database_url, self.options, FoldCache(self.options.fold_cache))
-        self.depth = DepthSampler(redis, namespace, self.options.partitions, self.writer)
+        self.depth = (
+            DepthSampler(redis, namespace, self.options.partitions, self.writer, now_ms)
+            if now_ms is not None
+            else DepthSampler(redis, namespace, self.options.partitions, self.writer)
+        )
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False
         self._group_ready = False

@@ -6,7 +6,8 @@
 // part's id): then it replaces the part whole, and the refresh goes on only while the new part
 // still carries data-refresh (a job page drops it once the job has ended). Refreshing pauses
 // while the tab is hidden (and catches up when it is shown again), stops when the page is left,
-// and waits while a field of the part is being edited. What was open, scrolled or focused in
+// and waits while a field of the part is being edited; the part carries data-paused while the tab
+// is hidden (its indicator says so). What was open, scrolled or focused in
 // the part stays so.
 "use strict";
 
@@ -132,6 +133,11 @@ document.querySelectorAll("[data-refresh]").forEach(function (part, i) {
 
 document.addEventListener("visibilitychange", function () {
   live.forEach(function (entry) {
+    var part = document.getElementById(entry.id);
+    if (part) {  // the indicator says "paused" while hidden (console.css: [data-paused])
+      if (document.visibilityState === "visible") { part.removeAttribute("data-paused"); }
+      else { part.setAttribute("data-paused", "true"); }
+    }
     if (document.visibilityState === "visible") {
       if (!entry.timer && !entry.request) { tick(entry); }  // catch up at once
     } else {

@@ -82,8 +82,11 @@ async def test_no_page_has_a_serious_violation_light_or_dark_at_1280_and_700_px(
     assert (await horae.get_job(failed)).state.value == "failed"  # type: ignore[union-attr]
     pages = {
         "overview": "/",
+        "overview-24h": "/?range=24h",
         "topics": "/topics",
-        "topic": f"/jobs?topic={quote(PAY)}",
+        "topic": f"/topics/{quote(PAY, safe='')}",
+        "topic-24h": f"/topics/{quote(PAY, safe='')}?range=24h",
+        "topic-jobs": f"/jobs?topic={quote(PAY)}",
         "jobs": "/jobs",
         "job": f"/jobs/{quote(failed, safe='')}",
         "dead-letters": "/dead-letters",
