@@ -354,12 +354,14 @@ class AuditTrail:
     ) -> list[RollupRow]:
         """The console's rollups (migration 0010) from `since`: minute rows, or hour rows when
         `hourly`; of every topic or of one. By topic, then time."""
-        unit = "hour" if hourly else "minute"
+        if topic is None:
+            sql = query("hour_rollups") if hourly else query("minute_rollups")
+        else:
+            sql = query("topic_hour_rollups") if hourly else query("topic_minute_rollups")
         async with self._conn() as conn:
-            if topic is None:
-                rows = await conn.fetch(query(f"{unit}_rollups"), since)
-            else:
-                rows = await conn.fetch(query(f"topic_{unit}_rollups"), since, topic)
+            rows = await (
+                conn.fetch(sql, since) if topic is None else conn.fetch(sql, since, topic)
+            )
         return [
             RollupRow(
                 topic=r["topic"],

@@ -69,9 +69,11 @@ def _label(at: datetime, step_s: int) -> str:
 
 
 def _frame(
-    parts: list[str], s: Series, width: int, height: int, top: int, unit: str
+    parts: list[str], s: Series, size: tuple[int, int], top: int, unit: str
 ) -> tuple[float, float]:
-    """The y grid (0, half, top) and the time labels; returns (plot width, plot height)."""
+    """The y grid (0, half, top) and the time labels of a chart of `size` (width, height);
+    returns (plot width, plot height)."""
+    width, height = size
     pw, ph = width - _LEFT - _RIGHT, height - _TOP - _BOTTOM
     for frac in (0.0, 0.5, 1.0) if top % 2 == 0 else (0.0, 1.0):  # (counts: whole ticks)
         y = _TOP + ph * (1 - frac)
@@ -120,7 +122,7 @@ def finished_chart(s: Series, width: int = 640, height: int = 150, hint: bool = 
         f'<svg class="chart finished" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(label)}"><title>{escape(label)}</title>'
     ]
-    pw, ph = _frame(parts, s, width, height, top, f"jobs / {'min' if s.step_s < 3600 else 'h'}")
+    pw, ph = _frame(parts, s, (width, height), top, f"jobs / {'min' if s.step_s < 3600 else 'h'}")
     slot = pw / len(totals)
     bar = max(slot * 0.8, 1.0)
     for i, (c, f) in enumerate(zip(s.completed, s.failed, strict=True)):
@@ -168,7 +170,7 @@ def depth_chart(s: Series, width: int = 640, height: int = 150, hint: bool = Tru
         f'<svg class="chart depth" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(label)}"><title>{escape(label)}</title>'
     ]
-    pw, ph = _frame(parts, s, width, height, top, "jobs waiting")
+    pw, ph = _frame(parts, s, (width, height), top, "jobs waiting")
     slot = pw / len(depth)
     retrying = tuple(
         r if r is not None else (None if d is None else 0)

@@ -818,6 +818,12 @@ TABLES = {
     "schedule_error_signatures": "The analytics' daily error signatures (`horae report`).",
     "schedule_operator_actions": "Who did what from the console and the CLI (cancel, retry, "
     "replay, pause ...).",
+    "schedule_minute_rollups": "Per topic and minute, what the console charts: jobs completed "
+    "and failed, failed attempts, retries, deduplicated calls, start lateness per log bucket, "
+    "and the queue depth sampled by the relay; kept by the relay in each batch's transaction, "
+    "deleted after two days.",
+    "schedule_hour_rollups": "The same per topic and hour (the queue depth: the hour's "
+    "largest sample): the console's 24 hours read at most 24 rows per topic.",
 }
 # Partitions are created by month when written to: fixed here so the page does not depend on
 # the day it is generated (they are left out of it anyway).

@@ -95,7 +95,7 @@ async def test_a_failure_shows_on_the_overview_and_the_topic_page_without_a_relo
         await run_jobs(horae, horae_clock, fail=True, n=2)  # two failures in the hour
 
         # Within one update (every second here), both pages draw them, and say "2 failed".
-        bad = f"document.querySelector(\"{card} svg.finished rect.bar-bad\") !== null"
+        bad = f'document.querySelector("{card} svg.finished rect.bar-bad") !== null'
         await until(overview, bad, timeout=EVERY_MS / 1000 * 3 + 5)
         totals = await overview.locator(f"{card} dl.totals").inner_text()
         assert "failed\n2" in totals and "completed\n3" in totals, totals
