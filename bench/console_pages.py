@@ -1,7 +1,9 @@
 """Console pages with a large history (issue 18): 1,000,000 jobs in Redis, 10,000,000
-attempt rows in PostgreSQL, then the median time of the overview, filtered job lists and
-a job detail (pages and their /api/v1 equivalents), served by `horae console` in a process
-of its own. --plans prints EXPLAIN (ANALYZE, BUFFERS) of every audit query the pages run.
+attempt rows in PostgreSQL and the rollups the relay would have kept for them (issue 31),
+then the median time of the overview (its charts over 1 h and 24 h), a topic page, filtered
+job lists and a job detail (pages and their /api/v1 equivalents, the charts' JSON), served by
+`horae console` in a process of its own. --plans prints EXPLAIN (ANALYZE, BUFFERS) of every
+audit query the pages run.
 
     .venv/bin/python bench/console_pages.py            # load, measure, drop the data
     .venv/bin/python bench/console_pages.py --keep     # keep the data; then --reuse measures again
@@ -24,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 BENCH = Path(__file__).resolve().parent
 if str(BENCH.parent) not in sys.path:
@@ -33,12 +35,12 @@ if str(BENCH.parent) not in sys.path:
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
-from bench import console_pg, console_plans, console_redis  # noqa: E402
+from bench import console_pg, console_plans, console_redis, console_rollups  # noqa: E402
 from horae.settings import load_settings  # noqa: E402
 from scheduler.api import Scheduler  # noqa: E402
 
 DB = "horae_bench_console"
-TARGET_MS = 200.0
+TARGET_MS = 100.0
 
 
 def say(msg: str) -> None:
@@ -181,6 +183,24 @@ async def load(args: argparse.Namespace, report: dict[str, Any]) -> None:
     say(f"loaded in {report['load_s']} s: {report['pg_load']['rows']}")
 
 
+async def ensure_rollups(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Fill the rollups of the loaded history unless they are (a load kept by an older bench
+    has none)."""
+    conn = await asyncpg.connect(args.database_url)
+    try:
+        found = await conn.fetchval("SELECT count(*) FROM schedule_hour_rollups")
+    finally:
+        await conn.close()
+    if found:
+        report["rollups"] = {"rows": "kept"}
+        return
+    say("filling the rollups the audit relay would have kept for this history ...")
+    topics = [name for name, _, _ in console_redis.TOPICS]
+    report["rollups"] = await console_rollups.fill(
+        args.database_url, topics, args.days, datetime.now(UTC), say
+    )
+
+
 def db_name(args: argparse.Namespace) -> str:
     return str(args.database_url).rsplit("/", 1)[1].split("?")[0]
 
@@ -231,9 +251,18 @@ def urls(t: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(label, path, text the answer must hold) of every timed request."""
     key_range = urlencode({"key": t["key"], "since": t["since"], "until": t["until"]})
     busy = urlencode({"topic": t["busy_topic"], "state": "failed"})
+    topic = quote(t["busy_topic"], safe="")
     return [
         ("overview /", "/", "w-bench-0"),  # (a live worker, listed)
         ("overview live part", "/partials/overview", t["busy_topic"]),
+        ("overview 24 h", "/?range=24h", 'svg class="chart finished"'),
+        ("overview live part 24 h", "/partials/overview?range=24h", 'svg class="chart depth"'),
+        ("topic page 1 h", f"/topics/{topic}", 'svg class="chart finished"'),
+        ("topic page 24 h", f"/topics/{topic}?range=24h", 'svg class="chart finished"'),
+        ("topic live part 24 h", f"/partials/topics/{topic}?range=24h", "HTTPError"),
+        ("api charts 1 h", "/api/v1/charts?range=1h", '"total_completed"'),
+        ("api charts 24 h", "/api/v1/charts?range=24h", '"total_completed"'),
+        ("api charts topic 24 h", f"/api/v1/charts?range=24h&topic={topic}", t["busy_topic"]),
         ("jobs busy topic failed", "/jobs?" + busy, t["busy_topic"]),
         (
             "jobs rare topic failed",
@@ -346,6 +375,18 @@ async def parts(args: argparse.Namespace, t: dict[str, Any], n: int) -> dict[str
             "pg finished_last_hour": lambda: s.audit.finished_since(
                 datetime.now(UTC) - timedelta(hours=1)
             ),
+            "pg minute rollups (every topic, 1 h)": lambda: s.audit.rollups(
+                datetime.now(UTC) - timedelta(hours=1), False
+            ),
+            "pg hour rollups (every topic, 24 h)": lambda: s.audit.rollups(
+                datetime.now(UTC) - timedelta(hours=24), True
+            ),
+            "pg hour rollups (one topic, 24 h)": lambda: s.audit.rollups(
+                datetime.now(UTC) - timedelta(hours=24), True, t["busy_topic"]
+            ),
+            "pg failure_errors (one topic, 24 h, 500)": lambda: s.audit.failure_errors(
+                t["busy_topic"], datetime.now(UTC) - timedelta(hours=24), 500
+            ),
             "pg get_job": lambda: s.audit.get(t["detail_id"]),
             "pg get_attempts": lambda: s.audit.attempts(t["detail_id"]),
             "pg recent_actions (target)": lambda: s.audit.actions(t["detail_id"], 20),
@@ -395,6 +436,16 @@ def plan_cases(t: dict[str, Any]) -> list[console_plans.Case]:
         console_plans.Case("recent_actions (all)", "recent_actions", (50,)),
         console_plans.Case("finished_last_hour", "finished_last_hour", (now - timedelta(hours=1),)),
         console_plans.Case("failure_baseline", "failure_baseline", (lo, hi)),
+        console_plans.Case("minute_rollups", "minute_rollups", (now - timedelta(hours=1),)),
+        console_plans.Case("hour_rollups", "hour_rollups", (now - timedelta(hours=24),)),
+        console_plans.Case(
+            "topic_hour_rollups", "topic_hour_rollups", (now - timedelta(hours=24), t["busy_topic"])
+        ),
+        console_plans.Case(
+            "recent_failure_errors",
+            "recent_failure_errors",
+            (t["busy_topic"], now - timedelta(hours=24), 500),
+        ),
     ]
 
 
@@ -422,6 +473,7 @@ def main() -> None:
     try:
         if not args.reuse:
             asyncio.run(load(args, report))
+        asyncio.run(ensure_rollups(args, report))
         t = asyncio.run(targets(args))
         report["targets"] = t
         port = free_port()
