@@ -294,6 +294,16 @@ WHERE i.job_id >= $1 AND i.job_id < $2 AND i.job_id > $3 AND left(i.job_id, leng
 ORDER BY i.job_id
 LIMIT $4;
 
+-- name: rollups_writable
+-- Whether the current role may write both rollup tables (migration 0010; a relay role granted
+-- before it may not). has_table_privilege with several privileges says whether ANY is held:
+-- each is asked alone.
+SELECT count(*) = 2 AND coalesce(bool_and(has_table_privilege(c.oid, 'INSERT')
+                                          AND has_table_privilege(c.oid, 'UPDATE')
+                                          AND has_table_privilege(c.oid, 'DELETE')), false)
+FROM pg_class AS c
+WHERE c.oid IN (to_regclass('schedule_minute_rollups'), to_regclass('schedule_hour_rollups'));
+
 -- name: upsert_rollups
 -- What a batch's new events add to each topic's minute and hour (migration 0010), in the
 -- batch's transaction. $1: a JSON array of rows {topic, minute, hour, completed, failed,

@@ -309,6 +309,8 @@ async def topics(request: Request, who: Who) -> Response:
 
 async def _topic_page(request: Request, topic: str, template: str, range_: str) -> Response:
     """A topic's page, or its live part alone (the same context)."""
+    if not topic:
+        raise HTTPException(404, "no topic named: the topics are at /topics")
     chosen = check_range(range_)
     c = console_of(request)
     detail = await topic_detail(c.scheduler, topic, chosen, c.settings.analytics.baseline_days)

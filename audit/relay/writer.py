@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from scheduler.core.outbox import SCHEDULED, OutboxEvent, decode_entry
 from scheduler.core.timeutil import ms_to_utc
 
 __all__ = ["BatchWriter"]
+
+log = logging.getLogger("horae.audit")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,10 @@ class BatchWriter:
         self._migrated = False
         self._months: set[date] = set()
         self._folds = folds
+        # Whether this role may write the console's rollups (migration 0010): a relay role
+        # granted before that migration may not, until `horae audit grant` runs again. The
+        # batches go on without them meanwhile (the charts lack them; no event is refused).
+        self.rollups = True
 
     async def _ready_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -117,6 +124,16 @@ class BatchWriter:
         if not self._migrated:
             await migrate(conn)
             self._migrated = True
+            writable = bool(await conn.fetchval(query("rollups_writable")))
+            if not writable and self.rollups:
+                log.warning(
+                    "audit relay: this role may not write the console's rollups "
+                    "(schedule_minute_rollups, schedule_hour_rollups: migration 0010); the "
+                    "audit goes on without them. Run `horae audit grant ROLE relay` as the "
+                    "schema owner again",
+                    extra={"event": "audit.rollups_not_granted"},
+                )
+            self.rollups = writable
             self._months = {
                 date(int(r["yyyymm"][:4]), int(r["yyyymm"][4:]), 1)
                 for r in await conn.fetch(query("partition_months"))
@@ -182,6 +199,8 @@ class BatchWriter:
         async with pool.acquire() as conn:
             try:
                 await self._prepare(conn, set())
+                if not self.rollups:
+                    return
                 async with conn.transaction():
                     if samples:
                         await conn.execute(
@@ -266,7 +285,8 @@ class BatchWriter:
                 fold.dropped = True  # its stored attempt rows are unknown: check them all
             folds.update(refolded)
         await self._write_rows(conn, [folds[j] for j in touched], index, fresh)
-        await _write_rollups(conn, pairs, folds)
+        if self.rollups:
+            await _write_rollups(conn, pairs, folds)
         for job_id in touched:
             self._folds.keep(folds[job_id])
         return len(pairs)

@@ -6,12 +6,18 @@ counts."""
 from __future__ import annotations
 
 import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 
+from audit.migrate import migrate_url
 from audit.options import RelayOptions
 from audit.relay.consumer import AuditRelay
 from audit.relay.foldcache import FoldCache
@@ -182,3 +188,66 @@ async def test_the_queue_depth_sample_holds_the_counts(
         }
     finally:
         await conn.close()
+
+
+async def test_a_relay_role_granted_before_the_rollups_goes_on_without_them(
+    database_url: str,
+    redis: aioredis.Redis,
+    namespace: str,
+    outbox: Any,
+    relay_options: RelayOptions,
+    drain: Callable[[AuditRelay], Awaitable[int]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A relay role granted before migration 0010 (no right on the rollups) writes every
+    event and says once what to run; it never parks a batch for the charts' sake."""
+    caplog.set_level(logging.WARNING, logger="horae.audit")
+    await migrate_url(database_url)
+    role = f"horae_relay_{uuid.uuid4().hex[:12]}"
+    owner = await asyncpg.connect(database_url)
+    try:
+        await owner.execute(f'CREATE ROLE "{role}" LOGIN')
+        await owner.execute("SELECT audit_grant($1, 'relay')", role)
+        await owner.execute(
+            f'REVOKE ALL ON schedule_minute_rollups, schedule_hour_rollups FROM "{role}"'
+        )
+        parts = urlsplit(database_url)
+        as_role = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+        for i in range(3):
+            job = f"job-{i}"
+            await outbox.scheduled(job)
+            outbox.tick(10)
+            await outbox.started(job, 1, due=outbox.now)
+            outbox.tick(10)
+            await outbox.completed(job, 1)
+        relay = AuditRelay(redis, namespace, as_role, relay_options)
+        try:
+            assert await drain(relay) == 9
+            await relay.depth.sample()  # (nothing written: no right to, no error either)
+        finally:
+            await relay.stop()
+        assert relay.writer.rollups is False
+        done = await owner.fetchval(
+            "SELECT count(*) FROM schedule_audit WHERE status = 'completed'"
+        )
+        assert done == 3
+        assert await owner.fetchval("SELECT count(*) FROM schedule_minute_rollups") == 0
+        warned = [r.getMessage() for r in caplog.records if r.name == "horae.audit"]
+        assert len(warned) == 1 and "horae audit grant ROLE relay" in warned[0], warned
+
+        # Granted again: the next relay keeps them.
+        await owner.execute("SELECT audit_grant($1, 'relay')", role)
+        await outbox.scheduled("job-9")
+        outbox.tick(10)
+        await outbox.completed("job-9", 1)
+        relay = AuditRelay(redis, namespace, as_role, relay_options)
+        try:
+            assert await drain(relay) == 2
+        finally:
+            await relay.stop()
+        assert relay.writer.rollups is True
+        assert await owner.fetchval("SELECT sum(completed) FROM schedule_minute_rollups") == 1
+    finally:
+        await owner.execute(f'DROP OWNED BY "{role}"')
+        await owner.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await owner.close()
