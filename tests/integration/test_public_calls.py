@@ -115,6 +115,8 @@ AUDIT_PG: dict[str, Callable[[AuditTrail], Awaitable[Any]]] = {
     "actions": lambda a: a.actions(),
     "finished_since": lambda a: a.finished_since(NOW),
     "failure_baseline": lambda a: a.failure_baseline(date(2030, 1, 1), date(2030, 1, 2)),
+    "rollups": lambda a: a.rollups(NOW, True, "t/x"),
+    "failure_errors": lambda a: a.failure_errors("t/x", NOW, 10),
     "statuses": lambda a: a.statuses(["j/x"]),
     "by_id_prefix": lambda a: a.by_id_prefix("j/"),
     "flush": lambda a: a.flush(timeout=1),  # an event is waiting: it cannot commit

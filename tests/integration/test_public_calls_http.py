@@ -33,6 +33,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
     ("POST", "/api/v1/crons/{name}/{action}"): ("/api/v1/crons/n-x/pause", {}),
     ("GET", "/api/v1/topics"): ("/api/v1/topics", None),
     ("GET", "/api/v1/stats"): ("/api/v1/stats", None),
+    ("GET", "/api/v1/charts"): ("/api/v1/charts", None),
     ("GET", "/api/v1/workers"): ("/api/v1/workers", None),
     ("POST", "/api/v1/workers/{worker_id}/drain"): ("/api/v1/workers/w-x/drain", {}),
     ("GET", "/api/v1/dead-letters"): ("/api/v1/dead-letters", None),
