@@ -26,7 +26,16 @@ WIDTHS = (1280, 700)
 SCHEMES = ("light", "dark")
 BLOCKING = ("serious", "critical")
 # The pages screenshot at both widths in both schemes (the others are checked, not pictured).
-PICTURED = {"overview", "topic", "job", "dead-letters", "dead-letters-topic", "workers", "api-docs"}
+PICTURED = {
+    "overview",
+    "overview-24h",
+    "topic",
+    "job",
+    "dead-letters",
+    "dead-letters-topic",
+    "workers",
+    "api-docs",
+}
 
 
 @on_event(PAY)
