@@ -165,25 +165,27 @@ WHERE a.job_id = u.job_id AND a.job_created_at = u.created_at
 -- text parameter, see insert_events).
 INSERT INTO schedule_attempts AS a
     (job_id, attempt_no, worker_id, started_at, finished_at, outcome, error_type, error_message,
-     duration_ms, lateness_ms, job_created_at, progress_percent, progress_message, logs)
+     duration_ms, lateness_ms, job_created_at, progress_percent, progress_message, logs, result)
 SELECT u.job_id, u.attempt, u.worker, u.started_at, u.finished_at, u.outcome, u.error_type, u.error_message,
-       u.duration_ms, u.lateness_ms, u.job_created_at, u.progress_percent, u.progress_message, u.logs
+       u.duration_ms, u.lateness_ms, u.job_created_at, u.progress_percent, u.progress_message, u.logs,
+       u.result
 FROM json_to_recordset($1::json)
      AS u(job_id text, attempt integer, worker text, started_at timestamptz, finished_at timestamptz,
           outcome text, error_type text, error_message text, duration_ms bigint, lateness_ms bigint,
-          job_created_at timestamptz, progress_percent double precision, progress_message text, logs jsonb)
+          job_created_at timestamptz, progress_percent double precision, progress_message text, logs jsonb,
+          result jsonb)
 ON CONFLICT (job_id, attempt_no, job_created_at) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
     outcome = EXCLUDED.outcome, error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message,
     duration_ms = EXCLUDED.duration_ms, lateness_ms = EXCLUDED.lateness_ms,
     progress_percent = EXCLUDED.progress_percent, progress_message = EXCLUDED.progress_message,
-    logs = EXCLUDED.logs
+    logs = EXCLUDED.logs, result = EXCLUDED.result
 WHERE (a.worker_id, a.started_at, a.finished_at, a.outcome, a.error_type, a.error_message, a.duration_ms,
-       a.lateness_ms, a.progress_percent, a.progress_message, a.logs)
+       a.lateness_ms, a.progress_percent, a.progress_message, a.logs, a.result)
       IS DISTINCT FROM
       (EXCLUDED.worker_id, EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.outcome, EXCLUDED.error_type,
        EXCLUDED.error_message, EXCLUDED.duration_ms, EXCLUDED.lateness_ms, EXCLUDED.progress_percent,
-       EXCLUDED.progress_message, EXCLUDED.logs);
+       EXCLUDED.progress_message, EXCLUDED.logs, EXCLUDED.result);
 
 -- name: get_job
 SELECT a.*

@@ -89,6 +89,7 @@ def _attempt(row: asyncpg.Record) -> AttemptRecord:
         progress_percent=row["progress_percent"],
         progress_message=row["progress_message"],
         logs=row["logs"],
+        result=row["result"],
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from scheduler.core.outbox import Outcome, Status
 from scheduler.core.progress import Progress
@@ -54,7 +55,9 @@ class AttemptRecord:
     hold a failed attempt's error, or an invalid_payload attempt's refusal.
     progress_percent/progress_message and logs: what its listeners reported (event.progress,
     event.log; the attempt's own log lines, oldest first), None when nothing; known once
-    the attempt is settled."""
+    the attempt is settled. `result`: what its listeners returned, on a successful attempt (as
+    JobInfo.result: one listener's value, or a mapping listener name -> value); None when
+    nothing."""
 
     job_id: str
     attempt: int
@@ -69,6 +72,7 @@ class AttemptRecord:
     progress_percent: float | None = None
     progress_message: str | None = None
     logs: list[str] | None = None
+    result: Any = None
 
     @property
     def progress(self) -> Progress | None:

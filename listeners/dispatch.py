@@ -1,5 +1,5 @@
 """Run every listener of one event concurrently, under a timeout, and collect
-their errors. Knows nothing of Redis, Postgres or retries."""
+their errors and the values they returned. Knows nothing of Redis, Postgres or retries."""
 
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ class ListenerFailure:
 
 @dataclass(frozen=True)
 class DispatchResult:
-    """What happened when one event ran through its listeners."""
+    """What happened when one event ran through its listeners. `results`: (listener name, value)
+    of each listener that returned something other than None, in registration order."""
 
     listeners: int
     failures: tuple[ListenerFailure, ...] = field(default_factory=tuple)
     timed_out: bool = False
+    results: tuple[tuple[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -58,25 +60,26 @@ def is_async(fn: Listener) -> bool:
         return _is_async(fn)
 
 
-async def call_listener(fn: Listener, event: Any) -> None:
-    """Run one listener: async ones on the loop, sync ones in a thread."""
+async def call_listener(fn: Listener, event: Any) -> Any:
+    """Run one listener: async ones on the loop, sync ones in a thread. Returns what it returned."""
     if is_async(fn):
-        await fn(event)  # type: ignore[misc]
-        return
+        return await fn(event)
     # A sync listener runs in a thread so it cannot block the worker's loop; on timeout
     # the thread cannot be killed and runs to its end, but the attempt is failed already.
     result = await asyncio.to_thread(fn, event)
     if inspect.isawaitable(result):
-        await result
+        return await result
+    return result
 
 
 async def dispatch(
     listeners: Sequence[Listener],
     event: Any,
     timeout: float | None,
-    call: Callable[[Listener, Any], Awaitable[None]] = call_listener,
+    call: Callable[[Listener, Any], Awaitable[Any]] = call_listener,
 ) -> DispatchResult:
-    """Run all listeners concurrently; any raising, or the timeout, fails the attempt.
+    """Run all listeners concurrently; any raising, or the timeout, fails the attempt. What each
+    returns (None: nothing) is in the result's `results`.
 
     Args:
         listeners: the topic's listeners (may be empty).
@@ -108,25 +111,34 @@ async def dispatch(
         for fn, task in zip(listeners, tasks)
         if task in done and not task.cancelled() and task.exception() is not None
     )
-    return DispatchResult(listeners=len(listeners), failures=failures, timed_out=bool(pending))
+    if failures or pending:
+        return DispatchResult(listeners=len(listeners), failures=failures, timed_out=bool(pending))
+    results = tuple(
+        (qualified_name(fn), value)
+        for fn, task in zip(listeners, tasks)
+        if (value := task.result()) is not None
+    )
+    return DispatchResult(listeners=len(listeners), results=results)
 
 
 async def _dispatch_one(
     fn: Listener,
     event: Any,
     timeout: float | None,
-    call: Callable[[Listener, Any], Awaitable[None]],
+    call: Callable[[Listener, Any], Awaitable[Any]],
 ) -> DispatchResult:
     """The common case, awaited inline: no task and no asyncio.wait, whose cost per job shows
     on a busy worker."""
     limit = asyncio.timeout(timeout)
     try:
         async with limit:
-            await call(fn, event)
+            value = await call(fn, event)
     except TimeoutError as exc:
         if limit.expired():
             return DispatchResult(listeners=1, timed_out=True)
         return DispatchResult(listeners=1, failures=(ListenerFailure(qualified_name(fn), exc),))
     except Exception as exc:  # noqa: BLE001 - a listener's error is the attempt's outcome
         return DispatchResult(listeners=1, failures=(ListenerFailure(qualified_name(fn), exc),))
-    return DispatchResult(listeners=1)
+    if value is None:
+        return DispatchResult(listeners=1)
+    return DispatchResult(listeners=1, results=((qualified_name(fn), value),))

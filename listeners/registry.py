@@ -5,7 +5,7 @@ default registry (the decorator users asked for); every consumer also accepts it
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -15,7 +15,8 @@ from listeners.triggers import Declaration, InvalidDeclaration, declaration
 
 Duration = timedelta | float | str
 
-Listener = Callable[[Any], Awaitable[None] | None]
+# A listener may return a JSON value: the job's result (JobInfo.result); None stores nothing.
+Listener = Callable[[Any], Any]
 F = TypeVar("F", bound=Listener)
 
 # Every listener of a topic runs for each of its events, all at once: a topic with hundreds

@@ -499,6 +499,7 @@ class Scheduler(ScheduleCalls):
                 worker_id=worker_id,
                 shared=slots,
                 grace=grace,
+                result_bytes=self.settings.limits.result_bytes,
             )
 
         worker: AnyWorker

@@ -35,7 +35,7 @@ _SAMPLE = JobFold("", datetime(1970, 1, 1, tzinfo=UTC))
 _JOB_COLUMNS = tuple(_SAMPLE.job)
 _ATTEMPT_KEYS = tuple(_SAMPLE.row(1))
 _ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *_ATTEMPT_KEYS[3:])
-_JSON = frozenset({"last_error", "payload", "metadata", "logs"})
+_JSON = frozenset({"last_error", "payload", "metadata", "logs", "result"})
 _JOB_JSON_AT = tuple(i for i, k in enumerate(_JOB_COLUMNS) if k in _JSON)
 _ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(_ATTEMPT_KEYS) if k in _JSON)
 

@@ -71,6 +71,13 @@ def _value(stored: object) -> object:
     return stored.value() if isinstance(stored, JsonText) else stored
 
 
+def _attempt_values(row: dict[str, Any]) -> dict[str, Any]:
+    """An attempt row as AttemptRecord takes it (its result's JsonText parsed)."""
+    values = {k: v for k, v in row.items() if k not in _BOOKKEEPING}
+    values["result"] = _value(values["result"])
+    return values
+
+
 def _trace_id(traceparent: str) -> str | None:
     """The trace id of a valid traceparent; anything else is kept as the text it is."""
     parsed = parse_traceparent(traceparent.strip().lower())
@@ -153,10 +160,7 @@ class JobFold:
         job: dict[str, Any] = {k: _value(v) for k, v in self.job.items() if k not in _BOOKKEEPING}
         return FoldedJob(
             AuditRecord(**job),
-            tuple(
-                AttemptRecord(**{k: v for k, v in self.rows[a].items() if k not in _BOOKKEEPING})
-                for a in sorted(self.rows)
-            ),
+            tuple(AttemptRecord(**_attempt_values(self.rows[a])) for a in sorted(self.rows)),
         )
 
     def row(self, attempt: int) -> dict[str, Any]:
@@ -179,6 +183,7 @@ class JobFold:
                 "progress_percent": None,
                 "progress_message": None,
                 "logs": None,
+                "result": None,
             }
         return found
 
@@ -192,6 +197,8 @@ class JobFold:
         row["error_type"] = _opt(str(error.get("type") or "")) if error else None
         row["error_message"] = _opt(str(error.get("message") or "")) if error else None
         row["duration_ms"] = _int(e.get("duration_ms"))
+        # what its listeners returned (a successful attempt's settlement only; as written)
+        row["result"] = json_text(e.get("result")) if e.get("result") else None
         _report(row, e)
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
 

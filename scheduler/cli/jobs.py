@@ -117,6 +117,8 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
         table.add_row(name, Text("-" if value is None else str(value)))
     for name in ("payload", "metadata"):
         table.add_row(name, Text(json.dumps(doc[name], indent=1)))
+    if info.result is not None:  # what its listeners returned
+        table.add_row("result", Text(json.dumps(doc["result"], indent=1)))
     if info.progress is not None:
         table.add_row(
             "progress", Text(_progress_text(info.progress.percent, info.progress.message))

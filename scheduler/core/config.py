@@ -27,6 +27,7 @@ from listeners.durations import duration_seconds
 from scheduler.core.datadir import absolute, config_file, default_data_dir
 from scheduler.core.errors import ConfigError
 from scheduler.core.procutil import hide_password
+from scheduler.core.results import MAX_RESULT_BYTES
 from scheduler.core.retry import DEFAULT_DELAY_MS, DEFAULT_MAX_DELAY_MS
 from scheduler.core.validation import MAX_JSON_BYTES
 
@@ -204,7 +205,8 @@ class CronSettings(Section):
 
 
 class LimitsSettings(Section):
-    """Input limits checked at scheduling (nothing is written when one is exceeded)."""
+    """Input limits checked at scheduling (nothing is written when one is exceeded), and the
+    largest result a job keeps."""
 
     json_bytes: int = Field(
         MAX_JSON_BYTES,
@@ -212,6 +214,14 @@ class LimitsSettings(Section):
         le=67_108_864,
         description="Largest JSON of a payload or of metadata, each: larger ones are refused "
         "(InvalidPayload).",
+    )
+    result_bytes: int = Field(
+        MAX_RESULT_BYTES,
+        ge=16,
+        le=67_108_864,
+        description="Largest result a job keeps, as JSON (what its listeners returned, all "
+        "together): a larger one fails the attempt with error result_too_large, naming the "
+        "listener, and is retried like any failure.",
     )
 
 

@@ -17,6 +17,9 @@
     │   └── InvalidProgress        event.progress()/event.log() given a value out of bounds
     ├── WaitTimeout                Scheduler.wait's timeout passed (also a TimeoutError)
     ├── LeaseLost                  event.progress()/event.log() of an attempt that lost its lease
+    ├── ResultRefused              a listener's return value cannot be kept (the attempt fails)
+    │   ├── ResultTooLarge         code result_too_large: over [limits] result_bytes as JSON
+    │   └── ResultNotSerializable  code result_not_serializable: not JSON
     ├── ConfigError                a setting in a file or env var is wrong
     ├── MigrationRefused           `horae partitions migrate`: a precondition does not hold
     └── StorageError               Redis or PostgreSQL failed underneath us
@@ -149,6 +152,29 @@ class WaitTimeout(SchedulerError, TimeoutError):
 class LeaseLost(SchedulerError):
     """This attempt no longer holds its job's lease (another worker recovered it, or it was
     settled): its progress and log lines are not recorded."""
+
+
+class ResultRefused(SchedulerError):
+    """A listener returned a value that cannot be kept as the job's result: the attempt fails
+    (error type `code`, naming the listener) and is retried under the job's rules."""
+
+    code = "result_refused"
+
+    def __init__(self, listener: str, message: str) -> None:
+        super().__init__(message)
+        self.listener = listener
+
+
+class ResultTooLarge(ResultRefused):
+    """A listener's result is larger than [limits] result_bytes as JSON."""
+
+    code = "result_too_large"
+
+
+class ResultNotSerializable(ResultRefused):
+    """A listener's result is not JSON-serialisable (or holds NUL or an unpaired surrogate)."""
+
+    code = "result_not_serializable"
 
 
 class ListenerProcessLost(SchedulerError):

@@ -97,6 +97,10 @@ class JobInfo:
     # (each a LogLine: a str with .attempt and .at).
     progress: Progress | None = None
     logs: list[str] = field(default_factory=list)
+    # What its listeners returned when it completed (JSON): one listener's value, or with several
+    # a mapping listener name (module.qualname) -> value of those that returned one. None: none
+    # returned anything (or it has not completed).
+    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,8 @@ class Settlement:
     # worker): the attempt's finished time and duration even when it is settled late (Redis down).
     started_ms: int | None = None
     ended_ms: int | None = None
+    # complete only (succeeded): the listeners' result as JSON (attempt.result_of); "" for none.
+    result_json: str = ""
 
     @property
     def error_json(self) -> str:
@@ -220,6 +226,12 @@ class Settlement:
     def rejection_json(self) -> str:
         """The refusal as complete.lua stores it in last_error and the outbox ("" for none)."""
         return _record_json(self.rejection)
+
+    @property
+    def detail_json(self) -> str:
+        """complete.lua's detail argument: the result of a succeeded attempt, the refusal of an
+        invalid_payload one ("" for none)."""
+        return self.result_json or _record_json(self.rejection)
 
 
 # A dead letter's error message keeps at most this many characters.

@@ -98,6 +98,7 @@ class ReadStore(StoreBase):
             deduplicated=int(f.get("dups", 0)),
             progress=parse_progress(f.get("pg"), attempts),
             logs=[parse_log(entry) for entry in logs],
+            result=json.loads(f["result"]) if f.get("result") else None,
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

@@ -165,7 +165,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
         k = self.single
         args: list[Any] = [now_ms, k.job_prefix, keep_completed]
         for s in items:
-            args += [s.job_id, s.token, s.outcome, s.rejection_json, *s.times]
+            args += [s.job_id, s.token, s.outcome, s.detail_json, *s.times]
         return [
             int(c)
             for c in await self._run(

@@ -91,11 +91,11 @@ class RecordingRegistry(ListenerRegistry):
 
     def _make(self, fn: Listener) -> Listener:
         @functools.wraps(fn)
-        async def recorded(event: Any) -> None:
+        async def recorded(event: Any) -> Any:
             self.calls += 1
             self.in_flight += 1
             try:
-                await call_listener(fn, event)
+                return await call_listener(fn, event)
             except (Retry, DoNotRetry):
                 raise  # decisions, not errors
             except Exception as exc:

@@ -24,7 +24,7 @@ from listeners import (
     parse_payload,
     qualified_name,
 )
-from scheduler.core.errors import LeaseLost, ListenerProcessLost
+from scheduler.core.errors import LeaseLost, ListenerProcessLost, ResultRefused
 from scheduler.core.job import ClaimedJob, Settlement
 from scheduler.core.outbox import (
     ATTEMPT_FAILED_OUTCOME,
@@ -38,13 +38,14 @@ from scheduler.core.outbox import (
     error_record,
 )
 from scheduler.core.progress import log_entry, progress_text
+from scheduler.core.results import MAX_RESULT_BYTES, result_json
 from scheduler.core.retry import MIN_DELAY_MS, Backoff, BackoffType, Jitter, Rand, RetryPolicy
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.scripts import ReportCode
 
 log = logging.getLogger("horae.worker")
 
-CallListener = Callable[[Listener, Any], Awaitable[None]]
+CallListener = Callable[[Listener, Any], Awaitable[Any]]
 
 
 class ReportStore(Protocol):
@@ -122,6 +123,7 @@ async def run_attempt(
     call: CallListener = call_listener,
     validate: Validator | None = None,
     reporter: Reporter | None = None,
+    result_bytes: int = MAX_RESULT_BYTES,
 ) -> Settlement:
     """Check the payload, run every listener of the job under its timeout and settle the attempt.
 
@@ -132,6 +134,7 @@ async def run_attempt(
         call: runs one listener (the worker passes one that adds a span).
         validate: the topic's payload schema (None: the payload is handed on as stored).
         reporter: where event.progress() and event.log() go (None: nowhere).
+        result_bytes: the largest result kept ([limits] result_bytes).
 
     Returns:
         The settlement to write: see settlement(); refused() when the schema refuses the
@@ -151,7 +154,7 @@ async def run_attempt(
             job, DispatchResult(listeners=1, failures=(failure,)), now_ms(), started_ms=started
         )
     result = await dispatch(listeners, event, job.timeout_ms / 1000, call)
-    return settlement(job, result, now_ms(), started_ms=started)
+    return settlement(job, result, now_ms(), started_ms=started, result_bytes=result_bytes)
 
 
 def refused(
@@ -179,23 +182,33 @@ def settlement(
     now_ms: int,
     rand: Rand = random.random,
     started_ms: int | None = None,
+    result_bytes: int = MAX_RESULT_BYTES,
 ) -> Settlement:
-    """The settlement of a dispatched attempt: succeeded or no_listener; else failed,
-    timed_out or worker_lost (the child process of a listener died) with its error record and
-    the retry decision (retry_at_ms -1: for good).
+    """The settlement of a dispatched attempt: succeeded or no_listener (with the listeners'
+    result, if they returned one); else failed, timed_out or worker_lost (the child process of a
+    listener died) with its error record and the retry decision (retry_at_ms -1: for good). A
+    result that cannot be kept (over `result_bytes`, not JSON) fails the attempt as a listener
+    raising would (error type result_too_large / result_not_serializable, naming the listener).
 
     `now_ms` is when the listeners finished (the attempt's end, ended_ms) and `started_ms`
     when they started. A retry is due at that end + backoff: never earlier, though the
     settlement may reach Redis later (an outage); then it is due at once, the backoff
     having passed since the attempt ended. `rand` draws the backoff's jitter."""
     if result.ok:
-        return Settlement(
-            job.id,
-            job.token,
-            SUCCEEDED if result.listeners else NO_LISTENER,
-            started_ms=started_ms,
-            ended_ms=now_ms,
-        )
+        try:
+            kept = result_json(result.results, result.listeners > 1, result_bytes)
+        except ResultRefused as refusal:
+            failure = ListenerFailure(refusal.listener, refusal)
+            result = DispatchResult(listeners=result.listeners, failures=(failure,))
+        else:
+            return Settlement(
+                job.id,
+                job.token,
+                SUCCEEDED if result.listeners else NO_LISTENER,
+                started_ms=started_ms,
+                ended_ms=now_ms,
+                result_json=kept,
+            )
     error, exc = failure_record(job, result)
     backoff = stored_backoff(
         job.backoff_type, job.backoff_delay_ms, job.backoff_max_delay_ms, job.backoff_jitter
@@ -234,7 +247,10 @@ def failure_record(
         message = f"attempt {job.attempt} timed out after {job.timeout_ms / 1000:g} s"
         return error_record("TimeoutError", message), None
     first = result.failures[0]
-    record = error_of(first.exception)
+    if isinstance(first.exception, ResultRefused):  # ours, not the listener's: no traceback
+        record = error_record(first.exception.code, str(first.exception))
+    else:
+        record = error_of(first.exception)
     record["listener"] = first.listener
     if len(result.failures) > 1:
         record["other_failures"] = [f"{f.listener}: {f.exception!r}" for f in result.failures[1:]]

@@ -24,6 +24,7 @@ from scheduler.core.config import CronSettings, RetentionSettings, WorkerSetting
 from scheduler.core.errors import ConfigError
 from scheduler.core.job import ClaimedJob, NewJob, Settlement
 from scheduler.core.outbox import SCHEDULE_FAILED, SCHEDULE_FAILED_TOPIC, ErrorRecord
+from scheduler.core.results import MAX_RESULT_BYTES
 from scheduler.observe.metrics import Metrics
 from scheduler.observe.tracing import (
     ATTEMPT_OUTCOME,
@@ -84,11 +85,13 @@ class Worker:
         worker_id: str | None = None,
         shared: Any = None,
         grace: float | None = None,
+        result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         """Args (beyond the parts): `topics`: exactly these (None: the topics `registry` has
         listeners for, plus topics no live worker serves); `all_topics`: every topic; `shared`: the
         slots of a PartitionedWorker's loops (worker_partitioned.SharedSlots) instead of its own;
-        `grace`: seconds its attempts may finish when it stops (None: settings.grace_s).
+        `grace`: seconds its attempts may finish when it stops (None: settings.grace_s);
+        `result_bytes`: the largest result a job keeps ([limits] result_bytes).
 
         Raises:
             ConfigError: both `topics` and `all_topics`.
@@ -113,6 +116,7 @@ class Worker:
         self._slot_free = asyncio.Event()
         self._stopping = False
         self.grace = grace
+        self.result_bytes = result_bytes
         self._stop_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -486,9 +490,9 @@ class Worker:
         ) as span:
             await self._attempt_in_span(job, span, lateness_ms)
 
-    async def _call_traced(self, fn: Listener, event: Any) -> None:
+    async def _call_traced(self, fn: Listener, event: Any) -> Any:
         with listener_span(self.tracer, qualified_name(fn)):
-            await self.pool.call_listener(fn, event)
+            return await self.pool.call_listener(fn, event)
 
     async def _attempt_in_span(self, job: ClaimedJob, span: Span, lateness_ms: int) -> None:
         attrs = {"topic": job.topic}
@@ -502,6 +506,7 @@ class Worker:
             call=call,
             validate=self.registry.validator(job.topic),
             reporter=AttemptReporter(self.store, job, self.clock.now_ms),
+            result_bytes=self.result_bytes,
         )
         self._leases.pop(job.id, None)
         self.metrics.attempt_duration.record(time.monotonic() - started, attrs)

@@ -28,7 +28,7 @@ import traceback
 from contextlib import suppress
 from typing import Any
 
-from listeners.executors import resolve
+from listeners.executors import listener_path, resolve
 
 _HEADER = struct.Struct(">I")
 TRACEBACK_CHARS = (
@@ -129,17 +129,32 @@ def error_of(exc: BaseException) -> tuple[bytes | None, str, str, str, str]:
     return data, type(exc).__name__, type(exc).__module__, str(exc), text
 
 
-def _run_one(loop: asyncio.AbstractEventLoop, fn: Any, event: Any) -> None:
+def _run_one(loop: asyncio.AbstractEventLoop, fn: Any, event: Any) -> Any:
     """One listener call: an async listener on this child's loop, a sync one right here (it may
-    asyncio.run() its reports: no loop runs while it does)."""
+    asyncio.run() its reports: no loop runs while it does). Returns what it returned."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)
     ):
-        loop.run_until_complete(fn(event))
-        return
+        return loop.run_until_complete(fn(event))
     result = fn(event)
     if inspect.isawaitable(result):
-        loop.run_until_complete(result)
+        return loop.run_until_complete(result)
+    return result
+
+
+def _sendable(fn: Any, value: Any) -> Any:
+    """`value` as it can go back to the worker (the job's result); TypeError naming the listener
+    when it cannot be pickled (it could not be kept as JSON either)."""
+    if value is None:
+        return None
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure: the listener's result is bad
+        raise TypeError(
+            f"the result of listener {listener_path(fn)} is not JSON-serialisable "
+            f"({type(value).__name__}: {exc})"
+        ) from None
+    return value
 
 
 def _serve(channel: _Channel) -> None:
@@ -148,7 +163,7 @@ def _serve(channel: _Channel) -> None:
     reporter = ChildReporter(channel)
     while True:
         _, module, qualname, data = channel.receive()
-        error = None
+        error, value = None, None
         try:
             fn = found.get((module, qualname))
             if fn is None:
@@ -156,10 +171,10 @@ def _serve(channel: _Channel) -> None:
             event = pickle.loads(data)
             if hasattr(event, "reporter"):  # a ScheduleArrivedEvent
                 event = dataclasses.replace(event, reporter=reporter)
-            _run_one(loop, fn, event)
+            value = _sendable(fn, _run_one(loop, fn, event))
         except Exception as exc:  # noqa: BLE001 - the listener's error is its attempt's outcome
             error = error_of(exc)
-        channel.send(("done", rss_bytes(), error))
+        channel.send(("done", rss_bytes(), error, value))
 
 
 def _die_with_parent(parent: int) -> None:

@@ -91,9 +91,9 @@ class _Child:
     def pid(self) -> int:
         return self.proc.pid
 
-    async def call(self, fn: Listener, event: Any, data: bytes) -> BaseException | None:
-        """Run `fn(event)` in the child (`data`: the event pickled); the listener's exception, or
-        None.
+    async def call(self, fn: Listener, event: Any, data: bytes) -> tuple[BaseException | None, Any]:
+        """Run `fn(event)` in the child (`data`: the event pickled); the listener's exception (or
+        None) and what it returned.
 
         Raises:
             ListenerProcessLost: the child died (or closed its pipe) before it answered.
@@ -107,7 +107,9 @@ class _Child:
                 if message[0] == "done":
                     self.jobs += 1
                     self.rss = int(message[1])
-                    return None if message[2] is None else rebuilt(message[2], self.pid)
+                    if message[2] is not None:
+                        return rebuilt(message[2], self.pid), None
+                    return None, message[3]
                 await self._send(("reply", await self._report(reporter, message)))
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError) as exc:
             code = await self.proc.wait()
@@ -214,13 +216,12 @@ class ProcessPool:
         """The pid of the child running a listener of job `job_id` now, or None."""
         return next((c.pid for c, job in self._busy.items() if job == job_id), None)
 
-    async def call_listener(self, fn: Listener, event: Any) -> None:
+    async def call_listener(self, fn: Listener, event: Any) -> Any:
         """Run one listener: in a child when it is registered with executor="process", else as
-        listeners.call_listener does. Raises what the listener raised (rebuilt), or
-        ListenerProcessLost."""
+        listeners.call_listener does. Returns what it returned; raises what the listener raised
+        (rebuilt), or ListenerProcessLost."""
         if not self.registry.in_process(fn):
-            await call_listener(fn, event)
-            return
+            return await call_listener(fn, event)
         self._check(fn)
         data = sent(fn, event)
         if self._slots is None:
@@ -229,7 +230,7 @@ class ProcessPool:
             child = self._idle_child() or await self._spawn()
             self._busy[child] = str(getattr(event, "scheduled_job_id", ""))
             try:
-                error = await child.call(fn, event, data)
+                error, value = await child.call(fn, event, data)
             except BaseException:  # the timeout, a stop, or the child died: it is not used again
                 child.kill()
                 self._end(child)
@@ -239,6 +240,7 @@ class ProcessPool:
             self._release(child)
         if error is not None:
             raise error
+        return value
 
     def _idle_child(self) -> _Child | None:
         """An idle child still alive (one killed while idle is reaped, not handed an attempt)."""

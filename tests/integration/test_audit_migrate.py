@@ -55,6 +55,7 @@ EXPECTED_COLUMNS = {
         ("progress_percent", "double precision", "YES"),
         ("progress_message", "text", "YES"),
         ("logs", "jsonb", "YES"),
+        ("result", "jsonb", "YES"),
     ],
     "schedule_events": [
         ("stream_ms", "bigint", "NO"),
@@ -217,7 +218,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
     assert (
         await migrate_url(database_url)
         == [m.version for m in load_migrations()]
-        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     )
     conn = await asyncpg.connect(database_url)
     try:
@@ -242,6 +243,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             (8, "operator_actions"),
             (9, "console_indexes"),
             (10, "console_rollups"),
+            (11, "attempt_result"),
         ]
         # 0009: the console's overview and analytics page read these (bench/console_pages.py)
         indexes = {
@@ -281,17 +283,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 10
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 11
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 10
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 11
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

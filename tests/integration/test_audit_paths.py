@@ -72,6 +72,7 @@ def attempt_row(
         progress_percent=None,
         progress_message=None,
         logs=None,
+        result=None,
     )
 
 

@@ -18,6 +18,8 @@
 --              due set (wait_set), so only a worker listening to that topic runs it
 --   fl, key, pol, dd, prio   flow control (_flow.lua): absent when unused
 --   worker, token, started, finished, last_error   set as the job runs
+--   result     the JSON its listeners returned (complete.lua); absent when they
+--              returned nothing
 --   p1..p8     the payload JSON in chunks (below)
 --   pg         the last progress an attempt reported (set_progress.lua):
 --              "<attempt> <percent> <message>"; absent until one does

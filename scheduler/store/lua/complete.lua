@@ -8,9 +8,11 @@
 --   job someone waits for is published there: notify_done)
 -- ARGV[1] now_ms  ARGV[2] job key prefix  ARGV[3] keep newest N completed
 -- ARGV[4..] groups of 6: id, token, outcome (succeeded|no_listener|invalid_payload),
---   error json ("" for none; invalid_payload: the refusal, kept in the job's
---   last_error with its outcome, so only such jobs pay for the two fields; a
---   no_listener completion keeps its outcome too),
+--   detail json ("" for none): for succeeded, the listeners' result (kept in the
+--   job's `result` field and carried by the event as `result`; a job whose
+--   listeners return nothing pays no byte for it); for invalid_payload, the
+--   refusal, kept in the job's last_error with its outcome, so only such jobs pay
+--   for the two fields (a no_listener completion keeps its outcome too),
 --   start ms, end ms (the worker's clock when the listeners started and finished;
 --   "" unknown): the job's `finished` and the event's finished and duration_ms
 --   (attempt_times), right even when the settlement is written late
@@ -27,7 +29,9 @@ local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
 for i = 4, #ARGV, 6 do
-  local id, token, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local id, token, outcome, detail = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local err, result = detail, ''
+  if outcome == OUTCOME_SUCCEEDED then err, result = '', detail end
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl', 'w', 'pg',
     'lg')
@@ -36,7 +40,9 @@ for i = 4, #ARGV, 6 do
   else
     redis.call('ZREM', active, id)
     local fin_s, duration = attempt_times(f[6], ARGV[i + 4], ARGV[i + 5], now, now_s)
-    if err == '' and outcome == OUTCOME_SUCCEEDED then
+    if result ~= '' then
+      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'result', result)
+    elseif err == '' and outcome == OUTCOME_SUCCEEDED then
       redis.call('HSET', key, 'token', '', 'finished', fin_s)
     elseif err == '' then  -- no_listener: `jobs show` says why the job completed without a run
       redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome)
@@ -56,13 +62,14 @@ for i = 4, #ARGV, 6 do
       notify_done(f[8], done, id)  -- (a cancelled job was published when it was cancelled)
       res[#res + 1] = 1
     end
-    if err == '' and not (AUDIT and (f[9] or f[10])) then
+    if detail == '' and not (AUDIT and (f[9] or f[10])) then
       emit(outbox, 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'finished', fin_s)
     else
       local ev = { 'e', kind, 'id', id, 'ts', now_s, 'a', f[4],
         'worker', f[5], 'outcome', outcome, 'duration_ms', duration, 'finished', fin_s }
       if err ~= '' then ev[#ev + 1] = 'error'; ev[#ev + 1] = err end
+      if result ~= '' then ev[#ev + 1] = 'result'; ev[#ev + 1] = result end
       if AUDIT and (f[9] or f[10]) then attempt_report(key, f[4], f[9], f[10], ev) end
       emit(outbox, unpack(ev))
     end

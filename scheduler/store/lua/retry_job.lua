@@ -21,7 +21,8 @@ if state ~= 'failed' and state ~= 'cancelled' then return -7 end
 if f[4] and f[4] ~= '' then return -6 end
 redis.call('ZREM', failed, id)
 redis.call('ZREM', cancelled, id)
-redis.call('HDEL', job, 'attempts', 'finished', 'outcome', 'pg')  -- (pg: the new run's attempt 1 reports afresh)
+-- (pg: the new run's attempt 1 reports afresh; result: a cancelled job's late one is not this run's)
+redis.call('HDEL', job, 'attempts', 'finished', 'outcome', 'pg', 'result')
 redis.call('HSET', job, 'state', 'scheduled', 'due', now)
 local set = wait_add(f[5], f[6], f[2], due, dl_prefix, now, id)
 if f[7] == '1' then
