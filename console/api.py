@@ -160,6 +160,12 @@ class JobOut(BaseModel):
     progress: ProgressOut | None = Field(
         None, description="what its latest attempt's listeners reported (null: nothing)"
     )
+    result: Any = Field(
+        None,
+        description="what its listeners returned when it completed (JSON): the value of the "
+        "topic's one listener, or an object listener name -> value with several; null: nothing "
+        "(a job past Redis's retention: its attempts' result holds the audit's copy)",
+    )
     in_redis: bool = Field(
         True,
         description="false: a job past Redis's retention, as the audit trail remembers it "
@@ -186,6 +192,7 @@ class JobOut(BaseModel):
             metadata=dict(j.metadata or {}),
             last_error=error_doc(j.last_error) if j.last_error else None,
             progress=ProgressOut.of(j.progress),
+            result=j.result,
         )
 
     @classmethod
@@ -241,6 +248,9 @@ class AttemptOut(BaseModel):
         "Redis; a settled one's from the audit)",
     )
     logs: list[LogLineOut] = Field(default_factory=list, description="its log lines, oldest first")
+    result: Any = Field(
+        None, description="what its listeners returned (a successful attempt's; null: nothing)"
+    )
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
@@ -258,6 +268,7 @@ class AttemptOut(BaseModel):
             due_at=a.due_at,
             progress=ProgressOut.of(a.progress),
             logs=[LogLineOut.of(e) for e in a.logs],
+            result=r.result,
         )
 
 
