@@ -27,6 +27,7 @@ class MJob:
     lease_no: int = -1  # which lease (Model.leases_issued order) holds it; -1 for none
     lease: int = 0  # the lease deadline while a token is held
     cron: str = ""
+    result: str = ""  # the result JSON a succeeded attempt kept ("" for none: no hash field)
 
     @property
     def count_state(self) -> str:
@@ -156,20 +157,31 @@ class Model:
         wait = delay if kind == "fixed" else min(delay * 2 ** (attempt - 1), cap)
         return self.now + wait
 
-    def complete(self, job_id: str, lease_no: int, worker: str) -> int:
+    def complete(self, job_id: str, lease_no: int, worker: str, result: str = "") -> int:
         """complete.lua for the attempt of lease `lease_no`: COMPLETED 1, CANCELLED 2,
-        LEASE_LOST -1 (a stale lease: the job is not held by it any more)."""
+        LEASE_LOST -1 (a stale lease: the job is not held by it any more). `result`: the JSON
+        its listeners returned ("" none), kept with the job and carried by its event (also
+        when the job was cancelled meanwhile: the attempt's own result)."""
         job = self.jobs.get(job_id)
         if job is None or not job.token or job.lease_no != lease_no:
             return -1
         job.token, job.lease_no = "", -1
+        if result:
+            job.result = result
         if job.state == "cancelled":
             self._emit(
-                "attempt_succeeded", job_id, job.attempts, worker=worker, outcome="succeeded"
+                "attempt_succeeded",
+                job_id,
+                job.attempts,
+                worker=worker,
+                outcome="succeeded",
+                result=result,  # ("": the event has no result field)
             )
             return 2
         job.state = "completed"
-        self._emit("completed", job_id, job.attempts, worker=worker, outcome="succeeded")
+        self._emit(
+            "completed", job_id, job.attempts, worker=worker, outcome="succeeded", result=result
+        )
         return 1
 
     def fail(
@@ -249,6 +261,7 @@ class Model:
             return -6
         self._emit("retried", job_id, job.attempts, **{"from": job.state, "due": self.now})
         job.state, job.attempts, job.due = "scheduled", 0, self.now
+        job.result = ""  # a new run: an earlier run's result is not its own
         return 1
 
     def delete(self, job_id: str) -> int:

@@ -64,8 +64,8 @@ CHECKED_FIELDS = {
     "attempt_started": ("worker", "due"),
     "attempt_failed": ("worker", "outcome"),
     "retry_scheduled": ("next_at",),
-    "completed": ("worker", "outcome"),
-    "attempt_succeeded": ("worker", "outcome"),
+    "completed": ("worker", "outcome", "result"),
+    "attempt_succeeded": ("worker", "outcome", "result"),
     "cancelled": ("running",),
     "retried": ("from", "due"),
     "attempt_released": ("worker",),
@@ -76,7 +76,7 @@ ATTEMPTS = st.integers(1, 3)
 BACKOFFS = st.sampled_from(
     [("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)]
 )
-SETTLE_KINDS = ("succeeded", "failed", "do_not_retry", "timed_out")
+SETTLE_KINDS = ("succeeded", "succeeded_result", "failed", "do_not_retry", "timed_out")
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -246,11 +246,16 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _settle(self, lease_no: int, how: str) -> None:
         job, now = self.claimed[lease_no], self.clock.now_ms()
-        if how == "succeeded":
-            item = settlement(job, DispatchResult(listeners=1), now)
+        if how.startswith("succeeded"):
+            # succeeded_result: its listener returns a value (the lease's number, so a stale
+            # attempt's result is told apart); succeeded: it returns None, nothing is kept
+            returned = (("listener", {"lease": lease_no}),) if how == "succeeded_result" else ()
+            item = settlement(job, DispatchResult(listeners=1, results=returned), now)
             code = self.run(self.store.complete([item], now, 1_000_000))[0]
             event(f"complete -> {code}")
-            assert code == self.model.complete(job.id, lease_no, self.holders[lease_no])
+            assert code == self.model.complete(
+                job.id, lease_no, self.holders[lease_no], item.result_json
+            )
             return
         exc = DoNotRetry("no") if how == "do_not_retry" else RuntimeError("boom")
         failures = () if how == "timed_out" else (ListenerFailure("listener", exc),)
@@ -416,6 +421,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert h["state"] == m.state, (job_id, h, m)
             assert int(h.get("attempts", 0)) == m.attempts <= m.max_attempts == int(h.get("max", 5))
             assert h.get("token", "") == m.token
+            assert h.get("result", "") == m.result, (job_id, h, m)
             if m.state in WAITING:
                 assert int(h.get("due", h["run_at"])) == m.due
         for name, flat in zip(sorted(self.model.crons), replies[7 + n_jobs : -1]):
