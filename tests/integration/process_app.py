@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from typing import Any
 
@@ -112,3 +113,12 @@ in_thread.add("quick", quick)
 with_failed = ListenerRegistry()
 with_failed.add("fails", fails, executor="process")
 with_failed.add("schedule.failed", on_failed, executor="process")
+
+
+@registry.on_event("returns", executor="process")
+def returns(event: ScheduleArrivedEvent) -> Any:
+    """Returns the pid of its child (the job's result comes back from the process); with payload
+    "lock", on its first attempt, a value pickle cannot send back."""
+    if event.payload == "lock" and event.attempt == 1:
+        return {"pid": os.getpid(), "lock": threading.Lock()}
+    return {"pid": os.getpid(), "payload": event.payload}

@@ -408,3 +408,27 @@ async def test_schedule_failed_listeners_of_executor_process_run_in_a_child(
             )
             assert int(pid_file.read_text()) in w.pool.pids()
     assert int(pid_file.read_text()) != os.getpid()
+
+
+async def test_a_result_comes_back_from_the_child(redis_url: str, namespace: str) -> None:
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, app.registry, clock) as s:
+        job_id = await s.schedule_in("returns", 0, payload=[1, 2])
+        retry = {"attempts": 2, "backoff": {"type": "fixed", "delay": 1000}}
+        locked = await s.schedule_in("returns", 0, payload="lock", retry=retry)
+        async with s.worker() as w:
+            info = await s.wait(job_id, timeout=30)
+            pids = w.pool.pids()
+            # a result the child cannot send back fails the attempt, naming the listener
+            await eventually(lambda: in_state(s, locked, JobState.RETRYING, 1), timeout=30)
+            clock.advance(1)
+            second = await s.wait(locked, timeout=30)
+    assert info.result == {"pid": info.result["pid"], "payload": [1, 2]}
+    assert info.result["pid"] in pids and os.getpid() not in pids
+    assert second.attempts == 2 and second.result == {
+        "pid": second.result["pid"],
+        "payload": "lock",
+    }
+    assert second.last_error is not None
+    assert "tests.integration.process_app.returns" in second.last_error["message"]
+    assert "not JSON-serialisable" in second.last_error["message"]
