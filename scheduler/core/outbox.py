@@ -23,14 +23,16 @@ a script, so numbers of any size and precision reach the audit as written)
                        possibly before ts when the settlement was written late)
     completed          worker, outcome (succeeded|no_listener|invalid_payload), duration_ms,
                        finished ms, error json (invalid_payload only: why the topic's schema
-                       refused the payload; the job completes without running listeners or retrying)
+                       refused the payload; the job completes without running listeners or retrying),
+                       result json (succeeded only, when its listeners returned something: one
+                       listener's value, or an object listener name -> value; absent otherwise)
     failed             error json (the last error), finished ms; terminal
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
                        as attempt_succeeded/attempt_failed and does not change the status),
                        actor (who asked; absent when written without one)
-    attempt_succeeded  worker, outcome, duration_ms and error as for completed; only for
+    attempt_succeeded  worker, outcome, duration_ms, error and result as for completed; only for
                        an attempt that finished after its job was cancelled
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
                        not count, and attempt a will start again
