@@ -23,9 +23,10 @@ a script, so numbers of any size and precision reach the audit as written)
                        possibly before ts when the settlement was written late)
     completed          worker, outcome (succeeded|no_listener|invalid_payload), duration_ms,
                        finished ms, error json (invalid_payload only: why the topic's schema
-                       refused the payload; the job completes without running listeners or retrying),
-                       result json (succeeded only, when its listeners returned something: one
-                       listener's value, or an object listener name -> value; absent otherwise)
+                       refused the payload; the job completes without running listeners or
+                       retrying), result json (succeeded only, when its listeners returned
+                       something: one listener's value, or an object listener name -> value;
+                       absent otherwise)
     failed             error json (the last error), finished ms; terminal
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
