@@ -137,11 +137,15 @@ async def test_a_result_goes_with_its_job(
         return {"n": event.payload}
 
     # keep only the newest completed job: the older one is pruned, its result with it
-    async with make_scheduler(redis_url, namespace, reg, retention={"completed_count": 1}) as s:
+    clock = FakeClock(START_MS)
+    async with make_scheduler(
+        redis_url, namespace, reg, clock, retention={"completed_count": 1}
+    ) as s:
         first = await s.schedule_in("t", 0, payload=1)
         async with s.worker():
             assert (await s.wait(first, timeout=10)).result == {"n": 1}
             assert await redis.hexists(Keys(namespace).job(first), "result")
+            clock.advance(1)  # finished later: the newer of the two (ties go by id)
             second = await s.schedule_in("t", 0, payload=2)
             assert (await s.wait(second, timeout=10)).result == {"n": 2}
         assert await s.get_job(first) is None
