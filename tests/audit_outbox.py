@@ -135,6 +135,7 @@ class Outbox:
         worker: str = "w1",
         duration: int = 15,
         finished: int | None = None,
+        result: str | None = None,
     ) -> str:
         return await self.add(
             "completed",
@@ -144,6 +145,7 @@ class Outbox:
             outcome=outcome,
             duration_ms=duration,
             finished=self._end(finished),
+            **({} if result is None else {"result": result}),
         )
 
     async def attempt_succeeded(
@@ -154,6 +156,7 @@ class Outbox:
         worker: str = "w1",
         duration: int = 15,
         finished: int | None = None,
+        result: str | None = None,
     ) -> str:
         return await self.add(
             "attempt_succeeded",
@@ -163,6 +166,7 @@ class Outbox:
             outcome="succeeded",
             duration_ms=duration,
             finished=self._end(finished),
+            **({} if result is None else {"result": result}),
         )
 
     async def failed(

@@ -110,8 +110,10 @@ async def success_after_two_failures(ob: Any, j: str) -> tuple[Row, list[Row]]:
     ob.now = due + 4
     await ob.started(j, 3, due=due)
     ob.now = due + 40
-    await ob.completed(j, 3)
-    rows.append(attempt_row(j, 3, due + 4, due + 40, "succeeded", 15, 4))
+    # what its listeners returned, as written (numbers beyond a double kept exactly)
+    await ob.completed(j, 3, result='{"sent":2,"big":123456789012345678901234567890}')
+    last = attempt_row(j, 3, due + 4, due + 40, "succeeded", 15, 4)
+    rows.append({**last, "result": {"sent": 2, "big": 123456789012345678901234567890}})
     return (
         job_row(
             j,
@@ -291,7 +293,7 @@ async def cancel_while_running(ob: Any, j: str) -> tuple[Row, list[Row]]:
     ob.now = RUN_AT + 10
     await ob.cancelled(j, 1, running=True)
     ob.now = RUN_AT + 40  # the attempt finishes after the cancel: recorded, status stays cancelled
-    await ob.attempt_succeeded(j, 1)
+    await ob.attempt_succeeded(j, 1, result='"late"')  # its result is the attempt's, kept
     return (
         job_row(
             j,
@@ -300,7 +302,7 @@ async def cancel_while_running(ob: Any, j: str) -> tuple[Row, list[Row]]:
             cancelled_at=at(RUN_AT + 10),
             updated_at=at(RUN_AT + 40),
         ),
-        [attempt_row(j, 1, RUN_AT + 5, RUN_AT + 40, "succeeded", 15, 5)],
+        [{**attempt_row(j, 1, RUN_AT + 5, RUN_AT + 40, "succeeded", 15, 5), "result": "late"}],
     )
 
 
@@ -406,3 +408,24 @@ async def test_all_paths_in_one_stream_keep_jobs_apart(
     assert await drain(relay) == len(outbox.ids)
     for name, (job, attempts) in expected.items():
         assert await fetch_rows(db, name) == (job, attempts), name
+
+
+async def test_a_result_reaches_an_attempt_row_stored_earlier(
+    outbox: Any,
+    relay: AuditRelay,
+    db: asyncpg.Connection,
+    drain: Callable[[AuditRelay], Awaitable[int]],
+) -> None:
+    """The attempt row is stored when it starts (a batch of its own: COPY), and its result comes
+    with the completion in a later batch (the upsert: upsert_attempts)."""
+    await outbox.scheduled("job-r")
+    outbox.now = RUN_AT + 7
+    await outbox.started("job-r", 1, due=RUN_AT)
+    await drain(relay)
+    [running] = (await fetch_rows(db, "job-r"))[1]
+    assert running["outcome"] is None and running["result"] is None
+    outbox.now = RUN_AT + 30
+    await outbox.completed("job-r", 1, result='[1,"é",{"k":null}]')
+    await drain(relay)
+    [done] = (await fetch_rows(db, "job-r"))[1]
+    assert done["outcome"] == "succeeded" and done["result"] == [1, "é", {"k": None}]
