@@ -179,6 +179,16 @@ async def test_a_job_that_failed_twice_then_completed_is_drawn_attempt_by_attemp
                     "document.documentElement.scrollWidth - window.innerWidth"
                 )
                 assert overflow <= 0, (scheme, width, overflow)
+                # the legend's items side by side, none drawn over the next (a stylesheet's
+                # `.key` of another page once squeezed them to a 12 px swatch)
+                crowded = await page.evaluate(
+                    """[...document.querySelectorAll('#job-live .key')]
+                        .map(k => [k.getBoundingClientRect(), k.scrollWidth, k.clientWidth])
+                        .filter(([r, sw, cw], i, all) => sw > cw + 1 || (i > 0
+                            && Math.abs(all[i - 1][0].top - r.top) < 2
+                            && all[i - 1][0].right > r.left + 1)).length"""
+                )
+                assert crowded == 0, (scheme, width, crowded)
                 if found := await violations(page, axe):
                     problems[f"{scheme} {width}"] = found
                 await shots.take(page, f"job-timeline-{width}-{scheme}")
