@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         DoNotRetry,
         InvalidCron,
         InvalidDelay,
+        InvalidDependency,
         InvalidFlowOption,
         InvalidJobId,
         InvalidPayload,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         StorageError,
         TopicInUse,
         TopicPolicyLocked,
+        UnknownParent,
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
@@ -107,6 +109,8 @@ __all__ = [
     "JobPage",
     "JobState",
     "KeyRequired",
+    "UnknownParent",
+    "InvalidDependency",
     "KnownTopic",
     "LeaseLost",
     "Listener",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         DoNotRetry,
         InvalidCron,
         InvalidDelay,
+        InvalidDependency,
         InvalidFlowOption,
         InvalidJobId,
         InvalidPayload,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         StorageError,
         TopicInUse,
         TopicPolicyLocked,
+        UnknownParent,
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
@@ -73,6 +75,8 @@ _SOURCES = {
     "JobPage": "scheduler.core.job",
     "JobState": "scheduler.core.job",
     "KeyRequired": "scheduler.core.errors",
+    "UnknownParent": "scheduler.core.errors",
+    "InvalidDependency": "scheduler.core.errors",
     "ScheduleResult": "scheduler.core.job",
     "Retry": "scheduler.core.errors",
     "RetryPolicy": "scheduler.core.retry",
@@ -117,6 +121,8 @@ __all__ = [
     "JobPage",
     "JobState",
     "KeyRequired",
+    "UnknownParent",
+    "InvalidDependency",
     "KnownTopic",
     "LeaseLost",
     "LogLine",
