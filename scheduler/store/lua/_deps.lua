@@ -56,6 +56,16 @@ local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, 
   notify_done(w, ns .. K_DONE, id)
 end
 
+-- Whether a child's `parents` (JSON list) names `p`: a child deleted (or pruned) while a parent
+-- still ran stays in that parent's children set, and its id may be scheduled again since.
+local function deps_lists(parents, p)
+  if not parents then return false end
+  for _, q in ipairs(cjson.decode(parents)) do
+    if q == p then return true end
+  end
+  return false
+end
+
 -- Job `parent` ended: completed (`ok`, with `result`, "" for none) or not (failed for good,
 -- cancelled, deleted). Each child waiting for it counts it done (its result kept) or applies
 -- its mode; a child that ends so is a failed parent to its own children, in turn.
@@ -67,10 +77,12 @@ local function deps_parent_ended(ns, parent, ok, result, now_s, outbox, counts)
     local ck = ns .. K_CHILDREN .. p
     local kids = redis.call('SMEMBERS', ck)
     redis.call('DEL', ck)
+    table.sort(kids)  -- (one order, whatever the set's encoding: the events follow it)
     for _, c in ipairs(kids) do
       local key = ns .. K_JOB .. c
-      local f = redis.call('HMGET', key, 'state', 'opf', 'topic', 'run_at', 'due', 'prio', 'w', 'fl', 'hc')
-      if f[1] == WAITING then
+      local f = redis.call('HMGET', key, 'state', 'opf', 'topic', 'run_at', 'due', 'prio', 'w', 'fl', 'hc',
+        'parents')
+      if f[1] == WAITING and deps_lists(f[10], p) then
         local mode = f[2] or 'fail'
         if pok or mode == 'ignore' then
           local value = 'null'
