@@ -18,6 +18,7 @@ from scheduler.core.timeutil import ms_to_utc
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import (
     START_MS,
+    audited_scheduler,
     job_keys,
     make_scheduler,
     ns_keys,
@@ -254,3 +255,26 @@ async def test_retention_drops_the_dependency_keys(
         assert await redis.exists(keys.parent_results(child))
         assert await s.delete(child)
         assert not await redis.exists(keys.parent_results(child))
+
+
+async def test_the_audit_keeps_parents_and_the_parent_failed_child(
+    redis_url: str, database_url: str, namespace: str
+) -> None:
+    clock, seen = FakeClock(START_MS), []  # type: list[tuple[str, dict[str, Any], int]]
+    reg = _registry(seen, clock)
+    async with audited_scheduler(redis_url, database_url, namespace, reg, clock) as s:
+        ok = await s.schedule_in("export", 0, payload=1)
+        bad = await s.schedule_in("broken", 0)
+        child = await s.schedule_in("report", 0, after=[ok, bad])
+        async with s.worker():
+            await s.wait(child, timeout=10)
+        await s.audit.flush(timeout=10)
+        row = await s.audit.get(child)
+        assert row is not None and row.status == "failed" and row.parents == (ok, bad)
+        assert row.attempts == 0 and row.last_error is not None
+        assert row.last_error["type"] == "ParentFailed"
+        assert await s.audit.attempts(child) == []
+        kinds = [e[1] for e in await s.audit.events(child)]
+        assert kinds == ["scheduled", "failed", "schedule.failed"]
+        parent_row = await s.audit.get(ok)
+        assert parent_row is not None and parent_row.parents == ()
