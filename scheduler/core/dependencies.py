@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from listeners.triggers import MAX_NAME_LEN
 from scheduler.core.errors import InvalidDependency, shown
 
 ParentFailure = Literal["fail", "ignore", "cancel"]
@@ -14,7 +15,7 @@ PARENT_FAILURE_MODES: Final = ("fail", "ignore", "cancel")
 DEFAULT_PARENT_FAILURE: Final = "fail"
 # The most parents one job may wait for (each parent is one set member and one hash field).
 MAX_PARENTS: Final = 1000
-MAX_PARENT_ID_LEN: Final = 200
+MAX_PARENT_ID_LEN: Final = MAX_NAME_LEN  # a job id's bound (validation.MAX_ID_LEN)
 
 
 def check_after(after: object) -> tuple[str, ...]:
