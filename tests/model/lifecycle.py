@@ -291,7 +291,7 @@ class Model:
             self._emit("retry_scheduled", job_id, job.attempts, next_at=retry_at)
             return 3
         job.state = "failed"
-        self._emit("failed", job_id, job.attempts)
+        self._emit("failed", job_id, job.attempts, outcome="")  # (no outcome field)
         self._emit("schedule.failed", job_id, job.attempts)
         self._parent_ended(job_id, False, "")
         return 4

@@ -212,6 +212,29 @@ class Lifecycle(RuleBasedStateMachine):
             self.claimed.append(leased)
             self.holders.append(WORKERS[0])
 
+    @precondition(lambda self: self.model.jobs)
+    @rule(
+        data=st.data(),
+        job_id=st.sampled_from((*JOB_IDS, "c1", "c2")),
+        delay_ms=st.sampled_from([0, 0, 1_000, 20_000]),
+        on_parent_failure=PARENT_FAILURE,
+    )
+    def schedule_after(
+        self, data: st.DataObject, job_id: str, delay_ms: int, on_parent_failure: str
+    ) -> None:
+        """A child of jobs the namespace has (in any state), now and then of a missing one too."""
+        after = data.draw(
+            st.lists(
+                st.sampled_from([*sorted(self.model.jobs) * 9, "ghost"]),
+                min_size=1,
+                max_size=3,
+                unique=True,
+            )
+        )
+        self.schedule(
+            job_id, "beta", delay_ms, 2, ("fixed", 1_000, 1_000), False, after, on_parent_failure
+        )
+
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
         now = self.clock.now_ms()
