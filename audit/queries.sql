@@ -122,17 +122,17 @@ JOIN schedule_events AS e ON e.job_id = u.job_id AND e.job_created_at = u.create
 INSERT INTO schedule_audit AS a
     (id, topic, status, attempts, max_attempts, backoff_type, backoff_delay_ms, last_error, run_at, tz,
      payload, metadata, trace_id, cron_name, created_at, updated_at, completed_at, failed_at, cancelled_at,
-     applied_ms, applied_seq, deduplicated)
+     applied_ms, applied_seq, deduplicated, parents)
 SELECT u.id, u.topic, u.status, u.attempts, u.max_attempts, u.backoff_type, u.backoff_delay_ms,
        u.last_error::jsonb, u.run_at, u.tz, u.payload::jsonb, u.metadata::jsonb, u.trace_id, u.cron_name,
        u.created_at, u.updated_at, u.completed_at, u.failed_at, u.cancelled_at, u.applied_ms, u.applied_seq,
-       u.deduplicated
+       u.deduplicated, u.parents
 FROM json_to_recordset($1::json)
      AS u(id text, topic text, status text, attempts integer, max_attempts integer, backoff_type text,
           backoff_delay_ms bigint, last_error json, run_at timestamptz, tz text, payload json, metadata json,
           trace_id text, cron_name text, created_at timestamptz, updated_at timestamptz,
           completed_at timestamptz, failed_at timestamptz, cancelled_at timestamptz, applied_ms bigint,
-          applied_seq bigint, deduplicated integer)
+          applied_seq bigint, deduplicated integer, parents text[])
 ON CONFLICT (id, created_at) DO UPDATE SET
     topic = EXCLUDED.topic, status = EXCLUDED.status, attempts = EXCLUDED.attempts,
     max_attempts = EXCLUDED.max_attempts, backoff_type = EXCLUDED.backoff_type,
@@ -140,16 +140,16 @@ ON CONFLICT (id, created_at) DO UPDATE SET
     tz = EXCLUDED.tz, payload = EXCLUDED.payload, metadata = EXCLUDED.metadata, trace_id = EXCLUDED.trace_id,
     cron_name = EXCLUDED.cron_name, updated_at = EXCLUDED.updated_at, completed_at = EXCLUDED.completed_at,
     failed_at = EXCLUDED.failed_at, cancelled_at = EXCLUDED.cancelled_at, applied_ms = EXCLUDED.applied_ms,
-    applied_seq = EXCLUDED.applied_seq, deduplicated = EXCLUDED.deduplicated
+    applied_seq = EXCLUDED.applied_seq, deduplicated = EXCLUDED.deduplicated, parents = EXCLUDED.parents
 WHERE (a.topic, a.status, a.attempts, a.max_attempts, a.backoff_type, a.backoff_delay_ms, a.last_error,
        a.run_at, a.tz, a.payload, a.metadata, a.trace_id, a.cron_name, a.updated_at, a.completed_at,
-       a.failed_at, a.cancelled_at, a.applied_ms, a.applied_seq, a.deduplicated)
+       a.failed_at, a.cancelled_at, a.applied_ms, a.applied_seq, a.deduplicated, a.parents)
       IS DISTINCT FROM
       (EXCLUDED.topic, EXCLUDED.status, EXCLUDED.attempts, EXCLUDED.max_attempts, EXCLUDED.backoff_type,
        EXCLUDED.backoff_delay_ms, EXCLUDED.last_error, EXCLUDED.run_at, EXCLUDED.tz, EXCLUDED.payload,
        EXCLUDED.metadata, EXCLUDED.trace_id, EXCLUDED.cron_name, EXCLUDED.updated_at, EXCLUDED.completed_at,
        EXCLUDED.failed_at, EXCLUDED.cancelled_at, EXCLUDED.applied_ms, EXCLUDED.applied_seq,
-       EXCLUDED.deduplicated);
+       EXCLUDED.deduplicated, EXCLUDED.parents);
 
 -- name: delete_stale_attempts
 -- Attempt rows the rebuilt job no longer has (an attempt given back by attempt_released).

@@ -71,6 +71,7 @@ def _record(row: asyncpg.Record) -> AuditRecord:
         failed_at=row["failed_at"],
         cancelled_at=row["cancelled_at"],
         deduplicated=row["deduplicated"],
+        parents=tuple(row.get("parents") or ()),
     )
 
 

@@ -42,6 +42,8 @@ class AuditRecord:
     failed_at: datetime | None
     cancelled_at: datetime | None
     deduplicated: int = 0  # later calls a dedupe key or the policy folded into this job
+    # the ids of the jobs it waited for (scheduled with after=); () for none (migration 0012)
+    parents: tuple[str, ...] = ()
 
     @property
     def job_id(self) -> str:

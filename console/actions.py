@@ -25,10 +25,17 @@ CRON_ACTIONS = ("pause", "resume", "trigger")
 # the job page's buttons and the API's 409. Beyond the state: a cancelled job whose attempt is
 # still in flight can be neither retried nor deleted, and a dead letter is never rescheduled.
 ALLOWED_STATES: dict[str, tuple[str, ...]] = {
-    "cancel": ("scheduled", "retrying", "running"),
+    "cancel": ("scheduled", "waiting_for_parents", "retrying", "running"),
     "retry": ("failed", "cancelled"),
     "reschedule": ("scheduled", "retrying"),
-    "delete": ("scheduled", "retrying", "completed", "failed", "cancelled"),
+    "delete": (
+        "scheduled",
+        "waiting_for_parents",
+        "retrying",
+        "completed",
+        "failed",
+        "cancelled",
+    ),
 }
 
 

@@ -40,6 +40,7 @@ from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.timeline import Attempt, LogEntry, Span
 from console.trends import Range, read_trends
+from scheduler.core.dependencies import MAX_PARENTS
 from scheduler.core.errors import InvalidDelay
 from scheduler.core.job import CronInfo, JobInfo
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC, error_doc
@@ -121,6 +122,15 @@ class ScheduleIn(BaseModel):
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)
     priority: Annotated[int, Field(ge=-1000, le=1000), Whole] | None = None
     job_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LEN, pattern=STORABLE)
+    after: list[str] | None = Field(
+        None,
+        max_length=MAX_PARENTS,
+        description="ids of jobs that must complete first (docs/how-to/dependencies.md): the "
+        "job waits in state waiting_for_parents; an unknown id is refused",
+    )
+    on_parent_failure: Literal["fail", "ignore", "cancel"] | None = Field(
+        None, description="what a parent failing (or cancelled, deleted) does: default fail"
+    )
 
 
 class ScheduledOut(BaseModel):
@@ -166,6 +176,14 @@ class JobOut(BaseModel):
         "topic's one listener, or an object listener name -> value with several; null: nothing "
         "(a job past Redis's retention: its attempts' result holds the audit's copy)",
     )
+    parents: list[str] = Field(
+        default_factory=list,
+        description="the ids of the jobs it was scheduled after (after=; docs/how-to/"
+        "dependencies.md); empty: none",
+    )
+    waiting_for: int = Field(
+        0, description="how many of its parents it still waits for (state waiting_for_parents)"
+    )
     in_redis: bool = Field(
         True,
         description="false: a job past Redis's retention, as the audit trail remembers it "
@@ -193,6 +211,8 @@ class JobOut(BaseModel):
             last_error=error_doc(j.last_error) if j.last_error else None,
             progress=ProgressOut.of(j.progress),
             result=j.result,
+            parents=list(j.parents),
+            waiting_for=j.waiting_for,
         )
 
     @classmethod
@@ -215,6 +235,7 @@ class JobOut(BaseModel):
             payload=r.payload,
             metadata=dict(r.metadata or {}),
             last_error=error_doc(r.last_error) if r.last_error else None,
+            parents=list(r.parents),
             in_redis=False,
         )
 
@@ -506,6 +527,8 @@ async def schedule_job(
         key=job.key,
         priority=job.priority,
         job_id=job.job_id,
+        after=job.after,
+        on_parent_failure=job.on_parent_failure,
     )
     return ScheduledOut(job_id=result.job_id, created=result.created, reason=result.reason)
 

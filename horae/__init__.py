@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         DoNotRetry,
         InvalidCron,
         InvalidDelay,
+        InvalidDependency,
         InvalidFlowOption,
         InvalidJobId,
         InvalidPayload,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         StorageError,
         TopicInUse,
         TopicPolicyLocked,
+        UnknownParent,
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
@@ -96,6 +98,7 @@ __all__ = [
     "InvalidCron",
     "InvalidDeclaration",
     "InvalidDelay",
+    "InvalidDependency",
     "InvalidFlowOption",
     "InvalidJobId",
     "InvalidPayload",
@@ -132,6 +135,7 @@ __all__ = [
     "TopicOptions",
     "TopicPolicyLocked",
     "TopicStats",
+    "UnknownParent",
     "Validator",
     "WaitTimeout",
     "Worker",

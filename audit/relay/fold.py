@@ -122,6 +122,7 @@ class JobFold:
             "applied_ms": None,
             "applied_seq": None,
             "deduplicated": 0,
+            "parents": None,  # (migration 0012) the ids a job scheduled with after= waited for
         }
         self.rows: dict[int, dict[str, Any]] = {}
         # An attempt row was removed since the relay last wrote this fold: the stored
@@ -244,10 +245,20 @@ def _scheduled(fold: JobFold, e: OutboxEvent, ts: datetime) -> None:
         metadata=metadata if metadata is not None and metadata.is_object() else None,
         trace_id=_trace_id(e.get("trace")),
         cron_name=_opt(e.get("cron")),
+        parents=_parents(e.get("parents")),
         completed_at=None,
         failed_at=None,
         cancelled_at=None,
     )
+
+
+def _parents(raw: str) -> list[str] | None:
+    """The parents of a `scheduled` event (a JSON list of ids; absent: none); anything
+    malformed is left out rather than failing the batch."""
+    value = parse_json(raw) if raw else None
+    if not isinstance(value, list) or not value:
+        return None
+    return [clean_text(str(p)) for p in value]
 
 
 def finished_at(e: OutboxEvent, ts: datetime) -> datetime:

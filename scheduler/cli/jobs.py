@@ -119,6 +119,10 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
         table.add_row(name, Text(json.dumps(doc[name], indent=1)))
     if info.result is not None:  # what its listeners returned
         table.add_row("result", Text(json.dumps(doc["result"], indent=1)))
+    if info.parents:  # scheduled with after= (docs/how-to/dependencies.md)
+        table.add_row("parents", Text(", ".join(info.parents)))
+        if info.state is JobState.WAITING_FOR_PARENTS:
+            table.add_row("waiting for", Text(f"{info.waiting_for} of {len(info.parents)}"))
     if info.progress is not None:
         table.add_row(
             "progress", Text(_progress_text(info.progress.percent, info.progress.message))

@@ -14,6 +14,9 @@
     │   ├── TopicInUse             delete_topic while the topic has jobs
     │   ├── DeadLetterNotFound
     │   ├── JobNotFound            Scheduler.wait on an unknown job (or one deleted meanwhile)
+    │   ├── InvalidDependency      `after=` / `on_parent_failure=` malformed, or parents that
+    │   │                          cannot share the child's partition
+    │   ├── UnknownParent          `after=` names a job that does not exist (`.parent_id`)
     │   └── InvalidProgress        event.progress()/event.log() given a value out of bounds
     ├── WaitTimeout                Scheduler.wait's timeout passed (also a TimeoutError)
     ├── LeaseLost                  event.progress()/event.log() of an attempt that lost its lease
@@ -136,6 +139,26 @@ class JobNotFound(ScheduleError, LookupError):
     """No such job (never scheduled, deleted, or dropped by retention)."""
 
     code = "JOB_NOT_FOUND"
+
+
+class InvalidDependency(ScheduleError):
+    """`after=` or `on_parent_failure=` is not allowed (docs/how-to/dependencies.md)."""
+
+    code = "SCHEDULE_DEPENDENCY_INVALID"
+
+
+class UnknownParent(ScheduleError, LookupError):
+    """A job named in `after=` does not exist (never scheduled, deleted, or dropped by
+    retention); nothing was stored."""
+
+    code = "SCHEDULE_UNKNOWN_PARENT"
+
+    def __init__(self, parent_id: str) -> None:
+        super().__init__(
+            f"after: no job {parent_id!r} (never scheduled, deleted, or forgotten by retention)",
+            field="after",
+        )
+        self.parent_id = parent_id
 
 
 class InvalidProgress(ScheduleError):

@@ -52,6 +52,7 @@ class JobState(str, Enum):
     """Where a job is in its life. Terminal: completed, failed, cancelled."""
 
     SCHEDULED = "scheduled"
+    WAITING_FOR_PARENTS = "waiting_for_parents"  # `after=`: not due until its parents are done
     RUNNING = "running"
     RETRYING = "retrying"
     COMPLETED = STATUS_COMPLETED
@@ -101,6 +102,10 @@ class JobInfo:
     # a mapping listener name (module.qualname) -> value of those that returned one. None: none
     # returned anything (or it has not completed).
     result: Any = None
+    # A job scheduled with after= (docs/how-to/dependencies.md): its parents' ids, and how many
+    # of them it still waits for (0 once released, failed or cancelled); () / 0 otherwise.
+    parents: tuple[str, ...] = ()
+    waiting_for: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,8 @@ class ClaimedJob:
     timeout_ms: int
     trace: str
     cron: str
+    # JSON object parent id -> its result JSON (a job scheduled with `after=`); "" for none
+    parent_results_json: str = ""
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,10 @@ class NewJob:
     dedupe_mode: str = "throttle"
     retry_given: bool = True  # False: the topic's default retry policy applies, if it has one
     timeout_given: bool = True
+    # Dependencies (docs/how-to/dependencies.md): the parents' ids, deduplicated, and what a
+    # parent's failure does to this job; () for none.
+    after: tuple[str, ...] = ()
+    on_parent_failure: str = "fail"
 
     def with_trace(self, trace: str) -> NewJob:
         """This job carrying the scheduling call's traceparent. A copy of its fields, as

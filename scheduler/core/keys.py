@@ -26,6 +26,9 @@ class KeyName:
     JOB: Final = "j:"  # + id: a job's hash
     PAYLOAD: Final = "p:"  # + id: a big payload's string
     LOGS: Final = "l:"  # + id: a job's log lines
+    CHILDREN: Final = "ch:"  # + id: the ids of the jobs waiting for this one (`after=`)
+    PARENT_RESULTS: Final = "pr:"  # + id: a child's done parents, parent id -> result JSON
+    WAITING_PARENTS: Final = "wfp"  # zset: the jobs waiting for parents, by creation ms
     DUE: Final = "due"
     DUE_PRIORITY: Final = ":p:"  # due + this + p: the due jobs of priority p != 0
     DUE_LEVELS: Final = ":levels"  # due + this: the priorities != 0 with waiting jobs
@@ -100,6 +103,7 @@ TAG_KEYS: tuple[str, ...] = (
     KeyName.SERVED,
     KeyName.KNOWN_TOPICS,
     KeyName.UNPARK,
+    KeyName.WAITING_PARENTS,
 )
 # The prefixes of a tag's keys one per topic or priority (+ its name).
 PER_NAME_PREFIXES: tuple[str, ...] = (
@@ -154,6 +158,20 @@ class Keys:
     def logs(self, job_id: str) -> str:
         """List of a job's last log lines (event.log; entries: scheduler/core/progress.py)."""
         return f"{self.prefix}{KeyName.LOGS}{job_id}"
+
+    def children(self, job_id: str) -> str:
+        """Set of the jobs waiting for this one to finish (lua/_deps.lua)."""
+        return f"{self.prefix}{KeyName.CHILDREN}{job_id}"
+
+    def parent_results(self, job_id: str) -> str:
+        """Hash of a waiting job's done parents: parent id -> its result JSON (lua/_deps.lua)."""
+        return f"{self.prefix}{KeyName.PARENT_RESULTS}{job_id}"
+
+    @property
+    def waiting_parents(self) -> str:
+        """Sorted set of the jobs in state waiting_for_parents, scored by creation ms: not in a
+        due set until their last parent completes (lua/_deps.lua)."""
+        return self.prefix + KeyName.WAITING_PARENTS
 
     @property
     def job_prefix(self) -> str:

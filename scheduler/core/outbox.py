@@ -15,7 +15,9 @@ metadata exactly as the caller's value was serialized, never decoded and encoded
 a script, so numbers of any size and precision reach the audit as written)
     scheduled          topic, run_at ms, due ms, tz, payload json, metadata json,
                        max_attempts, backoff_type, backoff_delay ms, timeout_ms,
-                       trace (W3C traceparent or ""), cron (schedule name or "")
+                       trace (W3C traceparent or ""), cron (schedule name or ""),
+                       parents json (a list of job ids: scheduled with after=; absent
+                       otherwise; the job waits in state waiting_for_parents)
     attempt_started    worker, due ms (when this attempt was due), topic
     attempt_failed     worker, outcome (failed|timed_out|worker_lost),
                        error json {type, message, traceback}, duration_ms, finished ms
@@ -27,12 +29,16 @@ a script, so numbers of any size and precision reach the audit as written)
                        retrying), result json (succeeded only, when its listeners returned
                        something: one listener's value, or an object listener name -> value;
                        absent otherwise)
-    failed             error json (the last error), finished ms; terminal
+    failed             error json (the last error), finished ms; terminal. A job that
+                       waited for parents (after=) and failed because one of them did:
+                       outcome parent_failed, parent (that parent's id), a = 0, no attempt
     schedule.failed    no fields of its own: the job failed for good and the worker
                        delivers SCHEDULE_FAILED_TOPIC in-process (the audit logs it)
     cancelled          running ("1" when an attempt was in flight; its outcome follows
                        as attempt_succeeded/attempt_failed and does not change the status),
-                       actor (who asked; absent when written without one)
+                       actor (who asked; absent when written without one), parent (a
+                       job waiting for parents, cancelled by its on_parent_failure "cancel":
+                       the parent that did not complete)
     attempt_succeeded  worker, outcome, duration_ms, error and result as for completed; only for
                        an attempt that finished after its job was cancelled
     attempt_released   worker; a graceful stop gave attempt a back unfinished: it does
@@ -136,6 +142,10 @@ Outcome = Literal[
 # The outcomes that complete the job (complete.lua); invalid_payload carries its refusal.
 SUCCESS_OUTCOMES: Final = (SUCCEEDED, NO_LISTENER, INVALID_PAYLOAD)
 FAILED_OUTCOMES: Final = (ATTEMPT_FAILED_OUTCOME, TIMED_OUT, WORKER_LOST)
+# A job's outcome with no attempt: a parent of a job scheduled with after= failed for good
+# (or was cancelled or deleted) and the job's on_parent_failure is "fail" (lua/_deps.lua).
+PARENT_FAILED: Final = "parent_failed"
+JOB_OUTCOMES: Final = (PARENT_FAILED,)
 
 # A job's status in the audit trail: active while waiting, running or retrying.
 ACTIVE: Final = "active"

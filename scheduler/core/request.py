@@ -15,7 +15,8 @@ class JobRequest:
 
     Attributes:
         topic, tz, payload, retry, metadata, timeout, job_id, dead_letter, key, dedupe,
-            priority: schedule_at's keywords (None: omitted; the defaults apply).
+            priority, after, on_parent_failure: schedule_at's keywords (None: omitted; the
+            defaults apply).
         run_at_ms: when, epoch ms (the facade resolved run_at or delay).
         cron: the schedule a tick belongs to ("" for none).
     """
@@ -33,3 +34,5 @@ class JobRequest:
     key: object = None
     dedupe: object = None
     priority: object = None
+    after: object = None
+    on_parent_failure: object = None

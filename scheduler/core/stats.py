@@ -21,6 +21,11 @@ class Stats(dict[str, int]):
         return self.get("scheduled", 0)
 
     @property
+    def waiting_for_parents(self) -> int:
+        """Jobs scheduled with after= waiting for their parents (not due yet)."""
+        return self.get("waiting_for_parents", 0)
+
+    @property
     def running(self) -> int:
         return self.get("running", 0)
 

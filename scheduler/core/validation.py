@@ -10,6 +10,7 @@ from typing import Any
 
 from listeners import PayloadRejected, Validator, parse_payload
 from listeners.triggers import MAX_NAME_LEN, MISFIRE_MODES
+from scheduler.core.dependencies import check_after, check_on_parent_failure
 from scheduler.core.errors import (
     InvalidCron,
     InvalidDelay,
@@ -423,6 +424,8 @@ def build_job(
     check_payload(payload_json, validate)
     metadata_json = to_json(dict(meta), "metadata", max_json_bytes) if meta else "{}"
     dead_letter = "" if r.dead_letter is None else check_dead_letter(topic, r.dead_letter)
+    after = check_after(r.after)
+    on_parent_failure = check_on_parent_failure(r.on_parent_failure)
     return NewJob(
         id=given_id or new_job_id(),
         topic=topic,
@@ -442,5 +445,7 @@ def build_job(
         retry_given=r.retry is not None,
         timeout_given=timeout is not None,
         dead_letter=dead_letter,
+        after=after,
+        on_parent_failure=on_parent_failure,
         **flow,
     )

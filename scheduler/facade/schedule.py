@@ -3,12 +3,13 @@ schedule_many): argument handling only; the work is in scheduling.py and bulk.py
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.clock import caller_now_ms
+from scheduler.core.dependencies import ParentFailure
 from scheduler.core.flow import Dedupe
 from scheduler.core.job import ScheduleResult
 from scheduler.core.request import JobRequest
@@ -61,6 +62,8 @@ class ScheduleCalls:
         key: str | None = None,
         dedupe: Dedupe | None = None,
         priority: int | str | None = None,
+        after: Sequence[str] | None = None,
+        on_parent_failure: ParentFailure | None = None,
     ) -> ScheduleResult:
         """schedule_at, saying what happened: `created` False when nothing was stored, with
         `job_id` the job holding the slot and `reason` why (ScheduleResult)."""
@@ -78,6 +81,8 @@ class ScheduleCalls:
             key=key,
             dedupe=dedupe,
             priority=priority,
+            after=after,
+            on_parent_failure=on_parent_failure,
         )
         return await self._scheduling.enqueue(request)
 
@@ -96,6 +101,8 @@ class ScheduleCalls:
         key: str | None = None,
         dedupe: Dedupe | None = None,
         priority: int | str | None = None,
+        after: Sequence[str] | None = None,
+        on_parent_failure: ParentFailure | None = None,
     ) -> str:
         """Run every listener of `topic` at `run_at`.
 
@@ -116,13 +123,21 @@ class ScheduleCalls:
             dedupe: Dedupe(key, window=, mode=): a later call with the same key inside the
                 window creates nothing (throttle) or moves the waiting job (debounce).
             priority: integer, higher first, or "low"/"normal"/"high" (default: the topic's).
+            after: ids of jobs that must complete first: the job waits in state
+                waiting_for_parents, then runs at max(run_at, the last parent's completion)
+                and reads their results in event.parent_results
+                (docs/how-to/dependencies.md).
+            on_parent_failure: what a parent failing for good (or cancelled, or deleted) does
+                to this job: "fail" (default: it fails with outcome parent_failed, no
+                attempt), "ignore" (it counts as done), "cancel".
 
         Returns:
             The job id; when a dedupe key or the topic's policy kept the job out, the id of
             the job holding its slot (schedule() says which happened).
 
         Raises:
-            ScheduleError: a subclass naming the field; nothing is stored.
+            ScheduleError: a subclass naming the field; nothing is stored (UnknownParent: a
+                job of `after` does not exist).
         """
         result = await self.schedule(
             topic,
@@ -137,6 +152,8 @@ class ScheduleCalls:
             key=key,
             dedupe=dedupe,
             priority=priority,
+            after=after,
+            on_parent_failure=on_parent_failure,
         )
         return result.job_id
 
@@ -155,6 +172,8 @@ class ScheduleCalls:
         key: str | None = None,
         dedupe: Dedupe | None = None,
         priority: int | str | None = None,
+        after: Sequence[str] | None = None,
+        on_parent_failure: ParentFailure | None = None,
     ) -> str:
         """Run `topic` after `delay` (timedelta, seconds, or "30s"/"5m"/"1h30m"/"1d"); the
         other keywords as schedule_at's."""
@@ -173,6 +192,8 @@ class ScheduleCalls:
             key=key,
             dedupe=dedupe,
             priority=priority,
+            after=after,
+            on_parent_failure=on_parent_failure,
         )
         result = await self._scheduling.enqueue(request)
         return result.job_id

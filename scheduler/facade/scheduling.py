@@ -105,7 +105,9 @@ class Scheduling:
             trace = current_traceparent() if span is None else traceparent_of(span)
             if trace:
                 job = job.with_trace(trace)
-            done = await self._enqueue_local(job, now) if job.due_ms <= now else None
+            # (a job with parents waits for them: never handed to a worker at once)
+            local = job.due_ms <= now and not job.after
+            done = await self._enqueue_local(job, now) if local else None
             if done is None:
                 done = await host.store.enqueue(job, now)
         observe(host.metrics, job.topic, done)

@@ -4,6 +4,7 @@ partition's at once, and the one place that builds enqueue.lua's KEYS and ARGV."
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from scheduler.core.errors import KeyRequired
+from scheduler.core.errors import KeyRequired, UnknownParent
 from scheduler.core.job import NewJob, ScheduleResult
 from scheduler.core.keys import Keys
 from scheduler.store.base import StoreBase
@@ -40,6 +41,7 @@ def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
 
     Raises:
         KeyRequired: the topic's policy is key_strict_fifo and the job has no key.
+        UnknownParent: a job of its `after=` does not exist (on its partition).
     """
     code = int(reply[0])
     if code in (EnqueueCode.QUEUED, EnqueueCode.LEASED):
@@ -48,6 +50,8 @@ def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
         return Enqueued(ScheduleResult(str(reply[1]), False, str(reply[2])))
     if code == ScriptCode.WRONG_PARTITION:
         return Enqueued(ScheduleResult(job.id, False, "wrong_partition"), home=int(reply[1]))
+    if code == ScriptCode.UNKNOWN_PARENT:
+        raise UnknownParent(str(reply[1]))
     if code == ScriptCode.KEY_REQUIRED:
         raise KeyRequired(
             f"topic {job.topic!r} has policy key_strict_fifo: every job needs key=; got none",
@@ -103,6 +107,8 @@ class BulkStore(StoreBase):
                 "1" if job.retry_given else "0",
                 "1" if job.timeout_given else "0",
                 "" if k.partition is None else str(k.partition),
+                json.dumps(list(job.after), separators=(",", ":")) if job.after else "",
+                job.on_parent_failure,
             ],
         )
 

@@ -25,12 +25,14 @@ WORK_PER_ITEM = 10
 
 # The sets a listing walks, in order, named by tokens (a cursor holds its set's token):
 # waiting jobs first ("p:<n>" a priority above 0, highest first; "due", priority 0;
-# "p:<n>" below 0; "pk:<topic>" jobs a limit parked), then "active", "completed",
+# "p:<n>" below 0; "pk:<topic>" jobs a limit parked), then "waiting_for_parents" (jobs
+# scheduled with after=, not due until their parents are done), "active", "completed",
 # "failed", "cancelled". Priority levels and parked topics come and go, so a cursor
 # names its set, not a place in a list.
-GROUPS = ("waiting", "active", "completed", "failed", "cancelled")
+GROUPS = ("waiting", "waiting_for_parents", "active", "completed", "failed", "cancelled")
 GROUP_OF_STATE = {
     JobState.SCHEDULED: "waiting",
+    JobState.WAITING_FOR_PARENTS: "waiting_for_parents",
     JobState.RETRYING: "waiting",
     JobState.RUNNING: "active",
     JobState.COMPLETED: "completed",

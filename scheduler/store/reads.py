@@ -99,6 +99,8 @@ class ReadStore(StoreBase):
             progress=parse_progress(f.get("pg"), attempts),
             logs=[parse_log(entry) for entry in logs],
             result=json.loads(f["result"]) if f.get("result") else None,
+            parents=tuple(json.loads(f["parents"])) if f.get("parents") else (),
+            waiting_for=int(f.get("wp", 0)) if state is JobState.WAITING_FOR_PARENTS else 0,
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:
@@ -257,6 +259,7 @@ def _set_key(k: Keys, token: str) -> str:
     if token.startswith("pk:"):
         return k.parked(token[3:])
     return {
+        "waiting_for_parents": k.waiting_parents,
         "active": k.active,
         "completed": k.completed,
         "failed": k.failed,

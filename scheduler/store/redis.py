@@ -5,13 +5,15 @@ connection and the partitions), crons.py, topics.py, reads.py, bulk.py, progress
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from scheduler.core.errors import InvalidDependency, UnknownParent
 from scheduler.core.job import ClaimedJob, NewJob, Settlement, dead_letter_args
-from scheduler.core.keys import JOB_DEFAULTS
+from scheduler.core.keys import JOB_DEFAULTS, Keys
 from scheduler.core.timeutil import ms_to_utc, rfc3339
 from scheduler.store.base import StoreBase
 from scheduler.store.bulk import BulkStore, Enqueued, enqueued
@@ -42,15 +44,50 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
     async def enqueue(self, job: NewJob, now_ms: int) -> Enqueued:
         """Store a new job (or not: see ScheduleResult) on its partition; refused there for its
         topic's home partition (a topic-wide limit), it is sent there."""
-        k = self.keys if self.count == 1 else self.parts[self.partition_for(job)]
+        if job.after and self.count > 1:
+            k = await self._parents_keys(job)
+        else:
+            k = self.keys if self.count == 1 else self.parts[self.partition_for(job)]
         done = enqueued(job, await self._run("enqueue", *self._enqueue_call(k, job, now_ms, "", 0)))
         home = self._home_of(done.home)
+        if home is not None and job.after:
+            raise InvalidDependency(
+                f"topic {job.topic!r} lives on partition {home} only (a topic-wide limit), "
+                f"and the parents of its job on partition {k.partition}: a job waits for "
+                "parents of its own partition (docs/how-to/dependencies.md)",
+                field="after",
+            )
         if home is not None:
             self.learn_home(job.topic, home)
             k = self.parts[home]
             reply = await self._run("enqueue", *self._enqueue_call(k, job, now_ms, "", 0))
             done = enqueued(job, reply)
         return done
+
+    async def _parents_keys(self, job: NewJob) -> Keys:
+        """The partition of a new job's parents, where the job must live (each state change of
+        a child is one script with its parents').
+
+        Raises:
+            UnknownParent: a parent is on no partition.
+            InvalidDependency: the parents are on different partitions.
+        """
+        found = await asyncio.gather(*(self._job_keys(parent) for parent in job.after))
+        for parent, keys in zip(job.after, found):
+            if keys is None:
+                raise UnknownParent(parent)
+        homes = {keys.partition for keys in found if keys is not None}
+        if len(homes) > 1:
+            raise InvalidDependency(
+                f"the parents of a job must share one partition; {', '.join(job.after)} are on "
+                f"partitions {', '.join(str(h) for h in sorted(h or 0 for h in homes))} "
+                "(schedule them with the same key=, or in an unpartitioned namespace: "
+                "docs/how-to/dependencies.md)",
+                field="after",
+            )
+        first = found[0]
+        assert first is not None
+        return first
 
     async def enqueue_for(
         self, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
@@ -151,6 +188,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
                     cron=f[13],
                     backoff_max_delay_ms=int(f[14]),
                     backoff_jitter=f[15],
+                    parent_results_json=f[16],
                 )
             )
         return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)

@@ -12,7 +12,7 @@ from enum import IntEnum
 from importlib import resources
 
 from scheduler.core.keys import JOB_DEFAULTS, TAG_END, KeyName, key_names
-from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, SUCCESS_OUTCOMES
+from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, JOB_OUTCOMES, SUCCESS_OUTCOMES
 
 SCRIPT_NAMES = (
     "enqueue",
@@ -48,7 +48,7 @@ SCRIPT_NAMES = (
 )
 
 # Fields per job returned by claim.lua, in order.
-CLAIM_FIELDS = 16
+CLAIM_FIELDS = 17
 
 PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
@@ -74,6 +74,7 @@ class ScriptCode(IntEnum):
     CONFLICT = (
         -14
     )  # a partition migration meets another job (or schedule) of the same name on the target
+    UNKNOWN_PARENT = -15  # a job of `after=` does not exist: nothing stored (its id follows)
 
 
 class SettleCode(IntEnum):
@@ -203,6 +204,7 @@ def script_source(name: str, audit: bool = True) -> str:
         _blocks(values)
         + _blocks((lua / "_lib.lua").read_text())
         + _blocks((lua / "_flow.lua").read_text())
+        + _blocks((lua / "_deps.lua").read_text())
     )
     return "".join(text for _, text in _used(blocks, body)) + "\n" + body
 
@@ -218,9 +220,11 @@ def lua_names() -> Mapping[str, str]:
     names["JOB_MARK"] = TAG_END + KeyName.JOB
     names["PAYLOAD_MARK"] = TAG_END + KeyName.PAYLOAD
     names["LOGS_MARK"] = TAG_END + KeyName.LOGS
+    names["CHILDREN_MARK"] = TAG_END + KeyName.CHILDREN
+    names["PARENT_RESULTS_MARK"] = TAG_END + KeyName.PARENT_RESULTS
     for prefix, texts in (
         ("EV", sorted(EVENT_TYPES)),
-        ("OUTCOME", SUCCESS_OUTCOMES + FAILED_OUTCOMES),
+        ("OUTCOME", SUCCESS_OUTCOMES + FAILED_OUTCOMES + JOB_OUTCOMES),
     ):
         names.update({f"{prefix}_{t.upper().replace('.', '_')}": t for t in texts})
     return names

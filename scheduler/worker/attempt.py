@@ -112,6 +112,7 @@ def arrival(
         max_attempts=job.max_attempts,
         run_at=ms_to_utc(job.run_at_ms),
         metadata=json.loads(job.metadata_json),
+        parent_results=json.loads(job.parent_results_json) if job.parent_results_json else {},
         reporter=reporter,
     )
 

@@ -221,6 +221,7 @@ async def test_the_state_filter_lists_its_values_in_the_document(env: Env) -> No
     )
     assert state["schema"]["enum"] == [
         "scheduled",
+        "waiting_for_parents",
         "running",
         "retrying",
         "completed",

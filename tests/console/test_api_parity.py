@@ -87,7 +87,7 @@ async def test_cancelling_a_failed_job_is_a_409_naming_its_state(env: Env) -> No
     assert error["code"] == "STATE_CONFLICT"
     assert (
         f"job {job_id} is failed" in error["message"]
-        and "scheduled or retrying or running" in error["message"]
+        and "scheduled or waiting_for_parents or retrying or running" in error["message"]
     )
     assert (await env.scheduler.get_job(job_id)).state.value == "failed"  # type: ignore[union-attr]
     await env.scheduler.audit.flush()

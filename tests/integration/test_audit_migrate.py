@@ -39,6 +39,7 @@ EXPECTED_COLUMNS = {
         ("applied_ms", "bigint", "YES"),
         ("applied_seq", "bigint", "YES"),
         ("deduplicated", "integer", "NO"),
+        ("parents", "ARRAY", "YES"),
     ],
     "schedule_attempts": [
         ("job_id", "text", "NO"),
@@ -218,7 +219,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
     assert (
         await migrate_url(database_url)
         == [m.version for m in load_migrations()]
-        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     )
     conn = await asyncpg.connect(database_url)
     try:
@@ -244,6 +245,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             (9, "console_indexes"),
             (10, "console_rollups"),
             (11, "attempt_result"),
+            (12, "job_parents"),
         ]
         # 0009: the console's overview and analytics page read these (bench/console_pages.py)
         indexes = {
@@ -283,17 +285,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 11
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 12
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 11
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 12
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

@@ -41,6 +41,7 @@ def job_row(job_id: str, **changes: Any) -> Row:
         failed_at=None,
         cancelled_at=None,
         deduplicated=0,
+        parents=None,
     )
     row.update(changes)
     return row

@@ -239,6 +239,7 @@ async def test_sigkill_on_the_last_attempt_fails_the_job_with_worker_lost(
     assert done.last_error is not None and done.last_error["type"] == "WorkerLost", done.last_error
     assert await s.stats() == {
         "scheduled": 0,
+        "waiting_for_parents": 0,
         "running": 0,
         "retrying": 0,
         "completed": 0,
@@ -302,6 +303,7 @@ async def test_sigterm_releases_an_unfinished_attempt_without_counting_it(
     assert await redis.zscore(Keys(namespace).due, job_id) is not None
     assert await s.stats() == {
         "scheduled": 1,
+        "waiting_for_parents": 0,
         "running": 0,
         "retrying": 0,
         "completed": 0,

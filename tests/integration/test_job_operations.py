@@ -31,6 +31,7 @@ from tests.integration.engine_fixtures import (
 
 IDLE = {
     "scheduled": 0,
+    "waiting_for_parents": 0,
     "running": 0,
     "retrying": 0,
     "completed": 0,

@@ -83,6 +83,7 @@ async def test_three_processes_run_each_of_2000_jobs_exactly_once(
         assert counts, f"jobs did not settle in 60 s: {await s.stats()}\n{workers.logs()}"
         assert counts == {
             "scheduled": 0,
+            "waiting_for_parents": 0,
             "running": 0,
             "retrying": 0,
             "completed": JOBS,

@@ -5,10 +5,12 @@ appends. test_model_lifecycle.py runs the real scripts beside it and compares.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 WAITING = ("scheduled", "retrying")
+FOR_PARENTS = "waiting_for_parents"  # after=: in no due set until its parents are done
 FINISHED = ("completed", "failed", "cancelled")
 
 
@@ -28,6 +30,12 @@ class MJob:
     lease: int = 0  # the lease deadline while a token is held
     cron: str = ""
     result: str = ""  # the result JSON a succeeded attempt kept ("" for none: no hash field)
+    # after= (lua/_deps.lua): its parents, what a parent's failure does, how many parents it
+    # still waits for, and the done parents' results (parent id -> JSON; "null" for none)
+    parents: tuple[str, ...] = ()
+    mode: str = "fail"
+    wp: int = 0
+    pr: dict[str, str] = field(default_factory=dict)
 
     @property
     def count_state(self) -> str:
@@ -65,6 +73,9 @@ class Model:
     crons: dict[str, MCron] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     leases_issued: int = 0  # leases are numbered in the order they are issued
+    # parent id -> the ids of the children that waited for it when they were scheduled (a
+    # deleted child stays listed, as in Redis: only a waiting child naming it counts)
+    children: dict[str, set[str]] = field(default_factory=dict)
 
     def _emit(self, e: str, job_id: str, a: int, **fields: Any) -> None:
         self.events.append(
@@ -86,15 +97,85 @@ class Model:
         max_attempts: int,
         backoff: tuple[str, int, int],
         cron: str = "",
-    ) -> bool:
-        """enqueue.lua: False (DUPLICATE, nothing written) when the id exists in any state."""
+        after: tuple[str, ...] = (),
+        mode: str = "fail",
+    ) -> bool | None:
+        """enqueue.lua: None (UNKNOWN_PARENT, nothing written) when a parent of `after` does
+        not exist, False (DUPLICATE, nothing written) when the id exists in any state."""
+        if any(p not in self.jobs for p in after):
+            return None
         if job_id in self.jobs:
             return False
-        self.jobs[job_id] = MJob(job_id, topic, "scheduled", max_attempts, backoff, due, cron=cron)
+        state = FOR_PARENTS if after else "scheduled"
+        job = MJob(job_id, topic, state, max_attempts, backoff, due, cron=cron)
+        self.jobs[job_id] = job
+        parents = json.dumps(list(after), separators=(",", ":")) if after else ""
         self._emit(
-            "scheduled", job_id, 0, topic=topic, due=due, max_attempts=max_attempts, cron=cron
+            "scheduled",
+            job_id,
+            0,
+            topic=topic,
+            due=due,
+            max_attempts=max_attempts,
+            cron=cron,
+            parents=parents,
         )
+        if after:
+            self._link(job, after, mode)
         return True
+
+    # ---------------------------------------------------------- dependencies
+    def _link(self, job: MJob, after: tuple[str, ...], mode: str) -> None:
+        """deps_link: done parents count at once, a failed one applies `mode` at once."""
+        job.parents, job.mode = after, mode
+        failed = None
+        for p in after:
+            parent = self.jobs[p]
+            if parent.state == "completed":
+                job.pr[p] = parent.result or "null"
+            elif parent.state in ("failed", "cancelled"):
+                if mode == "ignore":
+                    job.pr[p] = "null"
+                elif failed is None:
+                    failed = p
+            else:
+                job.wp += 1
+                self.children.setdefault(p, set()).add(job.id)
+        if failed is not None:
+            self._end(job, failed)
+        elif job.wp == 0:
+            self._release(job)
+
+    def _release(self, job: MJob) -> None:
+        job.state, job.due = "scheduled", max(job.due, self.now)
+
+    def _end(self, job: MJob, parent: str) -> None:
+        if job.mode == "cancel":
+            job.state = "cancelled"
+            self._emit("cancelled", job.id, 0, running=0)
+        else:
+            job.state = "failed"
+            self._emit("failed", job.id, 0, outcome="parent_failed")
+            self._emit("schedule.failed", job.id, 0)
+
+    def _parent_ended(self, parent: str, ok: bool, result: str) -> None:
+        """deps_parent_ended: each waiting child naming `parent` counts it done or applies its
+        mode; a child ending so is a failed parent in turn (children in id order)."""
+        queue = [(parent, ok, result)]
+        while queue:
+            p, p_ok, p_result = queue.pop(0)
+            for c in sorted(self.children.pop(p, set())):
+                child = self.jobs.get(c)
+                if child is None or child.state != FOR_PARENTS or p not in child.parents:
+                    continue
+                if p_ok or child.mode == "ignore":
+                    child.pr[p] = (p_result or "null") if p_ok else "null"
+                    child.wp -= 1
+                    if child.wp <= 0:
+                        self._release(child)
+                else:
+                    self._end(child, p)
+                    queue.append((c, False, ""))
 
     def local_handoff(self, job_id: str, worker: str, lease_ms: int) -> str | None:
         """enqueue.lua with the caller's worker: a job due now, with no other job due, is
@@ -179,6 +260,7 @@ class Model:
             )
             return 2
         job.state = "completed"
+        self._parent_ended(job_id, True, result)  # (releasing children writes no event)
         self._emit(
             "completed", job_id, job.attempts, worker=worker, outcome="succeeded", result=result
         )
@@ -209,8 +291,9 @@ class Model:
             self._emit("retry_scheduled", job_id, job.attempts, next_at=retry_at)
             return 3
         job.state = "failed"
-        self._emit("failed", job_id, job.attempts)
+        self._emit("failed", job_id, job.attempts, outcome="")  # (no outcome field)
         self._emit("schedule.failed", job_id, job.attempts)
+        self._parent_ended(job_id, False, "")
         return 4
 
     def release(self, job_id: str, lease_no: int) -> int:
@@ -240,7 +323,9 @@ class Model:
         job = self.jobs.get(job_id)
         if job is None:
             return -3
-        if job.state in WAITING:
+        if job.state in (*WAITING, FOR_PARENTS, "running"):
+            self._parent_ended(job_id, False, "")  # (before its own event, as cancel.lua)
+        if job.state in (*WAITING, FOR_PARENTS):
             job.state = "cancelled"
             self._emit("cancelled", job_id, job.attempts, running=0)
             return 1
@@ -271,6 +356,8 @@ class Model:
             return -3
         if job.state == "running" or job.token:
             return -6
+        self._parent_ended(job_id, False, "")  # (before its own event, as delete_job.lua)
+        self.children.pop(job_id, None)
         self._emit("deleted", job_id, job.attempts, **{"from": job.state})
         del self.jobs[job_id]
         return 2
@@ -338,12 +425,15 @@ class Model:
             "completed": {},
             "failed": {},
             "cancelled": {},
+            "waiting_parents": {},
         }
         for j in self.jobs.values():
             if j.token:
                 out["active"][j.id] = j.lease
             elif j.state in WAITING:
                 out["due"][j.id] = j.due
+            elif j.state == FOR_PARENTS:
+                out["waiting_parents"][j.id] = None
             else:
                 out[j.state][j.id] = None
         return out

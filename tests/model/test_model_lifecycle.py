@@ -5,7 +5,9 @@ and a clock moved by hand, beside the pure model of tests/model/lifecycle.py. Af
 step the job hashes, the sorted sets, the counts hash, the outbox events and the cron
 schedules must agree with the model, and: a job is in exactly one state set; counts equal
 the sets; a stale lease token settles nothing; attempts never exceed max_attempts; each
-cron tick creates at most one job.
+cron tick creates at most one job; a job scheduled after= parents (some unknown: refused,
+nothing written) waits for exactly the parents not done yet, is released once (into the due
+set), failed or cancelled by its on_parent_failure, and its claim carries its parents' results.
 
 Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 25 s
 on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new ones each run.
@@ -14,6 +16,7 @@ on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new on
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -37,7 +40,7 @@ from opentelemetry import trace
 from listeners.dispatch import DispatchResult, ListenerFailure
 from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.core.cron import next_fire, parse_cron
-from scheduler.core.errors import DoNotRetry
+from scheduler.core.errors import DoNotRetry, UnknownParent
 from scheduler.core.job import ClaimedJob, NewCron
 from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
@@ -49,7 +52,7 @@ from scheduler.testing.clocks import FakeClock
 from scheduler.worker.attempt import settlement
 from scheduler.worker.housekeeping import Housekeeping
 from tests.hypothesis_profiles import PROFILE, budget
-from tests.model.lifecycle import WAITING, Model
+from tests.model.lifecycle import FOR_PARENTS, WAITING, Model
 
 START_MS = 1_800_000_000_000
 LEASE_MS = 10_000
@@ -60,7 +63,7 @@ CRON = CronSettings(misfire_cap=3, misfire_grace_s=5.0)
 CRON_BACKOFF = ("exponential", 30_000, 3_600_000)  # the default retry policy a tick's job gets
 # The fields of each event type that the model predicts (beside e, id, a, ts).
 CHECKED_FIELDS = {
-    "scheduled": ("topic", "due", "max_attempts", "cron"),
+    "scheduled": ("topic", "due", "max_attempts", "cron", "parents"),
     "attempt_started": ("worker", "due"),
     "attempt_failed": ("worker", "outcome"),
     "retry_scheduled": ("next_at",),
@@ -70,8 +73,11 @@ CHECKED_FIELDS = {
     "retried": ("from", "due"),
     "attempt_released": ("worker",),
     "deleted": ("from",),
+    "failed": ("outcome",),  # parent_failed: a child failed by its parent (after=)
 }
-SETS = ("due", "active", "completed", "failed", "cancelled")
+SETS = ("due", "active", "completed", "failed", "cancelled", "waiting_parents")
+N_SETS = len(SETS)
+PARENT_FAILURE = st.sampled_from(["fail", "ignore", "cancel"])
 ATTEMPTS = st.integers(1, 3)
 BACKOFFS = st.sampled_from(
     [("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)]
@@ -150,6 +156,8 @@ class Lifecycle(RuleBasedStateMachine):
         attempts=ATTEMPTS,
         backoff=BACKOFFS,
         local=st.booleans(),
+        after=st.lists(st.sampled_from((*JOB_IDS, "ghost")), max_size=2, unique=True),
+        on_parent_failure=PARENT_FAILURE,
     )
     def schedule(
         self,
@@ -159,6 +167,8 @@ class Lifecycle(RuleBasedStateMachine):
         attempts: int,
         backoff: tuple[str, int, int],
         local: bool,
+        after: list[str] | None = None,
+        on_parent_failure: str = "fail",
     ) -> None:
         now = self.clock.now_ms()
         kind, delay, cap = backoff
@@ -170,23 +180,60 @@ class Lifecycle(RuleBasedStateMachine):
                 payload={"n": job_id},
                 retry=retry,
                 job_id=job_id,
+                after=after or None,
+                on_parent_failure=on_parent_failure,
             ),
             default_retry=RetryPolicy(),
             default_timeout_ms=60_000,
             now_ms=now,
         )
+        parents = tuple(after or ())
+        created = self.model.schedule(
+            job_id, topic, now + delay_ms, attempts, backoff, after=parents, mode=on_parent_failure
+        )
+        if created is None:  # a parent does not exist: refused, nothing written
+            with pytest.raises(UnknownParent):
+                self.run(self.store.enqueue_for(job, now, WORKERS[0] if local else "", LEASE_MS))
+            event("schedule -> unknown parent")
+            return
         done, leased = self.run(
             self.store.enqueue_for(job, now, WORKERS[0] if local else "", LEASE_MS)
         )
-        created = self.model.schedule(job_id, topic, now + delay_ms, attempts, backoff)
         assert done.result.created is created, (done, created)
+        if parents and created:
+            event(f"schedule after -> {self.model.jobs[job_id].state}")
         token = (
-            self.model.local_handoff(job_id, WORKERS[0], LEASE_MS) if created and local else None
+            self.model.local_handoff(job_id, WORKERS[0], LEASE_MS)
+            if created and local and not parents
+            else None
         )
         assert (leased.token if leased else None) == token
         if leased is not None:
             self.claimed.append(leased)
             self.holders.append(WORKERS[0])
+
+    @precondition(lambda self: self.model.jobs)
+    @rule(
+        data=st.data(),
+        job_id=st.sampled_from((*JOB_IDS, "c1", "c2")),
+        delay_ms=st.sampled_from([0, 0, 1_000, 20_000]),
+        on_parent_failure=PARENT_FAILURE,
+    )
+    def schedule_after(
+        self, data: st.DataObject, job_id: str, delay_ms: int, on_parent_failure: str
+    ) -> None:
+        """A child of jobs the namespace has (in any state), now and then of a missing one too."""
+        after = data.draw(
+            st.lists(
+                st.sampled_from([*sorted(self.model.jobs) * 9, "ghost"]),
+                min_size=1,
+                max_size=3,
+                unique=True,
+            )
+        )
+        self.schedule(
+            job_id, "beta", delay_ms, 2, ("fixed", 1_000, 1_000), False, after, on_parent_failure
+        )
 
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
@@ -195,6 +242,10 @@ class Lifecycle(RuleBasedStateMachine):
         expected, expected_next = self.model.claim(worker, limit, LEASE_MS)
         assert [(j.id, j.attempt, j.token) for j in jobs] == expected
         assert next_due == expected_next
+        for j in jobs:  # event.parent_results: what its done parents returned
+            m = self.model.jobs[j.id]
+            want = {p: json.loads(r) for p, r in m.pr.items()} if m.parents else None
+            assert (json.loads(j.parent_results_json) if j.parent_results_json else None) == want
         self.claimed.extend(jobs)
         self.holders.extend(worker for _ in jobs)
 
@@ -387,6 +438,7 @@ class Lifecycle(RuleBasedStateMachine):
             [("ZRANGE", getattr(k, s), 0, -1, "WITHSCORES") for s in SETS]
             + [("HGETALL", k.counts), ("XRANGE", k.outbox, "(" + self.last_event, "+")]
             + [("HGETALL", k.job(i)) for i in sorted(self.model.jobs)]
+            + [("HGETALL", k.parent_results(i)) for i in sorted(self.model.jobs)]
             + [("HGETALL", k.cron(n)) for n in sorted(self.model.crons)]
             + [("ZRANGE", k.crons_due, 0, -1, "WITHSCORES")]
         )
@@ -398,7 +450,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert set(sets[name]) == set(expected[name]), (name, sets[name], expected[name])
         assert sets["due"] == expected["due"]
         assert sets["active"] == expected["active"]
-        counts = {f: int(v) for f, v in as_map(replies[5]).items() if int(v) != 0}
+        counts = {f: int(v) for f, v in as_map(replies[N_SETS]).items() if int(v) != 0}
         assert counts == self.model.counts()
         # The sets and the counts agree: a cancelled job whose attempt runs is counted as
         # cancelled while it holds its place in the active set.
@@ -409,14 +461,20 @@ class Lifecycle(RuleBasedStateMachine):
         for f, v in counts.items():
             totals[f.rpartition("|")[2]] += v
         assert totals["scheduled"] + totals["retrying"] == len(sets["due"])
+        assert totals["waiting_for_parents"] == len(sets["waiting_parents"])
         assert totals["running"] == len(sets["active"]) - held_cancelled
         assert totals["cancelled"] == len(sets["cancelled"]) + held_cancelled
         assert totals["completed"] == len(sets["completed"]) and totals["failed"] == len(
             sets["failed"]
         )
-        self._check_events(replies[6])
-        n_jobs = len(self.model.jobs)
-        for job_id, flat in zip(sorted(self.model.jobs), replies[7 : 7 + n_jobs]):
+        self._check_events(replies[N_SETS + 1])
+        n_jobs, first = len(self.model.jobs), N_SETS + 2
+        for job_id, flat in zip(
+            sorted(self.model.jobs), replies[first + n_jobs : first + 2 * n_jobs]
+        ):
+            m = self.model.jobs[job_id]
+            assert as_map(flat) == m.pr, (job_id, as_map(flat), m.pr)
+        for job_id, flat in zip(sorted(self.model.jobs), replies[first : first + n_jobs]):
             h, m = as_map(flat), self.model.jobs[job_id]
             assert h["state"] == m.state, (job_id, h, m)
             assert int(h.get("attempts", 0)) == m.attempts <= m.max_attempts == int(h.get("max", 5))
@@ -424,7 +482,9 @@ class Lifecycle(RuleBasedStateMachine):
             assert h.get("result", "") == m.result, (job_id, h, m)
             if m.state in WAITING:
                 assert int(h.get("due", h["run_at"])) == m.due
-        for name, flat in zip(sorted(self.model.crons), replies[7 + n_jobs : -1]):
+            if m.state == FOR_PARENTS:  # no child lost: it waits for exactly its parents left
+                assert int(h["wp"]) == m.wp > 0, (job_id, h, m)
+        for name, flat in zip(sorted(self.model.crons), replies[first + 2 * n_jobs : -1]):
             h, c = as_map(flat), self.model.crons[name]
             assert int(h["next"]) == c.next and h["misfire"] == c.misfire
             assert (int(h["last_run"]) if h.get("last_run") else None) == c.last_run

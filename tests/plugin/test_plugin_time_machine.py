@@ -232,3 +232,32 @@ async def test_advance_runs_exactly_what_falls_due_each_at_its_instant(
     assert sorted(ran) == expected
     assert [when for _, when in ran] == sorted(when for _, when in ran)
     await horae.cancel_many(ids)  # later examples share the namespace
+
+
+@on_event("plugin.tm.parent")
+async def parent(event: ScheduleArrivedEvent) -> Any:
+    _called(event)
+    return event.payload * 10
+
+
+@on_event("plugin.tm.child")
+async def child(event: ScheduleArrivedEvent) -> Any:
+    CALLS.append((event.topic, dict(event.parent_results), event.attempt, MACHINE[0].now()))
+    return sum(event.parent_results.values())
+
+
+async def test_dependent_jobs_run_in_order_with_their_parents_results(
+    horae: Any, horae_clock: Any
+) -> None:
+    a = await horae.schedule_in("plugin.tm.parent", "1h", payload=1)
+    b = await horae.schedule_in("plugin.tm.parent", "2h", payload=2)
+    c = await horae.schedule_in("plugin.tm.child", "30m", after=[a, b])
+    last = await horae.schedule_in("plugin.tm.child", 0, after=[c])
+    await horae_clock.advance("3h")
+    assert CALLS == [
+        ("plugin.tm.parent", 1, 1, at(3600)),
+        ("plugin.tm.parent", 2, 1, at(7200)),
+        ("plugin.tm.child", {a: 10, b: 20}, 1, at(7200)),  # when its last parent completed
+        ("plugin.tm.child", {c: 30}, 1, at(7200)),
+    ]
+    assert (await horae.get_job(last)).result == 30

@@ -108,8 +108,9 @@ def test_state_is_a_member_its_value_or_its_name() -> None:
 
 def test_each_state_walks_its_own_set_filtering_only_where_the_set_is_shared() -> None:
     assert Walk.of(None, None) == Walk(
-        ("waiting", "active", "completed", "failed", "cancelled"), "", ""
+        ("waiting", "waiting_for_parents", "active", "completed", "failed", "cancelled"), "", ""
     )
+    assert Walk.of(None, "waiting_for_parents") == Walk(("waiting_for_parents",), "", "")
     assert Walk.of("t", "scheduled") == Walk(("waiting",), "scheduled", "t")
     assert Walk.of(None, JobState.RETRYING) == Walk(("waiting",), "retrying", "")
     assert Walk.of(None, "RUNNING") == Walk(
@@ -131,6 +132,7 @@ def test_waiting_sets_run_from_the_highest_priority_to_the_parked_ones() -> None
         "p:-1",
         "pk:a",
         "pk:b",
+        "waiting_for_parents",
         "active",
         "completed",
         "failed",

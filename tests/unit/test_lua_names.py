@@ -12,7 +12,7 @@ from importlib import resources
 import pytest
 
 from scheduler.core.keys import key_names
-from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, SUCCESS_OUTCOMES
+from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, JOB_OUTCOMES, SUCCESS_OUTCOMES
 from scheduler.store.scripts import SCRIPT_NAMES, lua_names, script_source
 
 LUA = resources.files("scheduler.store") / "lua"
@@ -323,7 +323,7 @@ def test_compiled_names_are_python_declarations() -> None:
     assert {n[2:]: v for n, v in names.items() if n.startswith("K_")} == dict(key_names())
     assert {v for n, v in names.items() if n.startswith("EV_")} == set(EVENT_TYPES)
     assert {v for n, v in names.items() if n.startswith("OUTCOME_")} == set(
-        SUCCESS_OUTCOMES + FAILED_OUTCOMES
+        SUCCESS_OUTCOMES + FAILED_OUTCOMES + JOB_OUTCOMES
     )
     assert names["JOB_MARK"] == "}:" + key_names()["JOB"]
 

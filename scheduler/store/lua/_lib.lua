@@ -18,6 +18,7 @@
 --              due set (wait_set), so only a worker listening to that topic runs it
 --   fl, key, pol, dd, prio   flow control (_flow.lua): absent when unused
 --   worker, token, started, finished, last_error   set as the job runs
+--   parents, wp, opf, hc   dependencies (after=, _deps.lua): absent when unused
 --   result     the JSON its listeners returned (complete.lua); absent when they
 --              returned nothing
 --   p1..p8     the payload JSON in chunks (below)
@@ -130,9 +131,11 @@ local function log_key(job_key)
   return (string.gsub(job_key, JOB_MARK, LOGS_MARK, 1))
 end
 
--- Delete a finished job: its hash, its payload key and its log list, if any.
+-- Delete a finished job: its hash, its payload key, its log list and, after=
+-- (_deps.lua), its children set and its parents' results, if any.
 local function delete_job(job_key)
-  redis.call('DEL', job_key, payload_key(job_key), log_key(job_key))
+  redis.call('DEL', job_key, payload_key(job_key), log_key(job_key),
+    (string.gsub(job_key, JOB_MARK, CHILDREN_MARK, 1)), (string.gsub(job_key, JOB_MARK, PARENT_RESULTS_MARK, 1)))
 end
 
 -- Tell Scheduler.wait callers that job `id` ended or is gone, only when one registered
@@ -199,17 +202,26 @@ local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then
     return false
   end
-  local fields = { 'topic', j.topic, 'state', 'scheduled', 'run_at', j.run_at, 'timeout', j.timeout,
-    'created', now }
+  local fields = { 'topic', j.topic, 'state', j.state or 'scheduled', 'run_at', j.run_at,
+    'timeout', j.timeout, 'created', now }
   if j.due ~= j.run_at then fields[#fields + 1] = 'due'; fields[#fields + 1] = j.due end
   for name, default in pairs(DEFAULTS) do
     local value = j[name]
     if value ~= nil and value ~= default then fields[#fields + 1] = name; fields[#fields + 1] = value end
   end
+  if j.parents then fields[#fields + 1] = 'parents'; fields[#fields + 1] = j.parents end
   add_payload(job, j.payload, fields)
   redis.call('HSET', job, unpack(fields))
   redis.call('ZADD', due, j.due, j.id)
-  move_count(counts, j.topic, nil, 'scheduled')
+  move_count(counts, j.topic, nil, j.state or 'scheduled')
+  if j.parents then
+    emit(outbox, 'e', EV_SCHEDULED, 'id', j.id, 'ts', now, 'a', '0',
+      'topic', j.topic, 'run_at', j.run_at, 'due', j.due, 'tz', j.tz,
+      'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,
+      'backoff_type', j.btype, 'backoff_delay', j.bdelay, 'timeout_ms', j.timeout,
+      'trace', j.trace, 'cron', j.cron, 'parents', j.parents)
+    return true
+  end
   emit(outbox, 'e', EV_SCHEDULED, 'id', j.id, 'ts', now, 'a', '0',
     'topic', j.topic, 'run_at', j.run_at, 'due', j.due, 'tz', j.tz,
     'payload', j.payload, 'metadata', j.meta, 'max_attempts', j.max,

@@ -8,6 +8,9 @@
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] actor who asked ("" for none: no actor field)
 -- ARGV[4] dead-letter set key prefix (a waiting dead letter leaves its set: wait_set)
 --
+-- A job waiting for parents (after=) is cancelled as a waiting one; jobs waiting for
+-- the cancelled one apply their on_parent_failure (_deps.lua).
+--
 -- Returns (scripts.CancelCode, ScriptCode) CANCELLED (1) cancelled while waiting or
 -- retrying, CANCELLED_RUNNING (2) cancelled with an attempt in flight,
 -- NOT_FOUND (-3) no such job, FINISHED (-4) already completed/failed/cancelled.
@@ -22,13 +25,21 @@ local function cancelled_event(attempts, running)
   end
 end
 
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl', 'prio', 'fl', 'w')
+local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'dl', 'prio', 'fl', 'w', 'hc')
 local state, attempts = f[1], f[3] or 0  -- no attempts field: never claimed
 if not state then return -3 end
-if f[6] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'running') then
+local waiting = state == WAITING
+if f[6] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'running' or waiting) then
   flow_leave(ns_of(job), id, flow_fields(job), state, false, now)
 end
-if state == 'scheduled' or state == 'retrying' then
+-- jobs waiting for this one (after=, _deps.lua) take it as failed: each its on_parent_failure
+if f[8] == '1' and (state == 'scheduled' or state == 'retrying' or state == 'running' or waiting) then
+  deps_parent_ended(ns_of(job), id, false, '', now, outbox, counts)
+end
+if waiting then
+  redis.call('ZREM', ns_of(job) .. K_WAITING_PARENTS, id)
+end
+if state == 'scheduled' or state == 'retrying' or waiting then
   redis.call('ZREM', wait_set(f[4], f[5], f[2], due, dl_prefix), id)
   redis.call('ZREM', ns_of(job) .. K_PARKED .. f[2], id)  -- parked by a limit
   redis.call('HSET', job, 'state', 'cancelled', 'finished', now)

@@ -27,7 +27,8 @@
 -- Returns { next_due_ms or -1, next_cron_ms or -1, fields of job 1 ..., fields of job 2 ... } with
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
 -- meta, run_at, due, max, btype, bdelay, timeout, trace, cron, bmax, bjit (fields the hash
--- leaves out filled back in).
+-- leaves out filled back in), parent results (a job scheduled after= parents: the JSON
+-- object parent id -> result, _deps.lua deps_results; "" for any other job).
 -- next_due_ms is the earliest due job left (of the topics it may take when a topic
 -- filter is given, within the scanned window; with ARGV[6] "1" no later than the
 -- earliest served-until mark that kept a due job from it, when that job may become
@@ -103,6 +104,8 @@ local function take(key, id, h, topic, from)
   out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
   out[n + 13], out[n + 14] = h.trace or DEFAULTS.trace, h.cron or DEFAULTS.cron
   out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
+  out[n + 17] = ''
+  if h.parents then out[n + 17] = deps_results(ns_of(key), id) end
   n = n + CLAIM_FIELDS
   taken = taken + 1
 end

@@ -17,6 +17,9 @@
 --   "" unknown): the job's `finished` and the event's finished and duration_ms
 --   (attempt_times), right even when the settlement is written late
 --
+-- A completed job some jobs wait for (`hc`: after=, _deps.lua) gives them its result; a
+-- child whose last parent this was becomes due.
+--
 -- The settlement event carries the attempt's progress and log lines, when it
 -- reported any (attempt_report).
 --
@@ -34,7 +37,7 @@ for i = 4, #ARGV, 6 do
   if outcome == OUTCOME_SUCCEEDED then err, result = '', detail end
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'fl', 'w', 'pg',
-    'lg')
+    'lg', 'hc')
   if f[1] ~= token then
     res[#res + 1] = -1
   else
@@ -60,6 +63,8 @@ for i = 4, #ARGV, 6 do
       redis.call('ZADD', completed, fin_s, id)
       move_count(counts, f[3], f[2], 'completed')
       notify_done(f[8], done, id)  -- (a cancelled job was published when it was cancelled)
+      -- children waiting for it (after=, _deps.lua) take its result; maybe they are due now
+      if f[11] == '1' then deps_parent_ended(ns_of(prefix), id, true, result, now_s, outbox, counts) end
       res[#res + 1] = 1
     end
     if detail == '' and not (AUDIT and (f[9] or f[10])) then

@@ -24,6 +24,9 @@
 -- ARGV[25] "1" when the job's retry policy was given (else the topic's, if any)
 -- ARGV[26] "1" when the job's timeout was given (else the topic's, if any)
 -- ARGV[27] this partition's number ("" when the namespace is not partitioned)
+-- ARGV[28] the parents' ids, a JSON list ("" for none: after=, _deps.lua): the job is
+--          created waiting_for_parents, in no due set, unless its parents are done already
+-- ARGV[29] on_parent_failure (fail|ignore|cancel)
 --
 -- Returns (scripts.EnqueueCode, ScriptCode) { QUEUED (1), "", "", waiting } when
 -- created and queued, { LEASED (2), attempt, token, waiting } when created and
@@ -35,7 +38,9 @@
 -- fields are left untouched: ids are idempotency keys), { KEY_REQUIRED (-11) }
 -- when the topic's policy is key_strict_fifo and no key is given, or
 -- { WRONG_PARTITION (-13), home } when the topic has a topic-wide limit and so lives
--- on partition `home` only (docs/how-to/scaling-out.md): nothing stored, the caller re-sends.
+-- on partition `home` only (docs/how-to/scaling-out.md): nothing stored, the caller re-sends,
+-- or { UNKNOWN_PARENT (-15), id } when a parent of ARGV[28] does not exist (here: the
+-- caller places a child on its parents' partition): nothing stored.
 local job = {
   id = ARGV[1], due = ARGV[3], topic = ARGV[4], payload = ARGV[5], meta = ARGV[6],
   tz = ARGV[7], run_at = ARGV[8], max = ARGV[9], btype = ARGV[10], bdelay = ARGV[11],
@@ -49,6 +54,13 @@ local cfg = {}
 local raw = redis.call('HGETALL', KEYS[7])
 for i = 1, #raw, 2 do cfg[raw[i]] = raw[i + 1] end
 if cfg.home and ARGV[27] ~= '' and cfg.home ~= ARGV[27] then return { -13, cfg.home } end
+local parents = nil
+if ARGV[28] and ARGV[28] ~= '' then
+  parents = cjson.decode(ARGV[28])
+  for _, p in ipairs(parents) do
+    if redis.call('EXISTS', ns .. K_JOB .. p) == 0 then return { -15, p } end
+  end
+end
 local defaulted = false  -- the caller's copy of the job is not what is stored: no handoff
 if ARGV[25] ~= '1' and cfg.max then
   job.max, job.btype, job.bdelay, job.bmax, job.bjit = cfg.max, cfg.btype, cfg.bdelay, cfg.bmax, cfg.bjit
@@ -97,6 +109,9 @@ local holder = flow_refusal(ns, pol, topic, jkey)
 if holder then return refuse(holder, pol) end
 
 local set = wait_set('', prio, topic, due, '')
+if parents then  -- (not due yet: in the waiting children's set, _deps.lua)
+  set, job.state, job.parents = ns .. K_WAITING_PARENTS, WAITING, ARGV[28]
+end
 if not create_job(key, set, KEYS[3], KEYS[4], now, job) then return { -10 } end
 local held_dd = dd ~= '' and dd_window == '' and dd or nil
 local flow = pol ~= 'standard' or cfg.concurrency or cfg.rl_max or held_dd
@@ -109,6 +124,10 @@ if cfg.warn then
   local c = redis.call('HMGET', KEYS[4], topic .. '|scheduled', topic .. '|retrying')
   local n = tonumber(c[1] or '0') + tonumber(c[2] or '0')
   if n > tonumber(cfg.warn) then waiting = n end
+end
+if parents then
+  deps_link(ns, key, job.id, parents, ARGV[29], now, KEYS[3], KEYS[4])
+  return { 1, '', '', waiting }
 end
 if worker ~= '' and not flow and not defaulted and set == due and tonumber(job.due) <= tonumber(now) then
   -- Only while nothing else is due: a job waiting longer keeps its place.

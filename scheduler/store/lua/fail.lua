@@ -10,6 +10,9 @@
 -- a worker with a listener for that topic runs it: claim.lua), and recorded
 -- `scheduled`. A dead letter's own retries wait in that set too (wait_set).
 --
+-- A job failing for good that jobs wait for (`hc`: after=, _deps.lua) applies each
+-- child's on_parent_failure (fail, ignore, cancel).
+--
 -- KEYS[1] active zset  KEYS[2] due zset     KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox       KEYS[6] counts hash  KEYS[7] wake channel
 -- KEYS[8] set of dead-letter topics (retention prunes each)
@@ -75,7 +78,7 @@ for i = 6, #ARGV, 11 do
   local retry_at = tonumber(retry_at_s)
   local key = prefix .. id
   local f = redis.call('HMGET', key, 'token', 'state', 'topic', 'attempts', 'worker', 'started', 'dlq', 'dl',
-    'prio', 'fl', 'w', 'pg', 'lg')
+    'prio', 'fl', 'w', 'pg', 'lg', 'hc')
   local fh = f[10] == '1' and flow_fields(key) or nil
   -- stately: a second job of a key cannot enter retry (pg-boss); it fails instead
   if fh and retry_at >= 0 and f[2] ~= 'cancelled' and fh.pol == 'stately'
@@ -122,6 +125,7 @@ for i = 6, #ARGV, 11 do
       emit(outbox, 'e', EV_SCHEDULE_FAILED, 'id', id, 'ts', now_s, 'a', attempt)
       dead_letter(key, id, f[3], f[7], attempt, ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
       notify_done(f[11], done, id)
+      if f[14] == '1' then deps_parent_ended(ns, id, false, '', now_s, outbox, counts) end
       res[#res + 1] = 4
     end
   end

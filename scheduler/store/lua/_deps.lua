@@ -1,0 +1,151 @@
+-- Dependency helpers (`after=`: scheduler/core/dependencies.py, docs/how-to/dependencies.md),
+-- prepended after _flow.lua. A job scheduled after parents (a child) is created in state
+-- waiting_for_parents, in {ns}:wfp (by due ms) and in no due set; its hash has
+--   parents  the JSON list of its parents' ids (as scheduled)
+--   wp       how many of them are not done yet
+--   opf      what a parent's failure does: ignore | cancel (absent: fail)
+-- and a job some child waits for has hc = "1" (so the scripts that end a job read one
+-- more field, and only a job with children pays for the rest).
+--
+-- Keys: {ns}:ch:<id>  set: the children waiting for job id (deleted once it ends)
+--       {ns}:pr:<id>  hash: a child's done parents, parent id -> result JSON ("null": none,
+--                     or a failed parent its child ignores); read by claim (deps_results)
+-- A child lives on its parents' partition (scheduler/store/redis.py), so all of this is
+-- one slot and every change stays one script.
+local WAITING = 'waiting_for_parents'
+
+-- A waiting child whose last parent is done becomes due at max(its due, now), in its
+-- wait set (a priority's, as enqueue places it), and wakes workers when it is the first.
+local function deps_release(ns, key, id, run_at, due_s, topic, prio, now_s, counts)
+  if tonumber(now_s) > tonumber(due_s) then due_s = now_s end
+  if due_s == run_at then
+    redis.call('HSET', key, 'state', 'scheduled')
+    redis.call('HDEL', key, 'due', 'wp')
+  else
+    redis.call('HSET', key, 'state', 'scheduled', 'due', due_s)
+    redis.call('HDEL', key, 'wp')
+  end
+  redis.call('ZREM', ns .. K_WAITING_PARENTS, id)
+  local set = wait_add('', prio, topic, ns .. K_DUE, '', due_s, id)
+  move_count(counts, topic, WAITING, 'scheduled')
+  wake_if_first(set, ns .. K_WAKE, id, due_s)
+end
+
+-- A waiting child one of whose parents failed (for good, cancelled or deleted) ends by its
+-- mode: cancelled ("cancel"), else failed with outcome parent_failed, no attempt, and its
+-- own failed and schedule.failed events (the audit's terminal failure).
+local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, counts)
+  redis.call('ZREM', ns .. K_WAITING_PARENTS, id)
+  if fl == '1' then flow_leave(ns, id, flow_fields(key), WAITING, false, now_s) end
+  if mode == 'cancel' then
+    redis.call('HSET', key, 'state', 'cancelled', 'finished', now_s)
+    redis.call('ZADD', ns .. K_CANCELLED, now_s, id)
+    move_count(counts, topic, WAITING, 'cancelled')
+    emit(outbox, 'e', EV_CANCELLED, 'id', id, 'ts', now_s, 'a', '0', 'running', '0', 'parent', parent)
+  else
+    local err = cjson.encode({ type = 'ParentFailed', traceback = '',
+      message = 'parent job ' .. parent .. ' did not complete (failed, cancelled or deleted)' })
+    redis.call('HSET', key, 'state', 'failed', 'finished', now_s, 'outcome', OUTCOME_PARENT_FAILED,
+      'last_error', err)
+    redis.call('ZADD', ns .. K_FAILED, now_s, id)
+    move_count(counts, topic, WAITING, 'failed')
+    emit(outbox, 'e', EV_FAILED, 'id', id, 'ts', now_s, 'a', '0', 'error', err, 'finished', now_s,
+      'outcome', OUTCOME_PARENT_FAILED, 'parent', parent)
+    emit(outbox, 'e', EV_SCHEDULE_FAILED, 'id', id, 'ts', now_s, 'a', '0')
+  end
+  notify_done(w, ns .. K_DONE, id)
+end
+
+-- Whether a child's `parents` (JSON list) names `p`: a child deleted (or pruned) while a parent
+-- still ran stays in that parent's children set, and its id may be scheduled again since.
+local function deps_lists(parents, p)
+  if not parents then return false end
+  for _, q in ipairs(cjson.decode(parents)) do
+    if q == p then return true end
+  end
+  return false
+end
+
+-- Job `parent` ended: completed (`ok`, with `result`, "" for none) or not (failed for good,
+-- cancelled, deleted). Each child waiting for it counts it done (its result kept) or applies
+-- its mode; a child that ends so is a failed parent to its own children, in turn.
+local function deps_parent_ended(ns, parent, ok, result, now_s, outbox, counts)
+  local queue, oks, results, i = { parent }, { ok }, { result }, 1
+  while i <= #queue do
+    local p, pok, pres = queue[i], oks[i], results[i]
+    i = i + 1
+    local ck = ns .. K_CHILDREN .. p
+    local kids = redis.call('SMEMBERS', ck)
+    redis.call('DEL', ck)
+    table.sort(kids)  -- (one order, whatever the set's encoding: the events follow it)
+    for _, c in ipairs(kids) do
+      local key = ns .. K_JOB .. c
+      local f = redis.call('HMGET', key, 'state', 'opf', 'topic', 'run_at', 'due', 'prio', 'w', 'fl', 'hc',
+        'parents')
+      if f[1] == WAITING and deps_lists(f[10], p) then
+        local mode = f[2] or 'fail'
+        if pok or mode == 'ignore' then
+          local value = 'null'
+          if pok and pres and pres ~= '' then value = pres end
+          redis.call('HSET', ns .. K_PARENT_RESULTS .. c, p, value)
+          if redis.call('HINCRBY', key, 'wp', '-1') <= 0 then
+            deps_release(ns, key, c, f[4], f[5] or f[4], f[3], f[6], now_s, counts)
+          end
+        else
+          deps_end(ns, key, c, f[3], f[7], f[8], mode, p, now_s, outbox, counts)
+          if f[9] == '1' then
+            queue[#queue + 1], oks[#oks + 1], results[#results + 1] = c, false, ''
+          end
+        end
+      end
+    end
+  end
+end
+
+-- A new child (already created waiting: create_job with j.state = WAITING) joins its
+-- parents (`parents`, ids known to exist): a completed one counts done at once (its result
+-- copied), a failed or cancelled one applies `mode` at once, any other gets the child in
+-- its children set. Then the child ends, or is released when no parent is left to wait for.
+local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
+  local left, failed_parent = 0, nil
+  local pr = ns .. K_PARENT_RESULTS .. id
+  for _, p in ipairs(parents) do
+    local pk = ns .. K_JOB .. p
+    local f = redis.call('HMGET', pk, 'state', 'result')
+    if f[1] == 'completed' then
+      redis.call('HSET', pr, p, f[2] or 'null')
+    elseif f[1] == 'failed' or f[1] == 'cancelled' then
+      if mode == 'ignore' then
+        redis.call('HSET', pr, p, 'null')
+      elseif not failed_parent then
+        failed_parent = p
+      end
+    else
+      left = left + 1
+      redis.call('SADD', ns .. K_CHILDREN .. p, id)
+      redis.call('HSET', pk, 'hc', '1')
+    end
+  end
+  if mode == 'fail' then
+    redis.call('HSET', key, 'wp', int(left))
+  else
+    redis.call('HSET', key, 'wp', int(left), 'opf', mode)
+  end
+  if failed_parent or left == 0 then
+    local f = redis.call('HMGET', key, 'topic', 'run_at', 'due', 'prio', 'w', 'fl')
+    if failed_parent then
+      deps_end(ns, key, id, f[1], f[5], f[6], mode, failed_parent, now_s, outbox, counts)
+    else
+      deps_release(ns, key, id, f[2], f[3] or f[2], f[1], f[4], now_s, counts)
+    end
+  end
+end
+
+-- The JSON object parent id -> result of a child being claimed (its `pr` hash), results
+-- as stored (never decoded and encoded again).
+local function deps_results(ns, id)
+  local flat = redis.call('HGETALL', ns .. K_PARENT_RESULTS .. id)
+  local parts = {}
+  for i = 1, #flat, 2 do parts[#parts + 1] = cjson.encode(flat[i]) .. ':' .. flat[i + 1] end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
