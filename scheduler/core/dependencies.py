@@ -14,7 +14,7 @@ ParentFailure = Literal["fail", "ignore", "cancel"]
 PARENT_FAILURE_MODES: Final = ("fail", "ignore", "cancel")
 DEFAULT_PARENT_FAILURE: Final = "fail"
 # The most parents one job may wait for (each parent is one set member and one hash field).
-MAX_PARENTS: Final = 1000
+MAX_PARENTS: Final = 10_000
 MAX_PARENT_ID_LEN: Final = MAX_NAME_LEN  # a job id's bound (validation.MAX_ID_LEN)
 
 

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import DoNotRetry, InvalidDependency, JobState, UnknownParent
+from scheduler.core.dependencies import MAX_PARENTS
 from scheduler.core.keys import Keys
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.testing.clocks import FakeClock
@@ -173,8 +174,8 @@ async def test_an_unknown_parent_is_refused_and_nothing_is_written(
             await s.schedule_in("report", 0, after=[a], on_parent_failure="retry")  # type: ignore[arg-type]
         with pytest.raises(InvalidDependency, match="after"):
             await s.schedule_in("report", 0, after=a)  # type: ignore[arg-type]
-        with pytest.raises(InvalidDependency, match="at most 1000"):
-            await s.schedule_in("report", 0, after=[str(i) for i in range(1001)])
+        with pytest.raises(InvalidDependency, match=f"at most {MAX_PARENTS}"):
+            await s.schedule_in("report", 0, after=[str(i) for i in range(MAX_PARENTS + 1)])
 
 
 async def test_a_parent_already_completed_counts_at_once(redis_url: str, namespace: str) -> None:

@@ -140,6 +140,7 @@ class Model:
                     failed = p
             else:
                 job.wp += 1
+                job.pr[p] = ""  # pending until p ends
                 self.children.setdefault(p, set()).add(job.id)
         if failed is not None:
             self._end(job, failed)
@@ -159,14 +160,15 @@ class Model:
             self._emit("schedule.failed", job.id, 0)
 
     def _parent_ended(self, parent: str, ok: bool, result: str) -> None:
-        """deps_parent_ended: each waiting child naming `parent` counts it done or applies its
-        mode; a child ending so is a failed parent in turn (children in id order)."""
+        """deps_parent_ended: each child still waiting for `parent` (its result pending) counts
+        it done or applies its mode; a child ending so is a failed parent in turn (children in
+        id order)."""
         queue = [(parent, ok, result)]
         while queue:
             p, p_ok, p_result = queue.pop(0)
             for c in sorted(self.children.pop(p, set())):
                 child = self.jobs.get(c)
-                if child is None or child.state != FOR_PARENTS or p not in child.parents:
+                if child is None or child.state != FOR_PARENTS or child.pr.get(p) != "":
                     continue
                 if p_ok or child.mode == "ignore":
                     child.pr[p] = (p_result or "null") if p_ok else "null"

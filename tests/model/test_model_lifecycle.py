@@ -244,7 +244,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert next_due == expected_next
         for j in jobs:  # event.parent_results: what its done parents returned
             m = self.model.jobs[j.id]
-            want = {p: json.loads(r) for p, r in m.pr.items()} if m.parents else None
+            want = {p: json.loads(r) for p, r in m.pr.items() if r} if m.parents else None
             assert (json.loads(j.parent_results_json) if j.parent_results_json else None) == want
         self.claimed.extend(jobs)
         self.holders.extend(worker for _ in jobs)

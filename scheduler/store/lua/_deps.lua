@@ -8,8 +8,9 @@
 -- more field, and only a job with children pays for the rest).
 --
 -- Keys: {ns}:ch:<id>  set: the children waiting for job id (deleted once it ends)
---       {ns}:pr:<id>  hash: a child's done parents, parent id -> result JSON ("null": none,
---                     or a failed parent its child ignores); read by claim (deps_results)
+--       {ns}:pr:<id>  hash: a child's parents, parent id -> result JSON ("null": none, or a
+--                     failed parent its child ignores; "": not ended yet); read by claim
+--                     (deps_results), once none is pending
 -- A child lives on its parents' partition (scheduler/store/redis.py), so all of this is
 -- one slot and every change stays one script.
 local WAITING = 'waiting_for_parents'
@@ -56,16 +57,6 @@ local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, 
   notify_done(w, ns .. K_DONE, id)
 end
 
--- Whether a child's `parents` (JSON list) names `p`: a child deleted (or pruned) while a parent
--- still ran stays in that parent's children set, and its id may be scheduled again since.
-local function deps_lists(parents, p)
-  if not parents then return false end
-  for _, q in ipairs(cjson.decode(parents)) do
-    if q == p then return true end
-  end
-  return false
-end
-
 -- Job `parent` ended: completed (`ok`, with `result`, "" for none) or not (failed for good,
 -- cancelled, deleted). Each child waiting for it counts it done (its result kept) or applies
 -- its mode; a child that ends so is a failed parent to its own children, in turn.
@@ -80,9 +71,10 @@ local function deps_parent_ended(ns, parent, ok, result, now_s, outbox, counts)
     table.sort(kids)  -- (one order, whatever the set's encoding: the events follow it)
     for _, c in ipairs(kids) do
       local key = ns .. K_JOB .. c
-      local f = redis.call('HMGET', key, 'state', 'opf', 'topic', 'run_at', 'due', 'prio', 'w', 'fl', 'hc',
-        'parents')
-      if f[1] == WAITING and deps_lists(f[10], p) then
+      local f = redis.call('HMGET', key, 'state', 'opf', 'topic', 'run_at', 'due', 'prio', 'w', 'fl', 'hc')
+      -- Only a child still waiting for `p` (its `pr` field for p is '' until p ends): a child
+      -- deleted while p ran stays in p's children set, and its id may name another job since.
+      if f[1] == WAITING and redis.call('HGET', ns .. K_PARENT_RESULTS .. c, p) == '' then
         local mode = f[2] or 'fail'
         if pok or mode == 'ignore' then
           local value = 'null'
@@ -122,6 +114,7 @@ local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
       end
     else
       left = left + 1
+      redis.call('HSET', pr, p, '')  -- pending: deps_parent_ended sets its result
       redis.call('SADD', ns .. K_CHILDREN .. p, id)
       redis.call('HSET', pk, 'hc', '1')
     end
@@ -141,11 +134,13 @@ local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
   end
 end
 
--- The JSON object parent id -> result of a child being claimed (its `pr` hash), results
--- as stored (never decoded and encoded again).
+-- The JSON object parent id -> result of a child being claimed (its `pr` hash, without the
+-- parents still pending), results as stored (never decoded and encoded again).
 local function deps_results(ns, id)
   local flat = redis.call('HGETALL', ns .. K_PARENT_RESULTS .. id)
   local parts = {}
-  for i = 1, #flat, 2 do parts[#parts + 1] = cjson.encode(flat[i]) .. ':' .. flat[i + 1] end
+  for i = 1, #flat, 2 do  -- (a pending parent: a failed child retried by an operator)
+    if flat[i + 1] ~= '' then parts[#parts + 1] = cjson.encode(flat[i]) .. ':' .. flat[i + 1] end
+  end
   return '{' .. table.concat(parts, ',') .. '}'
 end
