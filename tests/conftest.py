@@ -61,12 +61,17 @@ def namespace(redis_url: str) -> Iterator[str]:
 
 
 def delete_namespace_keys(redis_url: str, namespace: str) -> None:
-    """Delete every key of `namespace` (its `{ns}:` hash tag), in batches."""
+    """Delete every key of `namespace` (its `{ns}:` hash tag, and its partitions' `{ns|p}:`),
+    in batches."""
     import redis as sync_redis
 
     client = sync_redis.Redis.from_url(redis_url)
     try:
-        keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+        keys = [
+            key
+            for pattern in ("{" + namespace + "}:*", "{" + namespace + "|*}:*")
+            for key in client.scan_iter(match=pattern, count=1000)
+        ]
         for start in range(0, len(keys), 500):
             client.delete(*keys[start : start + 500])
     finally:
