@@ -643,7 +643,8 @@ async def _roles(database_url: str) -> set[str]:
 async def _drop_new_roles(database_url: str, before: set[str]) -> None:
     """Roles are the server's, not the page's database's: those a page created (the security
     guide's horae_relay and horae_reader) are dropped with what they were granted, so no run
-    leaves them behind on a shared server."""
+    leaves them behind on a shared server. A role another page running meanwhile created (it
+    holds grants in that page's database) is left to that page, which drops it."""
     import asyncpg
 
     conn = await asyncpg.connect(database_url)
@@ -651,7 +652,10 @@ async def _drop_new_roles(database_url: str, before: set[str]) -> None:
         for role in sorted(await _roles(database_url) - before):
             name = '"' + role.replace('"', '""') + '"'
             await conn.execute(f"DROP OWNED BY {name}")
-            await conn.execute(f"DROP ROLE {name}")
+            try:
+                await conn.execute(f"DROP ROLE {name}")
+            except asyncpg.DependentObjectsStillExistError:
+                continue  # another page's database depends on it: that page drops it
     finally:
         await conn.close()
 
