@@ -67,11 +67,7 @@ class AuditRelay:
         self.consumer = self.options.consumer or default_consumer_name()
         self.stream = outbox_stream(redis, namespace, self.consumer, self.options.partitions)
         self.writer = BatchWriter(database_url, self.options, FoldCache(self.options.fold_cache))
-        self.depth = (
-            DepthSampler(redis, namespace, self.options.partitions, self.writer, now_ms)
-            if now_ms is not None
-            else DepthSampler(redis, namespace, self.options.partitions, self.writer)
-        )
+        self.depth = DepthSampler(redis, namespace, self.options.partitions, self.writer, now_ms)
         self._held: list[Entry] | None = None  # read but not yet acknowledged
         self._held_written = False
         self._group_ready = False

@@ -38,7 +38,7 @@ class DepthSampler:
         namespace: whose counts to read.
         partitions: the namespace's partition count.
         writer: the relay's writer (the sample is written by it, never beside a batch).
-        now_ms: the clock (epoch ms).
+        now_ms: the clock (epoch ms); None: the wall clock.
     """
 
     def __init__(
@@ -47,11 +47,11 @@ class DepthSampler:
         namespace: str,
         partitions: int,
         writer: BatchWriter,
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] | None = None,
     ) -> None:
         self._redis, self._namespace, self._partitions = redis, namespace, partitions
         self._writer = writer
-        self._now_ms = now_ms
+        self._now_ms = now_ms or _wall_ms
         self._store: ReadStore | None = None
         self._next_ms = 0
         self._failing = False
