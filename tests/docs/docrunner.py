@@ -621,13 +621,16 @@ def run_page(page: Path, request: pytest.FixtureRequest, tmp_path: Path) -> None
     env = page_env(
         os.environ, workdir, redis_url=redis_url, database_url=database_url, namespace=namespace
     )
-    roles_before = asyncio.run(_roles(database_url))
+    text = (ROOT / page).read_text()
+    creates_roles = "CREATE ROLE" in text
+    roles_before = asyncio.run(_roles(database_url)) if creates_roles else set()
     try:
         with PageRun(str(page), workdir, tmp_path / "logs", env) as run:
             run.run_all(blocks)
     finally:
         delete_keys_of_namespaces(redis_url, namespace)
-        asyncio.run(_drop_new_roles(database_url, roles_before))
+        if creates_roles:
+            asyncio.run(_drop_new_roles(database_url, roles_before, text))
 
 
 async def _roles(database_url: str) -> set[str]:
@@ -640,16 +643,19 @@ async def _roles(database_url: str) -> set[str]:
         await conn.close()
 
 
-async def _drop_new_roles(database_url: str, before: set[str]) -> None:
+async def _drop_new_roles(database_url: str, before: set[str], text: str) -> None:
     """Roles are the server's, not the page's database's: those a page created (the security
     guide's horae_relay and horae_reader) are dropped with what they were granted, so no run
-    leaves them behind on a shared server. A role another page running meanwhile created (it
-    holds grants in that page's database) is left to that page, which drops it."""
+    leaves them behind on a shared server. Only a page that says CREATE ROLE drops roles, and
+    only new ones its text names: a page running meanwhile on the other xdist worker must
+    neither drop a role this page is about to grant to nor have this page drop its own."""
     import asyncpg
 
     conn = await asyncpg.connect(database_url)
     try:
         for role in sorted(await _roles(database_url) - before):
+            if role not in text:
+                continue
             name = '"' + role.replace('"', '""') + '"'
             await conn.execute(f"DROP OWNED BY {name}")
             try:
