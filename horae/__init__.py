@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ConfigError,
         DeadLetterNotFound,
         DoNotRetry,
+        FlowRefused,
         InvalidCron,
         InvalidDelay,
         InvalidDependency,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
+    from scheduler.core.flow_tree import Flow, FlowNode, Group, chain, group
     from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.core.progress import LogLine, Progress
@@ -95,6 +97,10 @@ __all__ = [
     "DeadLetterNotFound",
     "Dedupe",
     "DoNotRetry",
+    "Flow",
+    "FlowNode",
+    "FlowRefused",
+    "Group",
     "InvalidCron",
     "InvalidDeclaration",
     "InvalidDelay",
@@ -140,7 +146,9 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkerInfo",
+    "chain",
     "default_registry",
+    "group",
     "on_event",
 ]
 

@@ -37,6 +37,9 @@ class ScheduleArrivedEvent:
     # A job scheduled with after=: parent job id -> its result (None: it returned nothing, or
     # failed and this job's on_parent_failure is "ignore"); empty for any other job.
     parent_results: Mapping[str, Any] = field(default_factory=dict)
+    # A node of a flow (Scheduler.flow): child job id -> its result (None as above); empty
+    # for a leaf and for any job not created by a flow.
+    children_results: Mapping[str, Any] = field(default_factory=dict)
     # Set by the worker; an event built by hand (a unit test of a listener) has none, and
     # progress() and log() then record nothing.
     reporter: Reporter | None = field(default=None, repr=False, compare=False)

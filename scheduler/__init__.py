@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         ConfigError,
         DeadLetterNotFound,
         DoNotRetry,
+        FlowRefused,
         InvalidCron,
         InvalidDelay,
         InvalidDependency,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from scheduler.core.flow import Dedupe, RateLimit
+    from scheduler.core.flow_tree import Flow, FlowNode, Group, chain, group
     from scheduler.core.job import CronInfo, JobInfo, JobPage, JobState, ScheduleResult
     from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
     from scheduler.core.progress import LogLine, Progress
@@ -94,6 +96,12 @@ _SOURCES = {
     "TopicPolicyLocked": "scheduler.core.errors",
     "DeadLetterNotFound": "scheduler.core.errors",
     "Dedupe": "scheduler.core.flow",
+    "Flow": "scheduler.core.flow_tree",
+    "FlowNode": "scheduler.core.flow_tree",
+    "FlowRefused": "scheduler.core.errors",
+    "Group": "scheduler.core.flow_tree",
+    "chain": "scheduler.core.flow_tree",
+    "group": "scheduler.core.flow_tree",
     "RateLimit": "scheduler.core.flow",
     "TopicOptions": "scheduler.core.topic_options",
     "Worker": "scheduler.worker.loop",
@@ -108,6 +116,10 @@ __all__ = [
     "DeadLetterNotFound",
     "Dedupe",
     "DoNotRetry",
+    "Flow",
+    "FlowNode",
+    "FlowRefused",
+    "Group",
     "InvalidCron",
     "InvalidDelay",
     "InvalidDependency",
@@ -145,6 +157,8 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkerInfo",
+    "chain",
+    "group",
 ]
 
 

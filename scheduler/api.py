@@ -28,6 +28,7 @@ from scheduler.core.stats import Stats, TopicStats
 from scheduler.core.validation import check_cron_name, check_job_ref, check_job_refs, check_topic
 from scheduler.facade.crons import CronSchedules
 from scheduler.facade.declared_crons import DeclaredSync, sync_declared
+from scheduler.facade.flows import FlowCalls
 from scheduler.facade.listing import list_jobs
 from scheduler.facade.operations import JobOperations
 from scheduler.facade.schedule import ScheduleCalls
@@ -67,7 +68,7 @@ def _renamed(old: str, new: str) -> None:
     )
 
 
-class Scheduler(ScheduleCalls):
+class Scheduler(ScheduleCalls, FlowCalls):
     """Schedule jobs, inspect, cancel, retry, reschedule and delete them, and run workers.
 
     With no redis_url / database_url (argument, env or config file) embedded

@@ -17,6 +17,7 @@
     │   ├── InvalidDependency      `after=` / `on_parent_failure=` malformed, or parents that
     │   │                          cannot share the child's partition
     │   ├── UnknownParent          `after=` names a job that does not exist (`.parent_id`)
+    │   ├── FlowRefused            a node of a flow exists or its topic's policy keeps it out
     │   └── InvalidProgress        event.progress()/event.log() given a value out of bounds
     ├── WaitTimeout                Scheduler.wait's timeout passed (also a TimeoutError)
     ├── LeaseLost                  event.progress()/event.log() of an attempt that lost its lease
@@ -159,6 +160,13 @@ class UnknownParent(ScheduleError, LookupError):
             field="after",
         )
         self.parent_id = parent_id
+
+
+class FlowRefused(ScheduleError):
+    """A node of a flow could not be created (its id exists, or its topic's policy keeps it
+    out), so no node was (Scheduler.flow is all or nothing); the field names the node."""
+
+    code = "SCHEDULE_FLOW_REFUSED"
 
 
 class InvalidProgress(ScheduleError):

@@ -106,6 +106,9 @@ class JobInfo:
     # of them it still waits for (0 once released, failed or cancelled); () / 0 otherwise.
     parents: tuple[str, ...] = ()
     waiting_for: int = 0
+    # A node of a flow (Scheduler.flow): its root's id (its `parents` are then its children,
+    # the jobs it runs after); None otherwise.
+    flow: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,8 @@ class ClaimedJob:
     cron: str
     # JSON object parent id -> its result JSON (a job scheduled with `after=`); "" for none
     parent_results_json: str = ""
+    # A node of a flow (Scheduler.flow): its root's id; the results above are its children's
+    flow_root: str = ""
 
 
 @dataclass(frozen=True)

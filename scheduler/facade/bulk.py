@@ -91,33 +91,45 @@ def _build_one(index: int, item: object, build: BuildJob, now_ms: int) -> NewJob
                 field=f"items[{index}].{key}",
             )
     try:
-        tz = item.get("tz", "UTC")
-        if item.get("run_at") is not None:
-            if item.get("delay") is not None:
-                raise InvalidDelay("give run_at or delay, not both", field="delay")
-            run_at_ms = utc_to_ms(resolve_run_at(item["run_at"], tz))
-        elif item.get("delay") is not None:
-            run_at_ms = check_run_at_ms(
-                now_ms + int(min(parse_duration(item["delay"], "delay"), 1e16) * 1000), "delay"
-            )
-        else:
-            run_at_ms = now_ms
-        request = JobRequest(
-            topic=item.get("topic"),
-            run_at_ms=run_at_ms,
-            tz=tz,
-            payload=item.get("payload"),
-            retry=item.get("retry"),
-            metadata=item.get("metadata"),
-            timeout=item.get("timeout"),
-            job_id=item.get("job_id"),
-            key=item.get("key"),
-            dedupe=item.get("dedupe"),
-            priority=item.get("priority"),
-        )
-        return build(request)
+        return build(item_request(item, now_ms))
     except ScheduleError as exc:
         raise _at(index, exc) from exc
+
+
+def item_request(item: Mapping[str, Any], now_ms: int) -> JobRequest:
+    """The request of one mapping of schedule_at's keywords (`delay` instead of run_at; neither:
+    `now_ms`), its values unchecked but for run_at and delay.
+
+    Raises:
+        ScheduleError: run_at and delay both given, or either out of bounds.
+    """
+    tz = item.get("tz", "UTC")
+    if item.get("run_at") is not None:
+        if item.get("delay") is not None:
+            raise InvalidDelay("give run_at or delay, not both", field="delay")
+        run_at_ms = utc_to_ms(resolve_run_at(item["run_at"], tz))
+    elif item.get("delay") is not None:
+        run_at_ms = check_run_at_ms(
+            now_ms + int(min(parse_duration(item["delay"], "delay"), 1e16) * 1000), "delay"
+        )
+    else:
+        run_at_ms = now_ms
+    return JobRequest(
+        topic=item.get("topic"),
+        run_at_ms=run_at_ms,
+        tz=tz,
+        payload=item.get("payload"),
+        retry=item.get("retry"),
+        metadata=item.get("metadata"),
+        timeout=item.get("timeout"),
+        job_id=item.get("job_id"),
+        dead_letter=item.get("dead_letter"),
+        key=item.get("key"),
+        dedupe=item.get("dedupe"),
+        priority=item.get("priority"),
+        after=item.get("after"),
+        on_parent_failure=item.get("on_parent_failure"),
+    )
 
 
 def _at(index: int, exc: ScheduleError) -> ScheduleError:

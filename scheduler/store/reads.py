@@ -101,6 +101,7 @@ class ReadStore(StoreBase):
             result=json.loads(f["result"]) if f.get("result") else None,
             parents=tuple(json.loads(f["parents"])) if f.get("parents") else (),
             waiting_for=int(f.get("wp", 0)) if state is JobState.WAITING_FOR_PARENTS else 0,
+            flow=f.get("froot") or None,
         )
 
     async def stats(self, topic: str | None = None) -> dict[str, int]:

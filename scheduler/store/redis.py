@@ -16,10 +16,10 @@ from scheduler.core.job import ClaimedJob, NewJob, Settlement, dead_letter_args
 from scheduler.core.keys import JOB_DEFAULTS, Keys
 from scheduler.core.timeutil import ms_to_utc, rfc3339
 from scheduler.store.base import StoreBase
-from scheduler.store.bulk import BulkStore, Enqueued, enqueued
+from scheduler.store.bulk import Enqueued, enqueued
 from scheduler.store.crons import CronStore
+from scheduler.store.flows import FlowStore
 from scheduler.store.progress import ProgressStore
-from scheduler.store.reads import ReadStore
 from scheduler.store.scripts import CLAIM_FIELDS, EnqueueCode, ScriptCode
 from scheduler.store.topics import TopicStore
 
@@ -38,7 +38,7 @@ LEASE_FIELDS = (
 )
 
 
-class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, StoreBase):
+class RedisStore(CronStore, TopicStore, FlowStore, ProgressStore, StoreBase):
     """All job state of one namespace in one Redis (or one Cluster slot per partition)."""
 
     async def enqueue(self, job: NewJob, now_ms: int) -> Enqueued:
@@ -189,6 +189,7 @@ class RedisStore(CronStore, TopicStore, ReadStore, BulkStore, ProgressStore, Sto
                     backoff_max_delay_ms=int(f[14]),
                     backoff_jitter=f[15],
                     parent_results_json=f[16],
+                    flow_root=f[17],
                 )
             )
         return jobs, (None if next_due < 0 else next_due), (None if next_cron < 0 else next_cron)

@@ -45,10 +45,11 @@ SCRIPT_NAMES = (
     "known_topics",
     "forget_topic",
     "request_drain",
+    "create_flow",
 )
 
 # Fields per job returned by claim.lua, in order.
-CLAIM_FIELDS = 17
+CLAIM_FIELDS = 18
 
 PAYLOAD_CHUNK_FIELDS: tuple[str, ...] = tuple(f"p{i}" for i in range(1, 9))
 
@@ -93,6 +94,15 @@ class EnqueueCode(IntEnum):
     LEASED = 2  # leased to the caller's own worker at once
     REFUSED = 3  # a dedupe key or the topic's policy kept it out: the holder's id and the reason
     DEBOUNCED = 4  # the waiting holder took its payload and time (dedupe mode debounce)
+
+
+class FlowCode(IntEnum):
+    """What create_flow.lua did with a flow (a refusal of a node is a ScriptCode)."""
+
+    CREATED = 1  # every node was created
+    REFUSED = (
+        3  # a node's topic's policy kept it out: the holder, the policy, the node; nothing stored
+    )
 
 
 class CancelCode(IntEnum):

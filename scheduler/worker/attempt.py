@@ -104,6 +104,7 @@ def arrival(
         PayloadRejected: the schema refused the payload.
     """
     payload = json.loads(job.payload_json)
+    results = json.loads(job.parent_results_json) if job.parent_results_json else {}
     return ScheduleArrivedEvent(
         scheduled_job_id=job.id,
         topic=job.topic,
@@ -112,7 +113,8 @@ def arrival(
         max_attempts=job.max_attempts,
         run_at=ms_to_utc(job.run_at_ms),
         metadata=json.loads(job.metadata_json),
-        parent_results=json.loads(job.parent_results_json) if job.parent_results_json else {},
+        parent_results={} if job.flow_root else results,
+        children_results=results if job.flow_root else {},
         reporter=reporter,
     )
 

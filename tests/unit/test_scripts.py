@@ -17,6 +17,7 @@ from scheduler.store.scripts import (
     DrainCode,
     DropCode,
     EnqueueCode,
+    FlowCode,
     OperationCode,
     PauseCode,
     ReportCode,
@@ -48,6 +49,7 @@ REPLIES: dict[str, type[IntEnum]] = {
     "copy_entry": CopyCode,
     "drop_entry": DropCode,
     "request_drain": DrainCode,
+    "create_flow": FlowCode,
 }
 
 LABEL = re.compile(r"\b([A-Z][A-Z_]+) \((-?\d+)\)")

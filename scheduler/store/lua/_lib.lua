@@ -198,6 +198,26 @@ end
 -- default (fire_crons.lua passes no bmax/bjit for a schedule stored before them).
 -- Returns false when the id exists already.
 -- The caller wakes workers (wake_if_first) unless it leases the job itself.
+-- A topic's configuration hash (scheduler/facade/topics.py; empty when it has none) as a table.
+local function topic_config(key)
+  local cfg = {}
+  local raw = redis.call('HGETALL', key)
+  for i = 1, #raw, 2 do cfg[raw[i]] = raw[i + 1] end
+  return cfg
+end
+
+-- A new job `j` takes its topic's retry policy and timeout where the caller gave none
+-- (`retry_given`/`timeout_given` "1": given); true when it took either.
+local function topic_defaults(j, cfg, retry_given, timeout_given)
+  local defaulted = false
+  if retry_given ~= '1' and cfg.max then
+    j.max, j.btype, j.bdelay, j.bmax, j.bjit = cfg.max, cfg.btype, cfg.bdelay, cfg.bmax, cfg.bjit
+    defaulted = true
+  end
+  if timeout_given ~= '1' and cfg.timeout then j.timeout, defaulted = cfg.timeout, true end
+  return defaulted
+end
+
 local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then
     return false
@@ -210,6 +230,7 @@ local function create_job(job, due, outbox, counts, now, j)
     if value ~= nil and value ~= default then fields[#fields + 1] = name; fields[#fields + 1] = value end
   end
   if j.parents then fields[#fields + 1] = 'parents'; fields[#fields + 1] = j.parents end
+  if j.froot then fields[#fields + 1] = 'froot'; fields[#fields + 1] = j.froot end
   add_payload(job, j.payload, fields)
   redis.call('HSET', job, unpack(fields))
   redis.call('ZADD', due, j.due, j.id)

@@ -28,7 +28,8 @@
 -- CLAIM_FIELDS (compiled in from scripts.py) fields per job: id, attempt, token, topic, payload,
 -- meta, run_at, due, max, btype, bdelay, timeout, trace, cron, bmax, bjit (fields the hash
 -- leaves out filled back in), parent results (a job scheduled after= parents: the JSON
--- object parent id -> result, _deps.lua deps_results; "" for any other job).
+-- object parent id -> result, _deps.lua deps_results; "" for any other job), flow root (a
+-- node of a flow, create_flow.lua: its root's id; "" for any other job).
 -- next_due_ms is the earliest due job left (of the topics it may take when a topic
 -- filter is given, within the scanned window; with ARGV[6] "1" no later than the
 -- earliest served-until mark that kept a due job from it, when that job may become
@@ -106,6 +107,7 @@ local function take(key, id, h, topic, from)
   out[n + 15], out[n + 16] = h.bmax or DEFAULTS.bmax, h.bjit or DEFAULTS.bjit
   out[n + 17] = ''
   if h.parents then out[n + 17] = deps_results(ns_of(key), id) end
+  out[n + 18] = h.froot or ''
   n = n + CLAIM_FIELDS
   taken = taken + 1
 end

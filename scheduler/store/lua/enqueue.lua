@@ -50,9 +50,7 @@ local job = {
 local key, due, now, worker = KEYS[1], KEYS[2], ARGV[2], ARGV[15]
 local jkey, prio, dd, dd_window, dd_mode = ARGV[20], ARGV[21], ARGV[22], ARGV[23], ARGV[24]
 local ns, topic = ns_of(key), job.topic
-local cfg = {}
-local raw = redis.call('HGETALL', KEYS[7])
-for i = 1, #raw, 2 do cfg[raw[i]] = raw[i + 1] end
+local cfg = topic_config(KEYS[7])
 if cfg.home and ARGV[27] ~= '' and cfg.home ~= ARGV[27] then return { -13, cfg.home } end
 local parents = nil
 if ARGV[28] and ARGV[28] ~= '' then
@@ -61,12 +59,8 @@ if ARGV[28] and ARGV[28] ~= '' then
     if redis.call('EXISTS', ns .. K_JOB .. p) == 0 then return { -15, p } end
   end
 end
-local defaulted = false  -- the caller's copy of the job is not what is stored: no handoff
-if ARGV[25] ~= '1' and cfg.max then
-  job.max, job.btype, job.bdelay, job.bmax, job.bjit = cfg.max, cfg.btype, cfg.bdelay, cfg.bmax, cfg.bjit
-  defaulted = true
-end
-if ARGV[26] ~= '1' and cfg.timeout then job.timeout, defaulted = cfg.timeout, true end
+-- (defaulted: the caller's copy of the job is not what is stored: no handoff)
+local defaulted = topic_defaults(job, cfg, ARGV[25], ARGV[26])
 if prio == '' then prio = cfg.prio or '0' end
 local pol = cfg.policy or 'standard'
 if pol == 'key_strict_fifo' and jkey == '' then return { -11 } end

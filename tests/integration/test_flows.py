@@ -1,0 +1,218 @@
+"""Flows on a real Redis (docs/how-to/dependencies.md): Scheduler.flow creates a tree in one
+step, all or nothing; leaves run first, each parent once its children completed, with their
+results in event.children_results; a child's failure applies its parent's on_child_failure;
+get_flow shows the tree; chain and group are flows; a tree lives on its root's partition."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from listeners import ListenerRegistry, ScheduleArrivedEvent
+from scheduler import (
+    DoNotRetry,
+    Flow,
+    FlowRefused,
+    InvalidDependency,
+    JobState,
+    KeyRequired,
+    RetryPolicyInvalid,
+    TopicOptions,
+    chain,
+    group,
+)
+from scheduler.testing.clocks import FakeClock
+from tests.integration.engine_fixtures import START_MS, make_scheduler, ns_keys, outbox_events
+
+Seen = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+
+
+def _registry(seen: Seen) -> ListenerRegistry:
+    reg = ListenerRegistry()
+
+    @reg.on_event("leaf")
+    async def leaf(event: ScheduleArrivedEvent) -> Any:
+        seen.append(("leaf", event.scheduled_job_id, dict(event.children_results), {}))
+        return event.payload
+
+    @reg.on_event("flaky")
+    async def flaky(event: ScheduleArrivedEvent) -> Any:
+        seen.append(("flaky", event.scheduled_job_id, {}, {}))
+        if event.attempt < 2:
+            raise RuntimeError("not yet")
+        return event.payload
+
+    @reg.on_event("broken")
+    async def broken(event: ScheduleArrivedEvent) -> None:
+        seen.append(("broken", event.scheduled_job_id, {}, {}))
+        raise DoNotRetry("no")
+
+    @reg.on_event("sum")
+    async def total(event: ScheduleArrivedEvent) -> Any:
+        kids = dict(event.children_results)
+        seen.append(("sum", event.scheduled_job_id, kids, dict(event.parent_results)))
+        return sum(v for v in kids.values() if isinstance(v, int)) + (event.payload or 0)
+
+    return reg
+
+
+async def test_a_three_level_flow_runs_leaves_first_with_children_results(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    seen: Seen = []
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, _registry(seen), clock) as s:
+        tree = Flow(
+            "sum",
+            payload=100,
+            children=[
+                Flow("sum", payload=10, children=[Flow("leaf", payload=1), Flow("flaky", 2)]),
+                Flow("leaf", payload=3),
+            ],
+            retry={"attempts": 3, "backoff": {"type": "fixed", "delay": 1000}},
+        )
+        root = await s.flow(tree)
+        before = await s.get_flow(root)
+        assert before is not None and before.state is JobState.WAITING_FOR_PARENTS
+        assert [n.topic for n in before.nodes()] == ["sum", "sum", "leaf", "flaky", "leaf"]
+        assert [n.state for n in before.nodes()] == [JobState.WAITING_FOR_PARENTS] * 2 + [
+            JobState.SCHEDULED
+        ] * 3
+        assert (await s.stats()).waiting_for_parents == 2
+        async with s.worker():
+            for _ in range(200):  # the flaky leaf retries after 1 s of the scheduler's clock
+                clock.advance(0.5)
+                done = await s.get_job(root)
+                if done is not None and done.state is JobState.COMPLETED:
+                    break
+                await asyncio.sleep(0.02)
+        assert done is not None and done.state is JobState.COMPLETED and done.result == 116
+        after = await s.get_flow(root)
+        assert after is not None
+        assert [n.state for n in after.nodes()] == [JobState.COMPLETED] * 5
+        assert [n.result for n in after.nodes()] == [116, 13, 1, 2, 3]
+        mid, last = after.children
+        order = [job_id for _, job_id, _, _ in seen]
+        for parent in (after, mid):  # a parent ran after each of its children's runs
+            assert all(order.index(c.id) < order.index(parent.id) for c in parent.children)
+        sums = {job_id: (kids, parents) for kind, job_id, kids, parents in seen if kind == "sum"}
+        assert sums[mid.id] == ({mid.children[0].id: 1, mid.children[1].id: 2}, {})
+        assert sums[root] == ({mid.id: 13, last.id: 3}, {})
+        assert after.as_dict()["children"][0]["result"] == 13
+        events = await outbox_events(redis, namespace, root)
+        assert events[0].type == "scheduled"
+        assert events[0].get("parents") == f'["{mid.id}","{last.id}"]'  # audit lineage
+
+
+@pytest.mark.parametrize("mode", ["fail", "ignore", "cancel"])
+async def test_a_failed_child_applies_its_parents_on_child_failure(
+    redis_url: str, namespace: str, mode: str
+) -> None:
+    seen: Seen = []
+    async with make_scheduler(redis_url, namespace, _registry(seen), FakeClock(START_MS)) as s:
+        root = await s.flow(
+            Flow(
+                "sum",
+                children=[
+                    Flow(
+                        "sum",
+                        children=[Flow("broken"), Flow("leaf", payload=4)],
+                        on_child_failure=mode,
+                    ),
+                ],
+            )
+        )
+        async with s.worker():
+            info = await s.wait(root, timeout=10)
+        tree = await s.get_flow(root)
+        assert tree is not None
+        mid = tree.children[0]
+        if mode == "fail":  # the mid node fails with parent_failed, and so does the root
+            assert mid.state is JobState.FAILED and mid.job is not None
+            assert mid.job.outcome == "parent_failed" and mid.job.attempts == 0
+            assert info.state is JobState.FAILED and info.outcome == "parent_failed"
+        elif mode == "ignore":  # the mid node runs with the failed child's result None
+            assert mid.state is JobState.COMPLETED and mid.result == 4
+            kids = next(k for kind, j, k, _ in seen if j == mid.id)
+            assert kids == {mid.children[0].id: None, mid.children[1].id: 4}
+            assert info.state is JobState.COMPLETED and info.result == 4
+        else:
+            assert mid.state is JobState.CANCELLED
+            assert info.state is JobState.FAILED and info.outcome == "parent_failed"
+        ran = {(k, j) for k, j, _, _ in seen}
+        assert (("sum", mid.id) in ran) == (mode == "ignore")
+
+
+async def test_a_flow_is_all_or_nothing(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), FakeClock(START_MS)) as s:
+        taken = await s.schedule_in("leaf", 60, job_id="taken")
+        with pytest.raises(FlowRefused) as refused:
+            await s.flow(Flow("sum", children=[Flow("leaf"), Flow("leaf", job_id=taken)]))
+        assert refused.value.field == "children[1].job_id" and "'taken'" in str(refused.value)
+        with pytest.raises(RetryPolicyInvalid) as bad:
+            await s.flow(Flow("sum", children=[Flow("leaf", retry={"attempts": 0})]))
+        assert (bad.value.field or "").startswith("children[0]")
+        assert str(bad.value).startswith("children[0]: attempts must be from 1")
+        await s.configure_topic("fifo", TopicOptions(policy="key_strict_fifo"))
+        await s.configure_topic("one", TopicOptions(policy="short"))
+        keys_before = sorted(await ns_keys(redis, namespace))
+        with pytest.raises(KeyRequired) as keyless:
+            await s.flow(Flow("sum", children=[Flow("leaf"), Flow("fifo")]))
+        assert keyless.value.field == "children[1].key"
+        with pytest.raises(FlowRefused) as short:  # two waiting jobs of one key: one slot
+            await s.flow(Flow("sum", children=[Flow("one", key="k"), Flow("one", key="k")]))
+        assert short.value.field == "children[1].key" and "short" in str(short.value)
+        assert sorted(await ns_keys(redis, namespace)) == keys_before  # nothing written
+        assert (await s.stats()).scheduled == 1
+        with pytest.raises(InvalidDependency, match="after="):
+            Flow("sum", after=[taken])
+        with pytest.raises(InvalidDependency, match="unknown keyword 'colour'"):
+            Flow("sum", colour="red")
+        with pytest.raises(FlowRefused, match="also children\\[0\\]'s"):
+            await s.flow(Flow("sum", children=[Flow("leaf", job_id="x"), Flow("leaf", job_id="x")]))
+
+
+async def test_a_flow_with_a_given_root_id_is_created_once(redis_url: str, namespace: str) -> None:
+    async with make_scheduler(redis_url, namespace, ListenerRegistry(), FakeClock(START_MS)) as s:
+
+        def tree() -> Flow:
+            return Flow("sum", children=[Flow("leaf"), Flow("leaf")], job_id="nightly-2026-11-28")
+
+        assert await s.flow(tree()) == "nightly-2026-11-28"
+        assert await s.flow(tree()) == "nightly-2026-11-28"  # the retried call stores nothing
+        assert (await s.stats()).scheduled == 2 and (await s.stats()).waiting_for_parents == 1
+
+
+async def test_chain_and_group_are_flows(redis_url: str, namespace: str) -> None:
+    seen: Seen = []
+    async with make_scheduler(redis_url, namespace, _registry(seen), FakeClock(START_MS)) as s:
+        last = await s.flow(chain(Flow("leaf", payload=5), Flow("sum", payload=1), Flow("sum")))
+        chord = await s.flow(
+            group(Flow("leaf", payload=1), Flow("leaf", payload=2)).then(Flow("sum", payload=0))
+        )
+        async with s.worker():
+            assert (await s.wait(last, timeout=10)).result == 6
+            assert (await s.wait(chord, timeout=10)).result == 3
+        tree = await s.get_flow(last)
+        assert tree is not None and [n.result for n in tree.nodes()] == [6, 6, 5]
+        with pytest.raises(InvalidDependency):
+            chain()
+
+
+async def test_a_flow_lives_on_its_roots_partition(redis_url: str, namespace: str) -> None:
+    seen: Seen = []
+    async with make_scheduler(
+        redis_url, namespace, _registry(seen), FakeClock(START_MS), cluster={"partitions": 4}
+    ) as s:
+        roots = [
+            await s.flow(Flow("sum", children=[Flow("leaf", payload=i), Flow("leaf", payload=1)]))
+            for i in range(8)
+        ]
+        async with s.worker():
+            results = [(await s.wait(r, timeout=10)).result for r in roots]
+        assert results == [i + 1 for i in range(8)]
