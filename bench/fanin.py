@@ -1,9 +1,12 @@
 """Fan-in (issue 32): N children, then one parent that runs once every child is done and reads
-their results; horae (`schedule_many` of the children, then `schedule_in(..., after=ids)`) against
-BullMQ's FlowProducer (one `add` of the parent with N children), side by side on one private
-Redis, each system in a fresh process of its own venv, repetitions interleaved.
+their results; horae two ways: `horae` (`schedule_many` of the children, then
+`schedule_in(..., after=ids)`) and `horae-flow` (one `s.flow(Flow(parent, children=[...]))`: the
+whole tree in one atomic call) against BullMQ's FlowProducer (one `add` of the parent with N
+children), side by side on one private Redis, each system in a fresh process of its own venv,
+repetitions interleaved.
 
-    .venv/bin/python bench/fanin.py [--children 10000] [--reps 3] [--systems horae,bullmq]
+    .venv/bin/python bench/fanin.py [--children 10000] [--reps 3]
+        [--systems horae,horae-flow,bullmq]
 
 Measured per run, in one process per system (producer and worker share it, as in the `e2e`
 scenario of bench/README.md): `create` = from the first call until the whole tree is written;
@@ -44,11 +47,12 @@ def cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def run_horae(url: str, n: int) -> dict[str, float]:
-    """horae: the children in chunks of `schedule_many`, the parent `after=` all of them."""
+async def run_horae(url: str, n: int, flow: bool = False) -> dict[str, float]:
+    """horae: the children in chunks of `schedule_many`, the parent `after=` all of them; or
+    (`flow`) the parent and its children as one Flow."""
     from horae.settings import load_settings
     from listeners import ListenerRegistry
-    from scheduler import Scheduler
+    from scheduler import Flow, Scheduler
 
     settings = load_settings(env={}, redis_url=url, namespace="bench-fanin")
     settings = settings.model_copy(
@@ -61,7 +65,7 @@ async def run_horae(url: str, n: int) -> dict[str, float]:
         return int(event.payload["i"])
 
     async def parent(event: Any) -> None:
-        seen.update(event.parent_results)
+        seen.update(event.children_results if flow else event.parent_results)
         ended.set()
 
     registry.add(CHILD, child)
@@ -72,13 +76,17 @@ async def run_horae(url: str, n: int) -> dict[str, float]:
     await worker.start()
     try:
         c0, r0, t0 = cpu_s(), redis_cpu(url), time.perf_counter()
-        ids: list[str] = []
-        for start in range(0, n, CHUNK):
-            items = [
-                {"topic": CHILD, "payload": {"i": i}} for i in range(start, min(n, start + CHUNK))
-            ]
-            ids += await s.schedule_many(items)
-        await s.schedule_in(PARENT, 0, after=ids)
+        if flow:
+            await s.flow(Flow(PARENT, children=[Flow(CHILD, {"i": i}) for i in range(n)]))
+        else:
+            ids: list[str] = []
+            for start in range(0, n, CHUNK):
+                items = [
+                    {"topic": CHILD, "payload": {"i": i}}
+                    for i in range(start, min(n, start + CHUNK))
+                ]
+                ids += await s.schedule_many(items)
+            await s.schedule_in(PARENT, 0, after=ids)
         created = time.perf_counter() - t0
         await asyncio.wait_for(ended.wait(), timeout=600)
         total = time.perf_counter() - t0
@@ -166,13 +174,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--children", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--systems", default="horae,bullmq")
+    ap.add_argument("--systems", default="horae,horae-flow,bullmq")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--redis-url", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.role:
-        run = run_horae if args.role == "horae" else run_bullmq
-        print(json.dumps(asyncio.run(run(args.redis_url, args.children))))
+        if args.role == "bullmq":
+            done = asyncio.run(run_bullmq(args.redis_url, args.children))
+        else:
+            done = asyncio.run(run_horae(args.redis_url, args.children, args.role == "horae-flow"))
+        print(json.dumps(done))
         return
     systems = args.systems.split(",")
     server = RedisServer()
@@ -193,9 +204,10 @@ def main() -> None:
             f"| {s} | {m['jobs_per_s']:,.0f} | {m['create_s']:.2f} | {m['total_s']:.2f} | "
             f"{m['client_us_per_job']:.0f} | {m['redis_us_per_job']:.0f} |"
         )
-    if "horae" in medians and "bullmq" in medians:
-        ratio = medians["horae"]["jobs_per_s"] / medians["bullmq"]["jobs_per_s"]
-        log(f"\nhorae ÷ bullmq (jobs/s, medians of {args.reps}): {ratio:.2f}×")
+    for name in ("horae", "horae-flow"):
+        if name in medians and "bullmq" in medians:
+            ratio = medians[name]["jobs_per_s"] / medians["bullmq"]["jobs_per_s"]
+            log(f"\n{name} ÷ bullmq (jobs/s, medians of {args.reps}): {ratio:.2f}×")
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS / f"fanin-{stamp}.json"

@@ -261,3 +261,34 @@ async def test_dependent_jobs_run_in_order_with_their_parents_results(
         ("plugin.tm.child", {c: 30}, 1, at(7200)),
     ]
     assert (await horae.get_job(last)).result == 30
+
+
+@on_event("plugin.tm.node")
+async def node(event: ScheduleArrivedEvent) -> Any:
+    CALLS.append((event.topic, dict(event.children_results), event.attempt, MACHINE[0].now()))
+    return sum(event.children_results.values()) + event.payload
+
+
+async def test_a_flow_runs_level_by_level_in_one_advance(horae: Any, horae_clock: Any) -> None:
+    from horae import Flow
+
+    root = await horae.flow(
+        Flow(
+            "plugin.tm.node",
+            payload=100,
+            children=[
+                Flow("plugin.tm.node", 10, [Flow("plugin.tm.parent", 1, delay="1h")]),
+                Flow("plugin.tm.parent", 2, delay="2h"),
+            ],
+        )
+    )
+    await horae_clock.advance("3h")
+    tree = await horae.get_flow(root)
+    mid, leaf = tree.children
+    assert CALLS == [
+        ("plugin.tm.parent", 1, 1, at(3600)),
+        ("plugin.tm.node", {mid.children[0].id: 10}, 1, at(3600)),
+        ("plugin.tm.parent", 2, 1, at(7200)),
+        ("plugin.tm.node", {mid.id: 20, leaf.id: 20}, 1, at(7200)),
+    ]
+    assert (await horae.get_job(root)).result == 140
