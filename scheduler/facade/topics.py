@@ -148,6 +148,9 @@ class Topics:
     async def replay(self, job_id: str, build: BuildReplay, actor: str | None = None) -> str:
         """Schedule a dead letter's original payload again on its source topic (a new job, due now,
         linked by metadata replayed_from/source_job_id) and remove the dead letter; the new id.
+        When jobs wait for the source job (after=, a flow) and Redis still holds it, failed, the
+        source job itself runs again instead (its id is returned) and its waiting children with
+        it (docs/how-to/dependencies.md).
 
         Raises:
             DeadLetterNotFound: no such dead letter (or it was replayed or deleted meanwhile).
@@ -161,7 +164,10 @@ class Topics:
             topic=str(dl.metadata["source_topic"]), run_at_ms=now, payload=dl.payload, metadata=meta
         )
         job = build(request, now_ms=now)
-        code = await h.store.replay_dead_letter(dl, job, now, self._actor(actor))
+        source = str(dl.metadata["source_job_id"])
+        code = await h.store.replay_dead_letter(dl, job, now, self._actor(actor), source)
+        if code == OperationCode.RETRIED:
+            return source
         if code != OperationCode.REPLAYED:
             raise DeadLetterNotFound(
                 f"dead letter {job_id!r} cannot be replayed ({ScriptCode(code).name})",

@@ -154,10 +154,12 @@ class TopicStore(ReadStore):
         )
 
     async def replay_dead_letter(
-        self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str
+        self, dead_letter: JobInfo, job: NewJob, now_ms: int, actor: str, source_id: str = ""
     ) -> int:
         """Schedule a dead letter's payload as `job` (due now, on the dead letter's partition)
-        and remove the dead letter; OperationCode.REPLAYED or a ScriptCode."""
+        and remove the dead letter; OperationCode.REPLAYED, or RETRIED when the source job
+        `source_id` ran again instead (children wait for it: replay_dead_letter.lua), or a
+        ScriptCode."""
         k = await self._job_keys(dead_letter.id)
         if k is None:
             return int(ScriptCode.NOT_FOUND)
@@ -187,6 +189,8 @@ class TopicStore(ReadStore):
                     job.timeout_ms,
                     job.backoff_max_delay_ms,
                     job.backoff_jitter,
+                    source_id,
+                    k.dead_letter_prefix,
                 ],
             )
         )

@@ -216,3 +216,91 @@ async def test_a_flow_lives_on_its_roots_partition(redis_url: str, namespace: st
         async with s.worker():
             results = [(await s.wait(r, timeout=10)).result for r in roots]
         assert results == [i + 1 for i in range(8)]
+
+
+async def test_retrying_a_failed_leaf_re_arms_the_nodes_it_failed(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    runs: dict[str, int] = {}
+    reg = ListenerRegistry()
+
+    @reg.on_event("once-broken")
+    async def once_broken(event: ScheduleArrivedEvent) -> int:
+        runs[event.scheduled_job_id] = runs.get(event.scheduled_job_id, 0) + 1
+        if runs[event.scheduled_job_id] == 1:
+            raise DoNotRetry("first run fails")
+        return 7
+
+    @reg.on_event("sum")
+    async def total(event: ScheduleArrivedEvent) -> int:
+        return sum(event.children_results.values())
+
+    async with make_scheduler(redis_url, namespace, reg, FakeClock(START_MS)) as s:
+        root = await s.flow(Flow("sum", children=[Flow("sum", children=[Flow("once-broken")])]))
+        async with s.worker():
+            failed = await s.wait(root, timeout=10)
+            assert failed.state is JobState.FAILED and failed.outcome == "parent_failed"
+            tree = await s.get_flow(root)
+            assert tree is not None
+            leaf = tree.children[0].children[0]
+            assert (await s.stats()).failed == 3
+            await s.retry(leaf.id)
+            done = await s.wait(root, timeout=10)
+        assert done.state is JobState.COMPLETED and done.result == 7
+        again = await s.get_flow(root)
+        assert again is not None
+        assert [n.state for n in again.nodes()] == [JobState.COMPLETED] * 3
+        stats = await s.stats()
+        assert stats.failed == 0 and stats.completed == 3 and stats.waiting_for_parents == 0
+        events = [e.type for e in await outbox_events(redis, namespace, root)]
+        assert events == [
+            "scheduled",
+            "failed",
+            "schedule.failed",
+            "retried",
+            "attempt_started",
+            "completed",
+        ]
+
+
+async def test_replaying_a_nodes_dead_letter_runs_it_again_and_re_arms_its_parent(
+    redis_url: str, namespace: str
+) -> None:
+    runs: dict[str, int] = {}
+    reg = ListenerRegistry()
+
+    @reg.on_event("once-broken")
+    async def once_broken(event: ScheduleArrivedEvent) -> int:
+        source = str(event.metadata.get("source_job_id", event.scheduled_job_id))  # (a copy's)
+        runs[source] = runs.get(source, 0) + 1
+        if runs[source] == 1:
+            raise DoNotRetry("first run fails")
+        return 5
+
+    @reg.on_event("sum")
+    async def total(event: ScheduleArrivedEvent) -> int:
+        return sum(event.children_results.values())
+
+    async with make_scheduler(redis_url, namespace, reg, FakeClock(START_MS)) as s:
+        root = await s.flow(
+            Flow("sum", children=[Flow("once-broken", dead_letter="broken.dlq"), Flow("sum")])
+        )
+        async with s.worker():
+            assert (await s.wait(root, timeout=10)).state is JobState.FAILED
+            (letter,) = (await s.dead_letters("broken.dlq")).items
+            tree = await s.get_flow(root)
+            assert tree is not None
+            leaf = tree.children[0]
+            assert await s.replay(letter.id) == leaf.id  # the node itself, not a copy
+            done = await s.wait(root, timeout=10)
+        assert done.state is JobState.COMPLETED and done.result == 5
+        assert (await s.dead_letters("broken.dlq")).items == []
+        assert runs == {leaf.id: 2}
+        # a dead letter of a job nothing waits for is replayed as a copy, as before
+        lone = await s.schedule_in("once-broken", 0, dead_letter="broken.dlq")
+        async with s.worker():
+            await s.wait(lone, timeout=10)
+            (letter,) = (await s.dead_letters("broken.dlq")).items
+            copy = await s.replay(letter.id)
+            assert copy != lone and (await s.wait(copy, timeout=10)).result == 5
+        assert runs[lone] == 2

@@ -201,7 +201,9 @@ async def test_horae_workers_drain_stops_one_worker_process_which_exits_0(
             await w.wait_ready()
             await _until(ports[n], "/readyz", 200, 30, f"{n} ready")
         async with producer(redis_url, namespace) as s:
-            first = await s.schedule_in(BLOCK_TOPIC, 0, payload={"block": [1], "sleep": 6})
+            first = await s.schedule_in(
+                BLOCK_TOPIC, 0, payload={"block": [1], "sleep": 10}
+            )  # (outlasts three CLI calls on a busy machine)
             deadline = time.monotonic() + 15
             while not (started := await _events(client, namespace, "start")):
                 assert time.monotonic() < deadline, "the attempt did not start"

@@ -36,6 +36,7 @@ class MJob:
     mode: str = "fail"
     wp: int = 0
     pr: dict[str, str] = field(default_factory=dict)
+    pf: str | None = None  # the parent whose failure failed or cancelled it (retry re-arms)
 
     @property
     def count_state(self) -> str:
@@ -76,6 +77,8 @@ class Model:
     # parent id -> the ids of the children that waited for it when they were scheduled (a
     # deleted child stays listed, as in Redis: only a waiting child naming it counts)
     children: dict[str, set[str]] = field(default_factory=dict)
+    # parent id -> the children its failure failed or cancelled (re-armed when it is retried)
+    ended_by: dict[str, set[str]] = field(default_factory=dict)
 
     def _emit(self, e: str, job_id: str, a: int, **fields: Any) -> None:
         self.events.append(
@@ -151,6 +154,8 @@ class Model:
         job.state, job.due = "scheduled", max(job.due, self.now)
 
     def _end(self, job: MJob, parent: str) -> None:
+        job.pf = parent
+        self.ended_by.setdefault(parent, set()).add(job.id)
         if job.mode == "cancel":
             job.state = "cancelled"
             self._emit("cancelled", job.id, 0, running=0)
@@ -347,9 +352,26 @@ class Model:
         if job.token:
             return -6
         self._emit("retried", job_id, job.attempts, **{"from": job.state, "due": self.now})
-        job.state, job.attempts, job.due = "scheduled", 0, self.now
+        job.state, job.attempts, job.due, job.pf = "scheduled", 0, self.now, None
         job.result = ""  # a new run: an earlier run's result is not its own
+        self._rearm(job_id)
         return 1
+
+    def _rearm(self, parent: str) -> None:
+        """deps_rearm: each child the parent's failure ended (still so) waits again, linked to
+        its parents as they stand now; one waiting again re-arms its own children in turn."""
+        queue = [parent]
+        while queue:
+            p = queue.pop(0)
+            for c in sorted(self.ended_by.pop(p, set())):
+                child = self.jobs.get(c)
+                if child is None or child.pf != p or child.state not in ("failed", "cancelled"):
+                    continue
+                self._emit("retried", c, child.attempts, **{"from": child.state, "due": child.due})
+                child.state, child.pf, child.pr, child.wp = FOR_PARENTS, None, {}, 0
+                self._link(child, child.parents, child.mode)
+                if child.state == FOR_PARENTS:
+                    queue.append(c)
 
     def delete(self, job_id: str) -> int:
         """delete_job.lua: DELETED 2 (the id is free again), NOT_FOUND -3, RUNNING -6."""
@@ -360,6 +382,7 @@ class Model:
             return -6
         self._parent_ended(job_id, False, "")  # (before its own event, as delete_job.lua)
         self.children.pop(job_id, None)
+        self.ended_by.pop(job_id, None)
         self._emit("deleted", job_id, job.attempts, **{"from": job.state})
         del self.jobs[job_id]
         return 2

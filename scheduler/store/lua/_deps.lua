@@ -7,7 +7,10 @@
 -- and a job some child waits for has hc = "1" (so the scripts that end a job read one
 -- more field, and only a job with children pays for the rest).
 --
--- Keys: {ns}:ch:<id>  set: the children waiting for job id (deleted once it ends)
+-- Keys: {ns}:ch:<id>  set: the children waiting for job id; once it ended: none when it
+--                     completed, else the children it failed or cancelled (each with `pf`,
+--                     the parent that ended it), which an operator's retry of it re-arms
+--                     (deps_rearm)
 --       {ns}:pr:<id>  hash: a child's parents, parent id -> result JSON ("null": none, or a
 --                     failed parent its child ignores; "": not ended yet); read by claim
 --                     (deps_results), once none is pending
@@ -37,9 +40,10 @@ end
 -- own failed and schedule.failed events (the audit's terminal failure).
 local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, counts)
   redis.call('ZREM', ns .. K_WAITING_PARENTS, id)
+  redis.call('SADD', ns .. K_CHILDREN .. parent, id)  -- (re-armed if the parent is retried)
   if fl == '1' then flow_leave(ns, id, flow_fields(key), WAITING, false, now_s) end
   if mode == 'cancel' then
-    redis.call('HSET', key, 'state', 'cancelled', 'finished', now_s)
+    redis.call('HSET', key, 'state', 'cancelled', 'finished', now_s, 'pf', parent)
     redis.call('ZADD', ns .. K_CANCELLED, now_s, id)
     move_count(counts, topic, WAITING, 'cancelled')
     emit(outbox, 'e', EV_CANCELLED, 'id', id, 'ts', now_s, 'a', '0', 'running', '0', 'parent', parent)
@@ -47,7 +51,7 @@ local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, 
     local err = cjson.encode({ type = 'ParentFailed', traceback = '',
       message = 'parent job ' .. parent .. ' did not complete (failed, cancelled or deleted)' })
     redis.call('HSET', key, 'state', 'failed', 'finished', now_s, 'outcome', OUTCOME_PARENT_FAILED,
-      'last_error', err)
+      'last_error', err, 'pf', parent)
     redis.call('ZADD', ns .. K_FAILED, now_s, id)
     move_count(counts, topic, WAITING, 'failed')
     emit(outbox, 'e', EV_FAILED, 'id', id, 'ts', now_s, 'a', '0', 'error', err, 'finished', now_s,
@@ -132,6 +136,76 @@ local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
       deps_release(ns, key, id, f[2], f[3] or f[2], f[1], f[4], now_s, counts)
     end
   end
+end
+
+-- Job `parent` runs again (an operator's retry): every child it failed or cancelled (still so,
+-- `pf` naming it) waits again, for it and for its other parents as they stand now (deps_link:
+-- one that completed meanwhile counts done, one that failed applies the child's mode again),
+-- with `retried` recorded; a child waiting again re-arms its own children in turn.
+local function deps_rearm(ns, parent, now_s, outbox, counts)
+  local queue, i = { parent }, 1
+  while i <= #queue do
+    local p = queue[i]
+    i = i + 1
+    local ck = ns .. K_CHILDREN .. p
+    local kids = redis.call('SMEMBERS', ck)
+    redis.call('DEL', ck)
+    table.sort(kids)
+    for _, c in ipairs(kids) do
+      local key = ns .. K_JOB .. c
+      local f = redis.call('HMGET', key, 'state', 'pf', 'topic', 'parents', 'opf', 'hc', 'attempts', 'run_at',
+        'due', 'fl')
+      if f[2] == p and (f[1] == 'failed' or f[1] == 'cancelled') then
+        redis.call('ZREM', ns .. K_FAILED, c)
+        redis.call('ZREM', ns .. K_CANCELLED, c)
+        redis.call('HDEL', key, 'finished', 'outcome', 'pf')
+        redis.call('HSET', key, 'state', WAITING)
+        redis.call('ZADD', ns .. K_WAITING_PARENTS, f[9] or f[8], c)
+        redis.call('DEL', ns .. K_PARENT_RESULTS .. c)
+        move_count(counts, f[3], f[1], WAITING)
+        if f[10] == '1' then
+          local fh = flow_fields(key)
+          move_slot(ns, fh.pol, fh.topic, fh.key, c, nil, 'scheduled')
+        end
+        emit(outbox, 'e', EV_RETRIED, 'id', c, 'ts', now_s, 'a', f[7] or '0', 'from', f[1],
+          'due', f[9] or f[8], 'actor', 'parent ' .. p)
+        deps_link(ns, key, c, cjson.decode(f[4]), f[5] or 'fail', now_s, outbox, counts)
+        if f[6] == '1' and redis.call('HGET', key, 'state') == WAITING then queue[#queue + 1] = c end
+      end
+    end
+  end
+end
+
+-- The fields of a job `rerun` reads (HMGET job unpack(RERUN_FIELDS)).
+local RERUN_FIELDS = { 'state', 'topic', 'attempts', 'token', 'dl', 'prio', 'fl', 'hc' }
+
+-- Run a failed or cancelled job with no attempt in flight again (an operator's retry, or the
+-- replay of its dead letter while children wait for it): its attempt counter starts again from
+-- 0 (the full max_attempts budget), it is due now, `retried` records the attempts of the run
+-- that ended (the audit numbers attempts on from there), and the children its end failed or
+-- cancelled wait for it again (deps_rearm). last_error is kept until a new attempt replaces it.
+-- `f`: its RERUN_FIELDS; `dl_prefix`: the dead-letter sets' key prefix (a dead letter waits
+-- in its set again: wait_add).
+local function rerun(job, id, f, due, failed, cancelled, dl_prefix, now, actor, outbox, counts, wake)
+  local state = f[1]
+  redis.call('ZREM', failed, id)
+  redis.call('ZREM', cancelled, id)
+  -- (pg: the new run's attempt 1 reports afresh; result: a cancelled job's late one is not
+  -- this run's; pf: no parent's failure ended this run)
+  redis.call('HDEL', job, 'attempts', 'finished', 'outcome', 'pg', 'result', 'pf')
+  redis.call('HSET', job, 'state', 'scheduled', 'due', now)
+  local set = wait_add(f[5], f[6], f[2], due, dl_prefix, now, id)
+  if f[7] == '1' then
+    -- back in its key's slots and, a failed key_strict_fifo job (still its key's oldest),
+    -- its key unblocked
+    local fh, ns = flow_fields(job), ns_of(job)
+    move_slot(ns, fh.pol, fh.topic, fh.key, id, nil, 'scheduled')
+    if fh.pol == 'key_strict_fifo' then redis.call('SREM', ns .. K_FIFO_BLOCKED .. fh.topic, fh.key) end
+  end
+  move_count(counts, f[2], state, 'scheduled')
+  emit(outbox, 'e', EV_RETRIED, 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
+  if f[8] == '1' then deps_rearm(ns_of(job), id, now, outbox, counts) end
+  wake_if_first(set, wake, id, now)
 end
 
 -- The JSON object parent id -> result of a child being claimed (its `pr` hash, without the

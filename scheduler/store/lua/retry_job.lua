@@ -2,7 +2,9 @@
 -- job gets a fresh run: its attempt counter starts again from 0 (so the full
 -- max_attempts budget applies), it is due now, and `retried` records the
 -- attempts of the run that ended (the audit numbers attempts on from there).
--- last_error is kept until a new attempt replaces it.
+-- last_error is kept until a new attempt replaces it. The jobs scheduled after= it (or its
+-- parents in a flow) that its failure or cancel failed or cancelled wait for it again
+-- (deps_rearm), each with its own `retried`.
 --
 -- KEYS[1] job hash  KEYS[2] due zset  KEYS[3] failed zset  KEYS[4] cancelled zset
 -- KEYS[5] outbox    KEYS[6] counts hash  KEYS[7] wake channel
@@ -14,25 +16,10 @@
 -- in flight (retry once it has finished), WRONG_STATE (-7) not failed or cancelled.
 local job, due, failed, cancelled, outbox, counts, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, now, actor, dl_prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local f = redis.call('HMGET', job, 'state', 'topic', 'attempts', 'token', 'dl', 'prio', 'fl')
+local f = redis.call('HMGET', job, unpack(RERUN_FIELDS))
 local state = f[1]
 if not state then return -3 end
 if state ~= 'failed' and state ~= 'cancelled' then return -7 end
 if f[4] and f[4] ~= '' then return -6 end
-redis.call('ZREM', failed, id)
-redis.call('ZREM', cancelled, id)
--- (pg: the new run's attempt 1 reports afresh; result: a cancelled job's late one is not this run's)
-redis.call('HDEL', job, 'attempts', 'finished', 'outcome', 'pg', 'result')
-redis.call('HSET', job, 'state', 'scheduled', 'due', now)
-local set = wait_add(f[5], f[6], f[2], due, dl_prefix, now, id)
-if f[7] == '1' then
-  -- back in its key's slots and, a failed key_strict_fifo job (still its key's oldest),
-  -- its key unblocked
-  local fh, ns = flow_fields(job), ns_of(job)
-  move_slot(ns, fh.pol, fh.topic, fh.key, id, nil, 'scheduled')
-  if fh.pol == 'key_strict_fifo' then redis.call('SREM', ns .. K_FIFO_BLOCKED .. fh.topic, fh.key) end
-end
-move_count(counts, f[2], state, 'scheduled')
-emit(outbox, 'e', EV_RETRIED, 'id', id, 'ts', now, 'a', f[3] or '0', 'from', state, 'due', now, 'actor', actor)
-wake_if_first(set, wake, id, now)
+rerun(job, id, f, due, failed, cancelled, dl_prefix, now, actor, outbox, counts, wake)
 return 1
