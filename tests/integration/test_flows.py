@@ -304,3 +304,36 @@ async def test_replaying_a_nodes_dead_letter_runs_it_again_and_re_arms_its_paren
             copy = await s.replay(letter.id)
             assert copy != lone and (await s.wait(copy, timeout=10)).result == 5
         assert runs[lone] == 2
+
+
+async def test_a_cron_tick_starts_one_flow_per_tick(redis_url: str, namespace: str) -> None:
+    """The documented way: a schedule's listener calls s.flow with a root id of its tick, so a
+    tick that runs twice (a retry, a redelivery) creates its flow once."""
+    reg, roots = ListenerRegistry(), []  # type: ListenerRegistry, list[str]
+    holder: list[Any] = []
+
+    @reg.on_event("nightly")
+    async def nightly(event: ScheduleArrivedEvent) -> None:
+        tick = f"n-{event.run_at:%Y%m%d%H%M}"
+        tree = Flow("sum", children=[Flow("leaf", 1), Flow("leaf", 2)], job_id=tick)
+        for _ in range(2):  # (the second call stores nothing)
+            roots.append(await holder[0].flow(tree))
+
+    reg.add("leaf", lambda event: event.payload)
+    reg.add("sum", lambda event: sum(event.children_results.values()))
+    clock = FakeClock(START_MS)
+    async with make_scheduler(redis_url, namespace, reg, clock) as s:
+        holder.append(s)
+        await s.schedule_cron("every-minute", "* * * * *", topic="nightly")
+        async with s.worker():
+            for _ in range(2):
+                clock.advance(60)
+                await asyncio.sleep(0.3)
+            for _ in range(100):
+                if len(roots) == 4:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(roots) == 4 and roots[0] == roots[1] and roots[2] == roots[3] != roots[0]
+            done = [await s.wait(r, timeout=10) for r in (roots[0], roots[2])]
+        assert [d.result for d in done] == [3, 3]
+        assert (await s.stats()).completed == 2 + 6  # two ticks, two flows of three
