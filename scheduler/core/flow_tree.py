@@ -31,7 +31,7 @@ NODE_KEYWORDS: Final = (
 )
 # The most jobs one flow may hold (one script call writes them all), and its deepest level
 # (a chain of 100 steps; the tree is walked, shown and sent as JSON by recursion).
-MAX_FLOW_NODES: Final = 10_000
+MAX_FLOW_NODES: Final = 20_000
 MAX_FLOW_DEPTH: Final = 100
 
 
