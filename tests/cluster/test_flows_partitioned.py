@@ -115,11 +115,13 @@ async def test_a_flow_of_a_topic_with_a_topic_wide_limit_goes_to_its_home(
     # A topic with a concurrency lives on its home partition only. A flow whose root is of
     # that topic goes there whatever its root's id points to, children of that very topic
     # included: chain(limited, limited) and a group of plain jobs under a limited callback.
+    # The producer is not the process that configured the topic (that one knows the home).
     seen: dict[str, dict[str, Any]] = {}
     home = topic_home("limited", P)
     away = [id_on(p, "away") for p in range(P) if p != home][:2]
+    async with scheduler(cluster_url, namespace) as admin:
+        await admin.configure_topic("limited", TopicOptions(concurrency=2))
     async with scheduler(cluster_url, namespace, summing(seen)) as s:
-        await s.configure_topic("limited", TopicOptions(concurrency=2))
         chained = await s.flow(
             chain(Flow("limited", 1, job_id="first"), Flow("limited", 2, job_id=away[0]))
         )
