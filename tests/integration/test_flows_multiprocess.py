@@ -33,7 +33,9 @@ from tests.procs.flow_app import NODE_TOPIC
 pytestmark = pytest.mark.slow
 
 APP = "tests.procs.flow_app:registry"
-LEASE = {"HORAE_WORKER__LEASE_MS": "1500", "HORAE_WORKER__RECOVER_INTERVAL_S": "0.2"}
+# A short lease, so a killed worker's attempts are recovered soon; long enough (renewed every
+# 0.8 s) that the dead worker surely still holds it while the test creates a flow after the kill.
+LEASE = {"HORAE_WORKER__LEASE_MS": "2400", "HORAE_WORKER__RECOVER_INTERVAL_S": "0.2"}
 RETRY = {"attempts": 4, "backoff": {"type": "fixed", "delay": 1000}}  # (1 s: the least delay)
 DEADLINE_S = 45.0
 
@@ -228,6 +230,7 @@ async def test_three_processes_run_a_flow_of_50_jobs_each_node_once_after_its_ch
 
     pids = {p.pid for p in procs}
     by_pid = Counter(r.pid for rs in runs.values() for r in rs)
+    print(f"\n50-job flow on 3 worker processes: runs by pid {dict(by_pid)}")
     assert set(by_pid) <= pids, f"runs by unknown processes: {by_pid}"
     assert len(by_pid) >= 2, f"one process ran the whole flow: {by_pid}"
     await stop(procs)
@@ -238,7 +241,7 @@ async def test_flows_survive_a_worker_sigkilled_mid_run_and_one_created_meanwhil
 ) -> None:
     # Flow A runs on three processes; its leaf m1-l2 hangs in attempt 1: the process running it
     # is SIGKILLed, with whatever else it ran. Flow B is created right after the kill, while
-    # the dead process still holds its leases (1.5 s). The two survivors and a restarted
+    # the dead process still holds its leases (2.4 s). The two survivors and a restarted
     # worker recover the lost attempts (WorkerLost, retried after 1 s) and finish both.
     a = tweak(three_level("a", mids=4, leaves=5, sleep=0.3), **{"a-m1-l2": {"hang": 60.0}})
     b = three_level("b", mids=3, leaves=3, sleep=0.1)
