@@ -33,8 +33,10 @@ class FlowStore(BulkStore, ReadStore):
         k = self.keys if self.count == 1 else self.parts[self.partition_for(root)]
         reply = await self._create_on(k, jobs, now_ms)
         home = self._home_of(int(reply[1])) if int(reply[0]) == ScriptCode.WRONG_PARTITION else None
-        if home is not None and reply[2] == root.id:
-            self.learn_home(root.topic, home)  # the root's topic is pinned: the tree goes there
+        # The refused node is of the root's topic (the root itself, or a child checked before
+        # it: chain(a, b) of one topic): that topic is pinned, and the tree goes to its home.
+        if home is not None and any(j.id == reply[2] and j.topic == root.topic for j in jobs):
+            self.learn_home(root.topic, home)
             k = self.parts[home]
             reply = await self._create_on(k, jobs, now_ms)
         return self._created(reply, jobs, paths, k)

@@ -22,6 +22,11 @@ local now, part, root, width = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local ns = ns_of(due)
 local count = (#ARGV - 4) / width
 
+-- The root first: its id taken means this flow was created before (a retried call: ids are
+-- idempotency keys), whatever ids its other nodes were given; checked children first, a
+-- node's given id would refuse the retry as a FlowRefused instead.
+if redis.call('EXISTS', ns .. K_JOB .. root) == 1 then return { -10, root } end
+
 local function node(i)
   local b = 4 + (i - 1) * width
   local a = function(n) return ARGV[b + n] end
