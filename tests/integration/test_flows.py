@@ -218,23 +218,31 @@ async def test_a_flow_lives_on_its_roots_partition(redis_url: str, namespace: st
         assert results == [i + 1 for i in range(8)]
 
 
-async def test_retrying_a_failed_leaf_re_arms_the_nodes_it_failed(
-    redis_url: str, namespace: str, redis: aioredis.Redis
-) -> None:
-    runs: dict[str, int] = {}
+def _once_broken(runs: dict[str, int], value: int) -> ListenerRegistry:
+    """ "once-broken" fails for good on the first run of a job (of the job a dead letter's copy
+    came from: its source_job_id), then returns `value`; "sum" adds its children's results."""
     reg = ListenerRegistry()
 
     @reg.on_event("once-broken")
     async def once_broken(event: ScheduleArrivedEvent) -> int:
-        runs[event.scheduled_job_id] = runs.get(event.scheduled_job_id, 0) + 1
-        if runs[event.scheduled_job_id] == 1:
+        source = str(event.metadata.get("source_job_id", event.scheduled_job_id))
+        runs[source] = runs.get(source, 0) + 1
+        if runs[source] == 1:
             raise DoNotRetry("first run fails")
-        return 7
+        return value
 
     @reg.on_event("sum")
     async def total(event: ScheduleArrivedEvent) -> int:
         return sum(event.children_results.values())
 
+    return reg
+
+
+async def test_retrying_a_failed_leaf_re_arms_the_nodes_it_failed(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    runs: dict[str, int] = {}
+    reg = _once_broken(runs, 7)
     async with make_scheduler(redis_url, namespace, reg, FakeClock(START_MS)) as s:
         root = await s.flow(Flow("sum", children=[Flow("sum", children=[Flow("once-broken")])]))
         async with s.worker():
@@ -267,20 +275,7 @@ async def test_replaying_a_nodes_dead_letter_runs_it_again_and_re_arms_its_paren
     redis_url: str, namespace: str
 ) -> None:
     runs: dict[str, int] = {}
-    reg = ListenerRegistry()
-
-    @reg.on_event("once-broken")
-    async def once_broken(event: ScheduleArrivedEvent) -> int:
-        source = str(event.metadata.get("source_job_id", event.scheduled_job_id))  # (a copy's)
-        runs[source] = runs.get(source, 0) + 1
-        if runs[source] == 1:
-            raise DoNotRetry("first run fails")
-        return 5
-
-    @reg.on_event("sum")
-    async def total(event: ScheduleArrivedEvent) -> int:
-        return sum(event.children_results.values())
-
+    reg = _once_broken(runs, 5)
     async with make_scheduler(redis_url, namespace, reg, FakeClock(START_MS)) as s:
         root = await s.flow(
             Flow("sum", children=[Flow("once-broken", dead_letter="broken.dlq"), Flow("sum")])
