@@ -36,6 +36,9 @@ ITEM_KEYS = (
     "key",
     "dedupe",
     "priority",
+    "dead_letter",
+    "after",
+    "on_parent_failure",
 )
 _KNOWN = frozenset(ITEM_KEYS)
 

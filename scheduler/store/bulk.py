@@ -12,7 +12,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from scheduler.core.errors import KeyRequired, UnknownParent
+from scheduler.core.errors import InvalidDependency, KeyRequired, UnknownParent
 from scheduler.core.job import NewJob, ScheduleResult
 from scheduler.core.keys import Keys
 from scheduler.store.base import StoreBase
@@ -130,6 +130,8 @@ class BulkStore(StoreBase):
                 (scheduling the same ids again is a no-op for those).
         """
         where = [self.partition_for(j) for j in jobs]
+        if any(j.after for j in jobs):
+            await self._place_children(jobs, where)
         out = await self._enqueue_grouped(jobs, where, now_ms, batch, in_flight)
         moved = [
             (i, h) for i, done in enumerate(out) if (h := self._home_of(done.home)) is not None
@@ -142,6 +144,59 @@ class BulkStore(StoreBase):
             )
             for (i, _), done in zip(moved, again):
                 out[i] = done
+        return out
+
+    async def _place_children(self, jobs: Sequence[NewJob], where: list[int]) -> None:
+        """Put each job scheduled `after=` on its parents' partition (`where`, in place): a parent
+        scheduled earlier in the same call is where that item goes (it is written first: one
+        partition's jobs keep their order), any other must exist already.
+
+        Raises:
+            UnknownParent: a parent is neither an earlier item nor a stored job (nothing written).
+            InvalidDependency: a job's parents are on different partitions.
+        """
+        first: dict[str, int] = {}
+        for i, job in enumerate(jobs):
+            first.setdefault(job.id, i)
+        stored = sorted(
+            {p for i, j in enumerate(jobs) for p in j.after if first.get(p, i) >= i}
+        )
+        found = await self._parents_where(stored)
+        for i, job in enumerate(jobs):
+            if not job.after:
+                continue
+            homes = {where[first[p]] if first.get(p, i) < i else found[p] for p in job.after}
+            if len(homes) > 1:
+                raise InvalidDependency(
+                    f"items[{i}].after: the parents of a job must share one partition; "
+                    f"{', '.join(job.after)} are on partitions "
+                    f"{', '.join(str(h) for h in sorted(homes))} (schedule them with the same key=: "
+                    "docs/how-to/dependencies.md)",
+                    field=f"items[{i}].after",
+                )
+            where[i] = homes.pop()
+
+    async def _parents_where(self, ids: Sequence[str]) -> dict[str, int]:
+        """The partition of each stored job of `ids`.
+
+        Raises:
+            UnknownParent: one of them is stored nowhere.
+        """
+        if self.count == 1:
+            try:
+                found = await self.wire.call_many([("EXISTS", self.keys.job(i)) for i in ids])
+            except RedisError as exc:
+                raise self.storage_error("read of the parents", exc) from exc
+            for parent, exists in zip(ids, found):
+                if not int(exists):
+                    raise UnknownParent(parent)
+            return dict.fromkeys(ids, 0)
+        keys = await asyncio.gather(*(self._job_keys(i) for i in ids))
+        out: dict[str, int] = {}
+        for parent, k in zip(ids, keys):
+            if k is None:
+                raise UnknownParent(parent)
+            out[parent] = k.partition or 0
         return out
 
     async def _enqueue_grouped(

@@ -279,3 +279,39 @@ async def test_the_audit_keeps_parents_and_the_parent_failed_child(
         assert kinds == ["scheduled", "failed", "schedule.failed"]
         parent_row = await s.audit.get(ok)
         assert parent_row is not None and parent_row.parents == ()
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+async def test_schedule_many_takes_after_of_stored_jobs_and_earlier_items(
+    redis_url: str, namespace: str, redis: aioredis.Redis, partitions: int
+) -> None:
+    clock, seen = FakeClock(START_MS), []  # type: list[tuple[str, dict[str, Any], int]]
+    async with make_scheduler(
+        redis_url, namespace, _registry(seen, clock), clock, cluster={"partitions": partitions}
+    ) as s:
+        stored = await s.schedule_in("export", 0, payload="stored", key="grp")  # (a partition)
+        before = sorted(await ns_keys(redis, namespace))
+        with pytest.raises(UnknownParent) as unknown:
+            await s.schedule_many(
+                [{"topic": "export", "payload": 1}, {"topic": "report", "after": ["ghost"]}]
+            )
+        assert unknown.value.parent_id == "ghost"
+        assert sorted(await ns_keys(redis, namespace)) == before  # nothing written
+        ids = await s.schedule_many(
+            [
+                {"topic": "export", "payload": "first", "job_id": "first", "key": "grp"},
+                {"topic": "report", "after": ["first", stored], "on_parent_failure": "ignore"},
+                {"topic": "report", "after": [stored]},
+            ]
+        )
+        both, one = ids[1], ids[2]
+        info = await s.get_job(both)
+        assert info is not None and info.parents == ("first", stored)
+        async with s.worker():
+            done = await s.wait(both, timeout=10)
+            await s.wait(one, timeout=10)
+        assert done.result == "done"
+        runs = {job: parents for job, parents, _ in seen}
+        assert runs[both] == {"first": "first", stored: "stored"} and runs[one] == {
+            stored: "stored"
+        }
