@@ -144,3 +144,27 @@ async def test_a_large_flow_is_bounded_and_a_deep_one_whole(
     while doc["children"]:
         doc, depth = doc["children"][0], depth + 1
     assert (depth, doc["id"]) == (99, "deep/000")
+
+
+async def test_jobs_redis_forgot_are_marked_and_a_lost_root_is_said(
+    horae: Any, horae_clock: Any, api: httpx.AsyncClient
+) -> None:
+    children = [Flow(LEAF, 1, job_id="gone/a"), Flow(LEAF, 2, job_id="gone/b", delay=3600)]
+    mid = Flow(SUM, job_id="gone/mid", children=children)
+    root = await horae.flow(Flow(SUM, job_id="gone", children=[mid]))
+    await horae_clock.advance("1m")
+    assert await horae.delete("gone/a")  # (as retention would: completed, then forgotten)
+    doc = (await api.get(f"/api/v1/flows/{root}")).json()
+    assert doc["children"][0]["children"][0] == {
+        "id": "gone/a",
+        "topic": None,
+        "state": None,
+        "result": None,
+        "children": [],
+    }
+    page = (await api.get("/jobs/gone%2Fmid")).text
+    assert _rows(page)["gone/a"] == "past retention" and "1 past retention" in page
+    assert await horae.delete(root)
+    page = (await api.get("/jobs/gone%2Fmid")).text
+    assert "Its root, <a" in page and "is no longer in Redis" in page and not _rows(page)
+    assert "no job 'gone'" in _error(await api.get("/api/v1/flows/gone"), 404)

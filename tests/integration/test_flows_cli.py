@@ -118,3 +118,17 @@ async def test_jobs_flow_prints_the_tree_and_json_and_show_names_the_root(
         assert "parents" in out and plain in out and "horae jobs flow" not in out, out
         code, out, _ = await run("jobs", "show", after, "--json")
         assert (json.loads(out)["flow"], json.loads(out)["parents"]) == (None, [plain])
+
+        # a job Redis forgot: its id alone, said so
+        assert await s.delete("cli-flow/c")
+        code, out, err = await run("jobs", "flow", root)
+        assert code == 0, err
+        assert "cli-flow/c  (no longer in Redis: past retention)" in out, out
+        code, out, _ = await run("jobs", "flow", root, "--json")
+        assert json.loads(out)["children"][1] == {
+            "id": "cli-flow/c",
+            "topic": None,
+            "state": None,
+            "result": None,
+            "children": [],
+        }
