@@ -3,7 +3,8 @@ completed, one retrying, one not due yet, the parents waiting) opened on its mid
 the tree from its root, each job with its state badge and a link to its page, this job marked;
 following a link opens that job's page, which marks it instead. Light and dark at 1280 and
 700 px: no serious axe-core violation, nothing wider than the window (screenshots to
-HORAE_SHOTS, when set)."""
+HORAE_SHOTS, when set). A job scheduled after= two of its jobs lists them with their states.
+"""
 
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ async def test_a_mid_nodes_page_shows_its_flow_with_states_and_links(
     await horae.audit.flush()
     tree = await horae.get_flow(ROOT)
     assert tree is not None and {n.id: n.state.value for n in tree.nodes()} == EXPECTED
+    mail = await horae.schedule_in(  # a job after two of the flow's: one done, one not yet
+        FETCH, 0, after=[f"{ROOT}/fetch-eu", f"{ROOT}/fetch-apac"], job_id="report-2030-01-mail"
+    )
     axe = ensure_axe()
     shots = Shots(tmp_path)
     problems: dict[str, Any] = {}
@@ -141,6 +145,19 @@ async def test_a_mid_nodes_page_shows_its_flow_with_states_and_links(
                 assert await page.locator("#flow li.current").get_attribute("data-job") == (
                     f"{ROOT}/fetch-us"
                 )
+                # an after= job: its parents with their states and links
+                await page.goto(f"{url}/jobs/{quote(mail, safe='')}")
+                parents = page.locator("#parents li")
+                assert await parents.count() == 2
+                assert [await p.inner_text() for p in await parents.all()] == [
+                    f"{ROOT}/fetch-eu completed {FETCH}",
+                    f"{ROOT}/fetch-apac scheduled {FETCH}",
+                ]
+                heading = page.get_by_role("heading", name="Parents (waiting for 1 of 2)")
+                assert await heading.count() == 1
+                if found := await violations(page, axe):
+                    problems[f"after= {scheme} {width}"] = found
+                await shots.take(page, f"after-parents-{width}-{scheme}")
                 assert errors == []
                 await ctx.close()
     assert problems == {}, problems
