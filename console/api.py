@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from audit.records import AuditRecord
 from console import actions, data
 from console.api_charts import ChartsOut
+from console.api_flows import FlowNodeOut, not_a_root
 from console.api_input import (
     ACTION_BODY,
     JSON_LIMITS,
@@ -184,6 +185,11 @@ class JobOut(BaseModel):
     waiting_for: int = Field(
         0, description="how many of its parents it still waits for (state waiting_for_parents)"
     )
+    flow: str | None = Field(
+        None,
+        description="a node of a flow: its root's id (GET /api/v1/flows/{root_id}); its "
+        "`parents` are then its children, the jobs it runs after; null: no flow",
+    )
     in_redis: bool = Field(
         True,
         description="false: a job past Redis's retention, as the audit trail remembers it "
@@ -213,6 +219,7 @@ class JobOut(BaseModel):
             result=j.result,
             parents=list(j.parents),
             waiting_for=j.waiting_for,
+            flow=j.flow,
         )
 
     @classmethod
@@ -300,7 +307,9 @@ class SpanOut(BaseModel):
         "the instant it completed, failed for good or was cancelled"
     )
     status: str = Field(
-        description="an attempt's outcome (or running); waited or waiting; the end state"
+        description="scheduled, or waiting_for_parents (a job waiting for the jobs it runs "
+        "after: no due time yet); an attempt's outcome (or running); waited or waiting; the end "
+        "state"
     )
     attempt: int | None = Field(description="the attempt (a retry wait: the one it waits for)")
     start_at: Stamp
@@ -651,6 +660,23 @@ async def reschedule_job(request: Request, who: Who, job_id: str, body: Reschedu
             console_of(request).scheduler, who, "reschedule", job_id, run_at=body.run_at, tz=body.tz
         )
     )
+
+
+# ------------------------------------------------------------------------------- flows
+@router.get("/flows/{root_id:path}", response_model=FlowNodeOut, responses=ERRORS)
+async def get_flow(request: Request, who: Who, root_id: str) -> FlowNodeOut:
+    """A flow from its root (the id creating it returned): each job's id, topic, state and
+    result, and under each job the jobs it runs after, as `horae jobs flow ROOT_ID --json`
+    prints it. 404: no such job, a job of no flow, or a node below the root (the message names
+    the root)."""
+    s = console_of(request).scheduler
+    job = await s.get_job(root_id)
+    if job is None or job.flow != root_id:
+        raise HTTPException(404, not_a_root(job, root_id))
+    tree = await s.get_flow(root_id)
+    if tree is None:  # (deleted meanwhile)
+        raise HTTPException(404, not_a_root(None, root_id))
+    return FlowNodeOut.of(tree)
 
 
 # ------------------------------------------------------------------------------- crons

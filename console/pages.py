@@ -16,6 +16,7 @@ from console import actions, data, timeline
 from console.auth import Principal, check_csrf
 from console.charts import rate_bars
 from console.deps import GuardedRoute, acts, caller, console_of
+from console.family import family_of
 from console.render import query, render, segment
 from console.topic_detail import topic_detail
 from console.trends import check_range, read_trends
@@ -184,6 +185,7 @@ async def _job_page(request: Request, job_id: str, template: str) -> Response:
         allowed=actions.allowed_actions(detail.job),
         trace_link=data.trace_link(c.settings.console.trace_url, detail.trace_id),
         timeline_svg=timeline.svg(detail.timeline, job_id) if detail.timeline else "",
+        fam=await family_of(c.scheduler, job_id, detail.job),
         every=every,
         every_s=f"{every / 1000:g} s",
         updated=datetime.now(UTC),  # (the wall clock: when this answer was made)

@@ -23,6 +23,7 @@ from scheduler.core.timeutil import rfc3339
 Kind = Literal["scheduled", "attempt", "retry_wait", "terminal"]
 KINDS: tuple[Kind, ...] = ("scheduled", "attempt", "retry_wait", "terminal")
 TERMINAL = ("completed", "failed", "cancelled")
+WAITING = "waiting_for_parents"  # a job scheduled after others (after=, a flow's node)
 _MS = timedelta(milliseconds=1)
 
 
@@ -100,6 +101,8 @@ class Span:
         """What the row says beside its bar: the outcome and how long, in words."""
         took = duration(self.duration_ms(now))
         if self.kind == "scheduled":
+            if self.status == WAITING:
+                return "waits for the jobs it runs after"
             if self.planned:
                 return f"due in {duration(_ms(self.until(now) - now))}"
             return f"due {took} after scheduling" if self.end != self.start else "due at once"
@@ -115,6 +118,8 @@ class Span:
         """The span in one sentence with its instants (a bar's tooltip, the chart's desc)."""
         start, end = rfc3339(self.start), rfc3339(self.end)
         if self.kind == "scheduled":
+            if self.status == WAITING:
+                return f"scheduled at {start}, waiting for the jobs it runs after"
             return f"scheduled at {start}, due at {end}{' (ahead)' if self.planned else ''}"
         if self.kind == "attempt":
             text = f"attempt {self.attempt} {self.status}: started {start}, "
@@ -273,7 +278,9 @@ def build(
     begin = created or first_due
     if begin is not None and first_due is not None:
         planned = not timed and ended is None and first_due > now
-        spans.append(Span("scheduled", "scheduled", begin, max(begin, first_due), planned=planned))
+        # (a job waiting for others has no due time yet: its run_at is when it was created)
+        status = WAITING if state == WAITING and not timed else "scheduled"
+        spans.append(Span("scheduled", status, begin, max(begin, first_due), planned=planned))
     for i, a in enumerate(timed):
         start = a.started_at
         assert start is not None

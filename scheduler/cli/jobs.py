@@ -1,4 +1,5 @@
-"""`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show`:
+"""`horae jobs list|show|stats|cancel|retry|delete|reschedule` and `horae cron show` (`jobs
+flow`: scheduler/cli/flows.py):
 find and act on jobs from the terminal (thin wrappers over the Scheduler facade; registered by
 scheduler/cli/main.py). Every command takes --json: one JSON document with the field names of the
 facade's values (JobInfo, CronInfo), datetimes RFC 3339 UTC with milliseconds, tracebacks as lists
@@ -119,8 +120,12 @@ def _show_text(console: Console, doc: dict[str, Any], info: JobInfo) -> None:
         table.add_row(name, Text(json.dumps(doc[name], indent=1)))
     if info.result is not None:  # what its listeners returned
         table.add_row("result", Text(json.dumps(doc["result"], indent=1)))
-    if info.parents:  # scheduled with after= (docs/how-to/dependencies.md)
-        table.add_row("parents", Text(", ".join(info.parents)))
+    if info.flow is not None:  # a node of a flow: its root, and the tree's command
+        root = "this job is its root" if info.flow == info.id else f"its root is {info.flow}"
+        table.add_row("flow", Text(f"{root} (the tree: horae jobs flow {info.flow})"))
+    if info.parents:  # after= (docs/how-to/dependencies.md); a flow node's are its children
+        label = "children (runs after)" if info.flow is not None else "parents"
+        table.add_row(label, Text(", ".join(info.parents)))
         if info.state is JobState.WAITING_FOR_PARENTS:
             table.add_row("waiting for", Text(f"{info.waiting_for} of {len(info.parents)}"))
     if info.progress is not None:
@@ -214,7 +219,8 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
 
     @cli.group()
     def jobs() -> None:
-        """Find jobs and act on them: list, show, stats, cancel, retry, delete, reschedule."""
+        """Find jobs and act on them: list, show, stats, cancel, retry, delete, reschedule; a
+        flow's tree (flow)."""
 
     @jobs.command("list")
     @click.option("--topic", default=None, help="Only jobs of this topic.")

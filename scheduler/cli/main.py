@@ -550,12 +550,13 @@ def _resolved_settings(ctx: click.Context) -> Settings:
 
 
 def _register_extensions() -> None:
-    """Commands of the audit and console packages, `dlq`, `topics`, `jobs`, `partitions`, `workers`
-    and `cron show`, wired here: the CLI is a composition root."""
+    """Commands of the audit and console packages, `dlq`, `topics`, `jobs` (and `jobs flow`),
+    `partitions`, `workers` and `cron show`, wired here: the CLI is a composition root."""
     from audit.analytics.cli import register as register_analytics
     from audit.cli import register
     from console.cli import register as register_console
     from scheduler.cli.dlq import register as register_dlq
+    from scheduler.cli.flows import register as register_flows
     from scheduler.cli.jobs import register as register_jobs
     from scheduler.cli.partitions import register as register_partitions
     from scheduler.cli.topics import register as register_topics
@@ -566,6 +567,7 @@ def _register_extensions() -> None:
     register_dlq(cli, _run, console)
     register_topics(cli, _run, console)
     register_jobs(cli, _run, console)
+    register_flows(cli, _run, console)
     register_workers(cli, _run, console)
     register_partitions(cli, _run)
     register_console(cli, _resolved_settings)

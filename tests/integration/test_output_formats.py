@@ -17,7 +17,7 @@ import httpx
 
 from console.app import create_app
 from listeners import ListenerRegistry, ScheduleArrivedEvent
-from scheduler import JobState
+from scheduler import Flow, JobState
 from scheduler.cli.main import cli
 from scheduler.core.topic_options import TopicOptions
 from tests.integration.engine_fixtures import audited_scheduler, eventually, in_state
@@ -138,9 +138,13 @@ async def test_every_json_output_and_api_answer_has_one_format(
         bad = await s.schedule_in("t.bad", 0, retry={"attempts": 1})
         later = await s.schedule_in("t.ok", "1h")
         doomed = await s.schedule_in("t.ok", "2h")
+        flow = await s.flow(Flow("t.ok", children=[Flow("t.ok", payload={"n": 1})]))
         async with s.worker() as w:
             await eventually(lambda: in_state(s, bad, JobState.FAILED), what="bad failed")
             await eventually(lambda: in_state(s, ok, JobState.COMPLETED), what="ok completed")
+            await eventually(
+                lambda: in_state(s, flow, JobState.COMPLETED), what="the flow completed"
+            )
             await s.audit.flush(timeout=10)
             [dead] = (await s.dead_letters("t.bad.dlq")).items
 
@@ -148,6 +152,7 @@ async def test_every_json_output_and_api_answer_has_one_format(
             args: dict[str, list[str]] = {
                 "jobs list": [],
                 "jobs show": [bad],
+                "jobs flow": [flow],
                 "jobs stats": [],
                 "jobs reschedule": [later, "3h"],
                 "jobs cancel": [doomed],
@@ -219,7 +224,13 @@ async def test_every_json_output_and_api_answer_has_one_format(
 
             # every GET of /api/v1, its path parameters filled in
             app = create_app(scheduler=s)
-            values = {"job_id": bad, "name": "nightly", "worker_id": w.id, "topic": "t.bad.dlq"}
+            values = {
+                "job_id": bad,
+                "root_id": flow,
+                "name": "nightly",
+                "worker_id": w.id,
+                "topic": "t.bad.dlq",
+            }
             transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://127.0.0.1:8080"

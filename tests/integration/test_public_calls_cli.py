@@ -41,6 +41,7 @@ COMMANDS: dict[str, list[str]] = {
     "jobs cancel": ["j/x"],
     "jobs delete": ["j/x"],
     "jobs list": [],
+    "jobs flow": ["j/x"],
     "jobs reschedule": ["j/x", "2030-01-01T00:00:00Z"],
     "jobs retry": ["j/x"],
     "jobs show": ["j/x"],

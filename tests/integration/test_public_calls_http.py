@@ -28,6 +28,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
         "/api/v1/jobs/j-x/reschedule",
         {"run_at": "2030-01-01T00:00:00Z"},
     ),
+    ("GET", "/api/v1/flows/{root_id}"): ("/api/v1/flows/j-x", None),
     ("GET", "/api/v1/crons"): ("/api/v1/crons", None),
     ("GET", "/api/v1/crons/{name}"): ("/api/v1/crons/n-x", None),
     ("POST", "/api/v1/crons/{name}/{action}"): ("/api/v1/crons/n-x/pause", {}),
