@@ -158,9 +158,7 @@ class BulkStore(StoreBase):
         first: dict[str, int] = {}
         for i, job in enumerate(jobs):
             first.setdefault(job.id, i)
-        stored = sorted(
-            {p for i, j in enumerate(jobs) for p in j.after if first.get(p, i) >= i}
-        )
+        stored = sorted({p for i, j in enumerate(jobs) for p in j.after if first.get(p, i) >= i})
         found = await self._parents_where(stored)
         for i, job in enumerate(jobs):
             if not job.after:
@@ -170,8 +168,8 @@ class BulkStore(StoreBase):
                 raise InvalidDependency(
                     f"items[{i}].after: the parents of a job must share one partition; "
                     f"{', '.join(job.after)} are on partitions "
-                    f"{', '.join(str(h) for h in sorted(homes))} (schedule them with the same key=: "
-                    "docs/how-to/dependencies.md)",
+                    f"{', '.join(str(h) for h in sorted(homes))} (schedule them with the same "
+                    "key=: docs/how-to/dependencies.md)",
                     field=f"items[{i}].after",
                 )
             where[i] = homes.pop()
