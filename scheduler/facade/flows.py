@@ -101,7 +101,7 @@ class FlowCalls:
         """The flow whose root is `root_id` as it stands: each node's job (its state, result,
         attempts) and children; None when Redis holds no such job. A node forgotten by its
         retention has `job` None (the audit keeps its row and parents)."""
-        return await self.store.get_flow(check_job_ref(root_id))
+        return await self.store.get_flow(check_job_ref(root_id, "root_id"))
 
 
 def _at(path: str, exc: ScheduleError) -> ScheduleError:

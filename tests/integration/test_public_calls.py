@@ -24,6 +24,7 @@ from horae.settings import load_settings
 from listeners import ListenerRegistry
 from scheduler.api import Scheduler
 from scheduler.core.errors import AuditUnavailable, ScheduleError, StorageError
+from scheduler.core.flow_tree import Flow
 from scheduler.core.stats import Stats, TopicStats
 from scheduler.core.topic_options import TopicOptions
 from scheduler.store.reads import COUNT_KEYS
@@ -59,6 +60,8 @@ CALLS: dict[str, Call] = {
     "list_crons": lambda s: s.list_crons(),
     "get_cron": lambda s: s.get_cron("n/x"),
     "get_job": lambda s: s.get_job("j/x"),
+    "flow": lambda s: s.flow(Flow("t/x", children=[Flow("t/x")])),
+    "get_flow": lambda s: s.get_flow("j/x"),
     "wait": lambda s: s.wait("j/x", timeout=5),
     "wait_many": lambda s: s.wait_many(["j/x"], timeout=5),
     "cancel": lambda s: s.cancel("j/x"),
@@ -302,6 +305,15 @@ WALK: dict[
     "resume_cron": (_kw(lambda s, **k: s.resume_cron(**k)), {"name": (BAD, "name")}),
     "get_cron": (_kw(lambda s, **k: s.get_cron(**k)), {"name": (BAD, "name")}),
     "get_job": (_kw(lambda s, **k: s.get_job(**k)), {"job_id": (BAD, "job_id")}),
+    "flow": (
+        _kw(lambda s, **k: s.flow(Flow(children=[Flow("t/x")], **k)), topic="t/x"),
+        {"topic": (BAD, "topic"), "job_id": (BAD[1:], "job_id"), "key": (BAD[1:], "key")},
+    ),
+    "flow[]": (
+        _kw(lambda s, **k: s.flow(Flow("t/x", children=[Flow(**k)])), topic="t/x"),
+        {"topic": (BAD, "children[0].topic"), "job_id": (BAD[1:], "children[0].job_id")},
+    ),
+    "get_flow": (_kw(lambda s, **k: s.get_flow(**k)), {"root_id": (BAD, "root_id")}),
     "wait": (_kw(lambda s, **k: s.wait(**k), timeout=1), {"job_id": (BAD, "job_id")}),
     "wait_many": (
         _kw(lambda s, **k: s.wait_many(**k), timeout=1),
