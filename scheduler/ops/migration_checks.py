@@ -1,5 +1,5 @@
 """What a partition migration checks before it moves anything (no live worker, no running job,
-the audit outbox relayed) and what `horae partitions status` shows."""
+no job waiting for parents, the audit outbox relayed) and what `horae partitions status` shows."""
 
 from __future__ import annotations
 
@@ -69,6 +69,14 @@ async def problems(
     if running:
         found.append(
             f"{running} job(s) are leased (running): let their workers finish and stop them first"
+        )
+    waiting = sum(int(n) for n in await store.many([("ZCARD", k.waiting_parents) for k in every]))
+    if waiting:
+        # A child lives on its parents' partition, not where its own id or key would route it:
+        # moved by its own route it would leave them (docs/how-to/dependencies.md).
+        found.append(
+            f"{waiting} job(s) wait for parents (after=, a flow): let them run, or cancel or "
+            "delete them (`horae jobs list --state waiting_for_parents`), then migrate"
         )
     unrelayed = 0
     for k in every:

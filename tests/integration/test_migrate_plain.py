@@ -100,3 +100,24 @@ async def test_the_cli_migrates_records_the_action_in_the_audit_and_refuses_a_li
         "done",
         {"from": 1, "to": 2, "jobs": 1, "schedules": 0},
     )
+
+
+async def test_a_job_waiting_for_parents_refuses_the_migration(
+    redis_url: str, parted_namespace: str
+) -> None:
+    """A child lives on its parents' partition, not its own route: the migration refuses while
+    one waits, and runs once none does."""
+    from scheduler import Flow
+    from scheduler.core.errors import MigrationRefused
+
+    async with scheduler(redis_url, parted_namespace, 2) as s:
+        root = await s.flow(Flow("t", children=[Flow("t", delay="1h")]))
+    with pytest.raises(MigrationRefused, match=r"1 job\(s\) wait for parents \(after=, a flow\)"):
+        await migrate(redis_url, parted_namespace, 4)
+    async with scheduler(redis_url, parted_namespace, 2) as s:
+        await s.cancel(root)
+    summary, said = await migrate(redis_url, parted_namespace, 4)
+    assert not summary.conflicts and said[-1].endswith("now has partitions=4")
+    async with scheduler(redis_url, parted_namespace, 4) as s:
+        stats = await s.stats()
+        assert (stats.scheduled, stats.cancelled, stats.waiting_for_parents) == (1, 1, 0)
