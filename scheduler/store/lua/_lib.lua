@@ -193,11 +193,6 @@ local function attempt_times(started, start_arg, end_arg, now, now_s)
   return fin_s, int(fin - math.min(from, fin))
 end
 
--- Store a new job hash, make it due and record `scheduled`. `j` holds the
--- job's fields (see enqueue.lua); a DEFAULTS field it leaves nil holds its
--- default (fire_crons.lua passes no bmax/bjit for a schedule stored before them).
--- Returns false when the id exists already.
--- The caller wakes workers (wake_if_first) unless it leases the job itself.
 -- A topic's configuration hash (scheduler/facade/topics.py; empty when it has none) as a table.
 local function topic_config(key)
   local cfg = {}
@@ -218,6 +213,11 @@ local function topic_defaults(j, cfg, retry_given, timeout_given)
   return defaulted
 end
 
+-- Store a new job hash, make it due and record `scheduled`. `j` holds the
+-- job's fields (see enqueue.lua); a DEFAULTS field it leaves nil holds its
+-- default (fire_crons.lua passes no bmax/bjit for a schedule stored before them).
+-- Returns false when the id exists already.
+-- The caller wakes workers (wake_if_first) unless it leases the job itself.
 local function create_job(job, due, outbox, counts, now, j)
   if redis.call('EXISTS', job) == 1 then
     return false
