@@ -136,8 +136,6 @@ class Lifecycle(RuleBasedStateMachine):
         return self.runner.run(coro)
 
     def teardown(self) -> None:
-        if self.scheduler is not None:
-            self.run(self.scheduler.close())
         self.run(self.store.aclose())
         client = sync_redis.Redis.from_url(self.redis_url)
         try:
@@ -260,7 +258,9 @@ class Lifecycle(RuleBasedStateMachine):
         if self.scheduler is None:
             settings = self.settings.model_copy(update={"namespace": self.ns})
             scheduler = Scheduler(settings=settings, listeners=ListenerRegistry(), clock=self.clock)
-            self.run(scheduler.connect())
+            # connected to the machine's store (connect() would build another: a store compiles
+            # every script, some 60 ms an example); closed with it
+            scheduler._store, scheduler._clock = self.store, self.clock
             self.scheduler = scheduler
         return self.scheduler
 
@@ -277,16 +277,26 @@ class Lifecycle(RuleBasedStateMachine):
         room = [FLOW_NODES - 1]
 
         def draw(level: int, path: str) -> int:
-            wanted = data.draw(st.integers(1 if level == 0 else 0, 4)) if level < depth else 0
+            wanted, topic, delay_ms, attempts, backoff, mode, name = data.draw(
+                st.tuples(
+                    st.integers(1 if level == 0 else 0, 4 if level < depth else 0),
+                    st.sampled_from(TOPICS),
+                    st.sampled_from([0, 0, 500, 1_000, 20_000]),
+                    ATTEMPTS,
+                    BACKOFFS,
+                    st.sampled_from([None, "fail", "ignore", "cancel"]),
+                    st.sampled_from(["on_child_failure", "on_parent_failure"]),
+                )
+            )
             n = min(wanted, room[0])
             room[0] -= n
-            node = {
-                "topic": data.draw(st.sampled_from(TOPICS)),
-                "delay_ms": data.draw(st.sampled_from([0, 0, 500, 1_000, 20_000])),
-                "attempts": data.draw(ATTEMPTS),
-                "backoff": data.draw(BACKOFFS),
-                "mode": data.draw(st.sampled_from([None, "fail", "ignore", "cancel"])),
-                "name": data.draw(st.sampled_from(["on_child_failure", "on_parent_failure"])),
+            node: dict[str, Any] = {
+                "topic": topic,
+                "delay_ms": delay_ms,
+                "attempts": attempts,
+                "backoff": backoff,
+                "mode": mode,
+                "name": name,
                 "path": path,
             }
             node["kids"] = [
