@@ -1,7 +1,9 @@
 """A small pure-Python model of a job's life in Redis, written from the scripts' headers
 and scheduler/core/outbox.py, not from their code: what each transition must answer, which
 state, attempts, due time and lease token each job then has, and which outbox events it
-appends. test_model_lifecycle.py runs the real scripts beside it and compares."""
+appends. test_model_lifecycle.py runs the real scripts beside it and compares. A flow
+(create_flow.lua) is after= wiring made in one step: its nodes are scheduled children first,
+each after its children, all or nothing."""
 
 from __future__ import annotations
 
