@@ -1,7 +1,9 @@
 """A small pure-Python model of a job's life in Redis, written from the scripts' headers
 and scheduler/core/outbox.py, not from their code: what each transition must answer, which
 state, attempts, due time and lease token each job then has, and which outbox events it
-appends. test_model_lifecycle.py runs the real scripts beside it and compares."""
+appends. test_model_lifecycle.py runs the real scripts beside it and compares. A flow
+(create_flow.lua) is after= wiring made in one step: its nodes are scheduled children first,
+each after its children, all or nothing."""
 
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class MJob:
     wp: int = 0
     pr: dict[str, str] = field(default_factory=dict)
     pf: str | None = None  # the parent whose failure failed or cancelled it (retry re-arms)
+    # a node of a flow (create_flow.lua): its root's id (its parents above are its children)
+    flow: str = ""
 
     @property
     def count_state(self) -> str:
@@ -63,6 +67,21 @@ class MCron:
 
 
 Event = dict[str, Any]
+FlowShape = tuple[str, str | None, tuple[Any, ...]]  # (id, state, children's shapes)
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One node of a flow as Scheduler.flow is given it: its children's ids, and what a
+    child's failure does to it (on_child_failure)."""
+
+    id: str
+    topic: str
+    due: int
+    attempts: int
+    backoff: tuple[str, int, int]
+    children: tuple[str, ...]
+    mode: str
 
 
 @dataclass
@@ -102,15 +121,17 @@ class Model:
         cron: str = "",
         after: tuple[str, ...] = (),
         mode: str = "fail",
+        flow: str = "",
     ) -> bool | None:
         """enqueue.lua: None (UNKNOWN_PARENT, nothing written) when a parent of `after` does
-        not exist, False (DUPLICATE, nothing written) when the id exists in any state."""
+        not exist, False (DUPLICATE, nothing written) when the id exists in any state.
+        `flow`: the root of the flow create_flow.lua makes it a node of."""
         if any(p not in self.jobs for p in after):
             return None
         if job_id in self.jobs:
             return False
         state = FOR_PARENTS if after else "scheduled"
-        job = MJob(job_id, topic, state, max_attempts, backoff, due, cron=cron)
+        job = MJob(job_id, topic, state, max_attempts, backoff, due, cron=cron, flow=flow)
         self.jobs[job_id] = job
         parents = json.dumps(list(after), separators=(",", ":")) if after else ""
         self._emit(
@@ -126,6 +147,43 @@ class Model:
         if after:
             self._link(job, after, mode)
         return True
+
+    # ----------------------------------------------------------------- flows
+    def create_flow(self, nodes: list[FlowSpec]) -> str | None:
+        """create_flow.lua for a tree given children first, the root last: every node is a job
+        scheduled after= its children (all new, so each waits for all of them), marked with the
+        root's id. All or nothing: the first node (in that order) whose id exists is returned
+        and nothing is written; None when every node was created."""
+        for n in nodes:
+            if n.id in self.jobs:
+                return n.id
+        root = nodes[-1].id
+        for n in nodes:
+            self.schedule(
+                n.id,
+                n.topic,
+                n.due,
+                n.attempts,
+                n.backoff,
+                after=n.children,
+                mode=n.mode,
+                flow=root,
+            )
+        return None
+
+    def flow_tree(self, root: str) -> FlowShape | None:
+        """What get_flow(root) shows: (id, state, children) per node, a node's children being
+        the parents of its job when that job is a node of this flow (a job Redis no longer
+        holds: state None, no children); None when the root's id is no job."""
+        if root not in self.jobs:
+            return None
+
+        def shape(job_id: str) -> FlowShape:
+            job = self.jobs.get(job_id)
+            kids = job.parents if job is not None and job.flow == root else ()
+            return (job_id, None if job is None else job.state, tuple(shape(c) for c in kids))
+
+        return shape(root)
 
     # ---------------------------------------------------------- dependencies
     def _link(self, job: MJob, after: tuple[str, ...], mode: str) -> None:

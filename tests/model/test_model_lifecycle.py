@@ -9,7 +9,16 @@ cron tick creates at most one job; a job scheduled after= parents (some unknown:
 nothing written) waits for exactly the parents not done yet, is released once (into the due
 set), failed or cancelled by its on_parent_failure, and its claim carries its parents' results.
 
-Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 25 s
+Flows (Scheduler.flow) are after= wiring made in one step, children first: each node of a
+random tree is modelled as a job scheduled after its children, marked with the root's id, and
+takes part in every rule above (claims, settling, cancel, retry, delete, time). A flow with a
+node's id taken is refused whole, nothing written. Beside the model: a node's event has its
+children's results as children_results, get_flow equals the model's tree after every step, no
+job runs before each of its parents ended (by the outbox; completed, unless it ignores their
+failures) nor completes twice, and `drain` runs the workers until nothing is left: no job
+(flow node or after= child) may be left waiting.
+
+Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 35 s
 on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new ones each run.
 """
 
@@ -37,10 +46,14 @@ from hypothesis.stateful import (
 )
 from opentelemetry import trace
 
+from horae.settings import Settings, load_settings
+from listeners import ListenerRegistry
 from listeners.dispatch import DispatchResult, ListenerFailure
+from scheduler import Flow, FlowRefused, Scheduler
 from scheduler.core.config import CronSettings, RetentionSettings, WorkerSettings
 from scheduler.core.cron import next_fire, parse_cron
 from scheduler.core.errors import DoNotRetry, UnknownParent
+from scheduler.core.flow_tree import FlowNode
 from scheduler.core.job import ClaimedJob, NewCron
 from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
@@ -49,10 +62,10 @@ from scheduler.observe.metrics import Metrics
 from scheduler.store.redis import RedisStore
 from scheduler.store.wire import as_map
 from scheduler.testing.clocks import FakeClock
-from scheduler.worker.attempt import settlement
+from scheduler.worker.attempt import arrival, settlement
 from scheduler.worker.housekeeping import Housekeeping
 from tests.hypothesis_profiles import PROFILE, budget
-from tests.model.lifecycle import FOR_PARENTS, WAITING, Model
+from tests.model.lifecycle import FINISHED, FOR_PARENTS, WAITING, FlowShape, FlowSpec, Model
 
 START_MS = 1_800_000_000_000
 LEASE_MS = 10_000
@@ -83,6 +96,8 @@ BACKOFFS = st.sampled_from(
     [("fixed", 1_000, 1_000), ("exponential", 1_000, 3_000), ("exponential", 2_000, 60_000)]
 )
 SETTLE_KINDS = ("succeeded", "succeeded_result", "failed", "do_not_retry", "timed_out")
+FLOW_NODES = 10  # the most jobs a generated flow holds (a tree 1 to 3 levels deep)
+ENDS = ("completed", "failed", "cancelled", "deleted")  # the events a job ends with
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -91,6 +106,7 @@ class Lifecycle(RuleBasedStateMachine):
     runner: asyncio.Runner
     redis: aioredis.Redis
     redis_url: str
+    settings: Settings  # a Scheduler's (Scheduler.flow, get_flow), but for the namespace
 
     def __init__(self) -> None:
         super().__init__()
@@ -112,6 +128,15 @@ class Lifecycle(RuleBasedStateMachine):
             lambda *args, **kwargs: None,
             self._noop,
         )
+        self.scheduler: Scheduler | None = None  # connected by the first flow
+        self.flows_made = 0  # numbers the flows' node ids
+        self.roots: dict[str, None] = {}  # every flow root created (maybe deleted since)
+        # No child released early: for each job scheduled after= parents (flow nodes too),
+        # the first end event (completed, failed, cancelled, deleted) of each parent since the
+        # child was created, "" while none; None once an operator retried the child (it then
+        # runs whatever its parents did).
+        self.waits: dict[str, dict[str, str] | None] = {}
+        self.completions: Counter[str] = Counter()  # completed events since its scheduled one
 
     async def _noop(self) -> None:
         return None
@@ -188,6 +213,7 @@ class Lifecycle(RuleBasedStateMachine):
             now_ms=now,
         )
         parents = tuple(after or ())
+        ended = {p: j.state if j.state in FINISHED else "" for p, j in self.model.jobs.items()}
         created = self.model.schedule(
             job_id, topic, now + delay_ms, attempts, backoff, after=parents, mode=on_parent_failure
         )
@@ -202,6 +228,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert done.result.created is created, (done, created)
         if parents and created:
             event(f"schedule after -> {self.model.jobs[job_id].state}")
+            self.waits[job_id] = {p: ended[p] for p in parents}
         token = (
             self.model.local_handoff(job_id, WORKERS[0], LEASE_MS)
             if created and local and not parents
@@ -235,6 +262,125 @@ class Lifecycle(RuleBasedStateMachine):
             job_id, "beta", delay_ms, 2, ("fixed", 1_000, 1_000), False, after, on_parent_failure
         )
 
+    def _scheduler(self) -> Scheduler:
+        """The namespace's Scheduler (its flow calls), on the machine's clock."""
+        if self.scheduler is None:
+            settings = self.settings.model_copy(update={"namespace": self.ns})
+            scheduler = Scheduler(settings=settings, listeners=ListenerRegistry(), clock=self.clock)
+            # connected to the machine's store (connect() would build another: a store compiles
+            # every script, some 60 ms an example); closed with it
+            scheduler._store, scheduler._clock = self.store, self.clock
+            self.scheduler = scheduler
+        return self.scheduler
+
+    @rule(data=st.data(), depth=st.integers(1, 3), renamed=st.integers(0, 3))
+    def schedule_flow(self, data: st.DataObject, depth: int, renamed: int) -> None:
+        """Scheduler.flow: a tree `depth` levels deep below its root (1 to 4 children a node,
+        at most FLOW_NODES jobs), each node of a random topic, retry policy, delay and
+        on_child_failure. Now and then (renamed 0) one node takes the id of a job the
+        namespace has (or of a JOB_IDS one): the whole flow is refused (FlowRefused, or for
+        the root the root's id returned), nothing written."""
+        now = self.clock.now_ms()
+        self.flows_made += 1
+        nodes: list[dict[str, Any]] = []  # children first, the root last
+        room = [FLOW_NODES - 1]
+
+        def draw(level: int, path: str) -> int:
+            wanted, topic, delay_ms, attempts, backoff, mode, name = data.draw(
+                st.tuples(
+                    st.integers(1 if level == 0 else 0, 4 if level < depth else 0),
+                    st.sampled_from(TOPICS),
+                    st.sampled_from([0, 0, 500, 1_000, 20_000]),
+                    ATTEMPTS,
+                    BACKOFFS,
+                    st.sampled_from([None, "fail", "ignore", "cancel"]),
+                    st.sampled_from(["on_child_failure", "on_parent_failure"]),
+                )
+            )
+            n = min(wanted, room[0])
+            room[0] -= n
+            node: dict[str, Any] = {
+                "topic": topic,
+                "delay_ms": delay_ms,
+                "attempts": attempts,
+                "backoff": backoff,
+                "mode": mode,
+                "name": name,
+                "path": path,
+            }
+            node["kids"] = [
+                draw(level + 1, f"{path}{'.' if path else ''}children[{i}]") for i in range(n)
+            ]
+            node["id"] = f"f{self.flows_made}.{len(nodes)}"
+            nodes.append(node)
+            return len(nodes) - 1
+
+        draw(0, "")
+        if renamed == 0:
+            taken = data.draw(st.sampled_from(sorted({*JOB_IDS, *self.model.jobs})))
+            nodes[data.draw(st.integers(0, len(nodes) - 1))]["id"] = taken
+        flows: list[Flow] = []
+        specs: list[FlowSpec] = []
+        for node in nodes:
+            kids = tuple(nodes[k]["id"] for k in node["kids"])
+            kind, delay, cap = node["backoff"]
+            keywords: dict[str, Any] = {
+                "job_id": node["id"],
+                "retry": {
+                    "attempts": node["attempts"],
+                    "backoff": {"type": kind, "delay": delay, "max_delay": cap},
+                },
+            }
+            if node["delay_ms"]:
+                keywords["delay"] = f"{node['delay_ms']}ms"
+            if node["mode"] is not None:
+                keywords[node["name"]] = node["mode"]
+            flows.append(
+                Flow(
+                    node["topic"],
+                    {"n": node["id"]},
+                    [flows[k] for k in node["kids"]],
+                    **keywords,
+                )
+            )
+            specs.append(
+                FlowSpec(
+                    node["id"],
+                    node["topic"],
+                    now + node["delay_ms"],
+                    node["attempts"],
+                    node["backoff"],
+                    kids,
+                    node["mode"] or "fail",
+                )
+            )
+        root = specs[-1].id
+        first = self.model.create_flow(specs)
+        scheduler = self._scheduler()
+        if first is None or first == root:  # created, or the root's id taken: its id returned
+            assert self.run(scheduler.flow(flows[-1])) == root
+        else:
+            with pytest.raises(FlowRefused) as refused:
+                self.run(scheduler.flow(flows[-1]))
+            path = next(n["path"] for n in nodes if n["id"] == first)
+            assert refused.value.field == f"{path}.job_id", refused.value
+        if first is not None:  # nothing of it written (the invariant checks the model's jobs)
+            k = self.store.keys
+            fresh = [n["id"] for n in nodes if n["id"] not in self.model.jobs]
+            written = self.run(
+                self.store.wire.call_many(
+                    [("EXISTS", k.job(i), k.parent_results(i), k.children(i)) for i in fresh]
+                )
+            )
+            assert not any(int(n) for n in written), (fresh, written)
+            event(f"flow -> refused ({'root' if first == root else 'node'})")
+            return
+        event(f"flow of {len(nodes)} -> {self.model.jobs[root].state}")
+        self.roots[root] = None
+        for spec in specs:
+            if spec.children:
+                self.waits[spec.id] = {c: "" for c in spec.children}
+
     @rule(worker=st.sampled_from(WORKERS), limit=st.integers(1, 3))
     def claim(self, worker: str, limit: int) -> None:
         now = self.clock.now_ms()
@@ -246,8 +392,25 @@ class Lifecycle(RuleBasedStateMachine):
             m = self.model.jobs[j.id]
             want = {p: json.loads(r) for p, r in m.pr.items() if r} if m.parents else None
             assert (json.loads(j.parent_results_json) if j.parent_results_json else None) == want
+            # a flow's node reads them as event.children_results (its parents are its children)
+            assert j.flow_root == m.flow, (j.id, j.flow_root, m.flow)
+            arrived = arrival(j)
+            got = (dict(arrived.children_results), dict(arrived.parent_results))
+            assert got == ((want or {}, {}) if m.flow else ({}, want or {})), (j.id, got, want)
+            self._check_released(j.id)
         self.claimed.extend(jobs)
         self.holders.extend(worker for _ in jobs)
+
+    def _check_released(self, job_id: str) -> None:
+        """A job scheduled after= parents (a flow's node after its children) runs only once
+        each of them ended (by the outbox), completed unless it ignores their failures."""
+        ended = self.waits.get(job_id)
+        if ended is None:  # no parents, or an operator retried it
+            return
+        pending = sorted(p for p, how in ended.items() if not how)
+        assert not pending, f"{job_id} runs before its parents {pending} ended"
+        if self.model.jobs[job_id].mode != "ignore":
+            assert set(ended.values()) == {"completed"}, (job_id, ended)
 
     @rule(ms=st.sampled_from([1, 999, 1_000, 4_000, LEASE_MS, LEASE_MS + 1, 30_000, 61_000]))
     def advance(self, ms: int) -> None:
@@ -281,6 +444,10 @@ class Lifecycle(RuleBasedStateMachine):
         """The leases that were lost, settled or recovered: their tokens must settle nothing."""
         held = set(self.held())
         return [n for n in range(len(self.claimed)) if n not in held]
+
+    def unfinished(self) -> bool:
+        """Whether a job waits or runs (a cancelled one's attempt too)."""
+        return any(j.state not in FINISHED or j.token for j in self.model.jobs.values())
 
     @precondition(lambda self: self.held())
     @rule(data=st.data(), how=st.sampled_from(SETTLE_KINDS))
@@ -373,6 +540,32 @@ class Lifecycle(RuleBasedStateMachine):
         job_id = data.draw(self.some_job())
         code = self.run(self.store.delete_job(job_id, self.clock.now_ms(), "op"))
         assert code == self.model.delete(job_id)
+
+    @precondition(lambda self: self.unfinished())
+    @rule(data=st.data())
+    def drain(self, data: st.DataObject) -> None:
+        """Workers run until nothing is left to run, each attempt settled as drawn, the clock
+        moved to the next due time: then no job waits (for its time or its parents) and none
+        runs. No node lost: every child (a flow's every node) ends once its parents did."""
+        for _ in range(300):  # (each job ends after at most 3 attempts)
+            for n in self.held():
+                self._settle(n, data.draw(st.sampled_from(SETTLE_KINDS)))
+            self.run(self._check())  # (the outbox read before a claim: _check_released)
+            self.claim(WORKERS[0], 10)
+            if not self.held():
+                due = [j.due for j in self.model.jobs.values() if j.state in WAITING]
+                if not due:
+                    break
+                self.advance(max(0, min(due) - self.clock.now_ms()))
+        left = [j for j in self.model.jobs.values() if j.state not in FINISHED or j.token]
+        assert not left, f"the model left jobs unfinished: {left}"
+        k = self.store.keys
+        waiting = self.run(
+            self.store.wire.call_many(
+                [("ZCARD", k.due), ("ZCARD", k.active), ("ZCARD", k.waiting_parents)]
+            )
+        )
+        assert [int(n) for n in waiting] == [0, 0, 0], f"jobs left in due/active/wfp: {waiting}"
 
     @rule()
     def unknown_job(self) -> None:
@@ -480,6 +673,7 @@ class Lifecycle(RuleBasedStateMachine):
             assert int(h.get("attempts", 0)) == m.attempts <= m.max_attempts == int(h.get("max", 5))
             assert h.get("token", "") == m.token
             assert h.get("result", "") == m.result, (job_id, h, m)
+            assert h.get("froot", "") == m.flow, (job_id, h, m)  # a flow's node: its root
             if m.state in WAITING:
                 assert int(h.get("due", h["run_at"])) == m.due
             if m.state == FOR_PARENTS:  # no child lost: it waits for exactly its parents left
@@ -491,6 +685,11 @@ class Lifecycle(RuleBasedStateMachine):
         assert {n: int(float(v)) for n, v in as_map(replies[-1]).items()} == {
             n: c.next for n, c in self.model.crons.items()
         }
+        if self.scheduler is not None:  # every flow as get_flow shows it (read side by side)
+            roots = list(self.roots)
+            flows = await asyncio.gather(*(self.scheduler.get_flow(r) for r in roots))
+            for root, got in zip(roots, flows):
+                assert _shape(got) == self.model.flow_tree(root), (root, got)
 
     def _check_events(self, entries: list[Any]) -> None:
         got = []
@@ -501,6 +700,29 @@ class Lifecycle(RuleBasedStateMachine):
             self.last_event = stream_id
         assert got == self.model.events, f"outbox {got} != model {self.model.events}"
         self.model.events.clear()
+        for e in got:
+            job_id = e["id"]
+            if e["e"] == "scheduled":
+                self.completions[job_id] = 0
+            elif e["e"] == "completed":  # no job released (and run) twice
+                self.completions[job_id] += 1
+                assert self.completions[job_id] == 1, f"{job_id} completed twice"
+            elif e["e"] == "retried":
+                self.waits[job_id] = None
+            if e["e"] in ENDS:
+                for ended in self.waits.values():
+                    if ended is not None and ended.get(job_id) == "":
+                        ended[job_id] = e["e"]
+            if e["e"] == "deleted":
+                self.waits.pop(job_id, None)
+
+
+def _shape(node: FlowNode | None) -> FlowShape | None:
+    """A flow as (id, state, children), what Model.flow_tree gives."""
+    if node is None:
+        return None
+    state = None if node.state is None else node.state.value
+    return (node.id, state, tuple(_shape(child) for child in node.children))
 
 
 @pytest.fixture
@@ -514,6 +736,11 @@ def test_lifecycle_matches_the_model(redis_url: str, runner: asyncio.Runner) -> 
     """The real scripts and the model agree after every step of every generated run."""
     Lifecycle.runner, Lifecycle.redis_url = runner, redis_url
     Lifecycle.redis = aioredis.Redis.from_url(redis_url)
+    base = load_settings(path=None, env={}, redis_url=redis_url)
+    # no audit relay: the outbox is written and read here, no PostgreSQL needed
+    Lifecycle.settings = base.model_copy(
+        update={"audit": base.audit.model_copy(update={"relay": False})}
+    )
     try:
         run_state_machine_as_test(
             Lifecycle, settings=settings(max_examples=budget(200), stateful_step_count=50)
