@@ -13,10 +13,10 @@ Flows (Scheduler.flow) are after= wiring made in one step, children first: each 
 random tree is modelled as a job scheduled after its children, marked with the root's id, and
 takes part in every rule above (claims, settling, cancel, retry, delete, time). A flow with a
 node's id taken is refused whole, nothing written. Beside the model: a node's event has its
-children's results as children_results, get_flow equals the model's tree after every step, no
-job runs before each of its parents ended (by the outbox; completed, unless it ignores their
-failures) nor completes twice, and `drain` runs the workers until nothing is left: no job
-(flow node or after= child) may be left waiting.
+children's results as children_results, get_flow equals the model's tree (one flow in turn
+after every step, all after a drain), no job runs before each of its parents ended (by the
+outbox; completed, unless it ignores their failures) nor completes twice, and `drain` runs
+the workers until nothing is left: no job (flow node or after= child) may be left waiting.
 
 Budget: 200 examples of up to 50 steps in CI (the "ci" profile, derandomized: about 35 s
 on the 2-core CI machine); HYPOTHESIS_PROFILE=long runs 10 times as many, new ones each run.
