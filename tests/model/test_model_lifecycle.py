@@ -128,7 +128,7 @@ class Lifecycle(RuleBasedStateMachine):
             lambda *args, **kwargs: None,
             self._noop,
         )
-        self.scheduler: Scheduler | None = None  # connected by the first flow
+        self.scheduler: Scheduler | None = None  # made by the first flow (_scheduler)
         self.flows_made = 0  # numbers the flows' node ids
         self.roots: dict[str, None] = {}  # every flow root created (maybe deleted since)
         self.checks = 0  # the invariant's runs (which flow it reads)
