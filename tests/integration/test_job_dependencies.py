@@ -315,3 +315,26 @@ async def test_schedule_many_takes_after_of_stored_jobs_and_earlier_items(
         assert runs[both] == {"first": "first", stored: "stored"} and runs[one] == {
             stored: "stored"
         }
+
+
+async def test_retrying_a_failed_parent_re_arms_a_child_scheduled_after_it_failed(
+    redis_url: str, namespace: str
+) -> None:
+    """The child failed at once (its parent had failed already); the parent's retry brings it
+    back to wait (found by the model-based machine: such a parent was never marked as having
+    children, and its retry re-armed nothing)."""
+    clock, seen = FakeClock(START_MS), []  # type: list[tuple[str, dict[str, Any], int]]
+    async with make_scheduler(redis_url, namespace, _registry(seen, clock), clock) as s:
+        bad = await s.schedule_in("broken", 0)
+        async with s.worker():
+            await s.wait(bad, timeout=10)
+            child = await s.schedule_in("report", 0, after=[bad])
+            failed = await s.get_job(child)
+            assert failed is not None and failed.outcome == "parent_failed"
+            await s.retry(bad)
+            waiting = await s.get_job(child)
+            assert waiting is not None and waiting.state is JobState.WAITING_FOR_PARENTS
+            await s.wait(bad, timeout=10)  # broken fails again: the child fails again
+            again = await s.wait(child, timeout=10)
+        assert again.state is JobState.FAILED and again.outcome == "parent_failed"
+        assert [job for job, _, _ in seen] == [bad, bad]

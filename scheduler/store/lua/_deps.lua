@@ -115,6 +115,7 @@ local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
         redis.call('HSET', pr, p, 'null')
       elseif not failed_parent then
         failed_parent = p
+        redis.call('HSET', pk, 'hc', '1')  -- (its retry re-arms this child: deps_rearm)
       end
     else
       left = left + 1
