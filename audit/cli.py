@@ -113,6 +113,8 @@ def _job_table(row: AuditRecord) -> Table:
         table.add_row(name, "" if value is None else json.dumps(value, indent=1)[:2000])
     if row.last_error:  # rendered as `horae jobs show` renders it, not as raw JSON
         table.add_row("last_error", Text("\n".join(error_lines(row.last_error))))
+    if row.parents:  # after= or a flow's children: the lineage Redis forgets with the job
+        table.add_row("parents", Text(", ".join(row.parents)))
     return table
 
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from rich.console import Console
 
+from audit.cli import _job_table
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import DoNotRetry, InvalidDependency, JobState, UnknownParent
 from scheduler.core.dependencies import MAX_PARENTS
@@ -279,6 +281,9 @@ async def test_the_audit_keeps_parents_and_the_parent_failed_child(
         assert kinds == ["scheduled", "failed", "schedule.failed"]
         parent_row = await s.audit.get(ok)
         assert parent_row is not None and parent_row.parents == ()
+    shown = Console(width=200, record=True)
+    shown.print(_job_table(row))  # `horae audit show` names the parents
+    assert f"{ok}, {bad}" in shown.export_text()
 
 
 @pytest.mark.parametrize("partitions", [1, 4])
