@@ -332,3 +332,30 @@ async def test_a_cron_tick_starts_one_flow_per_tick(redis_url: str, namespace: s
             done = [await s.wait(r, timeout=10) for r in (roots[0], roots[2])]
         assert [d.result for d in done] == [3, 3]
         assert (await s.stats()).completed == 2 + 6  # two ticks, two flows of three
+
+
+async def test_a_re_armed_node_whose_other_child_was_deleted_fails_again_at_once(
+    redis_url: str, namespace: str, redis: aioredis.Redis
+) -> None:
+    """A deleted child counts as failed when its parent is re-armed, and no key of it comes back
+    (found by the model-based machine: the re-armed parent waited for the deleted child)."""
+    runs: dict[str, int] = {}
+    async with make_scheduler(
+        redis_url, namespace, _once_broken(runs, 1), FakeClock(START_MS)
+    ) as s:
+        root = await s.flow(Flow("sum", children=[Flow("once-broken"), Flow("sum")]))
+        async with s.worker():
+            assert (await s.wait(root, timeout=10)).state is JobState.FAILED
+            tree = await s.get_flow(root)
+            assert tree is not None
+            broken, other = tree.children
+            assert other.state is JobState.COMPLETED
+            await s.delete(other.id)
+            await s.retry(broken.id)
+            again = await s.get_job(root)
+            assert again is not None and again.state is JobState.FAILED
+            assert again.outcome == "parent_failed" and other.id in again.last_error["message"]
+            await s.wait(broken.id, timeout=10)
+        keys = {k.decode() for k in await ns_keys(redis, namespace)}
+        assert not [k for k in keys if k.endswith(":" + other.id)], keys
+        assert (await s.get_job(root)).state is JobState.FAILED  # type: ignore[union-attr]

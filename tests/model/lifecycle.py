@@ -191,10 +191,10 @@ class Model:
         job.parents, job.mode = after, mode
         failed = None
         for p in after:
-            parent = self.jobs[p]
-            if parent.state == "completed":
+            parent = self.jobs.get(p)  # (None: deleted since; only a re-armed child meets it)
+            if parent is not None and parent.state == "completed":
                 job.pr[p] = parent.result or "null"
-            elif parent.state in ("failed", "cancelled"):
+            elif parent is None or parent.state in ("failed", "cancelled"):
                 if mode == "ignore":
                     job.pr[p] = "null"
                 elif failed is None:
@@ -213,7 +213,8 @@ class Model:
 
     def _end(self, job: MJob, parent: str) -> None:
         job.pf = parent
-        self.ended_by.setdefault(parent, set()).add(job.id)
+        if parent in self.jobs:  # (a parent deleted before keeps no children set)
+            self.ended_by.setdefault(parent, set()).add(job.id)
         if job.mode == "cancel":
             job.state = "cancelled"
             self._emit("cancelled", job.id, 0, running=0)

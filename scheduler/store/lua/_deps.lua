@@ -40,7 +40,9 @@ end
 -- own failed and schedule.failed events (the audit's terminal failure).
 local function deps_end(ns, key, id, topic, w, fl, mode, parent, now_s, outbox, counts)
   redis.call('ZREM', ns .. K_WAITING_PARENTS, id)
-  redis.call('SADD', ns .. K_CHILDREN .. parent, id)  -- (re-armed if the parent is retried)
+  if redis.call('EXISTS', ns .. K_JOB .. parent) == 1 then  -- (not a parent deleted before)
+    redis.call('SADD', ns .. K_CHILDREN .. parent, id)  -- (re-armed if the parent is retried)
+  end
   if fl == '1' then flow_leave(ns, id, flow_fields(key), WAITING, false, now_s) end
   if mode == 'cancel' then
     redis.call('HSET', key, 'state', 'cancelled', 'finished', now_s, 'pf', parent)
@@ -110,12 +112,13 @@ local function deps_link(ns, key, id, parents, mode, now_s, outbox, counts)
     local f = redis.call('HMGET', pk, 'state', 'result')
     if f[1] == 'completed' then
       redis.call('HSET', pr, p, f[2] or 'null')
-    elseif f[1] == 'failed' or f[1] == 'cancelled' then
+    elseif f[1] == 'failed' or f[1] == 'cancelled' or not f[1] then
+      -- (no state: deleted since; only a re-armed child meets that, a new one's parents exist)
       if mode == 'ignore' then
         redis.call('HSET', pr, p, 'null')
       elseif not failed_parent then
         failed_parent = p
-        redis.call('HSET', pk, 'hc', '1')  -- (its retry re-arms this child: deps_rearm)
+        if f[1] then redis.call('HSET', pk, 'hc', '1') end  -- (its retry re-arms this child)
       end
     else
       left = left + 1
