@@ -146,14 +146,18 @@ class Lifecycle(RuleBasedStateMachine):
         return self.runner.run(coro)
 
     def teardown(self) -> None:
-        self.run(self.store.aclose())
-        client = sync_redis.Redis.from_url(self.redis_url)
+        # The namespace is deleted even when closing fails (a failing example's broken loop):
+        # failed runs left thousands of keys on the machine's Redis before.
         try:
-            keys = list(client.scan_iter(match="{" + self.ns + "}:*", count=1000))
-            if keys:
-                client.delete(*keys)
+            self.run(self.store.aclose())
         finally:
-            client.close()
+            client = sync_redis.Redis.from_url(self.redis_url)
+            try:
+                keys = list(client.scan_iter(match="{" + self.ns + "}:*", count=1000))
+                if keys:
+                    client.delete(*keys)
+            finally:
+                client.close()
 
     # ---------------------------------------------------------------- rules
     @initialize(
