@@ -669,13 +669,9 @@ async def get_flow(request: Request, who: Who, root_id: str) -> FlowNodeOut:
     result, and under each job the jobs it runs after, as `horae jobs flow ROOT_ID --json`
     prints it. 404: no such job, a job of no flow, or a node below the root (the message names
     the root)."""
-    s = console_of(request).scheduler
-    job = await s.get_job(root_id)
-    if job is None or job.flow != root_id:
-        raise HTTPException(404, not_a_root(job, root_id))
-    tree = await s.get_flow(root_id)
-    if tree is None:  # (deleted meanwhile)
-        raise HTTPException(404, not_a_root(None, root_id))
+    tree = await console_of(request).scheduler.get_flow(root_id)
+    if tree is None or tree.job is None or tree.job.flow != root_id:  # (one read: no get_job)
+        raise HTTPException(404, not_a_root(None if tree is None else tree.job, root_id))
     return FlowNodeOut.of(tree)
 
 

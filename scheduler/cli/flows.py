@@ -98,16 +98,13 @@ def register(cli: click.Group, run: Run, console: Console) -> None:
         result (shortened), and under each job the jobs it runs after. A job Redis forgot (past
         retention) shows its id alone (`horae audit show ID` has its history)."""
 
-        async def main() -> tuple[FlowNode | None, JobInfo | None]:
+        async def main() -> FlowNode | None:
             async with Scheduler(settings=no_relay(settings)) as s:
-                job = await s.get_job(root_id)
-                if job is None or job.flow != root_id:
-                    return None, job
-                tree = await s.get_flow(root_id)
-                return tree, None if tree is None else job  # (None: deleted meanwhile)
+                return await s.get_flow(root_id)  # (its root's job says whether it is one)
 
-        tree, job = run(main())
-        if tree is None:
+        tree = run(main())
+        job = None if tree is None else tree.job
+        if tree is None or job is None or job.flow != root_id:
             if job is not None:
                 raise click.ClickException(not_a_root(job, root_id))
             raise click.ClickException(
