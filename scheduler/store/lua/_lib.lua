@@ -50,12 +50,80 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- A script that leases or settles many jobs (claim.lua, complete.lua) batches its writes
+-- (begin_batch): count moves summed per field, sorted-set removals and additions gathered
+-- per key, each written once by flush_batch: two HINCRBY, a ZREM and a ZADD per job become
+-- a few calls per batch. nil in every other script: the helpers write at once. A batching
+-- script reads a count through count_now and flushes before it reads a sorted set it
+-- removed jobs from.
+local batch = nil
+local function begin_batch()
+  batch = { counts = {}, zrem = {}, zadd = {} }
+end
+
+local function gathered(t, key)
+  local list = t[key]
+  if not list then list = {}; t[key] = list end
+  return list
+end
+
+-- ZREM / ZADD of one job, now or with the batch.
+local function zrem_job(set, id)
+  if batch then
+    local list = gathered(batch.zrem, set)
+    list[#list + 1] = id
+  else
+    redis.call('ZREM', set, id)
+  end
+end
+
+local function zadd_job(set, score, id)
+  if batch then
+    local list = gathered(batch.zadd, set)
+    list[#list + 1] = score
+    list[#list + 1] = id
+  else
+    redis.call('ZADD', set, score, id)
+  end
+end
+
 -- Add `by` ('1' or '-1') to a counts field, removing the field when it reaches 0:
 -- the one way every script changes the counts hash.
 local function add_count(counts, field, by)
-  if redis.call('HINCRBY', counts, field, by) == 0 then
+  if batch then
+    local deltas = gathered(batch.counts, counts)
+    deltas[field] = (deltas[field] or 0) + tonumber(by)
+  elseif redis.call('HINCRBY', counts, field, by) == 0 then
     redis.call('HDEL', counts, field)
   end
+end
+
+-- A counts field as it stands, the batch's pending moves included.
+local function count_now(counts, field)
+  local n = tonumber(redis.call('HGET', counts, field) or '0')
+  local deltas = batch and batch.counts[counts]
+  if deltas and deltas[field] then n = n + deltas[field] end
+  return n
+end
+
+-- Write what the batch gathered (ZREMs first: no batching script removes a member it added)
+-- and keep batching; `done`: stop batching.
+local function flush_batch(done)
+  if not batch then return end
+  local b = batch
+  batch = nil
+  for set, ids in pairs(b.zrem) do
+    for i = 1, #ids, 1000 do redis.call('ZREM', set, unpack(ids, i, math.min(i + 999, #ids))) end
+  end
+  for set, entries in pairs(b.zadd) do
+    for i = 1, #entries, 2000 do redis.call('ZADD', set, unpack(entries, i, math.min(i + 1999, #entries))) end
+  end
+  for counts, deltas in pairs(b.counts) do
+    for field, by in pairs(deltas) do
+      if by ~= 0 then add_count(counts, field, int(by)) end
+    end
+  end
+  if not done then begin_batch() end
 end
 
 local function move_count(counts, topic, from, to)
@@ -259,14 +327,25 @@ end
 -- worker and attempt alone repeat (an operator's retry and a graceful release
 -- take the attempt counter back, a deleted id can be scheduled again), and a
 -- repeated token would let an attempt whose lease was lost settle its successor.
+-- `attempts`: the job's attempts field as read (nil or false: unknown, incremented in place).
 local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline, due, active, outbox, counts,
-                         seq)
-  local attempt = redis.call('HINCRBY', key, 'attempts', '1')
+                         seq, attempts)
+  local attempt
+  if attempts == nil or attempts == false then
+    attempt = redis.call('HINCRBY', key, 'attempts', '1')
+  else
+    attempt = tonumber(attempts) + 1
+  end
   local attempt_s = int(attempt)
   local token = worker .. ':' .. attempt_s .. ':' .. int(redis.call('INCR', seq))
-  redis.call('ZREM', due, id)
-  redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
-  redis.call('ZADD', active, deadline, id)
+  zrem_job(due, id)
+  if attempts == nil or attempts == false then
+    redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
+  else
+    redis.call('HSET', key, 'attempts', attempt_s, 'state', 'running', 'worker', worker, 'token', token,
+      'started', now_s)
+  end
+  zadd_job(active, deadline, id)
   move_count(counts, topic, state, 'running')
   emit(outbox, 'e', EV_ATTEMPT_STARTED, 'id', id, 'ts', now_s, 'a', attempt_s,
     'worker', worker, 'due', job_due, 'topic', topic)

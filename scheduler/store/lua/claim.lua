@@ -99,7 +99,7 @@ local taken = 0
 local function take(key, id, h, topic, from)
   local job_due = h.due or h.run_at
   local attempt, token = lease_job(key, id, topic, h.state, job_due, worker, now_s, deadline, from, active,
-    outbox, counts, KEYS[8])
+    outbox, counts, KEYS[8], h.attempts or '0')
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, attempt, token, topic, read_payload(key, h)
   out[n + 6], out[n + 7], out[n + 8], out[n + 9] = h.meta or DEFAULTS.meta, h.run_at, job_due, h.max or DEFAULTS.max
   out[n + 10], out[n + 11], out[n + 12] = h.btype or DEFAULTS.btype, h.bdelay or DEFAULTS.bdelay, h.timeout
@@ -171,7 +171,7 @@ local function held(id, h, topic)
     if holder and holder ~= id then return now + RECHECK_MS end
   end
   if c and c.conc then
-    local running = tonumber(redis.call('HGET', counts, topic .. '|running') or '0')
+    local running = count_now(counts, topic .. '|running')
     if running >= c.conc then return now + RECHECK_MS end
   end
   if c and c.rl_max then
@@ -204,6 +204,10 @@ if flow_on then
     end
   end
 end
+
+-- Leases are batched (begin_batch in _lib.lua): written at the end of each page read, so
+-- the next page and every read of a due set below see them.
+begin_batch()
 
 -- The due sets, highest priority first: {ns}:due:p:<p> for p > 0, {ns}:due (0), then p < 0.
 local sets = { due }
@@ -254,6 +258,7 @@ for _, set in ipairs(sets) do
         skipped = skipped + 1
       end
     end
+    flush_batch()
     if (serve == nil and parked == 0) or #ids < size then break end
   end
   if set ~= due and redis.call('EXISTS', set) == 0 then
@@ -317,6 +322,7 @@ if #listened > 0 then
             redis.call('ZREM', set, id)  -- gone or no longer waiting: drop the stale entry
           end
         end
+        flush_batch()
       end
       local first = redis.call('ZRANGE', set, '0', '0', 'WITHSCORES')
       if first[2] then
@@ -327,6 +333,7 @@ if #listened > 0 then
     end
   end
 end
+flush_batch(true)
 local cron = redis.call('ZRANGE', KEYS[5], '0', '0', 'WITHSCORES')
 if cron[2] then out[2] = tonumber(cron[2]) end
 return out

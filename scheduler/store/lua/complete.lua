@@ -31,6 +31,7 @@ local active, completed, cancelled, outbox, counts, done = KEYS[1], KEYS[2], KEY
 local now, prefix, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local now_s = ARGV[1]  -- stored and scored as given (no number formatting per job)
 local res = {}
+begin_batch()  -- the sorted sets and counts of the whole batch written once (_lib.lua)
 for i = 4, #ARGV, 6 do
   local id, token, outcome, detail = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local err, result = detail, ''
@@ -41,26 +42,27 @@ for i = 4, #ARGV, 6 do
   if f[1] ~= token then
     res[#res + 1] = -1
   else
-    redis.call('ZREM', active, id)
+    zrem_job(active, id)
     local fin_s, duration = attempt_times(f[6], ARGV[i + 4], ARGV[i + 5], now, now_s)
-    if result ~= '' then
-      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'result', result)
-    elseif err == '' and outcome == OUTCOME_SUCCEEDED then
-      redis.call('HSET', key, 'token', '', 'finished', fin_s)
-    elseif err == '' then  -- no_listener: `jobs show` says why the job completed without a run
-      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome)
-    else
-      redis.call('HSET', key, 'token', '', 'finished', fin_s, 'outcome', outcome, 'last_error', err)
+    -- one HSET: the token given back, when it finished, why (no_listener: `jobs show` says why
+    -- the job completed without a run; invalid_payload: the refusal), its result, its state
+    local set = { 'token', '', 'finished', fin_s }
+    if result ~= '' then set[5], set[6] = 'result', result end
+    if outcome ~= OUTCOME_SUCCEEDED then
+      set[#set + 1], set[#set + 2] = 'outcome', outcome
+      if err ~= '' then set[#set + 1], set[#set + 2] = 'last_error', err end
     end
     local kind = EV_COMPLETED
     if f[2] == 'cancelled' then
-      redis.call('ZADD', cancelled, now_s, id)
+      redis.call('HSET', key, unpack(set))
+      zadd_job(cancelled, now_s, id)
       kind = EV_ATTEMPT_SUCCEEDED
       res[#res + 1] = 2
     else
       if f[7] == '1' then flow_leave(ns_of(prefix), id, flow_fields(key), 'running', false, now_s) end
-      redis.call('HSET', key, 'state', 'completed')
-      redis.call('ZADD', completed, fin_s, id)
+      set[#set + 1], set[#set + 2] = 'state', 'completed'
+      redis.call('HSET', key, unpack(set))
+      zadd_job(completed, fin_s, id)
       move_count(counts, f[3], f[2], 'completed')
       notify_done(f[8], done, id)  -- (a cancelled job was published when it was cancelled)
       -- children waiting for it (after=, _deps.lua) take its result; maybe they are due now
@@ -80,6 +82,7 @@ for i = 4, #ARGV, 6 do
     end
   end
 end
+flush_batch(true)
 -- Keep only the newest `keep` completed jobs (age is pruned by prune.lua).
 local extra = redis.call('ZCARD', completed) - keep
 if extra > 0 then
