@@ -5,6 +5,7 @@ Python does not declare. Each check is also run on a planted literal, so it can 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -329,12 +330,21 @@ def test_compiled_names_are_python_declarations() -> None:
 
 
 @pytest.mark.parametrize("script", SCRIPT_NAMES)
-def test_each_script_defines_the_names_it_uses_before_its_body(script: str) -> None:
-    """A name used (by the body or a helper) is compiled in, once, above its first use."""
+def test_each_script_has_the_names_it_uses_written_in_as_literals(script: str) -> None:
+    """A compiled name (K_, EV_, OUTCOME_, *_MARK, AUDIT, CLAIM_FIELDS) is written into the
+    code as its literal, never left as a name (it would be an undefined global in Redis) nor
+    declared as a local of the top level (each helper capturing it paid on every call)."""
+    names = lua_names()
     source = script_source(script)
     code = re.sub(r"--[^\n]*", "", source)
-    for used in sorted(set(re.findall(r"\b(?:K|EV|OUTCOME)_\w+|\b\w+_MARK\b", code))):
-        defined = [m.start() for m in re.finditer(rf"^local {used} = ", code, re.M)]
-        assert len(defined) == 1, (script, used)
-        first_use = re.search(rf"\b{used}\b(?! = )", code)
-        assert first_use is not None and defined[0] < first_use.start(), (script, used)
+    left = set(re.findall(r"\b(?:(?:K|EV|OUTCOME)_\w+|\w+_MARK|AUDIT|CLAIM_FIELDS)\b", code))
+    assert left == set(), (script, left)
+    body = re.sub(r"--[^\n]*", "", (LUA / f"{script}.lua").read_text())
+    for used in set(re.findall(r"\b(?:K|EV|OUTCOME)_\w+|\b\w+_MARK\b", body)):
+        assert json.dumps(names[used]) in code, (script, used)
+
+
+def test_the_audit_flag_is_compiled_in() -> None:
+    assert "if true then" in script_source("claim", audit=True)
+    assert "if false then" in script_source("claim", audit=False)
+    assert script_source("claim", audit=True) != script_source("claim", audit=False)

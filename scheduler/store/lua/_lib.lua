@@ -1,10 +1,10 @@
 -- Shared helpers, prepended to every script by scripts.py (Redis has no include).
--- scripts.py also prepends `local AUDIT = true|false`: with the audit trail
--- off, no outbox event is written at all (no stream to grow, no cost), and
--- `local DEFAULTS = {...}` (scripts.JOB_DEFAULTS): job hash fields that are
--- not stored while they hold that value. The names Python declares are compiled
--- in as locals too (scripts.lua_names), never written here: K_<NAME> the key
--- names (scheduler/core/keys.py KeyName, e.g. ns .. K_PARKED .. topic), EV_<TYPE>
+-- scripts.py also prepends `local DEFAULTS = {...}` (scripts.JOB_DEFAULTS): job hash
+-- fields that are not stored while they hold that value, and CHUNK_FIELDS. It writes in,
+-- as literals wherever they are used (scripts._inline), AUDIT (true|false: with the audit
+-- trail off, no outbox event is written at all: no stream to grow, no cost), CLAIM_FIELDS
+-- and the names Python declares (scripts.lua_names), never written here as text: K_<NAME>
+-- the key names (scheduler/core/keys.py KeyName, e.g. ns .. K_PARKED .. topic), EV_<TYPE>
 -- the event types and OUTCOME_<NAME> the outcomes (scheduler/core/outbox.py).
 --
 -- Job hash {ns}:j:<id>, compact on purpose (memory per delayed job):
