@@ -1,5 +1,6 @@
-"""Bulk enqueue: many enqueue.lua calls in pipelined batches (RedisStore.enqueue_many), every
-partition's at once, and the one place that builds enqueue.lua's KEYS and ARGV."""
+"""Bulk enqueue: batches of jobs, each one enqueue_many.lua call (enqueue.lua's body once per
+job), pipelined (RedisStore.enqueue_many), every partition's at once; and the one place that
+builds enqueue.lua's KEYS and ARGV."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from scheduler.core.errors import InvalidDependency, KeyRequired, UnknownParent
 from scheduler.core.job import NewJob, ScheduleResult
@@ -18,11 +19,11 @@ from scheduler.core.keys import Keys
 from scheduler.store.base import StoreBase
 from scheduler.store.scripts import EnqueueCode, ScriptCode
 
-# enqueue_many's pipelined writes: enqueue.lua calls per write, and writes awaiting
-# their replies at once. Big enough that a write costs little per job and Redis never
-# waits for the next one; small enough not to hold up other callers of the shared
-# connection for long (at most BATCH * IN_FLIGHT calls ahead of them).
-ENQUEUE_BATCH = 200
+# enqueue_many's writes: jobs per enqueue_many.lua call, and calls awaiting their replies at
+# once. Big enough that a call costs little per job and Redis never waits for the next one;
+# small enough that one call holds Redis for a few ms at most (it is atomic) and other
+# callers of the shared connection wait behind at most BATCH * IN_FLIGHT jobs.
+ENQUEUE_BATCH = 100
 ENQUEUE_IN_FLIGHT = 5
 
 
@@ -61,7 +62,7 @@ def enqueued(job: NewJob, reply: Sequence[Any]) -> Enqueued:
 
 
 class BulkStore(StoreBase):
-    """enqueue.lua's call shape and the pipelined batches of enqueue_many."""
+    """enqueue.lua's call shape and enqueue_many's batches."""
 
     def _enqueue_call(
         self, k: Keys, job: NewJob, now_ms: int, worker_id: str, lease_ms: int
@@ -79,38 +80,44 @@ class BulkStore(StoreBase):
                 k.topic(job.topic),
                 k.lease_seq,
             ],
-            [
-                job.id,
-                now_ms,
-                job.due_ms,
-                job.topic,
-                job.payload_json,
-                job.metadata_json,
-                job.tz,
-                job.run_at_ms,
-                job.max_attempts,
-                job.backoff_type,
-                job.backoff_delay_ms,
-                job.timeout_ms,
-                job.trace,
-                job.cron,
-                worker_id,
-                lease_ms,
-                job.backoff_max_delay_ms,
-                job.backoff_jitter,
-                job.dead_letter,
-                job.key,
-                job.priority,
-                job.dedupe_key,
-                job.dedupe_window_ms,
-                job.dedupe_mode,
-                "1" if job.retry_given else "0",
-                "1" if job.timeout_given else "0",
-                "" if k.partition is None else str(k.partition),
-                json.dumps(list(job.after), separators=(",", ":")) if job.after else "",
-                job.on_parent_failure,
-            ],
+            self._enqueue_args(job, now_ms, worker_id, lease_ms, k.partition),
         )
+
+    def _enqueue_args(
+        self, job: NewJob, now_ms: int, worker_id: str, lease_ms: int, partition: int | None
+    ) -> list[Any]:
+        """enqueue.lua's ARGV for one job (enqueue_many.lua takes them in groups)."""
+        return [
+            job.id,
+            now_ms,
+            job.due_ms,
+            job.topic,
+            job.payload_json,
+            job.metadata_json,
+            job.tz,
+            job.run_at_ms,
+            job.max_attempts,
+            job.backoff_type,
+            job.backoff_delay_ms,
+            job.timeout_ms,
+            job.trace,
+            job.cron,
+            worker_id,
+            lease_ms,
+            job.backoff_max_delay_ms,
+            job.backoff_jitter,
+            job.dead_letter,
+            job.key,
+            job.priority,
+            job.dedupe_key,
+            job.dedupe_window_ms,
+            job.dedupe_mode,
+            "1" if job.retry_given else "0",
+            "1" if job.timeout_given else "0",
+            "" if partition is None else str(partition),
+            json.dumps(list(job.after), separators=(",", ":")) if job.after else "",
+            job.on_parent_failure,
+        ]
 
     async def enqueue_many(
         self,
@@ -236,21 +243,10 @@ class BulkStore(StoreBase):
         return created
 
     async def _enqueue_batch(self, k: Keys, jobs: Sequence[NewJob], now_ms: int) -> list[Enqueued]:
-        script = self._scripts["enqueue"]
-        commands = []
+        args: list[Any] = [k.job(""), k.topic(""), 0]
         for job in jobs:
-            keys, args = self._enqueue_call(k, job, now_ms, "", 0)
-            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
-        try:
-            try:
-                replies = await self.wire.call_many(commands)
-            except ResponseError as exc:
-                if not str(exc).startswith("NOSCRIPT"):
-                    raise
-                # Not loaded (a fresh or flushed script cache): load it and send the batch
-                # again; any call of it that did run replies DUPLICATE the second time.
-                await self.wire.call("SCRIPT", "LOAD", script.source)
-                replies = await self.wire.call_many(commands)
-        except RedisError as exc:
-            raise self.storage_error("script enqueue", exc) from exc
-        return [enqueued(job, r) for job, r in zip(jobs, replies)]
+            args += self._enqueue_args(job, now_ms, "", 0, k.partition)
+        args[2] = (len(args) - 3) // len(jobs)
+        keys = [k.due, k.outbox, k.counts, k.wake, k.active, k.lease_seq]
+        replies = await self._run("enqueue_many", keys, args)
+        return [enqueued(job, r) for job, r in zip(jobs, replies, strict=True)]

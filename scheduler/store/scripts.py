@@ -46,7 +46,12 @@ SCRIPT_NAMES = (
     "forget_topic",
     "request_drain",
     "create_flow",
+    "enqueue_many",
 )
+
+# Scripts that run another script's body as a local function of theirs, once per item:
+# script -> (the function's name, the script whose body it is).
+WRAPPED = {"enqueue_many": ("enqueue_one", "enqueue")}
 
 # Fields per job returned by claim.lua, in order.
 CLAIM_FIELDS = 18
@@ -207,6 +212,10 @@ def script_source(name: str, audit: bool = True) -> str:
         )
     )
     body = (lua / f"{name}.lua").read_text()
+    if name in WRAPPED:
+        function, inner = WRAPPED[name]
+        inner_body = (lua / f"{inner}.lua").read_text()
+        body = f"local function {function}(KEYS, ARGV)\n{inner_body}end\n\n{body}"
     blocks = (
         _blocks(values)
         + _blocks((lua / "_lib.lua").read_text())

@@ -261,11 +261,17 @@ local function attempt_times(started, start_arg, end_arg, now, now_s)
   return fin_s, int(fin - math.min(from, fin))
 end
 
--- A topic's configuration hash (scheduler/facade/topics.py; empty when it has none) as a table.
+-- A topic's configuration hash (scheduler/facade/topics.py; empty when it has none) as a table,
+-- read once per call (enqueue_many's jobs of one topic share it; no script that reads it
+-- writes it). The table is shared: read it, never change it.
+local topic_configs = {}
 local function topic_config(key)
-  local cfg = {}
+  local cfg = topic_configs[key]
+  if cfg then return cfg end
+  cfg = {}
   local raw = redis.call('HGETALL', key)
   for i = 1, #raw, 2 do cfg[raw[i]] = raw[i + 1] end
+  topic_configs[key] = cfg
   return cfg
 end
 
