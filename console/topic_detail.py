@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from audit.analytics.signatures import signature
 from audit.reader import AuditTrail
-from console.data import COUNTS, audit_of
+from console.data import COUNTS, audit_of, plural
 from console.trends import Range, Series, Trends, read_trends
 from scheduler.api import Scheduler
 from scheduler.core.errors import StorageError
@@ -54,6 +54,17 @@ class TopicDetail:
     @property
     def series(self) -> Series:
         return self.trends.series[self.name]
+
+    @property
+    def announcement(self) -> str:
+        """What a screen reader is told when it changes (console.js, the page's live region)."""
+        c, s = self.counts, self.series
+        span = "the last hour" if s.range == "1h" else "the last 24 hours"
+        return (
+            f"Topic {self.name}: {plural(c.get('failed', 0), 'failed job')}, "
+            f"{c.get('retrying', 0):,} retrying, {plural(c.get('dead_letter', 0), 'dead letter')}; "
+            f"{s.total_failed:,} failed in {span}"
+        )
 
 
 async def _signatures(
