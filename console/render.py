@@ -83,8 +83,8 @@ def span(value: timedelta | float | None) -> str:
     """A topic option's duration for people ("30 s", "1 h 30 min"); seconds when a number."""
     if value is None:
         return "—"
-    ms = value / timedelta(milliseconds=1) if isinstance(value, timedelta) else value * 1000
-    return duration(round(ms))
+    ms = round(value / timedelta(milliseconds=1) if isinstance(value, timedelta) else value * 1000)
+    return f"{ms // 1000} s" if 1000 <= ms < 60_000 and ms % 1000 == 0 else duration(ms)
 
 
 def rate_limit(value: RateLimit | None) -> str:

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, Page
 from console.app import create_app
 from horae import ScheduleArrivedEvent, TopicOptions, on_event
 from tests.console.axe import ensure_axe
-from tests.console.browser import chromium_browser
+from tests.console.browser import CLIPPED_ACTIONS, chromium_browser
 from tests.console.test_browser import Shots, served
 
 pytestmark = pytest.mark.horae(raise_errors=False)
@@ -56,14 +56,6 @@ async def tick(event: ScheduleArrivedEvent) -> None:
 async def browser() -> AsyncIterator[Browser]:
     async with chromium_browser() as b:
         yield b
-
-
-# The action buttons of table rows whose right edge lies past their scrolling box's.
-CLIPPED_ACTIONS = """[...document.querySelectorAll(
-        '.scroll td.actions button, .scroll td.actions a')]
-    .filter(b => b.getBoundingClientRect().right
-                 > b.closest('.scroll').getBoundingClientRect().right + 0.5)
-    .map(b => b.textContent.trim())"""
 
 
 async def violations(page: Page, axe: str) -> list[dict[str, Any]]:
