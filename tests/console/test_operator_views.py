@@ -138,6 +138,7 @@ async def test_the_topic_page_says_what_its_limits_hold_back_in_words(env: Env) 
     assert "RateLimit(" not in page and "timedelta" not in page
     listed = (await env.client.get("/topics")).text
     assert "1 per 1 h" in listed and "1 min 30 s" in listed and "RateLimit(" not in listed
+    assert '<a href="/topics/pay.report">pay.report</a>' in listed  # (the name opens its page)
     [item] = [
         t
         for t in (await env.client.get("/api/v1/topics")).json()["items"]
