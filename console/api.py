@@ -412,6 +412,15 @@ class TopicOut(BaseModel):
     counts: dict[str, int]
     configured: bool
     options: dict[str, Any] | None
+    parked: int = Field(
+        0, description="due jobs its limits (or its key policy) hold back: the engine parked them"
+    )
+    parked_next_at: Stamp | None = Field(
+        None, description="when the engine looks at its parked jobs again (null: not planned)"
+    )
+    blocked_keys: list[str] = Field(
+        default_factory=list, description="the keys a key_strict_fifo topic has blocked, sorted"
+    )
 
 
 class WorkerOut(BaseModel):
@@ -835,19 +844,24 @@ async def delete_dead_letter(
 @router.get("/topics", response_model=TopicPageOut, responses=ERRORS)
 async def list_topics(request: Request, who: Who) -> TopicPageOut:
     """Every topic with jobs, a configuration or memory (as `horae topics list`), with its jobs per
-    state."""
+    state and what its limits hold back (parked due jobs, blocked keys)."""
     s = console_of(request).scheduler
     counts = await s.stats_by_topic()
     configured = set(await s.list_topics())
     out = []
     for name in await every_topic(s):
         options = await s.get_topic(name) if name in configured else None
+        parked, next_ms = await s.store.parked(name)
+        strict = options is not None and options.policy == "key_strict_fifo"
         out.append(
             TopicOut(
                 name=name,
                 counts=counts.get(name, dict.fromkeys(COUNT_KEYS, 0)),
                 configured=options is not None,
                 options=_options(options),
+                parked=parked,
+                parked_next_at=None if next_ms is None else ms_to_utc(next_ms),
+                blocked_keys=await s.blocked_keys(name) if strict else [],
             )
         )
     return TopicPageOut(items=out)

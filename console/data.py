@@ -61,6 +61,27 @@ class Overview:
         default_factory=list
     )  # known topics whose due jobs wait for a worker
 
+    @property
+    def announcement(self) -> str:
+        """What a screen reader is told when it changes (console.js, the page's live region):
+        the counts an operator acts on, not the ones that move with every job that runs."""
+        failed = sum(t.counts.get("failed", 0) for t in self.topics)
+        retrying = sum(t.counts.get("retrying", 0) for t in self.topics)
+        dead = sum(t.counts.get("dead_letter", 0) for t in self.topics)
+        hour = [t.failed_hour for t in self.topics if t.failed_hour is not None]
+        workers = len(self.workers)
+        return (
+            f"{plural(failed, 'failed job')}, {retrying} retrying, "
+            f"{plural(dead, 'dead letter')}"
+            + (f"; {sum(hour):,} failed in the last hour" if hour else "")
+            + f"; {plural(workers, 'live worker')}"
+        )
+
+
+def plural(n: int, noun: str) -> str:
+    """`n` and `noun`, with an s unless n is 1 ("1 failed job", "2 dead letters")."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
 
 @dataclass(frozen=True)
 class JobDetail:

@@ -3,7 +3,7 @@ shown in their zone and in UTC, JSON pretty-printed."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -16,7 +16,9 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.charts import depth_chart, finished_chart
 from console.data import pretty_json
+from console.timeline import duration
 from console.trends import RANGES
+from scheduler.core.flow import RateLimit
 from scheduler.core.timeutil import rfc3339
 
 _env = Environment(
@@ -77,6 +79,22 @@ def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
+def span(value: timedelta | float | None) -> str:
+    """A topic option's duration for people ("30 s", "1 h 30 min"); seconds when a number."""
+    if value is None:
+        return "—"
+    ms = round(value / timedelta(milliseconds=1) if isinstance(value, timedelta) else value * 1000)
+    return f"{ms // 1000} s" if 1000 <= ms < 60_000 and ms % 1000 == 0 else duration(ms)
+
+
+def rate_limit(value: RateLimit | None) -> str:
+    """A topic's rate limit for people: "1 per 30 s", "10 per 1.00 s per key"."""
+    if value is None:
+        return "none"
+    per = value.per if isinstance(value.per, (timedelta, int, float)) else None
+    return f"{value.max:,} per {span(per)}{' per key' if value.per_key else ''}"
+
+
 def query(params: dict[str, Any], **changes: Any) -> str:
     """The query string of `params` with `changes` (None and "" left out)."""
     merged = {**params, **changes}
@@ -98,6 +116,9 @@ _env.filters.update(
     percent=percent,
     pretty=pretty_json,
     seg=segment,
+    span=span,
+    span_ms=duration,
+    rate_limit=rate_limit,
 )
 _env.globals.update(
     query=query, finished_chart=finished_chart, depth_chart=depth_chart, chart_ranges=RANGES

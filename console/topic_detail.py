@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from audit.analytics.signatures import signature
 from audit.reader import AuditTrail
-from console.data import COUNTS, audit_of
+from console.data import COUNTS, audit_of, plural
 from console.trends import Range, Series, Trends, read_trends
 from scheduler.api import Scheduler
 from scheduler.core.errors import StorageError
@@ -42,6 +42,8 @@ class TopicDetail:
     counts: dict[str, int]
     options: TopicOptions | None
     blocked_keys: list[str]
+    parked: int  # due jobs a limit (or the key policy) holds back: claim parked them
+    parked_next: datetime | None  # when claim looks at them again (None: not planned)
     unserved: KnownTopic | None
     trends: Trends
     day: Series  # the last 24 hours (the failure rate and what the policy held back)
@@ -54,6 +56,17 @@ class TopicDetail:
     @property
     def series(self) -> Series:
         return self.trends.series[self.name]
+
+    @property
+    def announcement(self) -> str:
+        """What a screen reader is told when it changes (console.js, the page's live region)."""
+        c, s = self.counts, self.series
+        span = "the last hour" if s.range == "1h" else "the last 24 hours"
+        return (
+            f"Topic {self.name}: {plural(c.get('failed', 0), 'failed job')}, "
+            f"{c.get('retrying', 0):,} retrying, {plural(c.get('dead_letter', 0), 'dead letter')}; "
+            f"{s.total_failed:,} failed in {span}"
+        )
 
 
 async def _signatures(
@@ -77,11 +90,12 @@ async def topic_detail(
 ) -> TopicDetail:
     """The topic page of `name` over `range_` (known or not: the page says which)."""
     now = ms_to_utc(scheduler.clock.now_ms())
-    counts, options, names, known_topics = await asyncio.gather(
+    counts, options, names, known_topics, (parked, parked_ms) = await asyncio.gather(
         scheduler.stats(name),
         scheduler.get_topic(name),
         every_topic(scheduler),
         scheduler.known_topics(),
+        scheduler.store.parked(name),
     )
     blocked = (
         await scheduler.blocked_keys(name)
@@ -113,6 +127,8 @@ async def topic_detail(
         counts={k: counts.get(k, 0) for k in COUNTS},
         options=options,
         blocked_keys=blocked,
+        parked=parked,
+        parked_next=None if parked_ms is None else ms_to_utc(parked_ms),
         unserved=next((t for t in known_topics if t.topic == name and t.waiting), None),
         trends=trends,
         day=day,

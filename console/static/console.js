@@ -9,6 +9,11 @@
 // and waits while a field of the part is being edited; the part carries data-paused while the tab
 // is hidden (its indicator says so). What was open, scrolled or focused in
 // the part stays so.
+//
+// Screen readers hear the updates through the page's live region (#live-announce: role=status,
+// aria-live=polite, outside the refreshed part): the part's data-announce (its key counts, or a
+// job's state) when it differs from the last one, and when the updates pause, fail, resume or end;
+// never the same words at every refresh.
 "use strict";
 
 document.addEventListener("submit", function (event) {
@@ -20,7 +25,37 @@ document.addEventListener("submit", function (event) {
 });
 
 var FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
-var live = [];  // one {id, timer, request, delay} per live part
+var live = [];  // one {id, timer, request, delay, said, state} per live part
+
+// The summary a part carries for screen readers ("" when it has none).
+function summary(part) {
+  var holder = part.hasAttribute("data-announce") ? part : part.querySelector("[data-announce]");
+  return holder ? holder.getAttribute("data-announce") || "" : "";
+}
+
+// Tell the live region `text` (a polite announcement); the same text twice is not said again.
+function say(text) {
+  var region = document.getElementById("live-announce");
+  if (region && text && region.textContent !== text) { region.textContent = text; }
+}
+
+// The part's updates went from entry.state to `state` ("live", "paused", "stale", "ended"):
+// announce the change (with the summary when it changed too).
+function moved(entry, state, text) {
+  var was = entry.state;
+  entry.state = state;
+  if (state === "live") {
+    var changed = text !== entry.said;
+    entry.said = text;
+    if (was !== "live") { say("Live updates resumed. " + text); }
+    else if (changed) { say(text); }
+  } else if (state === "ended") {
+    entry.said = text;
+    say(text + ". Live updates ended.");
+  } else if (was !== state) {
+    say(text);
+  }
+}
 var leaving = false;
 
 function editing(part) {
@@ -109,7 +144,10 @@ function tick(entry) {
       var swapped = swap(entry, now, html);
       entry.delay = 0;
       if (swapped.hasAttribute("data-refresh")) {
+        moved(entry, document.visibilityState === "visible" ? "live" : entry.state, summary(swapped));
         schedule(entry, parseInt(swapped.getAttribute("data-every") || "5000", 10));
+      } else {
+        moved(entry, "ended", summary(swapped));
       }
     })
     .catch(function (problem) {
@@ -118,7 +156,12 @@ function tick(entry) {
       var now = document.getElementById(entry.id);
       if (!now) { return; }
       now.setAttribute("data-stale", "true");
-      if (problem && problem.final) { return; }  // gone, or no longer allowed: stop
+      if (problem && problem.final) {  // gone, or no longer allowed: stop
+        moved(entry, "stopped", "Live updates stopped: the console answered " + problem.status
+          + "; reload the page.");
+        return;
+      }
+      moved(entry, "stale", "Live updates failing: the console cannot be reached; retrying.");
       entry.delay = Math.min(Math.max(entry.delay * 2, every), 60000);  // back off while down
       schedule(entry, entry.delay);
     });
@@ -126,7 +169,8 @@ function tick(entry) {
 
 document.querySelectorAll("[data-refresh]").forEach(function (part, i) {
   if (!part.id) { part.id = "live-part-" + i; }
-  var entry = { id: part.id, timer: null, request: null, delay: 0 };
+  var entry = { id: part.id, timer: null, request: null, delay: 0, said: summary(part),
+                state: "live" };
   live.push(entry);
   schedule(entry, parseInt(part.getAttribute("data-every") || "5000", 10));
 });
@@ -134,9 +178,14 @@ document.querySelectorAll("[data-refresh]").forEach(function (part, i) {
 document.addEventListener("visibilitychange", function () {
   live.forEach(function (entry) {
     var part = document.getElementById(entry.id);
-    if (part) {  // the indicator says "paused" while hidden (console.css: [data-paused])
+    if (part && part.hasAttribute("data-refresh")) {  // (console.css: [data-paused])
       if (document.visibilityState === "visible") { part.removeAttribute("data-paused"); }
-      else { part.setAttribute("data-paused", "true"); }
+      else {
+        part.setAttribute("data-paused", "true");
+        if (entry.state === "live") {
+          moved(entry, "paused", "Live updates paused while the tab is hidden.");
+        }
+      }
     }
     if (document.visibilityState === "visible") {
       if (!entry.timer && !entry.request) { tick(entry); }  // catch up at once

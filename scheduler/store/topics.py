@@ -111,6 +111,25 @@ class TopicStore(ReadStore):
         rows = await self._each(lambda k: self._call(what, "SMEMBERS", k.fifo_blocked(topic)))
         return sorted({key for part in rows for key in part})
 
+    async def parked(self, topic: str) -> tuple[int, int | None]:
+        """How many of `topic`'s due jobs claim parked (a limit or the key policy held them:
+        lua/claim.lua), and the earliest ms claim looks at them again (None: none planned),
+        over the partitions: two O(1) reads each."""
+        what = f"read of parked jobs of {topic}"
+
+        async def one(k: Keys) -> tuple[int, int | None]:
+            try:
+                n, at = await self.wire.call_many(
+                    [("ZCARD", k.parked(topic)), ("ZSCORE", k.unpark, topic)]
+                )
+            except RedisError as exc:
+                raise self.storage_error(what, exc) from exc
+            return int(n), None if at is None else int(float(at))
+
+        rows = await self._each(one)
+        looks = [at for n, at in rows if n and at is not None]
+        return sum(n for n, _ in rows), min(looks) if looks else None
+
     async def dead_letter_ids(
         self, topic: str, after: tuple[int, str] | None, limit: int
     ) -> list[tuple[str, int]]:

@@ -25,6 +25,13 @@ LAUNCH_ARGS = [
     "--disable-sync",
 ]
 
+# The action buttons of table rows whose right edge lies past their scrolling box's.
+CLIPPED_ACTIONS = """[...document.querySelectorAll(
+        '.scroll td.actions button, .scroll td.actions a')]
+    .filter(b => b.getBoundingClientRect().right
+                 > b.closest('.scroll').getBoundingClientRect().right + 0.5)
+    .map(b => b.textContent.trim())"""
+
 
 def ensure_chromium() -> Path:
     """The path of Chromium, installing Debian's package first when it is missing.

@@ -1,7 +1,8 @@
 """Every console page in Debian's Chromium, light and dark (prefers-color-scheme), at 1280 and
 700 px: axe-core (tests/console/axe.py) finds no serious or critical violation, and no page
-scrolls sideways at 700 px (a wide table scrolls inside its box). Screenshots of the pages an
-operator looks at most go to the test's tmp dir (and HORAE_SHOTS, when set)."""
+scrolls sideways at 700 px (a wide table scrolls inside its box, its rows' action buttons still in
+view). Screenshots of the pages an operator looks at most go to the test's tmp dir (and
+HORAE_SHOTS, when set)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from playwright.async_api import Browser, Page
 from console.app import create_app
 from horae import ScheduleArrivedEvent, TopicOptions, on_event
 from tests.console.axe import ensure_axe
-from tests.console.browser import chromium_browser
+from tests.console.browser import CLIPPED_ACTIONS, chromium_browser
 from tests.console.test_browser import Shots, served
 
 pytestmark = pytest.mark.horae(raise_errors=False)
@@ -34,6 +35,7 @@ PICTURED = {
     "dead-letters",
     "dead-letters-topic",
     "workers",
+    "schedules",
     "api-docs",
 }
 
@@ -108,6 +110,7 @@ async def test_no_page_has_a_serious_violation_light_or_dark_at_1280_and_700_px(
     shots = Shots(tmp_path)
     problems: dict[str, list[dict[str, Any]]] = {}
     sideways: dict[str, int] = {}
+    clipped: dict[str, list[str]] = {}
     async with served(create_app(scheduler=horae, report_dir=tmp_path / "none")) as url:
         for scheme in SCHEMES:
             for width in WIDTHS:
@@ -132,6 +135,11 @@ async def test_no_page_has_a_serious_violation_light_or_dark_at_1280_and_700_px(
                     )
                     if overflow > 0:
                         sideways[where] = overflow
+                    # every row's action buttons in view, not past the right edge of the box
+                    # their table scrolls in (at 700 px they stack instead)
+                    hidden = await page.evaluate(CLIPPED_ACTIONS)
+                    if hidden:
+                        clipped[where] = hidden
                     if name in PICTURED:
                         await shots.take(page, f"{name}-{width}-{scheme}")
                 assert errors == [], errors
@@ -142,3 +150,4 @@ async def test_no_page_has_a_serious_violation_light_or_dark_at_1280_and_700_px(
         for v in found
     )
     assert sideways == {}, f"pages wider than the window (px): {sideways}"
+    assert clipped == {}, f"action buttons past their table's box: {clipped}"

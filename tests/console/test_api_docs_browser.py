@@ -1,7 +1,8 @@
 """GET /api/docs in Debian's Chromium: Swagger UI from the installed swagger-ui-py
 renders the API's operations from /api/v1/openapi.json under the console's CSP, and no
 request leaves 127.0.0.1 (no CDN, no validator badge). A screenshot goes to the test's
-tmp dir (and HORAE_SHOTS, when set)."""
+tmp dir (and HORAE_SHOTS, when set). From a page in Chromium, the API takes `"delay": "1h30m"`
+and answers a 409 in the error shape to cancelling a failed job."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from playwright.async_api import Browser
 
 from console.app import create_app
 from tests.console.browser import chromium_browser
-from tests.console.conftest import Env
+from tests.console.conftest import Env, failing_job
 from tests.console.test_browser import Shots, served
 
 
@@ -73,3 +74,34 @@ async def test_only_the_bundle_files_the_page_uses_are_served(env: Env) -> None:
     page = await env.client.get("/api/docs")
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert "https://" not in page.text and "http://" not in page.text
+
+
+# A JSON call from the page, as a script of the console's own origin makes it.
+CALL = """async ([path, body]) => {
+    const r = await fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                 body: JSON.stringify(body)});
+    return [r.status, await r.json()];
+}"""
+
+
+async def test_from_chromium_a_delay_of_1h30m_is_taken_and_cancelling_a_failed_job_is_a_409(
+    env: Env, chromium: Browser
+) -> None:
+    failed = await failing_job(env.scheduler)
+    async with served(create_app(scheduler=env.scheduler)) as url:
+        ctx = await chromium.new_context()
+        page = await ctx.new_page()
+        await page.goto(url + "/api/docs")
+        status, body = await page.evaluate(
+            CALL, ["/api/v1/jobs", {"topic": "pay.report", "delay": "1h30m", "timeout": "2s"}]
+        )
+        assert status == 201 and body["created"] is True, (status, body)
+        job = await env.scheduler.get_job(body["job_id"])
+        assert job is not None and job.state.value == "scheduled" and job.timeout_ms == 2000
+        assert 89 * 60 <= (job.run_at - job.created_at).total_seconds() <= 91 * 60
+        status, body = await page.evaluate(CALL, [f"/api/v1/jobs/{failed}/cancel", {}])
+        assert status == 409, (status, body)
+        assert body["error"]["code"] == "STATE_CONFLICT" and body["error"]["field"] is None
+        assert f"job {failed} is failed" in body["error"]["message"], body
+        assert (await env.scheduler.get_job(failed)).state.value == "failed"  # type: ignore[union-attr]
+        await ctx.close()

@@ -24,7 +24,7 @@ from playwright.async_api import Browser, Page, async_playwright
 from console.app import create_app
 from console.auth import Principal, Role
 from horae import ScheduleArrivedEvent, TopicOptions, on_event
-from tests.console.browser import LAUNCH_ARGS, ensure_chromium
+from tests.console.browser import CLIPPED_ACTIONS, LAUNCH_ARGS, ensure_chromium
 from tests.console.conftest import XSS_PAYLOAD
 
 pytestmark = pytest.mark.horae(raise_errors=False)
@@ -357,6 +357,10 @@ async def test_a_worker_is_drained_from_the_workers_page(
         row = page.locator(f"#workers tr[data-id='{worker.id}']")
         assert "running" in await row.inner_text()
         await shots.take(page, "workers")
+        await page.set_viewport_size({"width": 700, "height": 900})  # Drain still in view
+        assert await page.evaluate(CLIPPED_ACTIONS) == []
+        await shots.take(page, "workers-700")
+        await page.set_viewport_size({"width": 1360, "height": 900})
         await row.locator("button.drain").click()
         assert "drain requested" in await page.locator(".flash").inner_text()
         assert asked and worker.id in asked[0] and "exits" in asked[0]

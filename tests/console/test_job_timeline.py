@@ -237,8 +237,13 @@ async def test_a_running_jobs_progress_and_end_appear_without_a_reload(
             assert await page.locator("svg.timeline .tl-now").count() == 1
             await page.evaluate("window.__notReloaded = true")
 
+            assert await page.locator("#live-announce").text_content() == ""
             GATES["halfway"].set()  # the listener reports 60% and a log line
             await until(page, "document.querySelector('#job-progress').textContent.includes('60%')")
+            assert (
+                await page.locator("#live-announce").text_content()
+                == f"Job {job_id}: running, 60% done"
+            )
             assert "rendering page 6 of 10" in await page.locator("#job-progress").inner_text()
             reported = await page.locator("#attempts tr.reported[data-attempt='1']").inner_text()
             assert "page 6 rendered" in reported and "started rendering" in reported
@@ -283,6 +288,13 @@ async def test_a_running_jobs_progress_and_end_appear_without_a_reload(
             ]
             assert await page.locator("svg.timeline .tl-now").count() == 0
             assert await page.locator("#act-cancel").count() == 0  # the actions followed
+            # the live region (outside the part) told a screen reader the end
+            assert await page.locator("#live-announce[role='status']").count() == 1
+            assert await page.locator("#job-live #live-announce").count() == 0
+            assert (
+                await page.locator("#live-announce").text_content()
+                == f"Job {job_id}: completed (final state). Live updates ended."
+            )
             ended = len(fetched)
             await asyncio.sleep(4.5)
             assert len(fetched) == ended, "still refreshing an ended job"

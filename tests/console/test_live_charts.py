@@ -1,7 +1,9 @@
 """The charts live, in Debian's Chromium (Playwright): with the overview and a topic page open, a
 job fails and the failure shows on the overview's chart and totals and on the topic page's
 within one update, without a reload; the live indicator moves on, says "paused" while the tab
-is hidden (no update then) and updates again once it is shown. Over HTTP: the charts' JSON
+is hidden (no update then) and updates again once it is shown; the page's polite live region
+tells a screen reader the changed counts once (not at every update) and that the updates paused
+and resumed. Over HTTP: the charts' JSON
 (`GET /api/v1/charts`) counts what happened, totals included, and the range is checked."""
 
 from __future__ import annotations
@@ -55,6 +57,15 @@ async def until(page: Page, expression: str, timeout: float = 15) -> None:
         await asyncio.sleep(0.1)
 
 
+# Records each text the live region is given (window.__said), from now on.
+COUNT_ANNOUNCEMENTS = """() => {
+    window.__said = [];
+    const region = document.querySelector('#live-announce');
+    new MutationObserver(() => window.__said.push(region.textContent))
+        .observe(region, {childList: true, characterData: true, subtree: true});
+}"""
+
+
 async def run_jobs(horae: Any, horae_clock: Any, fail: bool, n: int = 1) -> None:
     for i in range(n):
         await horae.schedule_in(
@@ -91,6 +102,17 @@ async def test_a_failure_shows_on_the_overview_and_the_topic_page_without_a_relo
         assert "failed\n0" in await topic.locator("#topic-totals").inner_text()
         assert "live" in await overview.locator(".live-status").inner_text()
         first = await overview.locator(".live-status time").get_attribute("datetime")
+        # The live region: polite, outside the refreshed part, silent while nothing changes.
+        for page in pages.values():
+            region = page.locator("#live-announce")
+            assert await region.get_attribute("role") == "status"
+            assert await region.get_attribute("aria-live") == "polite"
+            assert await page.locator("[data-refresh] #live-announce").count() == 0
+            await page.evaluate(COUNT_ANNOUNCEMENTS)
+        await until(overview, f"document.querySelector('.live-status time').dateTime > '{first}'")
+        await asyncio.sleep(EVERY_MS / 1000 * 1.5)  # (another update or two, nothing new)
+        for page in pages.values():
+            assert await page.evaluate("window.__said") == [], "announced with nothing new"
 
         await run_jobs(horae, horae_clock, fail=True, n=2)  # two failures in the hour
 
@@ -109,6 +131,15 @@ async def test_a_failure_shows_on_the_overview_and_the_topic_page_without_a_relo
             assert await page.evaluate("window.__notReloaded === true"), "the page was reloaded"
         later = await overview.locator(".live-status time").get_attribute("datetime")
         assert first and later and later > first, (first, later)
+        # ... and the region said so, once the counts had changed (not at every update since).
+        said = await overview.evaluate("window.__said")
+        assert said and "2 failed jobs" in said[-1] and "2 failed in the last hour" in said[-1]
+        assert len(said) <= 2, said  # (Redis's counts may land an update before the audit's)
+        topic_said = await topic.evaluate("window.__said")
+        assert topic_said and topic_said[-1].startswith(f"Topic {TOPIC}: 2 failed jobs"), topic_said
+        assert "2 failed in the last hour" in topic_said[-1], topic_said
+        await asyncio.sleep(EVERY_MS / 1000 * 2.5)  # two more updates, nothing new: silence
+        assert await overview.evaluate("window.__said") == said
 
         # Hidden: the indicator says paused and nothing is fetched; shown: an update at once.
         await overview.evaluate(
@@ -120,6 +151,10 @@ async def test_a_failure_shows_on_the_overview_and_the_topic_page_without_a_relo
             }"""
         )
         assert await overview.locator("#live[data-paused]").count() == 1
+        assert (
+            await overview.locator("#live-announce").text_content()
+            == "Live updates paused while the tab is hidden."
+        )
         assert await overview.locator(".paused-note").is_visible()
         await asyncio.sleep(0.3)  # (a request already under way may finish)
         mine = [u for u in fetched if "/partials/overview" in u]
@@ -130,6 +165,11 @@ async def test_a_failure_shows_on_the_overview_and_the_topic_page_without_a_relo
             "window.__vis = 'visible'; document.dispatchEvent(new Event('visibilitychange'))"
         )
         await until(overview, "!document.querySelector('#live').hasAttribute('data-paused')")
+        await until(
+            overview,
+            "document.querySelector('#live-announce').textContent.startsWith("
+            "'Live updates resumed. 2 failed jobs')",
+        )
         await asyncio.sleep(0.5)
         assert len([u for u in fetched if "/partials/overview" in u]) > before
         assert errors == [], errors

@@ -1,14 +1,15 @@
 """The operator views over HTTP: the dead-letter topics listed with their counts before any is
-picked, a worker's version, a schedule's recent fires, and the job search by id prefix and by a
-payload field (a malformed one refused naming the field)."""
+picked, a worker's version, a schedule's recent fires, what a topic's limits hold back, and the
+job search by id prefix and by a payload field (a malformed one refused naming the field)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
 from console.data import PayloadMatch, recent_fires
-from horae import TopicOptions
+from horae import RateLimit, TopicOptions
 from scheduler.core.job import CronInfo
 from tests.console.conftest import Env, failing_job, settle
 
@@ -113,3 +114,37 @@ async def test_jobs_are_found_by_id_prefix_and_payload_field(env: Env) -> None:
     assert ids == ["inv-7/2"]
     bad = await env.client.get("/jobs", params={"payload": "no equals sign"})
     assert bad.status_code == 400 and "payload must be field=value" in bad.text
+
+
+async def test_the_topic_page_says_what_its_limits_hold_back_in_words(env: Env) -> None:
+    """A rate limit of one job an hour: of three due jobs one runs and two wait parked, and the
+    page counts them beside the limit written as people write it (not the Python repr)."""
+    s = env.scheduler
+    await s.configure_topic(
+        "pay.report", TopicOptions(rate_limit=RateLimit(1, "1h"), timeout="90s")
+    )
+    for n in range(3):
+        await s.schedule_in("pay.report", timedelta(0), payload={"n": n})
+    for _ in range(200):
+        if (await s.store.parked("pay.report"))[0] == 2:
+            break
+        await asyncio.sleep(0.05)
+    page = (await env.client.get("/topics/pay.report")).text
+    held = re.search(r'<dd id="topic-parked">(.*?)</dd>', page, flags=re.S)
+    assert held is not None and "2 due jobs parked</span> by its rate limit" in held.group(1)
+    assert re.search(r"looked at again in (59|60) min \(\S+Z\)$", held.group(1)), held.group(1)
+    assert "<dt>rate limit</dt><dd>1 per 1 h</dd>" in page
+    assert "<dt>timeout</dt><dd>1 min 30 s per attempt</dd>" in page
+    assert "RateLimit(" not in page and "timedelta" not in page
+    listed = (await env.client.get("/topics")).text
+    assert "1 per 1 h" in listed and "1 min 30 s" in listed and "RateLimit(" not in listed
+    assert '<a href="/topics/pay.report">pay.report</a>' in listed  # (the name opens its page)
+    [item] = [
+        t
+        for t in (await env.client.get("/api/v1/topics")).json()["items"]
+        if t["name"] == "pay.report"
+    ]
+    assert item["parked"] == 2 and item["parked_next_at"].endswith("Z"), item
+    assert item["blocked_keys"] == [] and item["options"]["rate_limit"]["max"] == 1, item
+    other = (await env.client.get("/topics/pay.charge")).text
+    assert '<dd id="topic-parked">none</dd>' in other
