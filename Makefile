@@ -98,6 +98,7 @@ bench: $(STAMP)
 	$(PY) bench/cluster.py $(CLUSTER_BENCH_ARGS)  # issue 17: 1 vs 6 partitions on a Redis Cluster it starts
 	$(PY) bench/tracing_cost.py --sampled --plain $(TRACING_BENCH_ARGS)  # issue 34: tracing stays cheap
 	$(PY) bench/fanin.py $(FANIN_BENCH_ARGS)  # issue 32: a fan-in of 10,000 children against FlowProducer
+	$(PY) bench/redis_instructions.py --per-call  # issue 34: redis-server instructions per job and per call (callgrind)
 
 # Every Python the project claims (pyproject's "Programming Language :: Python :: 3.x"
 # classifiers; PYTHONS="3.12 3.14" to choose): each in its own venv under .venvs/ with
