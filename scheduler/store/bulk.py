@@ -126,8 +126,8 @@ class BulkStore(StoreBase):
         batch: int = ENQUEUE_BATCH,
         in_flight: int = ENQUEUE_IN_FLIGHT,
     ) -> list[Enqueued]:
-        """Store new jobs, each with its own enqueue.lua call (atomic, audited, wake-ups as
-        usual): `batch` calls per pipelined write, up to `in_flight` writes awaiting their
+        """Store new jobs, each through enqueue.lua's body (atomic, audited, wake-ups as
+        usual): `batch` jobs per enqueue_many.lua call, up to `in_flight` calls awaiting their
         replies (Redis runs one while the next is packed); each partition's jobs in their own
         batches, all partitions at once. Jobs refused for their topic's home partition are sent
         there in a second round. One reply per job, in order.
