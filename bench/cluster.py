@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +79,16 @@ def masters(cluster: RedisCluster) -> list[int]:
 
 
 async def drain(
-    url: str, ports: list[int], n: int, partitions: int, durability: str = "async"
+    url: str,
+    ports: list[int],
+    n: int,
+    partitions: int,
+    durability: str = "async",
+    around: Callable[[str], AbstractContextManager[None]] = lambda part: nullcontext(),
 ) -> dict[str, Any]:
     """N jobs stored first (schedule_many), then one worker runs them all: jobs/s and Redis CPU per
-    job."""
+    job. `around(part)` wraps each part, "enqueue" and "run" (bench/redis_instructions.py counts
+    instructions there)."""
     ns, reg, done = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), asyncio.Event()
     count = [0]
 
@@ -92,18 +100,22 @@ async def drain(
 
     async with Scheduler(settings=settings(url, ns, partitions, durability), listeners=reg) as s:
         t0 = time.perf_counter()
-        for start in range(0, n, 1000):
-            await s.schedule_many(
-                [{"topic": TOPIC, "payload": {"i": i}} for i in range(start, min(start + 1000, n))]
-            )
+        with around("enqueue"):
+            for start in range(0, n, 1000):
+                items = [
+                    {"topic": TOPIC, "payload": {"i": i}}
+                    for i in range(start, min(start + 1000, n))
+                ]
+                await s.schedule_many(items)
         enqueue_s = time.perf_counter() - t0
         before = cpu_of(ports)
         t0 = time.perf_counter()
-        async with s.worker(concurrency=CONCURRENCY):
-            await asyncio.wait_for(done.wait(), timeout=600)
-            while (await s.stats())["completed"] < n:
-                await asyncio.sleep(0.01)
-            dt = time.perf_counter() - t0
+        with around("run"):
+            async with s.worker(concurrency=CONCURRENCY):
+                await asyncio.wait_for(done.wait(), timeout=600)
+                while (await s.stats())["completed"] < n:
+                    await asyncio.sleep(0.01)
+                dt = time.perf_counter() - t0
         after = cpu_of(ports)
     per_node = {p: round((after[p] - before[p]) / n * 1e6, 2) for p in ports}
     return {

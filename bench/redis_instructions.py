@@ -22,18 +22,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis as sync_redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.cluster import CONCURRENCY, TOPIC, settings  # noqa: E402
-from listeners import ListenerRegistry, ScheduleArrivedEvent  # noqa: E402
-from scheduler import Scheduler  # noqa: E402
+from bench.cluster import drain  # noqa: E402
 from scheduler.store.scripts import script_source  # noqa: E402
 from tests.cluster.servers import binaries, free_ports  # noqa: E402
 
@@ -95,33 +92,6 @@ class Callgrind:
         self.proc.wait(timeout=60)
 
 
-async def drain(url: str, n: int, measure: Callable[[str], AbstractContextManager[None]]) -> None:
-    """N jobs stored with schedule_many, then run by one worker; `measure(tag)` is a context
-    manager around each part (a no-op while warming up)."""
-    ns, reg, done = f"bench-{uuid.uuid4().hex[:8]}", ListenerRegistry(), asyncio.Event()
-    count = [0]
-
-    @reg.on_event(TOPIC)
-    async def run(event: ScheduleArrivedEvent) -> None:
-        count[0] += 1
-        if count[0] == n:
-            done.set()
-
-    async with Scheduler(settings=settings(url, ns, 1), listeners=reg) as s:
-        with measure("enqueue"):
-            for start in range(0, n, 1000):
-                items = [
-                    {"topic": TOPIC, "payload": {"i": i}}
-                    for i in range(start, min(start + 1000, n))
-                ]
-                await s.schedule_many(items)
-        with measure("run"):
-            async with s.worker(concurrency=CONCURRENCY):
-                await asyncio.wait_for(done.wait(), timeout=600)
-                while (await s.stats())["completed"] < n:
-                    await asyncio.sleep(0.01)
-
-
 def per_call(cg: Callgrind, calls: int = 300) -> dict[str, int]:
     """Instructions per EVALSHA: an empty script, each hot script's top level, an idle claim."""
     keys = [f"{{b}}:{k}" for k in ("due", "active", "outbox", "counts", "crons", "served", "dls")]
@@ -161,8 +131,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="horae-bench-cg-"))
     cg = Callgrind(work)
     try:
-        asyncio.run(drain(cg.url, 200, lambda tag: nullcontext()))  # scripts loaded, paths warm
-        asyncio.run(drain(cg.url, args.jobs, cg.measure))
+        asyncio.run(drain(cg.url, [cg.port], 200, 1))  # scripts loaded, paths warm
+        asyncio.run(drain(cg.url, [cg.port], args.jobs, 1, around=cg.measure))
         enqueue, run = cg.instructions("enqueue"), cg.instructions("run")
         n = args.jobs
         print(f"redis-server instructions per job, drain of {n:,} (outbox on, no relay):")
