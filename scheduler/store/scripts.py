@@ -241,7 +241,8 @@ def _inline(source: str, audit: bool) -> str:
     """`source` with each compiled-in constant written as its literal where it is used, not
     as a local of the script's top level: a helper that captured such a local as an upvalue
     paid, on every call, a walk of every open upvalue when Redis ran the top level
-    (measured: claim's top level 13 us per call, enqueue's 24 us)."""
+    (bench/redis_instructions.py --per-call: enqueue's top level 98k -> 77k instructions per
+    call, complete's 79k -> 63k, an empty script 36k)."""
     literals = _constants(audit)
     lines = []
     for line in source.splitlines(keepends=True):
