@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from console.auth import CSRF_COOKIE, csrf_token, session_nonce
 from console.charts import depth_chart, finished_chart
-from console.data import pretty_json
+from console.data import plural, pretty_json
 from console.timeline import duration
 from console.trends import RANGES
 from scheduler.core.flow import RateLimit
@@ -70,9 +70,7 @@ def rate(value: float | None) -> str:
 
 def count(value: int | None, unit: str) -> str:
     """A count with its unit, grouped by thousands: "1 letter", "12,400 letters"."""
-    if value is None:
-        return "—"
-    return f"{value:,} {unit}{'' if value == 1 else 's'}"
+    return "—" if value is None else plural(value, unit)
 
 
 def percent(value: float | None) -> str:
@@ -91,8 +89,7 @@ def rate_limit(value: RateLimit | None) -> str:
     """A topic's rate limit for people: "1 per 30 s", "10 per 1.00 s per key"."""
     if value is None:
         return "none"
-    per = value.per if isinstance(value.per, (timedelta, int, float)) else None
-    return f"{value.max:,} per {span(per)}{' per key' if value.per_key else ''}"
+    return f"{value.max:,} per {span(value.per_ms() / 1000)}{' per key' if value.per_key else ''}"
 
 
 def query(params: dict[str, Any], **changes: Any) -> str:

@@ -333,24 +333,15 @@ end
 -- worker and attempt alone repeat (an operator's retry and a graceful release
 -- take the attempt counter back, a deleted id can be scheduled again), and a
 -- repeated token would let an attempt whose lease was lost settle its successor.
--- `attempts`: the job's attempts field as read (nil or false: unknown, incremented in place).
+-- `attempts`: the job's attempts field as its caller read it ('0' for a job that never ran).
 local function lease_job(key, id, topic, state, job_due, worker, now_s, deadline, due, active, outbox, counts,
                          seq, attempts)
-  local attempt
-  if attempts == nil or attempts == false then
-    attempt = redis.call('HINCRBY', key, 'attempts', '1')
-  else
-    attempt = tonumber(attempts) + 1
-  end
+  local attempt = tonumber(attempts) + 1
   local attempt_s = int(attempt)
   local token = worker .. ':' .. attempt_s .. ':' .. int(redis.call('INCR', seq))
   zrem_job(due, id)
-  if attempts == nil or attempts == false then
-    redis.call('HSET', key, 'state', 'running', 'worker', worker, 'token', token, 'started', now_s)
-  else
-    redis.call('HSET', key, 'attempts', attempt_s, 'state', 'running', 'worker', worker, 'token', token,
-      'started', now_s)
-  end
+  redis.call('HSET', key, 'attempts', attempt_s, 'state', 'running', 'worker', worker, 'token', token,
+    'started', now_s)
   zadd_job(active, deadline, id)
   move_count(counts, topic, state, 'running')
   emit(outbox, 'e', EV_ATTEMPT_STARTED, 'id', id, 'ts', now_s, 'a', attempt_s,

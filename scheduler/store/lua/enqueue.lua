@@ -128,7 +128,7 @@ if worker ~= '' and not flow and not defaulted and set == due and tonumber(job.d
   local first = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', '0', '2')
   if #first == 1 then
     local attempt, token = lease_job(key, job.id, topic, 'scheduled', job.due, worker, now,
-      int(tonumber(now) + tonumber(ARGV[16])), due, KEYS[6], KEYS[3], KEYS[4], KEYS[8])
+      int(tonumber(now) + tonumber(ARGV[16])), due, KEYS[6], KEYS[3], KEYS[4], KEYS[8], '0')  -- (new: never ran)
     return { 2, attempt, token, waiting }
   end
 end
