@@ -151,6 +151,22 @@ WHERE (a.topic, a.status, a.attempts, a.max_attempts, a.backoff_type, a.backoff_
        EXCLUDED.failed_at, EXCLUDED.cancelled_at, EXCLUDED.applied_ms, EXCLUDED.applied_seq,
        EXCLUDED.deduplicated, EXCLUDED.parents);
 
+-- name: settle_jobs
+-- The columns an attempt, a settlement or a cancellation changes, for job rows whose other
+-- columns are stored as they stand (audit/relay/writer.py: JobFold.written): typed arrays,
+-- no JSON document of the whole row to parse or compare. last_error is JSON text.
+UPDATE schedule_audit AS a SET
+    status = u.status, attempts = u.attempts, last_error = u.last_error::jsonb,
+    updated_at = u.updated_at, completed_at = u.completed_at, failed_at = u.failed_at,
+    cancelled_at = u.cancelled_at, applied_ms = u.applied_ms, applied_seq = u.applied_seq,
+    deduplicated = u.deduplicated
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::integer[], $5::text[],
+            $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::timestamptz[],
+            $10::bigint[], $11::bigint[], $12::integer[])
+     AS u(id, created_at, status, attempts, last_error, updated_at, completed_at, failed_at,
+          cancelled_at, applied_ms, applied_seq, deduplicated)
+WHERE a.id = u.id AND a.created_at = u.created_at;
+
 -- name: delete_stale_attempts
 -- Attempt rows the rebuilt job no longer has (an attempt given back by attempt_released).
 DELETE FROM schedule_attempts AS a

@@ -17,7 +17,7 @@ from audit.relay.streamid import StreamId
 from scheduler.core.outbox import OutboxEvent
 from scheduler.core.timeutil import ms_to_utc
 
-__all__ = ["copy_attempts", "copy_events", "copy_jobs"]
+__all__ = ["copy_attempts", "copy_events", "copy_jobs", "jsonb_text"]
 
 _EVENT_COLUMNS = (
     "stream_ms",
@@ -100,11 +100,12 @@ def _record(row: dict[str, Any], keys: tuple[str, ...], json_at: tuple[int, ...]
     """A fold's row as COPY takes it: its values in column order, JSON (at json_at) as text."""
     values = [row[k] for k in keys]
     for i in json_at:
-        values[i] = _jsonb(values[i])
+        values[i] = jsonb_text(values[i])
     return values
 
 
-def _jsonb(value: object) -> str | None:
+def jsonb_text(value: object) -> str | None:
+    """A JSON column's value as the text a jsonb parameter or COPY takes (None: SQL NULL)."""
     if value is None:
         return None
     return value.text if isinstance(value, JsonText) else dump_json(value)

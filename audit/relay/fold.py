@@ -30,6 +30,22 @@ _BOOKKEEPING: frozenset[str] = frozenset({"applied_ms", "applied_seq", "job_crea
 _ENDS: frozenset[str] = frozenset(
     {outbox.ATTEMPT_FAILED, outbox.ATTEMPT_SUCCEEDED, outbox.COMPLETED, outbox.FAILED}
 )
+# The job columns an attempt, a settlement or a cancellation changes (audit/queries.sql:
+# settle_jobs). The others (payload, run_at, ...) change only when a job is scheduled,
+# debounced, rescheduled or retried: a row whose others are stored as they stand is settled
+# with these alone.
+SETTLED_COLUMNS: tuple[str, ...] = (
+    "status",
+    "attempts",
+    "last_error",
+    "updated_at",
+    "completed_at",
+    "failed_at",
+    "cancelled_at",
+    "applied_ms",
+    "applied_seq",
+    "deduplicated",
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +110,7 @@ class JobFold:
     touched the job meanwhile (see audit.relay), else it folds from scratch.
     """
 
-    __slots__ = ("job", "rows", "dropped", "base", "stored")
+    __slots__ = ("job", "rows", "dropped", "base", "stored", "written")
 
     def __init__(self, job_id: str, created_at: datetime) -> None:
         # The job's row as written (schedule_audit's columns), with applied_ms/applied_seq:
@@ -135,6 +151,10 @@ class JobFold:
         # Attempts of the job's runs ended by `retried`: the engine numbers each run's
         # attempts from 1, the rows go on from here (unique per job id and number).
         self.base = 0
+        # The job row's columns outside SETTLED_COLUMNS as the database holds them since this
+        # fold's last write (None: not known): while they stand, the row is settled, not
+        # upserted whole.
+        self.written: tuple[Any, ...] | None = None
 
     def apply(self, e: OutboxEvent, stream_id: StreamId | None = None) -> None:
         """Apply one event that comes after every event applied so far."""
@@ -149,6 +169,11 @@ class JobFold:
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
         self.job["applied_ms"], self.job["applied_seq"] = sid
+
+    def unsettled(self) -> tuple[Any, ...]:
+        """The job row's values outside SETTLED_COLUMNS (compared with `written`)."""
+        job = self.job
+        return tuple(job[k] for k in _UNSETTLED)
 
     @property
     def last(self) -> StreamId | None:
@@ -202,6 +227,13 @@ class JobFold:
         row["result"] = json_text(e.get("result")) if e.get("result") else None
         _report(row, e)
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
+
+
+_UNSETTLED: tuple[str, ...] = tuple(
+    k
+    for k in JobFold("", datetime(1970, 1, 1)).job
+    if k not in SETTLED_COLUMNS and k not in ("id", "created_at")
+)
 
 
 def _report(row: dict[str, Any], e: OutboxEvent) -> None:

@@ -18,7 +18,7 @@ import asyncpg
 from audit.jsontext import dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
-from audit.relay.copyrows import copy_attempts, copy_events, copy_jobs
+from audit.relay.copyrows import copy_attempts, copy_events, copy_jobs, jsonb_text
 from audit.relay.fold import JobFold, fold_new
 from audit.relay.foldcache import FoldCache
 from audit.relay.outage import PostgresUnavailable, closed, is_outage
@@ -220,20 +220,20 @@ class BatchWriter:
         placements: dict[str, _Placement],
     ) -> int:
         ids = sorted(placements)
-        fresh = {
-            r["job_id"]
-            for r in await conn.fetch(
-                query("insert_job_index"),
-                ids,
-                [placements[j].created_at for j in ids],
-                [_ms(placements[j].sched) for j in ids],
-                [_seq(placements[j].sched) for j in ids],
-            )
-        }
+        # A job whose fold this relay keeps has an index row (the relay wrote it): it is locked,
+        # not inserted again (an insert that conflicts costs the server more than the lock).
+        held = {j for j in ids if placements[j].sched is None and j in self._folds}
+        fresh = await _insert_index(conn, [j for j in ids if j not in held], placements)
         index = {j: placements[j].created_at for j in fresh}
         moves: list[tuple[str, datetime, datetime, StreamId]] = []
         known_ids = [j for j in ids if j not in fresh]
-        for row in await conn.fetch(query("lock_job_index"), known_ids) if known_ids else ():
+        locked = await conn.fetch(query("lock_job_index"), known_ids) if known_ids else []
+        gone = held - {row["job_id"] for row in locked}
+        if gone:  # its index row went away meanwhile (a dropped partition, a new database)
+            found = await _insert_index(conn, sorted(gone), placements)
+            fresh |= found
+            index.update((j, placements[j].created_at) for j in found)
+        for row in locked:
             job_id, created = row["job_id"], row["created_at"]
             known = (row["sched_ms"], row["sched_seq"]) if row["sched_ms"] is not None else None
             sched = placements[job_id].sched
@@ -376,12 +376,21 @@ class BatchWriter:
         not written (JobFold.stored). The others are upserted from one JSON document per
         table, straight from the folds' dicts (no record objects, no per-column arrays)."""
         new = [f for f in folds if f.job["id"] in fresh]
-        known = [f for f in folds if f.job["id"] not in fresh]
+        known: list[JobFold] = []
+        settled: list[JobFold] = []
+        for f in folds:
+            if f.job["id"] not in fresh:
+                unsettled = f.written is not None and f.written == f.unsettled()
+                (settled if unsettled else known).append(f)
         if new and not await copy_jobs(conn, new):
             known += new
         if known:
             await conn.execute(query("upsert_jobs"), dump_json([f.job for f in known]))
-        dropped = [f for f in known if f.dropped]
+        if settled:
+            await _settle_jobs(conn, settled)
+        for f in folds:
+            f.written = f.unsettled()
+        dropped = [f for f in (*known, *settled) if f.dropped]
         if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
             ids = [f.job["id"] for f in dropped]
             kept = [(row["job_id"], row["attempt"]) for f in dropped for row in f.rows.values()]
@@ -402,6 +411,43 @@ class BatchWriter:
             upserted += unstored
         if upserted:
             await conn.execute(query("upsert_attempts"), dump_json(upserted))
+
+
+async def _insert_index(
+    conn: asyncpg.Connection, ids: list[str], placements: dict[str, _Placement]
+) -> set[str]:
+    """Insert the index rows of these jobs (sorted) where there is none; return those inserted."""
+    if not ids:
+        return set()
+    rows = await conn.fetch(
+        query("insert_job_index"),
+        ids,
+        [placements[j].created_at for j in ids],
+        [_ms(placements[j].sched) for j in ids],
+        [_seq(placements[j].sched) for j in ids],
+    )
+    return {r["job_id"] for r in rows}
+
+
+async def _settle_jobs(conn: asyncpg.Connection, folds: list[JobFold]) -> None:
+    """Write the SETTLED_COLUMNS of job rows whose other columns the database holds as they
+    stand (audit/queries.sql: settle_jobs): typed arrays, no JSON document of the whole row."""
+    jobs = [f.job for f in folds]
+    await conn.execute(
+        query("settle_jobs"),
+        [j["id"] for j in jobs],
+        [j["created_at"] for j in jobs],
+        [j["status"] for j in jobs],
+        [j["attempts"] for j in jobs],
+        [jsonb_text(j["last_error"]) for j in jobs],
+        [j["updated_at"] for j in jobs],
+        [j["completed_at"] for j in jobs],
+        [j["failed_at"] for j in jobs],
+        [j["cancelled_at"] for j in jobs],
+        [j["applied_ms"] for j in jobs],
+        [j["applied_seq"] for j in jobs],
+        [j["deduplicated"] for j in jobs],
+    )
 
 
 async def _write_rollups(

@@ -502,6 +502,67 @@ async def test_a_relay_resumes_its_own_fold_across_batches(
     assert without_versions(await dump(db)) == got
 
 
+async def test_a_resumed_fold_writes_every_column_a_later_event_changed(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
+) -> None:
+    """A kept fold's row is settled with its status columns alone while its other columns stand
+    (audit/queries.sql: settle_jobs); a debounce, a reschedule or a retry changes those others,
+    and the row must show them: one event per batch ends with the rows of one batch of all."""
+    due = outbox.now + 1_000
+    await outbox.scheduled("moved", run_at=due, payload={"n": 1})
+    outbox.tick()
+    await outbox.debounced("moved", due + 500, payload={"n": 2})
+    outbox.tick()
+    await outbox.rescheduled("moved", 0, due + 9_000, tz="Europe/Paris")
+    outbox.now = due + 9_001
+    await outbox.started("moved", 1, due=due + 9_000)
+    outbox.tick(10)
+    await outbox.failed("moved", 1, message="no")
+    outbox.tick()
+    await outbox.retried("moved", 1)
+    outbox.tick()
+    await outbox.started("moved", 1, due=outbox.now - 1)
+    outbox.tick(10)
+    await outbox.completed("moved", 1)
+    entries = await all_entries(redis, outbox.key)
+    seen = []
+    for entry in entries:
+        assert await relay.write_batch([entry]) == 1
+        seen.append(await db.fetchrow("SELECT status, run_at, tz, payload FROM schedule_audit"))
+    # after the debounce, the reschedule, the started attempt: the row as those events left it
+    assert [(r["run_at"], r["payload"]) for r in seen[:3]] == [
+        (at(due), {"n": 1}),
+        (at(due + 500), {"n": 2}),
+        (at(due + 9_000), {"n": 2}),
+    ]
+    assert [(r["status"], r["tz"]) for r in seen[2:4]] == [("active", "Europe/Paris")] * 2
+    got = without_versions(await dump(db))
+    for table in TABLES:
+        await db.execute(f"TRUNCATE {table}")
+    await relay.write_batch(entries)
+    assert without_versions(await dump(db)) == got
+
+
+async def test_a_kept_fold_whose_index_row_went_away_gets_one_again(
+    outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
+) -> None:
+    """The relay locks, rather than inserts, the index row of a job whose fold it keeps; when
+    that row is gone (the tables emptied under it), the job's next events still land."""
+    due = outbox.now + 1_000
+    await outbox.scheduled("kept", run_at=due)
+    first = await all_entries(redis, outbox.key)
+    assert await relay.write_batch(first) == 1
+    for table in TABLES:
+        await db.execute(f"TRUNCATE {table}")
+    outbox.now = due + 1
+    await outbox.started("kept", 1, due=due)
+    rest = (await all_entries(redis, outbox.key))[1:]
+    assert await relay.write_batch(rest) == 1
+    assert await db.fetchval("SELECT count(*) FROM schedule_job_index WHERE job_id = 'kept'") == 1
+    assert await db.fetchval("SELECT attempts FROM schedule_audit WHERE id = 'kept'") == 0
+    assert await db.fetchval("SELECT worker_id FROM schedule_attempts WHERE job_id = 'kept'") == "w1"
+
+
 async def test_an_attempt_row_dropped_in_a_later_batch_is_deleted(
     outbox: Any, relay: AuditRelay, redis: aioredis.Redis, db: asyncpg.Connection
 ) -> None:
