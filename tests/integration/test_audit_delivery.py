@@ -560,7 +560,8 @@ async def test_a_kept_fold_whose_index_row_went_away_gets_one_again(
     assert await relay.write_batch(rest) == 1
     assert await db.fetchval("SELECT count(*) FROM schedule_job_index WHERE job_id = 'kept'") == 1
     assert await db.fetchval("SELECT attempts FROM schedule_audit WHERE id = 'kept'") == 0
-    assert await db.fetchval("SELECT worker_id FROM schedule_attempts WHERE job_id = 'kept'") == "w1"
+    worker = await db.fetchval("SELECT worker_id FROM schedule_attempts WHERE job_id = 'kept'")
+    assert worker == "w1"
 
 
 async def test_an_attempt_row_dropped_in_a_later_batch_is_deleted(
