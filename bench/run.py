@@ -132,6 +132,7 @@ def run_one(
             *pin(1),
             str(spy),
             "record",
+            "--subprocesses",
             "--format",
             "raw",
             "--rate",

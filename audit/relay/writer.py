@@ -375,21 +375,22 @@ class BatchWriter:
         job row of a job whose index row this batch inserted, an attempt row its fold has
         not written (JobFold.stored). The others are upserted from one JSON document per
         table, straight from the folds' dicts (no record objects, no per-column arrays)."""
-        new = [f for f in folds if f.job["id"] in fresh]
+        new: list[JobFold] = []
         known: list[JobFold] = []
         settled: list[JobFold] = []
         for f in folds:
-            if f.job["id"] not in fresh:
-                unsettled = f.written is not None and f.written == f.unsettled()
-                (settled if unsettled else known).append(f)
+            standing = f.unsettled()
+            if f.job["id"] in fresh:
+                new.append(f)
+            else:
+                (settled if f.written == standing else known).append(f)
+            f.written = standing
         if new and not await copy_jobs(conn, new):
             known += new
         if known:
             await conn.execute(query("upsert_jobs"), dump_json([f.job for f in known]))
         if settled:
             await _settle_jobs(conn, settled)
-        for f in folds:
-            f.written = f.unsettled()
         dropped = [f for f in (*known, *settled) if f.dropped]
         if dropped:  # attempt rows the folds no longer have (a release, a re-schedule, a refold)
             ids = [f.job["id"] for f in dropped]
