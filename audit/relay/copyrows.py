@@ -5,8 +5,9 @@ decides which rows may be COPYed)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 import asyncpg
@@ -38,6 +39,9 @@ _ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *_ATTEMPT_KEYS[3:])
 _JSON = frozenset({"last_error", "payload", "metadata", "logs", "result"})
 _JOB_JSON_AT = tuple(i for i, k in enumerate(_JOB_COLUMNS) if k in _JSON)
 _ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(_ATTEMPT_KEYS) if k in _JSON)
+# a row's values in column order, as a tuple (itemgetter of many keys)
+_JOB_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*_JOB_COLUMNS)
+_ATTEMPT_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*_ATTEMPT_KEYS)
 
 # Why a COPY may fail where the statement it stands in for does not: a row already stored,
 # or a value the client cannot encode (the statement's server-side cast then refuses it with
@@ -74,13 +78,13 @@ async def copy_events(
 
 async def copy_jobs(conn: asyncpg.Connection, folds: Sequence[JobFold]) -> bool:
     """COPY the job rows of these folds; False when refused."""
-    records = [_record(f.job, _JOB_COLUMNS, _JOB_JSON_AT) for f in folds]
+    records = [_record(f.job, _JOB_VALUES, _JOB_JSON_AT) for f in folds]
     return await _copied(conn, "schedule_audit", records, _JOB_COLUMNS)
 
 
 async def copy_attempts(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]]) -> bool:
     """COPY these attempt rows of folds; False when refused."""
-    records = [_record(row, _ATTEMPT_KEYS, _ATTEMPT_JSON_AT) for row in rows]
+    records = [_record(row, _ATTEMPT_VALUES, _ATTEMPT_JSON_AT) for row in rows]
     return await _copied(conn, "schedule_attempts", records, _ATTEMPT_COLUMNS)
 
 
@@ -96,9 +100,13 @@ async def _copied(
     return True
 
 
-def _record(row: dict[str, Any], keys: tuple[str, ...], json_at: tuple[int, ...]) -> list[Any]:
+def _record(
+    row: dict[str, Any],
+    values_of: Callable[[dict[str, Any]], tuple[Any, ...]],
+    json_at: tuple[int, ...],
+) -> list[Any]:
     """A fold's row as COPY takes it: its values in column order, JSON (at json_at) as text."""
-    values = [row[k] for k in keys]
+    values = list(values_of(row))
     for i in json_at:
         values[i] = jsonb_text(values[i])
     return values

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, cast
 
 import scheduler.core.outbox as outbox
@@ -164,7 +165,7 @@ class JobFold:
             raise ValueError(f"event {e.stream_id} is not after {last} (fold from scratch instead)")
         ts = ms_to_utc(e.ts_ms)
         if self.base and e.type != outbox.RETRIED:
-            e = replace(e, attempt=e.attempt + self.base)
+            e = e._replace(attempt=e.attempt + self.base)
         _HANDLERS.get(e.type, _log_only)(self, e, finished_at(e, ts) if e.type in _ENDS else ts)
         if ts > self.job["updated_at"]:
             self.job["updated_at"] = ts
@@ -172,8 +173,7 @@ class JobFold:
 
     def unsettled(self) -> tuple[Any, ...]:
         """The job row's values outside SETTLED_COLUMNS (compared with `written`)."""
-        job = self.job
-        return tuple(job[k] for k in _UNSETTLED)
+        return _unsettled(self.job)
 
     @property
     def last(self) -> StreamId | None:
@@ -229,10 +229,13 @@ class JobFold:
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
 
 
-_UNSETTLED: tuple[str, ...] = tuple(
-    k
-    for k in JobFold("", datetime(1970, 1, 1)).job
-    if k not in SETTLED_COLUMNS and k not in ("id", "created_at")
+# (many keys: itemgetter gives a tuple)
+_unsettled: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(
+    *(
+        k
+        for k in JobFold("", datetime(1970, 1, 1)).job
+        if k not in SETTLED_COLUMNS and k not in ("id", "created_at")
+    )
 )
 
 

@@ -84,8 +84,7 @@ from __future__ import annotations
 import re
 import traceback as _traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 SCHEDULED: Final = "scheduled"
 ATTEMPT_STARTED: Final = "attempt_started"
@@ -236,9 +235,9 @@ def error_of(exc: BaseException, frames: int = 4) -> ErrorRecord:
     return error_record(type(exc).__name__, str(exc), "".join(te.format())[-2000:])
 
 
-@dataclass(frozen=True)
-class OutboxEvent:
-    """One decoded stream entry."""
+class OutboxEvent(NamedTuple):
+    """One decoded stream entry (a named tuple: a relay makes one per event it reads, and a
+    tuple is made in a third of a frozen dataclass's time)."""
 
     stream_id: str
     type: str
