@@ -373,8 +373,10 @@ class BatchWriter:
 
         A row the database cannot hold yet is COPYed (binary, no conflict to look for): the
         job row of a job whose index row this batch inserted, an attempt row its fold has
-        not written (JobFold.stored). The others are upserted from one JSON document per
-        table, straight from the folds' dicts (no record objects, no per-column arrays)."""
+        not written (JobFold.stored). A job row whose columns outside SETTLED_COLUMNS the
+        database holds as they stand (JobFold.written) is settled with those columns alone.
+        The others are upserted from one JSON document per table, straight from the folds'
+        dicts (no record objects, no per-column arrays)."""
         new: list[JobFold] = []
         known: list[JobFold] = []
         settled: list[JobFold] = []
