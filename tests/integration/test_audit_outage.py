@@ -5,6 +5,7 @@ and afterwards Postgres holds every event exactly once."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import shutil
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import pytest
 
 from audit.options import RelayOptions
@@ -75,7 +77,13 @@ def throwaway_postgres() -> Iterator[ThrowawayPostgres]:
             pg.stop()  # its own cleanup only stops the process it started, not a restarted one
         except Exception:  # noqa: BLE001 - already stopped
             pass
-        server.cleanup()
+        try:
+            server.cleanup()
+        except psutil.NoSuchProcess:
+            # The postmaster it started was still exiting when it looked, and gone when it
+            # signalled it: nothing to stop. Its exit hook would try again; the directory goes
+            # below.
+            atexit.unregister(server._cleanup)
         shutil.rmtree(root, ignore_errors=True)
 
 
