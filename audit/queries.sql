@@ -155,6 +155,7 @@ WHERE (a.topic, a.status, a.attempts, a.max_attempts, a.backoff_type, a.backoff_
 -- The columns an attempt, a settlement or a cancellation changes, for job rows whose other
 -- columns are stored as they stand (audit/relay/writer.py: JobFold.written): typed arrays,
 -- no JSON document of the whole row to parse or compare. last_error is JSON text.
+-- Parameters: id, created_at, then audit/relay/fold.py SETTLED_COLUMNS in their order.
 UPDATE schedule_audit AS a SET
     status = u.status, attempts = u.attempts, last_error = u.last_error::jsonb,
     updated_at = u.updated_at, completed_at = u.completed_at, failed_at = u.failed_at,

@@ -41,6 +41,7 @@ from console.api_input import (
 from console.auth import Principal
 from console.deps import GuardedRoute, acts, caller, console_of
 from console.timeline import Attempt, LogEntry, Span
+from console.topic_detail import held_back
 from console.trends import Range, read_trends
 from scheduler.core.dependencies import MAX_PARENTS
 from scheduler.core.errors import InvalidDelay
@@ -854,26 +855,19 @@ async def list_topics(request: Request, who: Who) -> TopicPageOut:
 
     async def one(name: str) -> TopicOut:
         options = await s.get_topic(name) if name in configured else None
-        strict = options is not None and options.policy == "key_strict_fifo"
-        (parked, next_ms), blocked = await asyncio.gather(
-            s.store.parked(name), s.blocked_keys(name) if strict else _no_keys()
-        )
+        held = await held_back(s, name, options)
         return TopicOut(
             name=name,
             counts=counts.get(name, dict.fromkeys(COUNT_KEYS, 0)),
             configured=options is not None,
             options=_options(options),
-            parked=parked,
-            parked_next_at=None if next_ms is None else ms_to_utc(next_ms),
-            blocked_keys=blocked,
+            parked=held.parked,
+            parked_next_at=held.parked_next,
+            blocked_keys=held.blocked_keys,
         )
 
     # the topics' reads go out together (one pipelined wire), not one topic after another
     return TopicPageOut(items=list(await asyncio.gather(*(one(n) for n in names))))
-
-
-async def _no_keys() -> list[str]:
-    return []
 
 
 def _options(options: TopicOptions | None) -> dict[str, Any] | None:

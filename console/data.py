@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -65,22 +66,30 @@ class Overview:
     def announcement(self) -> str:
         """What a screen reader is told when it changes (console.js, the page's live region):
         the counts an operator acts on, not the ones that move with every job that runs."""
-        failed = sum(t.counts.get("failed", 0) for t in self.topics)
-        retrying = sum(t.counts.get("retrying", 0) for t in self.topics)
-        dead = sum(t.counts.get("dead_letter", 0) for t in self.topics)
+        totals = {
+            k: sum(t.counts.get(k, 0) for t in self.topics)
+            for k in ("failed", "retrying", "dead_letter")
+        }
         hour = [t.failed_hour for t in self.topics if t.failed_hour is not None]
-        workers = len(self.workers)
         return (
-            f"{plural(failed, 'failed job')}, {retrying} retrying, "
-            f"{plural(dead, 'dead letter')}"
+            acted_on(totals)
             + (f"; {sum(hour):,} failed in the last hour" if hour else "")
-            + f"; {plural(workers, 'live worker')}"
+            + f"; {plural(len(self.workers), 'live worker')}"
         )
 
 
 def plural(n: int, noun: str) -> str:
     """`n` and `noun`, with an s unless n is 1 ("1 failed job", "2 dead letters")."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def acted_on(counts: Mapping[str, int]) -> str:
+    """The counts an operator acts on, as the live region says them: "2 failed jobs, 1 retrying,
+    1 dead letter" (the overview's and a topic page's announcements)."""
+    return (
+        f"{plural(counts.get('failed', 0), 'failed job')}, {counts.get('retrying', 0):,} "
+        f"retrying, {plural(counts.get('dead_letter', 0), 'dead letter')}"
+    )
 
 
 @dataclass(frozen=True)

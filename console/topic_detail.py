@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from audit.analytics.signatures import signature
 from audit.reader import AuditTrail
-from console.data import COUNTS, audit_of, plural
+from console.data import COUNTS, acted_on, audit_of
 from console.trends import Range, Series, Trends, read_trends
 from scheduler.api import Scheduler
 from scheduler.core.errors import StorageError
@@ -34,6 +34,27 @@ class ErrorSignature:
 
 
 @dataclass(frozen=True)
+class HeldBack:
+    """What a topic's limits hold back now (the topic page, GET /api/v1/topics)."""
+
+    parked: int  # due jobs a limit (or the key policy) holds back: claim parked them
+    parked_next: datetime | None  # when claim looks at them again (None: not planned)
+    blocked_keys: list[str]  # a key_strict_fifo topic's blocked keys, sorted
+
+
+async def held_back(scheduler: Scheduler, name: str, options: TopicOptions | None) -> HeldBack:
+    """Read what `name`'s limits hold back: its parked due jobs and, under key_strict_fifo, its
+    blocked keys (both reads at once)."""
+
+    async def blocked() -> list[str]:
+        strict = options is not None and options.policy == "key_strict_fifo"
+        return await scheduler.blocked_keys(name) if strict else []
+
+    (parked, next_ms), keys = await asyncio.gather(scheduler.store.parked(name), blocked())
+    return HeldBack(parked, None if next_ms is None else ms_to_utc(next_ms), keys)
+
+
+@dataclass(frozen=True)
 class TopicDetail:
     """What the topic page shows."""
 
@@ -41,9 +62,7 @@ class TopicDetail:
     known: bool  # Redis or the rollups know the topic
     counts: dict[str, int]
     options: TopicOptions | None
-    blocked_keys: list[str]
-    parked: int  # due jobs a limit (or the key policy) holds back: claim parked them
-    parked_next: datetime | None  # when claim looks at them again (None: not planned)
+    held: HeldBack
     unserved: KnownTopic | None
     trends: Trends
     day: Series  # the last 24 hours (the failure rate and what the policy held back)
@@ -60,13 +79,9 @@ class TopicDetail:
     @property
     def announcement(self) -> str:
         """What a screen reader is told when it changes (console.js, the page's live region)."""
-        c, s = self.counts, self.series
+        s = self.series
         span = "the last hour" if s.range == "1h" else "the last 24 hours"
-        return (
-            f"Topic {self.name}: {plural(c.get('failed', 0), 'failed job')}, "
-            f"{c.get('retrying', 0):,} retrying, {plural(c.get('dead_letter', 0), 'dead letter')}; "
-            f"{s.total_failed:,} failed in {span}"
-        )
+        return f"Topic {self.name}: {acted_on(self.counts)}; {s.total_failed:,} failed in {span}"
 
 
 async def _signatures(
@@ -90,18 +105,13 @@ async def topic_detail(
 ) -> TopicDetail:
     """The topic page of `name` over `range_` (known or not: the page says which)."""
     now = ms_to_utc(scheduler.clock.now_ms())
-    counts, options, names, known_topics, (parked, parked_ms) = await asyncio.gather(
+    counts, options, names, known_topics = await asyncio.gather(
         scheduler.stats(name),
         scheduler.get_topic(name),
         every_topic(scheduler),
         scheduler.known_topics(),
-        scheduler.store.parked(name),
     )
-    blocked = (
-        await scheduler.blocked_keys(name)
-        if options is not None and options.policy == "key_strict_fifo"
-        else []
-    )
+    held = await held_back(scheduler, name, options)
     audit = audit_of(scheduler)
     trends = await read_trends(audit, range_, now, [name], one=name)
     day = (
@@ -126,9 +136,7 @@ async def topic_detail(
         known=name in names or not trends.series[name].empty or not day.empty,
         counts={k: counts.get(k, 0) for k in COUNTS},
         options=options,
-        blocked_keys=blocked,
-        parked=parked,
-        parked_next=None if parked_ms is None else ms_to_utc(parked_ms),
+        held=held,
         unserved=next((t for t in known_topics if t.topic == name and t.waiting), None),
         trends=trends,
         day=day,

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from audit.jsontext import JsonText, dump_json
-from audit.relay.fold import JobFold
+from audit.relay.fold import JOB_COLUMNS, JobFold
 from audit.relay.streamid import StreamId
 from scheduler.core.outbox import OutboxEvent
 from scheduler.core.timeutil import ms_to_utc
@@ -30,11 +30,11 @@ _EVENT_COLUMNS = (
     "fields",
     "job_created_at",
 )
-# schedule_audit's columns are the keys of a fold's job dict; schedule_attempts' are an attempt
-# row's keys, two of them named otherwise there (read off a fold, not listed a second time).
-_SAMPLE = JobFold("", datetime(1970, 1, 1, tzinfo=UTC))
-_JOB_COLUMNS = tuple(_SAMPLE.job)
-_ATTEMPT_KEYS = tuple(_SAMPLE.row(1))
+# schedule_audit's columns are the keys of a fold's job dict (fold.JOB_COLUMNS);
+# schedule_attempts' are an attempt row's keys, two of them named otherwise there (read off a
+# fold, not listed a second time).
+_JOB_COLUMNS = JOB_COLUMNS
+_ATTEMPT_KEYS = tuple(JobFold("", datetime(1970, 1, 1, tzinfo=UTC)).row(1))
 _ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *_ATTEMPT_KEYS[3:])
 _JSON = frozenset({"last_error", "payload", "metadata", "logs", "result"})
 _JOB_JSON_AT = tuple(i for i, k in enumerate(_JOB_COLUMNS) if k in _JSON)

@@ -229,13 +229,11 @@ class JobFold:
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
 
 
+# schedule_audit's columns: the keys of a fold's job dict (read off a fold, not listed again).
+JOB_COLUMNS: tuple[str, ...] = tuple(JobFold("", datetime(1970, 1, 1)).job)
 # (many keys: itemgetter gives a tuple)
 _unsettled: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(
-    *(
-        k
-        for k in JobFold("", datetime(1970, 1, 1)).job
-        if k not in SETTLED_COLUMNS and k not in ("id", "created_at")
-    )
+    *(k for k in JOB_COLUMNS if k not in SETTLED_COLUMNS and k not in ("id", "created_at"))
 )
 
 

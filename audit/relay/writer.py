@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from operator import itemgetter
 from typing import Any
 
 import asyncpg
@@ -19,7 +20,7 @@ from audit.jsontext import dump_json
 from audit.migrate import ensure_partitions, migrate, month_start
 from audit.options import RelayOptions
 from audit.relay.copyrows import copy_attempts, copy_events, copy_jobs, jsonb_text
-from audit.relay.fold import JobFold, fold_new
+from audit.relay.fold import SETTLED_COLUMNS, JobFold, fold_new
 from audit.relay.foldcache import FoldCache
 from audit.relay.outage import PostgresUnavailable, closed, is_outage
 from audit.relay.streamid import StreamId
@@ -432,25 +433,18 @@ async def _insert_index(
     return {r["job_id"] for r in rows}
 
 
+# settle_jobs' parameters, in its order: the row's key, then SETTLED_COLUMNS.
+_SETTLE_KEYS = ("id", "created_at", *SETTLED_COLUMNS)
+_settle_values = itemgetter(*_SETTLE_KEYS)
+_LAST_ERROR_AT = _SETTLE_KEYS.index("last_error")
+
+
 async def _settle_jobs(conn: asyncpg.Connection, folds: list[JobFold]) -> None:
     """Write the SETTLED_COLUMNS of job rows whose other columns the database holds as they
     stand (audit/queries.sql: settle_jobs): typed arrays, no JSON document of the whole row."""
-    jobs = [f.job for f in folds]
-    await conn.execute(
-        query("settle_jobs"),
-        [j["id"] for j in jobs],
-        [j["created_at"] for j in jobs],
-        [j["status"] for j in jobs],
-        [j["attempts"] for j in jobs],
-        [jsonb_text(j["last_error"]) for j in jobs],
-        [j["updated_at"] for j in jobs],
-        [j["completed_at"] for j in jobs],
-        [j["failed_at"] for j in jobs],
-        [j["cancelled_at"] for j in jobs],
-        [j["applied_ms"] for j in jobs],
-        [j["applied_seq"] for j in jobs],
-        [j["deduplicated"] for j in jobs],
-    )
+    columns = [list(c) for c in zip(*(_settle_values(f.job) for f in folds), strict=True)]
+    columns[_LAST_ERROR_AT] = [jsonb_text(v) for v in columns[_LAST_ERROR_AT]]
+    await conn.execute(query("settle_jobs"), *columns)
 
 
 async def _write_rollups(

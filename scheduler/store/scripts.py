@@ -9,7 +9,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cache
 from importlib import resources
+from types import MappingProxyType
 
 from scheduler.core.keys import JOB_DEFAULTS, TAG_END, KeyName, key_names
 from scheduler.core.outbox import EVENT_TYPES, FAILED_OUTCOMES, JOB_OUTCOMES, SUCCESS_OUTCOMES
@@ -332,7 +334,14 @@ class Scripts:
     """Every script, compiled for one audit setting (run with EVALSHA, loaded on NOSCRIPT)."""
 
     def __init__(self, audit: bool = True) -> None:
-        self._scripts = {name: Script.of(script_source(name, audit)) for name in SCRIPT_NAMES}
+        self._scripts = dict(_compiled(audit))  # (a store's own: a test may swap one)
 
     def __getitem__(self, name: str) -> Script:
         return self._scripts[name]
+
+
+@cache
+def _compiled(audit: bool) -> Mapping[str, Script]:
+    """Every script for one audit setting, compiled once per process (~50 ms: every store of
+    the process shares them, read only)."""
+    return MappingProxyType({n: Script.of(script_source(n, audit)) for n in SCRIPT_NAMES})

@@ -247,10 +247,11 @@ async def test_batches_in_flight_load_a_missing_script_and_store_each_job_once(
 ) -> None:
     async with make_scheduler(redis_url, namespace, ListenerRegistry()) as s:
         store = s.store
-        # A variant of enqueue.lua that this Redis has never seen: every batch in flight
-        # replies NOSCRIPT, loads it and is sent again (as on a fresh or flushed Redis).
-        enqueue = store._scripts["enqueue"]
-        store._scripts._scripts["enqueue"] = Script.of(f"{enqueue.source}\n-- {namespace}\n")
+        # A variant of enqueue_many.lua (schedule_many's script) that this Redis has never
+        # seen: every batch in flight replies NOSCRIPT, loads it and is sent again (as on a
+        # fresh or flushed Redis).
+        enqueue = store._scripts["enqueue_many"]
+        store._scripts._scripts["enqueue_many"] = Script.of(f"{enqueue.source}\n-- {namespace}\n")
         ids = await s.schedule_many(
             [{"topic": "a", "delay": 60, "payload": i} for i in range(1_050)]
         )
