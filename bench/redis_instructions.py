@@ -125,6 +125,7 @@ def main() -> None:
     )
     p.add_argument("--jobs", type=int, default=2000)
     p.add_argument("--per-call", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the callgrind files (their path)")
     args = p.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (callgrind) is not installed")
@@ -145,7 +146,10 @@ def main() -> None:
                 print(f"  {label:24} {count:>10,}")
     finally:
         cg.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"callgrind files kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

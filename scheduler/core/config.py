@@ -111,6 +111,14 @@ class WorkerSettings(Section):
         ge=100,
         description="A running attempt's lease; its heartbeat renews it every lease_ms/3.",
     )
+    batch_window_ms: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="A worker's claims, and its settlements, go to Redis at most once per this "
+        "many ms: under load each script call carries what arrived meanwhile; a call after a "
+        "quiet spell goes at once. 0 = every one at once.",
+    )
     timeout_ms: int = Field(900_000, ge=1, description="Default timeout of one attempt (15 min).")
     grace_s: float = Field(
         30.0, ge=0, description="Graceful stop: how long attempts in flight may still finish."

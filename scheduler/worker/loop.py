@@ -49,6 +49,7 @@ from scheduler.worker.outcomes import (
     note_failure,
     note_success,
 )
+from scheduler.worker.pacer import Pacer
 from scheduler.worker.process_pool import ProcessPool
 from scheduler.worker.settler import Settler
 from scheduler.worker.ticker import fire_due_crons
@@ -122,8 +123,13 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._settler = Settler(
-            store, clock, retention.completed_count, self.settings.lease_ms / 1000
+            store,
+            clock,
+            retention.completed_count,
+            self.settings.lease_ms / 1000,
+            window_s=settings.batch_window_ms / 1000,
         )
+        self._claims = Pacer(settings.batch_window_ms / 1000)
         self.pool = ProcessPool(
             registry, settings
         )  # executor="process" listeners; no child until one runs
@@ -383,6 +389,10 @@ class Worker:
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
+                continue
+            await self._claims.wait()  # (under load: the jobs of a window in one claim)
+            free = self._free()  # (a handoff may have taken a slot meanwhile)
+            if self._stopping or free <= 0:
                 continue
             self._wake.clear()
             limit = min(free, self.settings.claim_batch)

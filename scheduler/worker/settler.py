@@ -1,5 +1,6 @@
 """Batched settlement of attempts: completions and failures queue up while a
-write is in flight and go to Redis in one script call per batch. A batch Redis
+write is in flight (and, under load, for the rest of a batch window since the last
+write began) and go to Redis in one script call per batch. A batch Redis
 fails is written again, with backoff, until its attempts' leases would expire:
 the scripts are fenced by the lease token, so a write that did land answers
 LEASE_LOST the second time and changes nothing."""
@@ -14,6 +15,7 @@ from scheduler.core.clock import Clock
 from scheduler.core.job import Settlement
 from scheduler.store.redis import RedisStore
 from scheduler.store.scripts import SettleReply, settle_reply
+from scheduler.worker.pacer import Pacer
 
 log = logging.getLogger("horae.worker")
 
@@ -28,9 +30,16 @@ class Settler:
     `retry_for_s`: how long a settlement is retried when Redis fails (its lease)."""
 
     def __init__(
-        self, store: RedisStore, clock: Clock, keep_completed: int, retry_for_s: float = 30.0
+        self,
+        store: RedisStore,
+        clock: Clock,
+        keep_completed: int,
+        retry_for_s: float = 30.0,
+        window_s: float = 0.0,
     ) -> None:
+        """`window_s`: batches are written at most once per window ([worker] batch_window_ms)."""
         self._store, self._clock, self._keep = store, clock, keep_completed
+        self._pacer = Pacer(window_s)
         self._retry_for_s = retry_for_s
         self._complete: list[Queued] = []
         self._fail: list[Queued] = []
@@ -101,6 +110,7 @@ class Settler:
     async def _loop(self) -> None:
         while True:
             await self._ready.wait()
+            await self._pacer.wait()  # (under load: the settlements of a window in one call)
             self._ready.clear()
             if not await self._flush():
                 await asyncio.sleep(min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(self._failures, 10)))
