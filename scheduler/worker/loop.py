@@ -128,6 +128,7 @@ class Worker:
             retention.completed_count,
             self.settings.lease_ms / 1000,
             window_s=settings.batch_window_ms / 1000,
+            hurry=lambda: self._free() <= 0,
         )
         self._claims = Pacer(settings.batch_window_ms / 1000)
         self.pool = ProcessPool(
@@ -384,13 +385,16 @@ class Worker:
         self.metrics.active_attempts.add(1)
 
     async def _claim_loop(self) -> None:
+        full = False
         while not self._stopping:
             free = self._free()
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
-            await self._claims.wait()  # (under load: the jobs of a window in one claim)
+            # Under load, the jobs of a window in one claim; a backlog (the last claim came
+            # back full: only the slots limit it) is claimed as slots free.
+            await self._claims.wait(hurry=full)
             free = self._free()  # (a handoff may have taken a slot meanwhile)
             if self._stopping or free <= 0:
                 continue
@@ -427,7 +431,8 @@ class Worker:
                 continue
             for job in jobs:
                 self._start(job)
-            if len(jobs) == limit or self._stopping:
+            full = len(jobs) == limit
+            if full or self._stopping:
                 continue
             now = self.clock.now_ms()
             deadline = min(

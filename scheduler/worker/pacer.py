@@ -15,13 +15,14 @@ class Pacer:
         self._window = window_s
         self._last = float("-inf")  # loop time of the last call's start
 
-    async def wait(self) -> None:
+    async def wait(self, hurry: bool = False) -> None:
         """Return when the next call may start: at once when the last one started a window
-        ago or more, else at the end of its window."""
+        ago or more (or `hurry`: waiting would idle the worker), else at the end of its
+        window."""
         if self._window <= 0:
             return
         loop = asyncio.get_running_loop()
         rest = self._last + self._window - loop.time()
-        if rest > 0:
+        if rest > 0 and not hurry:
             await asyncio.sleep(rest)
         self._last = loop.time()

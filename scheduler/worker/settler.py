@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.core.clock import Clock
 from scheduler.core.job import Settlement
@@ -36,10 +36,12 @@ class Settler:
         keep_completed: int,
         retry_for_s: float = 30.0,
         window_s: float = 0.0,
+        hurry: Callable[[], bool] = lambda: False,
     ) -> None:
-        """`window_s`: batches are written at most once per window ([worker] batch_window_ms)."""
+        """`window_s`: batches are written at most once per window ([worker] batch_window_ms),
+        unless `hurry()`: the attempts waiting for their settlement hold every slot."""
         self._store, self._clock, self._keep = store, clock, keep_completed
-        self._pacer = Pacer(window_s)
+        self._pacer, self._hurry = Pacer(window_s), hurry
         self._retry_for_s = retry_for_s
         self._complete: list[Queued] = []
         self._fail: list[Queued] = []
@@ -110,7 +112,7 @@ class Settler:
     async def _loop(self) -> None:
         while True:
             await self._ready.wait()
-            await self._pacer.wait()  # (under load: the settlements of a window in one call)
+            await self._pacer.wait(self._hurry())  # (under load: a window's in one call)
             self._ready.clear()
             if not await self._flush():
                 await asyncio.sleep(min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(self._failures, 10)))

@@ -65,3 +65,28 @@ async def test_without_a_window_each_wake_up_claims_at_once(redis_url: str, name
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_backlog_is_claimed_as_slots_free_without_waiting_for_the_window(
+    redis_url: str, namespace: str
+) -> None:
+    """A claim that came back full (only the slots limited it) is followed as soon as a slot
+    frees: the window batches a trickle, it never slows a backlog down."""
+    reg, ran = ListenerRegistry(), []
+
+    @reg.on_event("t")
+    async def listener(event: ScheduleArrivedEvent) -> None:
+        ran.append(event.scheduled_job_id)
+
+    worker = {"local_handoff": False, "batch_window_ms": 5_000}
+    async with make_scheduler(redis_url, namespace, reg, worker=worker) as s:
+        batches = claim_batches(s)
+        ids = [await s.schedule_in("t", 0) for _ in range(8)]
+        loop = asyncio.get_running_loop()
+        async with s.worker(concurrency=2):
+            started = loop.time()
+            await eventually(lambda: _true(len(ran) == 8), what="the backlog ran")
+            took = loop.time() - started
+    assert sorted(ran) == sorted(ids)
+    assert len(batches) >= 4 and all(len(b) <= 2 for b in batches), batches
+    assert took < 2.5, f"the backlog waited for the window: {took:.2f} s"

@@ -118,3 +118,20 @@ async def test_without_a_window_each_settlement_is_written_as_it_comes() -> None
     finally:
         await s.stop()
     assert store.batches == [["a"], ["b"], ["c"]]
+
+
+async def test_when_settling_attempts_hold_every_slot_the_write_does_not_wait() -> None:
+    """The window never idles a worker: while the attempts waiting for their settlement hold
+    every slot (hurry), each batch is written at once."""
+    store = RecordingStore()
+    s = Settler(store, FakeClock(), keep_completed=10, window_s=5.0, hurry=lambda: True)
+    s.start()
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        for job_id in ("a", "b"):
+            await asyncio.wait_for(s.settle(Settlement(job_id, "w:1", "succeeded")), 10)
+        assert loop.time() - started < 2.5
+    finally:
+        await s.stop()
+    assert store.batches == [["a"], ["b"]]
