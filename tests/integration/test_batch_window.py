@@ -27,6 +27,10 @@ def claim_batches(s: Scheduler) -> list[list[str]]:
     return batches
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def run_six(redis_url: str, namespace: str, window_ms: float) -> list[list[str]]:
     """One job, then (once it ran) five more 10 ms apart; the claims' batches."""
     reg, ran = ListenerRegistry(), []
@@ -61,10 +65,6 @@ async def test_jobs_due_within_a_window_come_in_one_claim(redis_url: str, namesp
 async def test_without_a_window_each_wake_up_claims_at_once(redis_url: str, namespace: str) -> None:
     batches = await run_six(redis_url, namespace, window_ms=0)
     assert len(batches) >= 4, batches
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_a_backlog_is_claimed_as_slots_free_without_waiting_for_the_window(
