@@ -84,6 +84,10 @@ class Workers:
         self._logs: list[IO[bytes]] = []
 
     def spawn(self, name: str) -> None:
+        old = self.procs.get(name)
+        if old is not None and old.poll() is None:  # (never two of one name; none left unreaped)
+            old.kill()
+            old.wait(timeout=10)
         self.starts[name] += 1
         log = open(self.root / f"worker-{name}-{self.starts[name]}.log", "wb")  # noqa: SIM115 - closed in close()
         self._logs.append(log)
@@ -361,6 +365,7 @@ class ChaosRun:
                     await asyncio.sleep(0.05)
                 if proc.poll() is None:
                     proc.kill()  # stuck (e.g. its Redis cut): the supervisor's way
+                    await asyncio.to_thread(proc.wait, 10)
                 await asyncio.sleep(f.duration_s)
                 workers.spawn(f.target)
             finally:
