@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -31,3 +35,17 @@ def python_of(system: str) -> Path:
         env = os.environ.get("HORAE_PYTHON")
         return Path(env) if env else ROOT / ".venv" / "bin" / "python"
     return VENVS / system / "bin" / "python"
+
+
+@contextmanager
+def scratch_dir(prefix: str, keep: bool) -> Iterator[Path]:
+    """A temporary directory for a run's files (callgrind dumps, a server's data): removed at the
+    end, or kept and its path printed (`keep`: --keep)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        if keep:
+            print(f"files kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

@@ -27,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from audit_writer import capture  # noqa: E402
+from common import scratch_dir  # noqa: E402
 from servers import RedisServer  # noqa: E402
 
 from audit.options import RelayOptions  # noqa: E402
@@ -195,19 +195,15 @@ async def main() -> None:
             if server is not None:
                 server.stop()
     pairs = [(parse_id(k), decode_entry(k, fields)) for k, fields in entries]
-    work = Path(tempfile.mkdtemp(prefix="horae-bench-pgcg-"))
-    pg = CallgrindPostgres(work)
-    try:
-        await pg.ready()
-        small = first_jobs(pairs, n)
-        large = first_jobs(pairs, 2 * n)
-        counts = [await replay(pg, part, args.batch, args.try_sql) for part in (small, large)]
-    finally:
-        pg.stop()
-        if args.keep:
-            print(f"callgrind files kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    with scratch_dir("horae-bench-pgcg-", args.keep) as work:
+        pg = CallgrindPostgres(work)
+        try:
+            await pg.ready()
+            small = first_jobs(pairs, n)
+            large = first_jobs(pairs, 2 * n)
+            counts = [await replay(pg, part, args.batch, args.try_sql) for part in (small, large)]
+        finally:
+            pg.stop()
     events = (len(large) - len(small)) / n
     per_job = (counts[1] - counts[0]) / n
     print(f"PostgreSQL backend instructions per audited job ({events:.2f} events per job):")

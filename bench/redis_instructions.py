@@ -20,7 +20,6 @@ import asyncio
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ import redis as sync_redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.cluster import drain  # noqa: E402
+from bench.common import scratch_dir  # noqa: E402
 from scheduler.store.scripts import script_source  # noqa: E402
 from tests.cluster.servers import binaries, free_ports  # noqa: E402
 
@@ -129,27 +129,23 @@ def main() -> None:
     args = p.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (callgrind) is not installed")
-    work = Path(tempfile.mkdtemp(prefix="horae-bench-cg-"))
-    cg = Callgrind(work)
-    try:
-        asyncio.run(drain(cg.url, [cg.port], 200, 1))  # scripts loaded, paths warm
-        asyncio.run(drain(cg.url, [cg.port], args.jobs, 1, around=cg.measure))
-        enqueue, run = cg.instructions("enqueue"), cg.instructions("run")
-        n = args.jobs
-        print(f"redis-server instructions per job, drain of {n:,} (outbox on, no relay):")
-        print(f"  enqueue (schedule_many)  {enqueue / n:>10,.0f}")
-        print(f"  claim + complete         {run / n:>10,.0f}")
-        print(f"  whole job                {(enqueue + run) / n:>10,.0f}")
-        if args.per_call:
-            print("redis-server instructions per call (pipelined):")
-            for label, count in per_call(cg).items():
-                print(f"  {label:24} {count:>10,}")
-    finally:
-        cg.stop()
-        if args.keep:
-            print(f"callgrind files kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    with scratch_dir("horae-bench-cg-", args.keep) as work:
+        cg = Callgrind(work)
+        try:
+            asyncio.run(drain(cg.url, [cg.port], 200, 1))  # scripts loaded, paths warm
+            asyncio.run(drain(cg.url, [cg.port], args.jobs, 1, around=cg.measure))
+            enqueue, run = cg.instructions("enqueue"), cg.instructions("run")
+            n = args.jobs
+            print(f"redis-server instructions per job, drain of {n:,} (outbox on, no relay):")
+            print(f"  enqueue (schedule_many)  {enqueue / n:>10,.0f}")
+            print(f"  claim + complete         {run / n:>10,.0f}")
+            print(f"  whole job                {(enqueue + run) / n:>10,.0f}")
+            if args.per_call:
+                print("redis-server instructions per call (pipelined):")
+                for label, count in per_call(cg).items():
+                    print(f"  {label:24} {count:>10,}")
+        finally:
+            cg.stop()
 
 
 if __name__ == "__main__":

@@ -105,13 +105,15 @@ async def topic_detail(
 ) -> TopicDetail:
     """The topic page of `name` over `range_` (known or not: the page says which)."""
     now = ms_to_utc(scheduler.clock.now_ms())
-    counts, options, names, known_topics = await asyncio.gather(
-        scheduler.stats(name),
-        scheduler.get_topic(name),
-        every_topic(scheduler),
-        scheduler.known_topics(),
+
+    async def limits() -> tuple[TopicOptions | None, HeldBack]:
+        options = await scheduler.get_topic(name)
+        return options, await held_back(scheduler, name, options)
+
+    # (what the limits hold back needs the options alone: it is read beside the other reads)
+    counts, (options, held), names, known_topics = await asyncio.gather(
+        scheduler.stats(name), limits(), every_topic(scheduler), scheduler.known_topics()
     )
-    held = await held_back(scheduler, name, options)
     audit = audit_of(scheduler)
     trends = await read_trends(audit, range_, now, [name], one=name)
     day = (

@@ -6,14 +6,14 @@ decides which rows may be COPYed)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
 import asyncpg
 
 from audit.jsontext import JsonText, dump_json
-from audit.relay.fold import JOB_COLUMNS, JobFold
+from audit.relay.fold import ATTEMPT_KEYS, JOB_COLUMNS, JobFold
 from audit.relay.streamid import StreamId
 from scheduler.core.outbox import OutboxEvent
 from scheduler.core.timeutil import ms_to_utc
@@ -30,18 +30,15 @@ _EVENT_COLUMNS = (
     "fields",
     "job_created_at",
 )
-# schedule_audit's columns are the keys of a fold's job dict (fold.JOB_COLUMNS);
-# schedule_attempts' are an attempt row's keys, two of them named otherwise there (read off a
-# fold, not listed a second time).
-_JOB_COLUMNS = JOB_COLUMNS
-_ATTEMPT_KEYS = tuple(JobFold("", datetime(1970, 1, 1, tzinfo=UTC)).row(1))
-_ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *_ATTEMPT_KEYS[3:])
+# schedule_audit's columns are fold.JOB_COLUMNS; schedule_attempts' are fold.ATTEMPT_KEYS, two
+# of them named otherwise there.
+_ATTEMPT_COLUMNS = ("job_id", "attempt_no", "worker_id", *ATTEMPT_KEYS[3:])
 _JSON = frozenset({"last_error", "payload", "metadata", "logs", "result"})
-_JOB_JSON_AT = tuple(i for i, k in enumerate(_JOB_COLUMNS) if k in _JSON)
-_ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(_ATTEMPT_KEYS) if k in _JSON)
+_JOB_JSON_AT = tuple(i for i, k in enumerate(JOB_COLUMNS) if k in _JSON)
+_ATTEMPT_JSON_AT = tuple(i for i, k in enumerate(ATTEMPT_KEYS) if k in _JSON)
 # a row's values in column order, as a tuple (itemgetter of many keys)
-_JOB_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*_JOB_COLUMNS)
-_ATTEMPT_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*_ATTEMPT_KEYS)
+_JOB_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*JOB_COLUMNS)
+_ATTEMPT_VALUES: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(*ATTEMPT_KEYS)
 
 # Why a COPY may fail where the statement it stands in for does not: a row already stored,
 # or a value the client cannot encode (the statement's server-side cast then refuses it with
@@ -79,7 +76,7 @@ async def copy_events(
 async def copy_jobs(conn: asyncpg.Connection, folds: Sequence[JobFold]) -> bool:
     """COPY the job rows of these folds; False when refused."""
     records = [_record(f.job, _JOB_VALUES, _JOB_JSON_AT) for f in folds]
-    return await _copied(conn, "schedule_audit", records, _JOB_COLUMNS)
+    return await _copied(conn, "schedule_audit", records, JOB_COLUMNS)
 
 
 async def copy_attempts(conn: asyncpg.Connection, rows: Sequence[dict[str, Any]]) -> bool:

@@ -229,8 +229,11 @@ class JobFold:
         self.job["attempts"] = max(self.job["attempts"], e.attempt)
 
 
-# schedule_audit's columns: the keys of a fold's job dict (read off a fold, not listed again).
-JOB_COLUMNS: tuple[str, ...] = tuple(JobFold("", datetime(1970, 1, 1)).job)
+# schedule_audit's columns: the keys of a fold's job dict; an attempt row's keys, schedule_attempts'
+# columns (two of them named otherwise there: copyrows.py). Read off a fold, not listed again.
+_SAMPLE = JobFold("", datetime(1970, 1, 1))
+JOB_COLUMNS: tuple[str, ...] = tuple(_SAMPLE.job)
+ATTEMPT_KEYS: tuple[str, ...] = tuple(_SAMPLE.row(1))
 # (many keys: itemgetter gives a tuple)
 _unsettled: Callable[[dict[str, Any]], tuple[Any, ...]] = itemgetter(
     *(k for k in JOB_COLUMNS if k not in SETTLED_COLUMNS and k not in ("id", "created_at"))

@@ -387,8 +387,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         full = False
         while not self._stopping:
-            free = self._free()
-            if free <= 0:
+            if self._free() <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue

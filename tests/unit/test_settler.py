@@ -5,7 +5,7 @@ worker_lost and run again; past the lease the waiter gets the error."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -18,23 +18,31 @@ from scheduler.worker.settler import Settler
 
 
 class FlakyStore:
-    """complete() fails `failures` times, then answers COMPLETED for each item."""
+    """complete() fails `failures` times, then answers COMPLETED for each item; `batches`: the
+    job ids of each batch it answered."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int = 0) -> None:
         self.failures, self.calls = failures, 0
+        self.batches: list[list[str]] = []
 
     async def complete(self, items: Sequence[Settlement], now_ms: int, keep: int) -> list[int]:
         self.calls += 1
         if self.calls <= self.failures:
             raise StorageError("Connection closed by server")
+        self.batches.append([s.job_id for s in items])
         return [int(SettleCode.COMPLETED)] * len(items)
 
     async def fail(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
         raise AssertionError("not used")
 
 
-def settler(store: Any, retry_for_s: float) -> Settler:
-    s = Settler(store, FakeClock(), keep_completed=10, retry_for_s=retry_for_s)
+def settler(
+    store: Any,
+    retry_for_s: float = 30.0,
+    window_s: float = 0.0,
+    hurry: Callable[[], bool] = lambda: False,
+) -> Settler:
+    s = Settler(store, FakeClock(), 10, retry_for_s, window_s=window_s, hurry=hurry)
     s.start()
     return s
 
@@ -66,31 +74,11 @@ async def test_past_the_lease_the_waiter_gets_the_error() -> None:
     assert 2 <= store.calls < 20, "retried with backoff, not in a tight loop"
 
 
-class RecordingStore:
-    """complete() records each batch's job ids."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[str]] = []
-
-    async def complete(self, items: Sequence[Settlement], now_ms: int, keep: int) -> list[int]:
-        self.batches.append([s.job_id for s in items])
-        return [int(SettleCode.COMPLETED)] * len(items)
-
-    async def fail(self, items: Sequence[Settlement], now_ms: int) -> list[int]:
-        raise AssertionError("not used")
-
-
-def windowed(store: Any, window_s: float) -> Settler:
-    s = Settler(store, FakeClock(), keep_completed=10, window_s=window_s)
-    s.start()
-    return s
-
-
 async def test_settlements_within_a_window_share_one_write() -> None:
     """[worker] batch_window_ms: the first settlement after a quiet spell is written at once;
     those that follow within the window wait for its end and go in one call."""
-    store = RecordingStore()
-    s = windowed(store, window_s=0.5)
+    store = FlakyStore()
+    s = settler(store, window_s=0.5)
     loop = asyncio.get_running_loop()
     try:
         started = loop.time()
@@ -107,8 +95,8 @@ async def test_settlements_within_a_window_share_one_write() -> None:
 
 
 async def test_without_a_window_each_settlement_is_written_as_it_comes() -> None:
-    store = RecordingStore()
-    s = windowed(store, window_s=0.0)
+    store = FlakyStore()
+    s = settler(store)
     try:
         for job_id in ("a", "b", "c"):
             await asyncio.wait_for(s.settle(Settlement(job_id, "w:1", "succeeded")), 5)
@@ -120,9 +108,8 @@ async def test_without_a_window_each_settlement_is_written_as_it_comes() -> None
 async def test_when_settling_attempts_hold_every_slot_the_write_does_not_wait() -> None:
     """The window never idles a worker: while the attempts waiting for their settlement hold
     every slot (hurry), each batch is written at once."""
-    store = RecordingStore()
-    s = Settler(store, FakeClock(), keep_completed=10, window_s=5.0, hurry=lambda: True)
-    s.start()
+    store = FlakyStore()
+    s = settler(store, window_s=5.0, hurry=lambda: True)
     loop = asyncio.get_running_loop()
     try:
         started = loop.time()
