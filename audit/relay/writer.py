@@ -24,6 +24,7 @@ from audit.relay.fold import SETTLED_COLUMNS, JobFold, fold_new
 from audit.relay.foldcache import FoldCache
 from audit.relay.outage import PostgresUnavailable, closed, is_outage
 from audit.relay.streamid import StreamId
+from audit.relay.timestamps import use_microseconds
 from audit.rollups import BatchRollup, DepthSample
 from audit.sql import query
 from scheduler.core.errors import StorageError
@@ -109,6 +110,7 @@ class BatchWriter:
                 # better than the generic one, but planning against every partition costs
                 # more than running them: plan each once per connection.
                 server_settings={"plan_cache_mode": "force_generic_plan"},
+                init=use_microseconds,
             )
         return self._pool
 
