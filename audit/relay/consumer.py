@@ -6,6 +6,7 @@ and Redis outages with the events kept in Redis."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import time
@@ -342,6 +343,17 @@ class AuditRelay:
             self._redis_down_since = None
 
 
+def settle_gc() -> None:
+    """Tune the garbage collector of a process that only relays (`horae audit relay`, a
+    worker's relay process), once it has started: what it imported is frozen out of the
+    collector's passes, and young collections run every 10,000 allocations instead of 700
+    (the relay allocates a few dicts and tuples per event and keeps almost none of them).
+    bench/relay_instructions.py: 3 % fewer instructions per job."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
 async def serve(
     relay: AuditRelay,
     started: Callable[[], None],
@@ -364,6 +376,7 @@ async def serve(
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await relay.start()
+        settle_gc()
         started()
         while not stop.is_set() and alive():
             with suppress(TimeoutError):

@@ -10,7 +10,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -28,9 +28,9 @@ GROUP = "audit"
 _MAX_TS_MS = 253_402_300_799_999  # 9999-12-31: beyond it no datetime (and no partition) exists
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One stream entry; fields None when it was deleted before we could read it."""
+class Entry(NamedTuple):
+    """One stream entry; fields None when it was deleted before we could read it (a named
+    tuple: one is made per entry read, in a third of a frozen dataclass's time)."""
 
     stream_id: str
     fields: Mapping[str, str] | None
