@@ -100,6 +100,7 @@ bench: $(STAMP)
 	$(PY) bench/fanin.py $(FANIN_BENCH_ARGS)  # issue 32: a fan-in of 10,000 children against FlowProducer
 	$(PY) bench/redis_instructions.py --per-call  # issue 34: redis-server instructions per job and per call (callgrind)
 	$(PY) bench/postgres_instructions.py  # issue 34: PostgreSQL instructions per audited job (callgrind)
+	$(PY) bench/relay_instructions.py  # issue 34: the audit relay's instructions per job (callgrind)
 
 # Every Python the project claims (pyproject's "Programming Language :: Python :: 3.x"
 # classifiers; PYTHONS="3.12 3.14" to choose): each in its own venv under .venvs/ with
