@@ -34,7 +34,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -145,6 +145,23 @@ async def capture(redis_url: str, jobs: int, fail_every: int) -> list[tuple[str,
     ]
 
 
+async def outbox_entries(
+    events: Path | None, redis_url: str, jobs: int, fail_every: int
+) -> list[tuple[str, dict[str, str]]]:
+    """The capture saved in `events`, else a new one of `jobs` jobs (capture) on `redis_url`,
+    or on a private Redis when none is given."""
+    if events:
+        return cast(list[tuple[str, dict[str, str]]], json.loads(events.read_text()))
+    from servers import RedisServer
+
+    server = None if redis_url else RedisServer()
+    try:
+        return await capture(redis_url if server is None else server.url, jobs, fail_every)
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def with_database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
@@ -243,30 +260,16 @@ async def main() -> None:
     parser.add_argument("--save-events", type=Path, help="write the capture here")
     args = parser.parse_args()
 
-    servers: list[Any] = []
-    if args.events:
-        entries = json.loads(args.events.read_text())
-    else:
-        redis_url = args.redis_url
-        if not redis_url:
-            from servers import RedisServer
-
-            servers.append(RedisServer())
-            redis_url = servers[-1].url
-        entries = await capture(redis_url, args.jobs, args.fail_every)
-        if args.save_events:
-            args.save_events.write_text(json.dumps(entries))
+    entries = await outbox_entries(args.events, args.redis_url, args.jobs, args.fail_every)
+    if args.save_events and not args.events:
+        args.save_events.write_text(json.dumps(entries))
     pg_url = args.database_url
     if not pg_url:
         from servers import start_postgres
 
         pg_url, _ = start_postgres()
     pairs = [(parse_id(k), decode_entry(k, fields)) for k, fields in entries]
-    try:
-        runs = [await replay(pg_url, pairs, args.batch, args.try_sql) for _ in range(args.reps)]
-    finally:
-        for server in servers:
-            server.stop()
+    runs = [await replay(pg_url, pairs, args.batch, args.try_sql) for _ in range(args.reps)]
     print(report(runs))
     print("AUDIT-WRITER " + json.dumps({"runs": runs}))
 

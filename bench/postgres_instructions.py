@@ -36,9 +36,8 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audit_writer import capture  # noqa: E402
+from audit_writer import outbox_entries  # noqa: E402
 from common import scratch_dir  # noqa: E402
-from servers import RedisServer  # noqa: E402
 
 from audit.options import RelayOptions  # noqa: E402
 from audit.relay.foldcache import FoldCache  # noqa: E402
@@ -184,16 +183,7 @@ async def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind (callgrind) is not installed")
     n = args.jobs
-    if args.events:
-        entries = json.loads(args.events.read_text())
-    else:
-        server = None if args.redis_url else RedisServer()
-        try:
-            url = args.redis_url if server is None else server.url
-            entries = await capture(url, 2 * n, args.fail_every)
-        finally:
-            if server is not None:
-                server.stop()
+    entries = await outbox_entries(args.events, args.redis_url, 2 * n, args.fail_every)
     pairs = [(parse_id(k), decode_entry(k, fields)) for k, fields in entries]
     with scratch_dir("horae-bench-pgcg-", args.keep) as work:
         pg = CallgrindPostgres(work)

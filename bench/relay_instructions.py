@@ -26,14 +26,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audit_writer import DATABASE, capture, with_database  # noqa: E402
+from audit_writer import DATABASE, outbox_entries, with_database  # noqa: E402
 from common import scratch_dir  # noqa: E402
-from servers import RedisServer, start_postgres, stop_postgres  # noqa: E402
+from servers import start_postgres, stop_postgres  # noqa: E402
 
 Entries = list[tuple[str, dict[str, str]]]
 
@@ -131,17 +130,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind (callgrind) is not installed")
     n = args.jobs
-    entries: Any
-    if args.events:
-        entries = json.loads(args.events.read_text())
-    else:
-        server = None if args.redis_url else RedisServer()
-        try:
-            url = args.redis_url if server is None else server.url
-            entries = asyncio.run(capture(url, 2 * n, args.fail_every))
-        finally:
-            if server is not None:
-                server.stop()
+    entries = asyncio.run(outbox_entries(args.events, args.redis_url, 2 * n, args.fail_every))
     started = False
     pg_url = args.database_url
     if not pg_url:
