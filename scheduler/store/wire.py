@@ -27,6 +27,7 @@ writes are not all idempotent, so their callers decide.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections import deque
@@ -96,6 +97,7 @@ def _read_only(commands: Sequence[Sequence[Any]]) -> bool:
 
 
 CONNECT_TIMEOUT_S = 10.0
+DISCARD_TIMEOUT_S = 1.0  # how long a refused connection's socket may take to close
 
 
 @dataclass(frozen=True)
@@ -230,9 +232,11 @@ async def _open(
     endpoint: Endpoint, on_push: Callable[[Any], None] | None = None, decode: bool = False
 ) -> _Pipe:
     loop = asyncio.get_running_loop()
+    made: list[_Pipe] = []
 
     def factory() -> _Pipe:
-        return _Pipe(on_push, decode)
+        made.append(_Pipe(on_push, decode))
+        return made[0]
 
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
@@ -244,19 +248,33 @@ async def _open(
                 )
             for command in endpoint.handshake():
                 await pipe.request(command)
-    except ssl.SSLCertVerificationError as exc:
-        raise RedisConnectionError(
-            f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: "
-            f"its TLS certificate was refused ({exc.verify_message}); give "
-            f"the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
-            "(or rediss+cluster://) URL and connect by a name the certificate holds"
-        ) from exc
-    except (OSError, TimeoutError) as exc:
-        raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
-    except ResponseError:
-        pipe.transport.close()  # type: ignore[union-attr]
+    except BaseException as exc:
+        # A connection made but refused (a wrong password), timed out or cancelled during
+        # its handshake is closed here, not left to the garbage collector (over TLS, an
+        # unawaited close can outlive the caller's event loop).
+        if made:
+            await _discard(made[0])
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            raise RedisConnectionError(
+                f"cannot connect to Redis at {endpoint.host}:{endpoint.port}: "
+                f"its TLS certificate was refused ({exc.verify_message}); give "
+                f"the CA that signed it as ssl_ca_certs=PATH in the rediss:// "
+                "(or rediss+cluster://) URL and connect by a name the certificate holds"
+            ) from exc
+        if isinstance(exc, (OSError, TimeoutError)):
+            raise RedisConnectionError(f"cannot connect to Redis: {exc}") from exc
         raise
     return pipe
+
+
+async def _discard(pipe: _Pipe) -> None:
+    """Drop a connection that never served: abort it (no TLS goodbye to a server that
+    refused us) and wait, briefly, until its socket is closed."""
+    if pipe.transport is None:
+        return
+    pipe.transport.abort()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pipe.closed), DISCARD_TIMEOUT_S)
 
 
 async def _close(pipe: _Pipe | None) -> None:

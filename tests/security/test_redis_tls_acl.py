@@ -10,13 +10,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, StorageError
+from scheduler.store.wire import Endpoint, _open
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import (
     START_MS,
@@ -204,3 +207,23 @@ def test_the_security_guide_documents_the_acl_rule_the_test_server_uses() -> Non
     assert README_RULE in text, (
         f"docs/how-to/security.md must show the ACL rule line:\n{README_RULE}"
     )
+
+
+def _sockets_to(port: int) -> int:
+    return sum(1 for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr[1] == port)
+
+
+def test_a_refused_login_leaves_no_socket_open(tls_redis: TlsRedis) -> None:
+    """A connection Redis refuses (WRONGPASS) is closed by the time the error reaches the
+    caller: over TLS an unawaited close outlived the caller's event loop and left the socket
+    to the garbage collector (a ResourceWarning that failed other tests at random)."""
+    url = tls_redis.url(USER_A).replace(tls_redis.passwords[USER_A], "wrong-pw-5ca1ab1e")
+    endpoint = Endpoint.of_pool(aioredis.ConnectionPool.from_url(url))
+    before = _sockets_to(tls_redis.port)
+
+    async def refused() -> int:
+        with pytest.raises(ResponseError, match="WRONGPASS"):
+            await _open(endpoint)
+        return _sockets_to(tls_redis.port)  # before anything else may run on the loop
+
+    assert asyncio.run(refused()) == before
