@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.core.job import JobPage, JobState
-from scheduler.store.listing import WORK_PER_ITEM, Walk, check_limit
+from scheduler.store.listing import WORK_PER_ITEM, Walk, check_limit, check_state
 from scheduler.store.redis import RedisStore
 from scheduler.store.topic_memory import KnownTopic
 
@@ -51,9 +51,12 @@ async def list_jobs(
     after = walk.start(cursor)
     ids, following = await store.list_job_ids(walk, after, size, size * WORK_PER_ITEM)
     infos = await store.get_jobs(ids)
-    # A job pruned between the two reads is left out (it is past retention).
+    # A job pruned between the two reads is left out (it is past retention), and so is one
+    # that left the asked state meanwhile (a worker claimed it, it was cancelled): a page of
+    # "scheduled" jobs holds scheduled jobs only. A listing of every state shows it as it is.
+    wanted = check_state(state)
     return JobPage(
-        [info for info in infos if info is not None],
+        [info for info in infos if info is not None and wanted in (None, info.state)],
         following.encode() if following is not None else None,
     )
 

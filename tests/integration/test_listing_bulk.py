@@ -295,3 +295,28 @@ async def test_a_listing_keeps_one_key_and_a_time_range_across_pages(
         with pytest.raises(ScheduleError) as info:
             await s.jobs(since=datetime(2030, 1, 1))  # naive: which zone?
         assert info.value.field == "since"
+
+
+async def test_a_job_that_leaves_the_asked_state_between_the_two_reads_is_not_listed(
+    setup: tuple[Scheduler, dict[str, JobInfo]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page reads its ids (a script), then the jobs: a job cancelled (or claimed) in between
+    is not shown under the state it left; a listing of every state shows it as it is now."""
+    s, infos = setup
+    list_job_ids = s.store.list_job_ids
+    moved: list[str] = []
+
+    async def cancel_first_listed(*args: Any) -> Any:
+        ids, following = await list_job_ids(*args)
+        if not moved:
+            assert await s.cancel(ids[0])
+            moved.append(ids[0])
+        return ids, following
+
+    monkeypatch.setattr(s.store, "list_job_ids", cancel_first_listed)
+    page = await s.jobs(state="scheduled", limit=10)
+    assert moved and moved[0] not in {i.id for i in page.items}
+    assert len(page.items) == 9 and all(i.state is JobState.SCHEDULED for i in page.items)
+    moved.clear()
+    page = await s.jobs(limit=10)
+    assert {i.id: i.state for i in page.items}[moved[0]] is JobState.CANCELLED
