@@ -125,7 +125,7 @@ class ScheduleIn(BaseModel):
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)
     priority: Annotated[int, Field(ge=-1000, le=1000), Whole] | None = None
     job_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LEN, pattern=STORABLE)
-    after: list[str] | None = Field(
+    after: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_LEN)]] | None = Field(
         None,
         max_length=MAX_PARENTS,
         description="ids of jobs that must complete first (docs/how-to/dependencies.md): the "

@@ -209,8 +209,19 @@ EXCLUDED = [schemathesis.checks.positive_data_acceptance]
 # a cursor this API did not hand out (it is opaque), a window whose since is after its until,
 # an instant before the year 1 or after 9999 once in UTC, the engine's limits on a payload's
 # and metadata's JSON (size, depth, NUL anywhere in its strings: stated in words only), a
-# duration's text whose units are out of order or whose value is past the bounds.
-SEMANTIC_FIELDS = {"tz", "cursor", "since", "run_at", "payload", "metadata", "delay", "timeout"}
+# duration's text whose units are out of order or whose value is past the bounds, a parent
+# (after=) that does not exist.
+SEMANTIC_FIELDS = {
+    "tz",
+    "cursor",
+    "since",
+    "run_at",
+    "payload",
+    "metadata",
+    "delay",
+    "timeout",
+    "after",
+}
 
 
 def _excluded_by_id_prefix(case: Case, field: str | None) -> bool:
