@@ -219,7 +219,7 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
     assert (
         await migrate_url(database_url)
         == [m.version for m in load_migrations()]
-        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     )
     conn = await asyncpg.connect(database_url)
     try:
@@ -246,16 +246,23 @@ async def test_empty_database_gets_the_expected_schema(database_url: str) -> Non
             (10, "console_rollups"),
             (11, "attempt_result"),
             (12, "job_parents"),
+            (13, "export_by_terminal_time"),
         ]
         # 0009: the console's overview and analytics page read these (bench/console_pages.py)
         indexes = {
             r["indexname"]: r["indexdef"]
             for r in await conn.fetch(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN "
-                "('schedule_audit_completed', 'schedule_failure_stats_day')"
+                "('schedule_audit_completed', 'schedule_failure_stats_day', "
+                "'schedule_audit_cancelled', 'schedule_audit_updated')"
             )
         }
+        # 0013: the export reads the terminal states' partial indexes; updated_at has none
         assert indexes == {
+            "schedule_audit_cancelled": (
+                "CREATE INDEX schedule_audit_cancelled ON ONLY public.schedule_audit "
+                "USING btree (cancelled_at) WHERE (status = 'cancelled'::text)"
+            ),
             "schedule_audit_completed": (
                 "CREATE INDEX schedule_audit_completed ON ONLY public.schedule_audit "
                 "USING btree (completed_at) INCLUDE (topic) WHERE (status = 'completed'::text)"
@@ -285,17 +292,17 @@ async def test_migrating_twice_changes_nothing(database_url: str) -> None:
         before = await schema(conn)
         assert await migrate(conn) == []
         assert await schema(conn) == before
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 12
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 13
     finally:
         await conn.close()
 
 
 async def test_three_migrators_at_once(database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(database_url) for _ in range(3)))
-    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
+    assert sorted(results) == [[], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]]
     conn = await asyncpg.connect(database_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 12
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 13
         assert (await schema(conn))["columns"] == EXPECTED_COLUMNS
     finally:
         await conn.close()

@@ -12,8 +12,9 @@ SELECT pg_advisory_unlock(hashtext('horae.analytics.export'));
 
 -- name: export_jobs
 -- Jobs that reached their terminal state in [$1, $2), with that instant and
--- the number of failed attempts they had. updated_at >= every terminal time,
--- so its index bounds the scan; created_at < $2 prunes later partitions.
+-- the number of failed attempts they had. Each terminal state's branch is one range
+-- of that state's partial index (0009, 0001, 0013); created_at < $2 prunes later
+-- partitions.
 SELECT j.id AS job_id, j.topic, j.status, j.attempts, j.max_attempts,
        coalesce(f.failed_attempts, 0)::integer AS failed_attempts,
        (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_at,
@@ -35,9 +36,10 @@ LEFT JOIN LATERAL (
     WHERE a.job_id = j.id AND a.job_created_at = j.created_at
       AND a.outcome IN ('failed', 'timed_out', 'worker_lost')
 ) f ON true
-WHERE j.status <> 'active'
-  AND j.updated_at >= $1 AND j.created_at < $2
-  AND t.finished_at >= $1 AND t.finished_at < $2
+WHERE j.created_at < $2
+  AND ((j.status = 'completed' AND j.completed_at >= $1 AND j.completed_at < $2)
+    OR (j.status = 'failed' AND j.failed_at >= $1 AND j.failed_at < $2)
+    OR (j.status = 'cancelled' AND j.cancelled_at >= $1 AND j.cancelled_at < $2))
 ORDER BY t.finished_at
 
 -- name: export_attempts
