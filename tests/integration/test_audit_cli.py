@@ -60,7 +60,7 @@ def test_cli_commands(redis_url: str, namespace: str, database_url: str) -> None
     result = runner.invoke(cli, ["migrate"])
     assert (
         result.exit_code == 0
-        and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]" in result.output
+        and "applied migrations: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]" in result.output
     ), result.output
     assert "up to date" in runner.invoke(cli, ["migrate"]).output
 
