@@ -189,7 +189,7 @@ async def check(facts: RunFacts, redis: aioredis.Redis, database_url: str) -> Ve
                     f"{job_id}#{e['attempt_no']} completed, no run ended"
                 )
     _check_cancel(v, facts, jobs, by_job)
-    _check_crons(v, facts, jobs)
+    _check_crons(v, facts, jobs, by_job)
     _check_coalesced(v, facts, jobs, runs, by_job)
     for (job_id, attempt), out in attempt_rows.items():
         if out == "no_listener" and jobs.get(job_id, {}).get("topic", "").startswith(
@@ -257,12 +257,23 @@ def _check_cancel(
             )
 
 
-def _check_crons(v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]]) -> None:
+def _check_crons(
+    v: Verdict, facts: RunFacts, jobs: dict[str, dict[str, str]], by_job: dict[str, list[Any]]
+) -> None:
     """Every tick from the first to the pause exists once (ids are cron:<name>:<ms>) and
     completed."""
     for name, (created, paused) in facts.crons.items():
         ticks = sorted(int(j.rsplit(":", 1)[1]) for j in jobs if j.startswith(f"cron:{name}:"))
         v.figures["cron ticks"] += len(ticks)
+        for t in ticks:  # how late firing ran: a figure (Producer.crons_fired waits out a stall)
+            fired = [
+                e["ts_ms"]
+                for e in by_job.get(f"cron:{name}:{t}", [])
+                if e["event_type"] == "scheduled"
+            ]
+            if fired and min(fired) - t > v.figures["cron ticks fired late, worst ms"]:
+                v.figures["cron ticks fired late, worst ms"] = min(fired) - t
+                v.figures["cron ticks fired late, worst at t+ms"] = t - created
         bad = v.violations["each cron tick once"]
         if not ticks:
             bad.append(f"{name}: no tick at all")

@@ -34,6 +34,9 @@ from tests.chaos.servers import ChaosPostgres, ChaosRedis
 from tests.procs import READY_LINE, child_env, producer
 
 ROOT = Path(__file__).resolve().parents[2]
+# How long the schedules may take to fire what is due once the faults end (Producer.crons_fired):
+# a worker restarted last may still be starting on a loaded machine.
+CRONS_CATCH_UP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,12 @@ class ChaosRun:
             await asyncio.gather(*fault_tasks)
             ticker.cancel()
             self._heal(workers)
+            caught_up = await load.crons_fired(CRONS_CATCH_UP_S)
+            self.say(
+                f"cron ticks due fired {caught_up:.1f} s after the faults"
+                if caught_up is not None
+                else f"cron ticks due still not fired {CRONS_CATCH_UP_S:.0f} s after the faults"
+            )
             await load.pause_crons()
             self.say(f"load and faults done at {time.monotonic() - started:.1f} s; draining")
             await self._drain(s)

@@ -10,6 +10,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from scheduler.core.errors import StorageError
@@ -94,6 +95,26 @@ class Producer:
             lambda: self.s.schedule_cron(COALESCED, "* * * * * *", topic=CRON, misfire="coalesce")
         )
         self.coalesced[COALESCED] = (real_ms(), 0)
+
+    async def crons_fired(self, timeout_s: float) -> float | None:
+        """Wait until every schedule has fired the ticks due so far (its next run is in the
+        future); returns how long that took, None when it did not within `timeout_s`.
+
+        The run pauses the schedules when its faults end. On a loaded machine a restarted worker
+        takes seconds to start, so every worker may be down then: the ticks due meanwhile wait
+        for the next worker (misfire="all"), and a pause before it came would drop them."""
+        started = time.monotonic()
+        names = [*self.crons, *self.coalesced]
+        while time.monotonic() - started < timeout_s:
+            infos = [await persist(partial(self.s.get_cron, name)) for name in names]
+            now = real_ms()
+            if all(
+                i is not None and i.next_run_at and i.next_run_at.timestamp() * 1000 > now
+                for i in infos
+            ):
+                return time.monotonic() - started
+            await asyncio.sleep(0.1)
+        return None
 
     async def pause_crons(self) -> None:
         for table in (self.crons, self.coalesced):
