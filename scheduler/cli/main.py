@@ -9,6 +9,7 @@ import json
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from scheduler.cli.common import (
     warn_renamed,
     when_text,
 )
+from scheduler.cli.startup import serve_when_reachable
 from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.observe.health import HealthServer, bind_host, worker_readiness
 from scheduler.observe.logs import configure_logging
@@ -167,6 +169,13 @@ def _run(coro: Any) -> Any:
     ),
 )
 @click.option(
+    "--startup-wait",
+    type=click.FloatRange(0),
+    default=None,
+    help="Seconds to keep trying to reach Redis at start before exiting with the error "
+    "(default [worker] startup_wait_s; 0 = exit at once).",
+)
+@click.option(
     "--nightly",
     is_flag=True,
     default=False,
@@ -185,6 +194,7 @@ def worker(
     metrics_host: str | None,
     health_port: int | None,
     health_host: str | None,
+    startup_wait: float | None,
     nightly: bool,
 ) -> None:
     """Run a worker until SIGINT/SIGTERM or `horae workers drain ID`, then stop gracefully: /readyz
@@ -241,6 +251,10 @@ def worker(
                 await health.close()
 
     async def serve_worker(stop: asyncio.Event) -> None:
+        wait_s = settings.worker.startup_wait_s if startup_wait is None else startup_wait
+        await serve_when_reachable(lambda started: serve_once(stop, started), wait_s, stop)
+
+    async def serve_once(stop: asyncio.Event, started: Callable[[], None]) -> None:
         async with Scheduler(settings=settings, listeners=registry) as s:
             if nightly:
                 from audit.analytics.nightly import install_nightly
@@ -255,6 +269,7 @@ def worker(
                         health.drain(reason)
                     stop.set()
 
+                started()  # from here on, the worker rides out Redis outages itself
                 w.on_drain = drained
                 if health is not None:
                     health.ready = worker_readiness(s.workers, w.id, [settings.redis_url])

@@ -138,6 +138,13 @@ class WorkerSettings(Section):
         description="A worker advertises its topics with every heartbeat (every ttl/3 at most); "
         "one silent this long is dead, and its topics no longer served by it.",
     )
+    startup_wait_s: float = Field(
+        60.0,
+        ge=0,
+        description="How long `horae worker` keeps trying to reach Redis at start (refused or "
+        "lost connections, a server still loading its data) before it exits with the error "
+        "(also --startup-wait); 0 = exit at once.",
+    )
     # scheduler/store/partitions.py parses it against [cluster] partitions.
     partitions: str = Field(
         "",

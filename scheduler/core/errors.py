@@ -225,6 +225,12 @@ class StorageError(SchedulerError):
     """The storage backend (Redis or PostgreSQL) failed."""
 
 
+class ServerUnavailable(StorageError):
+    """Redis could not be reached, lost the connection or timed out, or was up but not ready
+    (loading its data, a replica without its master): the same call may succeed later.
+    `horae worker` waits for it at start ([worker] startup_wait_s)."""
+
+
 class AuditUnavailable(StorageError):
     """The audit trail's PostgreSQL cannot be reached (or the connection died): audit reads
     fail; scheduling and workers go on (the relay catches up when it answers)."""

@@ -11,9 +11,10 @@ import redis.asyncio as aioredis
 from scheduler.core.clock import Clock, SystemClock
 from scheduler.core.config import Settings
 from scheduler.core.datadir import data_dir_of
-from scheduler.core.errors import StorageError
+from scheduler.core.errors import ServerUnavailable, StorageError
 from scheduler.core.procutil import scrub
 from scheduler.ops.servers import ServiceUrls, resolve_services
+from scheduler.store.base import server_unavailable
 from scheduler.store.clients import redis_client
 from scheduler.store.redis import RedisStore
 
@@ -81,7 +82,8 @@ async def open_redis(
             clock = system
     except Exception as exc:
         await redis.aclose()
-        raise StorageError(
+        error = ServerUnavailable if server_unavailable(exc) else StorageError
+        raise error(
             scrub(f"cannot reach Redis at {urls.redis_url}: {exc}", urls.redis_url)
         ) from None
     return urls, redis, clock

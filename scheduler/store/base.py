@@ -12,9 +12,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    RedisError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from scheduler.core.errors import StorageError
+from scheduler.core.errors import ServerUnavailable, StorageError
 from scheduler.core.job import NewJob
 from scheduler.core.keys import Keys
 from scheduler.store.cluster import ClusterWire, make_wire
@@ -34,6 +40,19 @@ T = TypeVar("T")
 # How long a topic's home partition, as enqueue.lua last said it, is trusted (a hint only: the
 # script enforces the home, so a topic limit set or removed since costs one refused call).
 HOME_HINT_S = 10.0
+# Error replies of a server that is up but cannot serve yet: loading its dataset, a replica cut
+# from its master, a cluster without its quorum or in the middle of a resharding.
+NOT_READY_REPLIES = ("LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def server_unavailable(exc: BaseException) -> bool:
+    """Whether a failed Redis call may succeed when tried again unchanged: no connection, a
+    lost one, a timeout, or a server not ready yet; never a refused login or command."""
+    if isinstance(exc, AuthenticationError):
+        return False
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError | TimeoutError):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(NOT_READY_REPLIES)
 
 
 class StoreBase:
@@ -128,6 +147,8 @@ class StoreBase:
                 f"Redis user needs keys ~{prefix}* and channels &{prefix}* and the commands "
                 "of docs/how-to/security.md"
             )
+        if server_unavailable(exc):
+            return ServerUnavailable(f"redis {what} failed: {text}")
         return StorageError(f"redis {what} failed: {text}")
 
     async def aclose(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import time
@@ -23,7 +22,15 @@ import redis.asyncio as aioredis
 
 from scheduler.ops import servers
 from scheduler.ops.servers import free_port as _free_port
-from tests.procs import HORAE, ROOT, WorkerProcesses, alive, app_key, child_env, producer
+from tests.procs import (
+    HORAE,
+    ROOT,
+    WorkerProcesses,
+    app_key,
+    child_env,
+    producer,
+    stop_redis,
+)
 from tests.procs.worker_app import BLOCK_TOPIC
 
 pytestmark = pytest.mark.slow
@@ -94,17 +101,6 @@ def own_redis(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     servers.stop_all(root)
 
 
-def _stop_redis(root: Path) -> None:
-    """SIGTERM this test's redis-server and wait until it is gone (its state file stays, so
-    ensure_redis starts it again on the same port)."""
-    pid = int(json.loads((root / "redis" / "state.json").read_text())["pid"])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while alive(pid):
-        assert time.monotonic() < deadline, f"redis-server {pid} did not stop on SIGTERM"
-        time.sleep(0.02)
-
-
 @pytest.fixture
 async def migrated(database_url: str) -> AsyncIterator[str]:
     """The test's database with the audit schema (the relay writes into it)."""
@@ -170,7 +166,7 @@ async def test_every_readiness_follows_redis_and_liveness_stays_up(
             listening
         )
 
-        _stop_redis(root)  # SIGTERM: the AOF is complete, the worker's registry entry survives
+        stop_redis(root)  # SIGTERM: the AOF is complete, the worker's registry entry survives
         for name in ("worker", "relay", "console"):
             took, body = await _until(
                 ports[name], "/readyz", 503, 8, f"{name} unready without Redis"

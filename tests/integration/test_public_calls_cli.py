@@ -56,7 +56,7 @@ COMMANDS: dict[str, list[str]] = {
     "topics list": [],
     "topics set": ["t/x", "--concurrency", "2"],
     "topics show": ["t/x"],
-    "worker": ["--all-topics"],
+    "worker": ["--all-topics", "--startup-wait", "0"],  # (else it waits for Redis: 60 s)
     "workers list": [],
     "workers drain": ["w/x"],
 }

@@ -10,6 +10,7 @@ to a log file that is printed when an assertion about the process fails.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -185,3 +186,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def stop_redis(root: Path) -> None:
+    """SIGTERM the embedded redis-server of data dir `root` and wait until it is gone (its state
+    file stays, so servers.ensure_redis starts it again on the same port)."""
+    pid = int(json.loads((root / "redis" / "state.json").read_text())["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while alive(pid):
+        assert time.monotonic() < deadline, f"redis-server {pid} did not stop on SIGTERM"
+        time.sleep(0.02)
