@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, HTTPException, Query
-from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from console.data import STATES
+from scheduler.core.dependencies import MAX_PARENTS
+from scheduler.core.outbox import SCHEDULE_FAILED_TOPIC
 from scheduler.core.validation import MAX_ID_LEN, MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_TOPIC_LEN
 from scheduler.core.validation import MAX_KEY_LEN as MAX_KEY_LEN  # (re-exported: console.api)
 
@@ -185,3 +187,52 @@ def exclusive(*pairs: tuple[str, str, str, str]) -> dict[str, Any]:
             for a, ta, b, tb in pairs
         ]
     }
+
+
+class ScheduleIn(BaseModel):
+    """A job to schedule: `run_at` (ISO 8601; without an offset it is wall-clock time in
+    `tz`) or `delay` (from now: seconds, or text like "2s", "1h30m"; `delay_s`: seconds),
+    only one of them; none means now. `timeout` (or `timeout_s`) bounds each attempt."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=exclusive(
+            ("run_at", "string", "delay_s", "number"),
+            ("run_at", "string", "delay", "string|number"),
+            ("delay", "string|number", "delay_s", "number"),
+            ("timeout", "string|number", "timeout_s", "number"),
+        ),
+    )
+    topic: str = Field(
+        min_length=1,
+        max_length=MAX_TOPIC_LEN,
+        pattern=NAME,
+        json_schema_extra={"not": {"const": SCHEDULE_FAILED_TOPIC}},
+    )  # reserved
+    run_at: Instant | None = None
+    delay: DelayIn | None = None
+    delay_s: float | None = Field(None, ge=0, le=MAX_DELAY_S, strict=True)
+    tz: str = Field("UTC", min_length=1, max_length=64)
+    payload: Any = Field(None, description=JSON_LIMITS)
+    metadata: dict[str, Any] | None = Field(None, description=JSON_LIMITS)
+    attempts: Annotated[int, Field(ge=1, le=20), Whole] | None = None
+    timeout: TimeoutIn | None = None
+    timeout_s: float | None = Field(None, gt=0, le=30 * 86_400, strict=True)
+    key: str | None = Field(None, min_length=1, max_length=MAX_KEY_LEN, pattern=STORABLE)
+    priority: Annotated[int, Field(ge=-1000, le=1000), Whole] | None = None
+    job_id: str | None = Field(None, min_length=1, max_length=MAX_ID_LEN, pattern=STORABLE)
+    after: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_LEN)]] | None = Field(
+        None,
+        max_length=MAX_PARENTS,
+        description="ids of jobs that must complete first (docs/how-to/dependencies.md): the "
+        "job waits in state waiting_for_parents; an unknown id is refused",
+    )
+    on_parent_failure: Literal["fail", "ignore", "cancel"] | None = Field(
+        None, description="what a parent failing (or cancelled, deleted) does: default fail"
+    )
+
+
+class RescheduleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_at: Instant
+    tz: str = Field("UTC", min_length=1, max_length=64)
