@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar
@@ -47,8 +48,14 @@ NOT_READY_REPLIES = ("LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 def server_unavailable(exc: BaseException) -> bool:
     """Whether a failed Redis call may succeed when tried again unchanged: no connection, a
-    lost one, a timeout, or a server not ready yet; never a refused login or command."""
-    if isinstance(exc, AuthenticationError):
+    lost one, a timeout, or a server not ready yet; never a refused login, certificate or
+    command."""
+    refused_tls = (exc, exc.__cause__)
+    if isinstance(exc, AuthenticationError) or any(
+        isinstance(e, ssl.SSLCertVerificationError) for e in refused_tls
+    ):
+        return False
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # (redis-py's wording of a refused certificate)
         return False
     if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError | TimeoutError):
         return True

@@ -5,6 +5,7 @@ runs, only within the wait."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -28,6 +29,8 @@ from scheduler.store.base import server_unavailable
         (ResponseError("MASTERDOWN Link with MASTER is down"), True),
         (ResponseError("CLUSTERDOWN The cluster is down"), True),
         (AuthenticationError("invalid username-password pair"), False),
+        (ssl.SSLCertVerificationError(1, "certificate verify failed"), False),
+        (RedisConnectionError("Error 1 connecting: [SSL: CERTIFICATE_VERIFY_FAILED]"), False),
         (ResponseError("WRONGPASS invalid username-password pair or user is disabled."), False),
         (ResponseError("NOPERM this user has no permissions to run the 'evalsha' command"), False),
         (ResponseError("ERR unknown command 'FCALL'"), False),
