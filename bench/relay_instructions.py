@@ -65,7 +65,7 @@ async def relay(pg_url: str, path: Path, batch: int) -> None:
     from audit.relay.stream import Entry, decode
     from audit.relay.writer import BatchWriter
     from audit.settings import AuditSettings
-    from scheduler.store.wire import as_map
+    from scheduler.store.pipe import as_map
 
     lines = path.read_text().splitlines()
     admin = await asyncpg.connect(pg_url)

@@ -20,7 +20,7 @@ from scheduler.core.keys import Keys
 from scheduler.core.outbox import OutboxEvent, decode_entry
 from scheduler.core.procutil import pid_alive
 from scheduler.store.cluster import Wire, make_wire
-from scheduler.store.wire import as_map
+from scheduler.store.pipe import as_map
 
 log = logging.getLogger("horae.audit")
 

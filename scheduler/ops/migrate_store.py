@@ -17,8 +17,8 @@ from scheduler.core.keys import Keys
 from scheduler.ops.migration_plan import glob_escape
 from scheduler.store.cluster import make_wire
 from scheduler.store.partitions import MIGRATION_FIELDS
+from scheduler.store.pipe import as_map
 from scheduler.store.scripts import Scripts
-from scheduler.store.wire import as_map
 
 Ops = Sequence[tuple[str, Sequence[str]]]
 

@@ -31,8 +31,8 @@ from scheduler.ops.migration_plan import (
     tags,
 )
 from scheduler.store.partitions import topic_wide_limit
+from scheduler.store.pipe import as_map
 from scheduler.store.scripts import ScriptCode
-from scheduler.store.wire import as_map
 
 POLICY_SLOTS = {
     "short": ("w",),

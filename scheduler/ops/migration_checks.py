@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from scheduler.core.keys import Keys
 from scheduler.ops.migrate_store import MigrationStore
 from scheduler.ops.migration_plan import all_tags, tags
-from scheduler.store.wire import as_map
+from scheduler.store.pipe import as_map
 from scheduler.worker.advertise import live_workers
 
 

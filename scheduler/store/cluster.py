@@ -25,7 +25,8 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from scheduler.store.wire import Endpoint, WireConnection
+from scheduler.store.pipe import Endpoint
+from scheduler.store.wire import WireConnection
 
 log = logging.getLogger("horae.cluster")
 

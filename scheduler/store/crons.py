@@ -15,7 +15,7 @@ from scheduler.core.job import CronFire, CronInfo, NewCron
 from scheduler.core.keys import Keys
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.base import StoreBase
-from scheduler.store.wire import as_map
+from scheduler.store.pipe import as_map
 
 
 class CronStore(StoreBase):

@@ -16,8 +16,8 @@ from scheduler.core.progress import parse_log, parse_progress
 from scheduler.core.timeutil import ms_to_utc
 from scheduler.store.base import StoreBase
 from scheduler.store.listing import Cursor, Walk, partition_token, set_order
+from scheduler.store.pipe import as_map
 from scheduler.store.scripts import PAYLOAD_CHUNK_FIELDS
-from scheduler.store.wire import as_map
 
 
 def _payload(

@@ -16,9 +16,9 @@ from scheduler.core.errors import InvalidFlowOption
 from scheduler.core.job import JobInfo, NewJob
 from scheduler.core.keys import Keys
 from scheduler.store.partitions import topic_home, topic_wide_limit
+from scheduler.store.pipe import as_map
 from scheduler.store.reads import ReadStore
 from scheduler.store.scripts import DrainCode, ScriptCode, TopicCode
-from scheduler.store.wire import as_map
 
 
 class Advertised(NamedTuple):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from redis.exceptions import ResponseError
 
 from scheduler.store.cluster import ClusterWire
-from scheduler.store.wire import Endpoint
+from scheduler.store.pipe import Endpoint
 from tests.cluster.servers import Node, RedisCluster
 
 SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"

@@ -20,7 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from scheduler.ops.servers import _redis_binary
-from scheduler.store.wire import Endpoint, Subscription, WireConnection, as_map
+from scheduler.store.pipe import Endpoint, as_map
+from scheduler.store.wire import Subscription, WireConnection
 from tests.integration.engine_fixtures import eventually
 
 

@@ -59,8 +59,8 @@ from scheduler.core.request import JobRequest
 from scheduler.core.retry import RetryPolicy
 from scheduler.core.validation import build_job
 from scheduler.observe.metrics import Metrics
+from scheduler.store.pipe import as_map
 from scheduler.store.redis import RedisStore
-from scheduler.store.wire import as_map
 from scheduler.testing.clocks import FakeClock
 from scheduler.worker.attempt import arrival, settlement
 from scheduler.worker.housekeeping import Housekeeping

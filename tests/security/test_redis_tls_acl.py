@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from horae.settings import load_settings
 from listeners import ListenerRegistry, ScheduleArrivedEvent
 from scheduler import JobState, Scheduler, StorageError
-from scheduler.store.wire import Endpoint, _open
+from scheduler.store.pipe import Endpoint, open_pipe
 from scheduler.testing.clocks import FakeClock
 from tests.integration.engine_fixtures import (
     START_MS,
@@ -223,7 +223,7 @@ def test_a_refused_login_leaves_no_socket_open(tls_redis: TlsRedis) -> None:
 
     async def refused() -> int:
         with pytest.raises(ResponseError, match="WRONGPASS"):
-            await _open(endpoint)
+            await open_pipe(endpoint)
         return _sockets_to(tls_redis.port)  # before anything else may run on the loop
 
     assert asyncio.run(refused()) == before

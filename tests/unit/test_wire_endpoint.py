@@ -7,7 +7,7 @@ import ssl
 
 import redis.asyncio as aioredis
 
-from scheduler.store.wire import Endpoint, as_map
+from scheduler.store.pipe import Endpoint, as_map
 
 
 def endpoint(url: str) -> Endpoint:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from scheduler.store.wire import Endpoint, WireConnection
+from scheduler.store.pipe import Endpoint
+from scheduler.store.wire import WireConnection
 
 
 class Broken(WireConnection):
