@@ -23,7 +23,7 @@ async def serve_when_reachable(
 ) -> None:
     """Run `serve(started)`; while it has not called `started()`, a ServerUnavailable starts it
     again after a back-off (0.25 s, doubling up to 5 s), for up to `wait_s` seconds in all.
-    Returns without serving when `stop` is set during a back-off.
+    Returns without serving when `stop` is set before the worker runs.
 
     Raises:
         ServerUnavailable: still unavailable after `wait_s` seconds.
@@ -43,8 +43,12 @@ async def serve_when_reachable(
             await serve(started)
             return
         except ServerUnavailable as exc:
+            if running:
+                raise
+            if stop.is_set():
+                return  # asked to stop before it ran: nothing to report
             left = deadline - loop.time()
-            if running or stop.is_set() or left <= 0:
+            if left <= 0:
                 raise
             pause = min(delay, left)
             log.warning(

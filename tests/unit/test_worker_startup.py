@@ -103,3 +103,13 @@ async def test_a_stop_while_waiting_ends_it_without_serving() -> None:
     asyncio.get_running_loop().call_later(0.1, stop.set)
     await startup.serve_when_reachable(serve, 60.0, stop)
     assert 1 <= calls[0] < 100 and len(errors) > 0
+
+
+async def test_a_stop_during_a_failing_start_ends_it_without_an_error() -> None:
+    stop = asyncio.Event()
+
+    async def serve(started: Callable[[], None]) -> None:
+        stop.set()  # (SIGTERM while it connects)
+        raise ServerUnavailable("refused")
+
+    await startup.serve_when_reachable(serve, 60.0, stop)
