@@ -10,7 +10,9 @@ import asyncio
 import socket
 import struct
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(eq=False)  # hashed by identity: the proxy keeps a set of open pairs
@@ -41,6 +43,10 @@ class FaultProxy:
         self.reset_replies = False
         self.counts: Counter[str] = Counter()
         self._pairs: set[_Pair] = set()
+        # Every task it started (both pumps of each pair and their delivering halves), so that
+        # close() ends them all, also those of a pair a reset already dropped: a task left
+        # pending when the loop closes is destroyed mid-`finally` (an unraisable error).
+        self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -53,6 +59,16 @@ class FaultProxy:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def drop_all(self, rst: bool = False) -> int:
         """Abort every open connection (both sides); returns how many."""
@@ -88,8 +104,8 @@ class FaultProxy:
         self._pairs.add(pair)
         self.counts["connections"] += 1
         pair.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, pair, replies=False)),
-            asyncio.create_task(self._pump(up_reader, writer, pair, replies=True)),
+            self._start(self._pump(reader, up_writer, pair, replies=False)),
+            self._start(self._pump(up_reader, writer, pair, replies=True)),
         ]
 
     async def _pump(
@@ -98,7 +114,7 @@ class FaultProxy:
         """Copy src to dst; with a delay, a second task writes each chunk when its time comes."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        writer_task = asyncio.create_task(self._deliver(queue, dst, pair, replies))
+        writer_task = self._start(self._deliver(queue, dst, pair, replies))
         try:
             while data := await src.read(65536):
                 queue.put_nowait((loop.time() + self.delay_s, data))
