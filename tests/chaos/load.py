@@ -10,7 +10,6 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any, TypeVar
 
 from scheduler.core.errors import StorageError
@@ -104,13 +103,12 @@ class Producer:
         takes seconds to start, so every worker may be down then: the ticks due meanwhile wait
         for the next worker (misfire="all"), and a pause before it came would drop them."""
         started = time.monotonic()
-        names = [*self.crons, *self.coalesced]
+        names = {*self.crons, *self.coalesced}
         while time.monotonic() - started < timeout_s:
-            infos = [await persist(partial(self.s.get_cron, name)) for name in names]
+            infos = [c for c in await persist(self.s.list_crons) if c.name in names]
             now = real_ms()
-            if all(
-                i is not None and i.next_run_at and i.next_run_at.timestamp() * 1000 > now
-                for i in infos
+            if len(infos) == len(names) and all(
+                i.next_run_at and i.next_run_at.timestamp() * 1000 > now for i in infos
             ):
                 return time.monotonic() - started
             await asyncio.sleep(0.1)
